@@ -1,0 +1,30 @@
+#pragma once
+// Each subcommand lives in its own cmd_*.cpp and registers itself on the root CLI11 app.
+// Callbacks store their exit status in CliState; main() returns it.
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "model/json_io.h"
+#include "model/result.h"
+
+namespace parallax::cli {
+
+struct CliState {
+  int exit_code = 0;
+};
+
+void RegisterModelCommand(CLI::App& root, CliState& state);
+void RegisterPlanCommands(CLI::App& root, CliState& state);  // plan, simulate
+void RegisterRunCommand(CLI::App& root, CliState& state);
+void RegisterCalibrateCommand(CLI::App& root, CliState& state);
+void RegisterRefineCommand(CLI::App& root, CliState& state);
+void RegisterTraceCommand(CLI::App& root, CliState& state);
+
+//! Prints `e` to stderr ("parallax: <message>"), and with --json also {"error": ...} on stdout;
+//! returns the exit status for it (2 bad input, 1 otherwise).
+int ReportError(const Error& e, bool json);
+//! Prints one JSON object on stdout (the --json contract).
+void PrintJson(const Json& j);
+
+}  // namespace parallax::cli

@@ -1,0 +1,30 @@
+// parallax: one command-line program, a subcommand per DESIGN.md. Thin: parse, call, print.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "cli/command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"parallax: plan, run and inspect hybrid-parallel training of large transformers"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "parallax 0.1.0");
+  parallax::cli::CliState state;
+  parallax::cli::RegisterPlanCommands(app, state);
+  parallax::cli::RegisterRunCommand(app, state);
+  parallax::cli::RegisterCalibrateCommand(app, state);
+  parallax::cli::RegisterRefineCommand(app, state);
+  parallax::cli::RegisterTraceCommand(app, state);
+  parallax::cli::RegisterModelCommand(app, state);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    // CLI11 returns 0 for --help/--version; every real parse error is bad input.
+    return rc == 0 ? 0 : 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "parallax: internal error: %s\n", e.what());
+    return 1;
+  }
+  return state.exit_code;
+}

@@ -1,0 +1,56 @@
+#include "model/cluster_spec.h"
+
+namespace parallax {
+namespace {
+
+constexpr int64_t kClusterVersion = 1;
+
+LinkSpec ReadLink(ObjectReader r) {
+  LinkSpec l;
+  l.bandwidth_GBps = r.PositiveNumber("bandwidth_GBps");
+  l.latency_us = r.NonNegativeNumber("latency_us");
+  r.Finish();
+  return l;
+}
+
+}  // namespace
+
+Result<ClusterSpec> ClusterFromJson(const Json& j, const std::string& file, const std::string& path) {
+  return CatchJsonErrors([&]() -> Result<ClusterSpec> {
+    ObjectReader r(j, file, path);
+    r.Header("cluster", kClusterVersion);
+    ClusterSpec c;
+    c.name = r.String("name");
+    c.nodes = r.PositiveInt("nodes");
+    c.gpus_per_node = r.PositiveInt("gpus_per_node");
+    auto dev = DeviceFromJson(r.Raw("device"), file, r.PathOf("device"));
+    if (!dev) return dev.error();
+    c.device = *dev;
+    c.intra_node = ReadLink(r.Object("intra_node"));
+    c.inter_node = ReadLink(r.Object("inter_node"));
+    r.Finish();
+    return c;
+  });
+}
+
+Json ClusterToJson(const ClusterSpec& c) {
+  auto link = [](const LinkSpec& l) {
+    return Json{{"bandwidth_GBps", l.bandwidth_GBps}, {"latency_us", l.latency_us}};
+  };
+  return Json{{"kind", "cluster"},
+              {"version", kClusterVersion},
+              {"name", c.name},
+              {"nodes", c.nodes},
+              {"gpus_per_node", c.gpus_per_node},
+              {"device", DeviceToJson(c.device)},
+              {"intra_node", link(c.intra_node)},
+              {"inter_node", link(c.inter_node)}};
+}
+
+Result<ClusterSpec> LoadClusterFile(const std::string& path) {
+  auto j = LoadJsonFile(path);
+  if (!j) return j.error();
+  return ClusterFromJson(*j, path);
+}
+
+}  // namespace parallax

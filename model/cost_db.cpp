@@ -1,0 +1,147 @@
+#include "model/cost_db.h"
+
+#include <algorithm>
+#include <array>
+
+namespace parallax {
+namespace {
+
+constexpr int64_t kCostDbVersion = 1;
+constexpr std::array<std::pair<CollectiveKind, const char*>, 6> kCollectiveNames{{
+    {CollectiveKind::kAllReduce, "all_reduce"},
+    {CollectiveKind::kReduceScatter, "reduce_scatter"},
+    {CollectiveKind::kAllGather, "all_gather"},
+    {CollectiveKind::kAllToAll, "all_to_all"},
+    {CollectiveKind::kBroadcast, "broadcast"},
+    {CollectiveKind::kSendRecv, "send_recv"},
+}};
+
+const Json& ArrayAt(ObjectReader& r, std::string_view key) {
+  const Json& a = r.Raw(key);
+  if (!a.is_array()) r.Fail(key, "expected an array");
+  return a;
+}
+
+}  // namespace
+
+const char* ToString(CollectiveKind k) {
+  for (const auto& [kind, name] : kCollectiveNames) {
+    if (kind == k) return name;
+  }
+  return "?";
+}
+
+Result<CollectiveKind> CollectiveFromString(const std::string& s) {
+  for (const auto& [kind, name] : kCollectiveNames) {
+    if (s == name) return kind;
+  }
+  return BadInput("unknown collective \"" + s +
+                  "\" (expected all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send_recv)");
+}
+
+Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
+  return CatchJsonErrors([&]() -> Result<CostDb> {
+    ObjectReader r(j, file, "");
+    r.Header("costdb", kCostDbVersion);
+    CostDb db;
+    db.device = r.String("device");
+    db.cluster = r.Has("cluster") ? r.String("cluster") : "";
+    db.contention_factor = r.PositiveNumber("contention_factor", 1.0);
+    if (db.contention_factor < 1.0) r.Fail("contention_factor", "must be >= 1 (a slowdown factor)");
+    if (r.Has("gemm")) {
+      const Json& a = ArrayAt(r, "gemm");
+      for (size_t i = 0; i < a.size(); ++i) {
+        ObjectReader g(a[i], file, r.PathOf("gemm") + "/" + std::to_string(i));
+        GemmSample s;
+        s.m = g.PositiveInt("m");
+        s.n = g.PositiveInt("n");
+        s.k = g.PositiveInt("k");
+        auto dt = DTypeFromString(g.String("dtype", "bf16"));
+        if (!dt) g.Fail("dtype", dt.error().message);
+        s.dtype = *dt;
+        s.time_s = g.PositiveNumber("time_s");
+        g.Finish();
+        db.gemms.push_back(s);
+      }
+    }
+    if (r.Has("kernels")) {
+      const Json& a = ArrayAt(r, "kernels");
+      for (size_t i = 0; i < a.size(); ++i) {
+        ObjectReader g(a[i], file, r.PathOf("kernels") + "/" + std::to_string(i));
+        KernelSample s;
+        s.op = g.String("op");
+        s.bytes = g.PositiveInt("bytes");
+        s.time_s = g.PositiveNumber("time_s");
+        g.Finish();
+        db.kernels.push_back(s);
+      }
+    }
+    if (r.Has("collectives")) {
+      const Json& a = ArrayAt(r, "collectives");
+      for (size_t i = 0; i < a.size(); ++i) {
+        const std::string base = r.PathOf("collectives") + "/" + std::to_string(i);
+        ObjectReader c(a[i], file, base);
+        CollectiveCurve curve;
+        auto op = CollectiveFromString(c.String("op"));
+        if (!op) c.Fail("op", op.error().message);
+        curve.op = *op;
+        curve.group_size = c.PositiveInt("group_size");
+        if (curve.group_size < 2) c.Fail("group_size", "must be >= 2");
+        curve.spans_nodes = c.Bool("spans_nodes", false);
+        curve.source = c.String("source", "calibrate");
+        const Json& pts = ArrayAt(c, "points");
+        for (size_t k = 0; k < pts.size(); ++k) {
+          ObjectReader p(pts[k], file, c.PathOf("points") + "/" + std::to_string(k));
+          CollectivePoint pt;
+          pt.bytes = p.PositiveInt("bytes");
+          pt.time_s = p.PositiveNumber("time_s");
+          pt.algbw_GBps = p.NonNegativeNumber("algbw_GBps", 0);
+          pt.busbw_GBps = p.NonNegativeNumber("busbw_GBps", 0);
+          p.Finish();
+          curve.points.push_back(pt);
+        }
+        if (curve.points.empty()) c.Fail("points", "must hold at least one point");
+        std::sort(curve.points.begin(), curve.points.end(),
+                  [](const CollectivePoint& x, const CollectivePoint& y) { return x.bytes < y.bytes; });
+        c.Finish();
+        db.collectives.push_back(std::move(curve));
+      }
+    }
+    r.Finish();
+    return db;
+  });
+}
+
+Json CostDbToJson(const CostDb& db) {
+  Json gemms = Json::array();
+  for (const auto& g : db.gemms) {
+    gemms.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"dtype", ToString(g.dtype)}, {"time_s", g.time_s}});
+  }
+  Json kernels = Json::array();
+  for (const auto& k : db.kernels) kernels.push_back({{"op", k.op}, {"bytes", k.bytes}, {"time_s", k.time_s}});
+  Json colls = Json::array();
+  for (const auto& c : db.collectives) {
+    Json pts = Json::array();
+    for (const auto& p : c.points) {
+      pts.push_back({{"bytes", p.bytes}, {"time_s", p.time_s}, {"algbw_GBps", p.algbw_GBps},
+                     {"busbw_GBps", p.busbw_GBps}});
+    }
+    colls.push_back({{"op", ToString(c.op)}, {"group_size", c.group_size}, {"spans_nodes", c.spans_nodes},
+                     {"source", c.source}, {"points", pts}});
+  }
+  Json j{{"kind", "costdb"}, {"version", kCostDbVersion}, {"device", db.device},
+         {"contention_factor", db.contention_factor}, {"gemm", gemms}, {"kernels", kernels},
+         {"collectives", colls}};
+  if (!db.cluster.empty()) j["cluster"] = db.cluster;
+  return j;
+}
+
+Result<CostDb> LoadCostDbFile(const std::string& path) {
+  auto j = LoadJsonFile(path);
+  if (!j) return j.error();
+  return CostDbFromJson(*j, path);
+}
+
+Status SaveCostDbFile(const std::string& path, const CostDb& db) { return WriteJsonAtomic(path, CostDbToJson(db)); }
+
+}  // namespace parallax

@@ -1,0 +1,98 @@
+#include "model/counting.h"
+
+namespace parallax {
+namespace {
+
+int64_t NormParams(const ModelSpec& m) { return m.norm == NormKind::kLayerNorm ? 2 * m.hidden : m.hidden; }
+int64_t FcInWidth(const ModelSpec& m) { return m.mlp == MlpKind::kSwiglu ? 2 * m.ffn_hidden : m.ffn_hidden; }
+int64_t SeqOf(const ModelSpec& m, int64_t seq_len) { return seq_len > 0 ? seq_len : m.seq_len; }
+
+}  // namespace
+
+ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
+  const double s = static_cast<double>(SeqOf(m, seq_len));
+  const double h = static_cast<double>(m.hidden);
+  const int64_t qkv_out = m.hidden + 2 * m.kv_dim();
+  const int64_t bias = m.bias ? 1 : 0;
+  ModelCounts c;
+  c.layer_ops = {
+      {"attn_norm", NormParams(m), 0},
+      {"qkv", m.hidden * qkv_out + bias * qkv_out, 2.0 * h * static_cast<double>(qkv_out)},
+      {"attn_core", 0, 4.0 * s * h},  // QK^T (2sh) + AV (2sh), full s x s square
+      {"attn_out", m.hidden * m.hidden + bias * m.hidden, 2.0 * h * h},
+      {"mlp_norm", NormParams(m), 0},
+      {"fc1", m.hidden * FcInWidth(m) + bias * FcInWidth(m), 2.0 * h * static_cast<double>(FcInWidth(m))},
+      {"act", 0, 0},
+      {"fc2", m.ffn_hidden * m.hidden + bias * m.hidden, 2.0 * static_cast<double>(m.ffn_hidden) * h},
+  };
+  for (const auto& op : c.layer_ops) {
+    c.params_per_layer += op.params;
+    c.fwd_flops_per_token_per_layer += op.fwd_flops_per_token;
+  }
+  c.params_embedding = m.vocab * m.hidden + (m.position == PositionKind::kLearned ? m.seq_len * m.hidden : 0);
+  c.params_lm_head = m.tie_embeddings ? 0 : m.vocab * m.hidden;
+  c.params_final_norm = NormParams(m);
+  c.fwd_flops_per_token_head = 2.0 * h * static_cast<double>(m.vocab);
+  c.outer_ops = {{"embedding", c.params_embedding, 0},
+                 {"final_norm", c.params_final_norm, 0},
+                 {"lm_head", c.params_lm_head, c.fwd_flops_per_token_head}};
+  c.params_total = m.layers * c.params_per_layer + c.params_embedding + c.params_lm_head + c.params_final_norm;
+  c.fwd_flops_per_token = static_cast<double>(m.layers) * c.fwd_flops_per_token_per_layer + c.fwd_flops_per_token_head;
+  return c;
+}
+
+double AttentionCoreFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
+  return 4.0 * static_cast<double>(SeqOf(m, seq_len)) * static_cast<double>(m.hidden);
+}
+
+double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute recompute) {
+  const ModelCounts c = CountModel(m, seq_len);
+  double per_layer = 3.0 * c.fwd_flops_per_token_per_layer;
+  if (recompute == Recompute::kFull) per_layer += c.fwd_flops_per_token_per_layer;
+  if (recompute == Recompute::kSelective) per_layer += AttentionCoreFlopsPerToken(m, seq_len);
+  return static_cast<double>(m.layers) * per_layer + 3.0 * c.fwd_flops_per_token_head;
+}
+
+int64_t ActivationBytesPerLayer(const ModelSpec& m, const ActivationOptions& o) {
+  const int64_t s = SeqOf(m, o.seq_len);
+  const int64_t b = o.micro_batch;
+  const int64_t e = o.bytes_per_element;
+  const int64_t t = o.tp;
+  const int64_t sbh = s * b * m.hidden;
+  const int64_t drop = m.dropout ? 1 : 0;
+  if (o.recompute == Recompute::kFull) return o.sequence_parallel ? e * sbh / t : e * sbh;
+
+  // Korthikanti et al. 2022, section 4.1: the part that sequence parallelism shards (norm inputs,
+  // QKV and fc1 inputs, the two dropout masks) and the part tensor parallelism shards.
+  const int64_t seq_shardable = 4 * e * sbh + 2 * drop * sbh;
+  const int64_t sbf = s * b * m.ffn_hidden;
+  const int64_t qkv_saved = e * (sbh + 2 * s * b * m.kv_dim());
+  const int64_t mlp_saved = m.mlp == MlpKind::kSwiglu ? 3 * e * sbf : 2 * e * sbf;
+  int64_t tp_sharded = qkv_saved + e * sbh + mlp_saved;
+  if (o.recompute == Recompute::kNone) {
+    const int64_t as2b = m.heads * s * s * b;
+    tp_sharded += e * as2b + drop * (as2b + e * as2b);  // softmax out, dropout mask, dropout out
+  }
+  return (o.sequence_parallel ? seq_shardable / t : seq_shardable) + tp_sharded / t;
+}
+
+int64_t RecomputeWorkingBytes(const ModelSpec& m, const ActivationOptions& o) {
+  ActivationOptions none = o;
+  none.recompute = Recompute::kNone;
+  return ActivationBytesPerLayer(m, none);
+}
+
+int64_t EmbeddingActivationBytes(const ModelSpec& m, const ActivationOptions& o) {
+  const int64_t sbh = SeqOf(m, o.seq_len) * o.micro_batch * m.hidden;
+  const int64_t mask = m.dropout ? sbh : 0;
+  return o.sequence_parallel ? mask / o.tp : mask;
+}
+
+int64_t HeadActivationBytes(const ModelSpec& m, const ActivationOptions& o) {
+  const int64_t sb = SeqOf(m, o.seq_len) * o.micro_batch;
+  const int64_t norm_and_head_inputs = 2 * o.bytes_per_element * sb * m.hidden;
+  const int64_t logits = (o.bytes_per_element + 4) * sb * m.vocab / o.tp;  // logits + fp32 softmax
+  return (o.sequence_parallel ? norm_and_head_inputs / o.tp : norm_and_head_inputs) + logits;
+}
+
+}  // namespace parallax

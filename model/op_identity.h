@@ -1,0 +1,59 @@
+#pragma once
+// The identity every executed and every predicted op carries (DESIGN.md "Units and identities"):
+// (step, rank, microbatch, stage, layer, op, phase). Predicted and measured traces align on it.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace parallax {
+
+enum class Phase { kFwd, kBwd, kRecompute, kOptim, kComm };
+
+//! The op vocabulary shared by the simulator and the executor.
+enum class OpKind {
+  kEmbedding,     //!< token (+ position) embedding lookup, first stage
+  kAttnNorm,      //!< pre-attention layer/RMS norm
+  kQkv,           //!< column-parallel QKV projection
+  kAttnCore,      //!< QK^T, masked softmax, AV
+  kAttnOut,       //!< row-parallel output projection
+  kMlpNorm,       //!< pre-MLP norm
+  kFc1,           //!< column-parallel fc1 (gate+up for SwiGLU)
+  kAct,           //!< GELU or SwiGLU
+  kFc2,           //!< row-parallel fc2
+  kFinalNorm,     //!< last norm before the LM head
+  kLmHead,        //!< vocab-parallel output projection
+  kLoss,          //!< vocab-parallel cross-entropy
+  kTpAllReduce,   //!< TP all-reduce (no sequence parallel)
+  kTpAllGather,   //!< TP all-gather (sequence parallel)
+  kTpReduceScatter,  //!< TP reduce-scatter (sequence parallel)
+  kPpSend,        //!< pipeline send of activations (fwd) or gradients (bwd)
+  kPpRecv,
+  kDpAllReduce,   //!< DP gradient all-reduce of one bucket (ZeRO 0/1)
+  kDpReduceScatter,  //!< DP gradient reduce-scatter (ZeRO 2/3)
+  kDpAllGather,   //!< DP parameter all-gather (ZeRO 1/2 after the step, ZeRO 3 per layer)
+  kOptimizer,     //!< AdamW step on this rank's shard
+  kGradClip,      //!< global-norm computation (includes its all-reduce)
+};
+
+struct OpIdentity {
+  int64_t step = 0;
+  int64_t rank = 0;
+  int64_t microbatch = -1;  //!< -1: not tied to a micro-batch (optimizer, DP sync)
+  int64_t stage = -1;       //!< model stage (virtual-stage aware: chunk*pp + pp_rank); -1: none
+  int64_t layer = -1;       //!< global transformer layer index; -1: embedding/head/none
+  OpKind op = OpKind::kQkv;
+  Phase phase = Phase::kFwd;
+
+  bool operator==(const OpIdentity&) const = default;
+};
+
+const char* ToString(Phase p);
+const char* ToString(OpKind k);
+std::optional<Phase> PhaseFromString(std::string_view s);
+std::optional<OpKind> OpKindFromString(std::string_view s);
+//! True for the communication ops (TP/PP/DP collectives and send/recv).
+bool IsCommunication(OpKind k);
+
+}  // namespace parallax

@@ -1,0 +1,226 @@
+#include "model/plan.h"
+
+#include <charconv>
+#include <sstream>
+
+namespace parallax {
+namespace {
+
+constexpr int64_t kPlanVersion = 1;
+
+Result<int64_t> ParseInt(const std::string& key, const std::string& v) {
+  int64_t out = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || ptr != v.data() + v.size()) {
+    return BadInput("plan: /" + key + ": expected an integer, got \"" + v + "\"");
+  }
+  return out;
+}
+
+Result<bool> ParseBool(const std::string& key, const std::string& v) {
+  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "off" || v == "no") return false;
+  return BadInput("plan: /" + key + ": expected true/false (or 1/0), got \"" + v + "\"");
+}
+
+}  // namespace
+
+const char* ToString(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+Result<Recompute> RecomputeFromString(const std::string& s) {
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    if (s == ToString(r)) return r;
+  }
+  return BadInput("unknown recompute \"" + s + "\" (expected none, selective or full)");
+}
+
+Result<Layout> ParseInlineLayout(const std::string& text) {
+  Layout l;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) return BadInput("plan: \"" + item + "\": expected key=value");
+    const std::string key = item.substr(0, eq);
+    const std::string v = item.substr(eq + 1);
+    auto set_int = [&](int64_t& field) -> Status {
+      auto n = ParseInt(key, v);
+      if (!n) return n.error();
+      field = *n;
+      return Status::Ok();
+    };
+    Status st;
+    if (key == "dp") st = set_int(l.dp);
+    else if (key == "tp") st = set_int(l.tp);
+    else if (key == "pp") st = set_int(l.pp);
+    else if (key == "zero" || key == "zero_stage") st = set_int(l.zero_stage);
+    else if (key == "micro_batch" || key == "mb") st = set_int(l.micro_batch);
+    else if (key == "global_batch") st = set_int(l.global_batch);
+    else if (key == "virtual_stages" || key == "vp") st = set_int(l.virtual_stages);
+    else if (key == "recompute") {
+      auto r = RecomputeFromString(v);
+      if (!r) return BadInput("plan: /recompute: " + r.error().message);
+      l.recompute = *r;
+    } else if (key == "schedule") {
+      auto s = ScheduleFromString(v);
+      if (!s) return BadInput("plan: /schedule: " + s.error().message);
+      l.schedule = *s;
+    } else if (key == "sequence_parallel" || key == "sp") {
+      auto b = ParseBool(key, v);
+      if (!b) return b.error();
+      l.sequence_parallel = *b;
+    } else {
+      return BadInput("plan: /" + key +
+                      ": unknown key (expected dp, tp, pp, zero, micro_batch, global_batch, recompute, "
+                      "schedule, virtual_stages, sequence_parallel)");
+    }
+    if (!st) return st.error();
+  }
+  return l;
+}
+
+Result<Layout> LayoutFromJson(const Json& j, const std::string& file, const std::string& path) {
+  return CatchJsonErrors([&]() -> Result<Layout> {
+    ObjectReader r(j, file, path);
+    Layout l;
+    l.dp = r.PositiveInt("dp", 1);
+    l.tp = r.PositiveInt("tp", 1);
+    l.pp = r.PositiveInt("pp", 1);
+    l.zero_stage = r.NonNegativeInt("zero_stage", 0);
+    if (l.zero_stage > 3) r.Fail("zero_stage", "must be 0, 1, 2 or 3");
+    l.micro_batch = r.PositiveInt("micro_batch", 1);
+    l.global_batch = r.NonNegativeInt("global_batch", 0);
+    l.recompute = *RecomputeFromString(r.Choice("recompute", {"none", "selective", "full"}, "none"));
+    l.schedule = *ScheduleFromString(r.Choice("schedule", {"gpipe", "1f1b", "interleaved"}, "1f1b"));
+    l.virtual_stages = r.PositiveInt("virtual_stages", 1);
+    l.sequence_parallel = r.Bool("sequence_parallel", false);
+    r.Finish();
+    return l;
+  });
+}
+
+Json LayoutToJson(const Layout& l) {
+  return Json{{"dp", l.dp},
+              {"tp", l.tp},
+              {"pp", l.pp},
+              {"zero_stage", l.zero_stage},
+              {"micro_batch", l.micro_batch},
+              {"global_batch", l.global_batch},
+              {"recompute", ToString(l.recompute)},
+              {"schedule", ToString(l.schedule)},
+              {"virtual_stages", l.virtual_stages},
+              {"sequence_parallel", l.sequence_parallel}};
+}
+
+std::string LayoutToString(const Layout& l) {
+  std::ostringstream o;
+  o << "dp=" << l.dp << ",tp=" << l.tp << ",pp=" << l.pp << ",zero=" << l.zero_stage
+    << ",micro_batch=" << l.micro_batch << ",global_batch=" << l.global_batch
+    << ",recompute=" << ToString(l.recompute) << ",schedule=" << ToString(l.schedule)
+    << ",virtual_stages=" << l.virtual_stages << ",sequence_parallel=" << (l.sequence_parallel ? 1 : 0);
+  return o.str();
+}
+
+Status ValidateLayout(const Layout& l, const ModelSpec& m, const ClusterSpec& c, int64_t world_size) {
+  auto fail = [](const std::string& what) { return Status(BadInput("plan: " + what)); };
+  auto s = [](int64_t v) { return std::to_string(v); };
+  if (l.dp <= 0 || l.tp <= 0 || l.pp <= 0) return fail("dp, tp and pp must be > 0");
+  if (l.zero_stage < 0 || l.zero_stage > 3) return fail("zero_stage must be 0, 1, 2 or 3 (got " + s(l.zero_stage) + ")");
+  if (l.micro_batch <= 0) return fail("micro_batch must be > 0");
+  if (l.virtual_stages <= 0) return fail("virtual_stages must be > 0");
+  const bool placed = world_size == 0;
+  const int64_t world = placed ? c.total_gpus() : world_size;
+  if (l.world_size() != world) {
+    return fail("dp*tp*pp = " + s(l.dp) + "*" + s(l.tp) + "*" + s(l.pp) + " = " + s(l.world_size()) +
+                " does not equal the " + (placed ? "cluster's GPU count " : "world size ") + s(world));
+  }
+  if (m.heads % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide heads=" + s(m.heads));
+  if (m.kv_heads % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide kv_heads=" + s(m.kv_heads));
+  if (m.ffn_hidden % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide ffn_hidden=" + s(m.ffn_hidden));
+  if (placed && l.tp > c.gpus_per_node) {
+    return fail("tp=" + s(l.tp) + " exceeds gpus_per_node=" + s(c.gpus_per_node) +
+                " (tensor-parallel groups stay inside a node)");
+  }
+  if (placed && c.gpus_per_node % l.tp != 0) {
+    return fail("tp=" + s(l.tp) + " does not divide gpus_per_node=" + s(c.gpus_per_node));
+  }
+  if (l.pp > m.layers) return fail("pp=" + s(l.pp) + " exceeds layers=" + s(m.layers));
+  if (l.schedule == ScheduleKind::kInterleaved && m.layers % (l.pp * l.virtual_stages) != 0) {
+    return fail("virtual_stages=" + s(l.virtual_stages) + " does not divide the layers per stage (" + s(m.layers) +
+                " layers over pp=" + s(l.pp) + ")");
+  }
+  if (l.global_batch <= 0) return fail("global_batch must be > 0 (give it in the plan or with --global-batch)");
+  if (l.global_batch % (l.dp * l.micro_batch) != 0) {
+    return fail("global_batch=" + s(l.global_batch) + " is not divisible by dp*micro_batch=" +
+                s(l.dp * l.micro_batch));
+  }
+  if (l.sequence_parallel && m.seq_len % l.tp != 0) {
+    return fail("sequence_parallel needs tp=" + s(l.tp) + " to divide seq_len=" + s(m.seq_len));
+  }
+  if (Status st = ValidateSchedule(l.schedule, l.pp, l.num_microbatches(), l.virtual_stages); !st) {
+    return fail(st.error().message);
+  }
+  return Status::Ok();
+}
+
+Result<Plan> PlanFromJson(const Json& j, const std::string& file) {
+  return CatchJsonErrors([&]() -> Result<Plan> {
+    ObjectReader r(j, file, "");
+    r.Header("plan", kPlanVersion);
+    Plan p;
+    auto m = ModelFromJson(r.Raw("model"), file, "/model");
+    if (!m) return m.error();
+    p.model = *m;
+    if (r.Has("training")) {
+      auto t = TrainingFromJson(r.Raw("training"), file, "/training");
+      if (!t) return t.error();
+      p.training = *t;
+    }
+    auto c = ClusterFromJson(r.Raw("cluster"), file, "/cluster");
+    if (!c) return c.error();
+    p.cluster = *c;
+    auto l = LayoutFromJson(r.Raw("layout"), file, "/layout");
+    if (!l) return l.error();
+    p.layout = *l;
+    if (p.layout.global_batch == 0) p.layout.global_batch = p.training.global_batch;
+    if (r.Has("prediction")) {
+      const Json& pred = r.Raw("prediction");
+      if (!pred.is_object()) r.Fail("prediction", "expected an object");
+      p.prediction = pred;
+    }
+    r.Finish();
+    if (Status s = ValidateLayout(p.layout, p.model, p.cluster); !s) {
+      return BadInput(file + ": /layout: " + s.error().message.substr(6));
+    }
+    return p;
+  });
+}
+
+Json PlanToJson(const Plan& p) {
+  Json j{{"kind", "plan"},
+         {"version", kPlanVersion},
+         {"model", ModelToJson(p.model)},
+         {"training", TrainingToJson(p.training)},
+         {"cluster", ClusterToJson(p.cluster)},
+         {"layout", LayoutToJson(p.layout)}};
+  if (p.prediction) j["prediction"] = *p.prediction;
+  return j;
+}
+
+Result<Plan> LoadPlanFile(const std::string& path) {
+  auto j = LoadJsonFile(path);
+  if (!j) return j.error();
+  return PlanFromJson(*j, path);
+}
+
+Status SavePlanFile(const std::string& path, const Plan& p) { return WriteJsonAtomic(path, PlanToJson(p)); }
+
+}  // namespace parallax

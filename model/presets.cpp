@@ -1,0 +1,172 @@
+// Built-in presets. Device figures are dense (non-sparse) datasheet peaks:
+//   A100 SXM4: NVIDIA A100 Tensor Core GPU datasheet (2021): FP32 19.5, TF32 156, BF16/FP16 312 TFLOP/s;
+//              HBM2 1,555 GB/s (40 GB) / HBM2e 2,039 GB/s (80 GB).
+//   H100 SXM5: NVIDIA H100 datasheet (2023): FP32 67, TF32 494.7, BF16/FP16 989.4, FP8 1,978.9 TFLOP/s;
+//              HBM3 3,350 GB/s, 80 GB.
+//   H200 SXM:  NVIDIA H200 datasheet (2024): H100 compute; HBM3e 4,800 GB/s, 141 GB (140.4 GiB usable).
+// Networks: DGX A100 user guide (NVLink3 600 GB/s bidirectional per GPU, 8x 200 Gb/s HDR IB per node);
+//   DGX H100/H200 (NVLink4 900 GB/s bidirectional per GPU, 8x 400 Gb/s NDR IB per node).
+// Model shapes: GPT-3 (Brown et al. 2020, table 2.1), Megatron-LM SC'21 table 1, LLaMA (Touvron et al. 2023),
+//   Llama 2 (2023), Llama 3 (Meta 2024) configs.
+#include "model/presets.h"
+
+#include <map>
+
+namespace parallax {
+namespace {
+
+ModelSpec Gpt(const std::string& name, int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
+              int64_t seq_len, bool dropout) {
+  ModelSpec m;
+  m.name = name;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.vocab = vocab;
+  m.seq_len = seq_len;
+  m.ffn_hidden = 4 * hidden;
+  m.mlp = MlpKind::kGelu;
+  m.norm = NormKind::kLayerNorm;
+  m.position = PositionKind::kLearned;
+  m.tie_embeddings = true;
+  m.bias = true;
+  m.dropout = dropout;
+  return m;
+}
+
+ModelSpec Llama(const std::string& name, int64_t layers, int64_t hidden, int64_t heads, int64_t kv_heads,
+                int64_t ffn_hidden, int64_t vocab, int64_t seq_len) {
+  ModelSpec m;
+  m.name = name;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = kv_heads;
+  m.vocab = vocab;
+  m.seq_len = seq_len;
+  m.ffn_hidden = ffn_hidden;
+  m.mlp = MlpKind::kSwiglu;
+  m.norm = NormKind::kRmsNorm;
+  m.position = PositionKind::kRotary;
+  m.tie_embeddings = false;
+  m.bias = false;
+  m.dropout = false;
+  return m;
+}
+
+const std::map<std::string, ModelSpec>& Models() {
+  static const auto* models = [] {
+    auto* m = new std::map<std::string, ModelSpec>;  // NOLINT: immortal preset table
+    auto add = [&](ModelSpec s) { m->emplace(s.name, std::move(s)); };
+    add(Gpt("gpt-tiny", 4, 64, 4, 256, 32, false));
+    add(Gpt("gpt-1.3b", 24, 2048, 16, 51200, 2048, true));
+    add(Gpt("gpt3-175b", 96, 12288, 96, 51200, 2048, true));
+    // Megatron-LM SC'21 table 1 (seq 2048, vocab 51200).
+    add(Gpt("megatron-1.7b", 24, 2304, 24, 51200, 2048, true));
+    add(Gpt("megatron-3.6b", 30, 3072, 32, 51200, 2048, true));
+    add(Gpt("megatron-7.5b", 36, 4096, 32, 51200, 2048, true));
+    add(Gpt("megatron-18.4b", 40, 6144, 48, 51200, 2048, true));
+    add(Gpt("megatron-39.1b", 48, 8192, 64, 51200, 2048, true));
+    add(Gpt("megatron-76.1b", 60, 10240, 80, 51200, 2048, true));
+    add(Gpt("megatron-145.6b", 80, 12288, 96, 51200, 2048, true));
+    add(Gpt("megatron-310.1b", 96, 16384, 128, 51200, 2048, true));
+    add(Gpt("megatron-529.6b", 105, 20480, 128, 51200, 2048, true));
+    add(Gpt("megatron-1008b", 128, 25600, 160, 51200, 2048, true));
+    add(Llama("llama-7b", 32, 4096, 32, 32, 11008, 32000, 2048));
+    add(Llama("llama-13b", 40, 5120, 40, 40, 13824, 32000, 2048));
+    add(Llama("llama-33b", 60, 6656, 52, 52, 17920, 32000, 2048));
+    add(Llama("llama-65b", 80, 8192, 64, 64, 22016, 32000, 2048));
+    add(Llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096));
+    add(Llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192));
+    add(Llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192));
+    add(Llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192));
+    return m;
+  }();
+  return *models;
+}
+
+DeviceSpec Device(const std::string& name, PeakTflops peak, double memory_GiB, double hbm_GBps) {
+  DeviceSpec d;
+  d.name = name;
+  d.peak_tflops = peak;
+  d.memory_GiB = memory_GiB;
+  d.hbm_GBps = hbm_GBps;
+  return d;
+}
+
+const std::map<std::string, DeviceSpec>& Devices() {
+  static const auto* devices = [] {
+    auto* d = new std::map<std::string, DeviceSpec>;  // NOLINT: immortal preset table
+    const PeakTflops a100{19.5, 156, 312, 312, 0};
+    const PeakTflops h100{66.9, 494.7, 989.4, 989.4, 1978.9};
+    d->emplace("a100-sxm-40g", Device("a100-sxm-40g", a100, 40, 1555));
+    d->emplace("a100-sxm-80g", Device("a100-sxm-80g", a100, 80, 2039));
+    d->emplace("h100-sxm-80g", Device("h100-sxm-80g", h100, 80, 3350));
+    d->emplace("h200-sxm-141g", Device("h200-sxm-141g", h100, 140.4, 4800));
+    // Nominal figures for a 2-core AVX2 machine (2 cores x 2.5 GHz x 32 fp32 FLOP/cycle); meant to
+    // be replaced by `parallax calibrate --backend cpu`, which measures the machine it runs on.
+    d->emplace("cpu", Device("cpu", PeakTflops{0.16, 0, 0, 0, 0}, 16, 20));
+    return d;
+  }();
+  return *devices;
+}
+
+ClusterSpec Cluster(const std::string& name, int64_t gpus_per_node, const std::string& device, LinkSpec intra,
+                    LinkSpec inter) {
+  ClusterSpec c;
+  c.name = name;
+  c.nodes = 1;
+  c.gpus_per_node = gpus_per_node;
+  c.device = Devices().at(device);
+  c.intra_node = intra;
+  c.inter_node = inter;
+  return c;
+}
+
+const std::map<std::string, ClusterSpec>& Clusters() {
+  static const auto* clusters = [] {
+    auto* c = new std::map<std::string, ClusterSpec>;  // NOLINT: immortal preset table
+    // Latencies: typical NCCL small-message figures (a few us over NVLink, ~5 us over IB).
+    c->emplace("dgx-a100", Cluster("dgx-a100", 8, "a100-sxm-80g", {300, 3}, {200, 5}));
+    c->emplace("dgx-h100", Cluster("dgx-h100", 8, "h100-sxm-80g", {450, 3}, {400, 5}));
+    c->emplace("dgx-h200", Cluster("dgx-h200", 8, "h200-sxm-141g", {450, 3}, {400, 5}));
+    // One host, MPI ranks over shared memory; a 10 GbE link between hosts.
+    c->emplace("local-cpu", Cluster("local-cpu", 4, "cpu", {5, 1}, {1.25, 20}));
+    return c;
+  }();
+  return *clusters;
+}
+
+template <class T>
+std::vector<std::string> Names(const std::map<std::string, T>& m) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : m) out.push_back(k);
+  return out;
+}
+
+}  // namespace
+
+std::optional<ModelSpec> ModelPreset(const std::string& name) {
+  auto it = Models().find(name);
+  if (it == Models().end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<DeviceSpec> DevicePreset(const std::string& name) {
+  auto it = Devices().find(name);
+  if (it == Devices().end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<ClusterSpec> ClusterPreset(const std::string& name) {
+  auto it = Clusters().find(name);
+  if (it == Clusters().end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> ModelPresetNames() { return Names(Models()); }
+std::vector<std::string> DevicePresetNames() { return Names(Devices()); }
+std::vector<std::string> ClusterPresetNames() { return Names(Clusters()); }
+
+}  // namespace parallax

@@ -1,0 +1,34 @@
+#pragma once
+// TrainingSpec: what one optimizer step consumes and how numbers are stored.
+
+#include <cstdint>
+#include <string>
+
+#include "model/json_io.h"
+
+namespace parallax {
+
+//! Mixed precision keeps fp32 master weights and Adam moments; kFp32 trains entirely in fp32.
+enum class Precision { kBf16, kFp16, kFp32 };
+
+struct TrainingSpec {
+  int64_t global_batch = 0;  //!< sequences per optimizer step; 0 = let the planner choose
+  int64_t seq_len = 0;       //!< 0 = the model's seq_len
+  Precision precision = Precision::kBf16;
+  double lr = 3e-4;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;    //!< global-norm clipping threshold; 0 disables
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.95;
+  double adam_eps = 1e-8;
+  int64_t seed = 1234;
+};
+
+//! Bytes of one activation / parameter element in the compute precision.
+int64_t BytesPerElement(Precision p);
+const char* ToString(Precision p);
+
+Result<TrainingSpec> TrainingFromJson(const Json& j, const std::string& file, const std::string& path);
+Json TrainingToJson(const TrainingSpec& t);
+
+}  // namespace parallax
