@@ -1,0 +1,54 @@
+#pragma once
+// Chrome Trace Event JSON reader: our own output and PyTorch profiler (Kineto) traces, plain or
+// gzip (detected by magic bytes). A streaming pull parser over a refilled buffer: memory is the
+// Trace plus one buffer, never a DOM of the file.
+//
+// Phases: X, B/E, i/I (zero-length slices), C (counters), M (names, sort indices),
+// s/t/f (flows; s->f pairs by (cat, id)), b/e (async slices on a per-process async track).
+// Other phases of the Chrome spec (n, P, O, N, D, R, c, v, V, (, )) are counted and skipped; any
+// other phase is bad input. ts/dur: µs with up to 3 fractional digits kept exactly as ns.
+// pid/tid may be numbers or strings (a string is mapped to a stable negative id).
+// Kineto categories map onto tracks and slice flags (see kineto.h).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/result.h"
+#include "traces/byte_stream.h"
+#include "traces/trace.h"
+
+namespace parallax::traces {
+
+struct ReadOptions {
+  //! Load the complete events of a trace cut off mid-file (with a warning) instead of failing.
+  bool lenient = false;
+  //! Names the input in messages (defaults to the path).
+  std::string origin;
+};
+
+//! What the reader saw, beyond the Trace itself.
+struct ReadStats {
+  int64_t events = 0;                          //!< entries of traceEvents
+  std::map<std::string, int64_t> phases;       //!< "X" -> count, ...
+  std::map<std::string, int64_t> categories;   //!< "kernel" -> count; "" for events without cat
+  int64_t nccl_kernels = 0;                    //!< kernels recognised as NCCL communication
+  int64_t raw_bytes = 0;                       //!< bytes read from the file (compressed if gzip)
+  int64_t json_bytes = 0;                      //!< bytes of JSON parsed
+  bool truncated = false;                      //!< lenient load of a cut-off file
+  std::vector<std::string> warnings;
+};
+
+//! Reads a trace file. Errors (kind kBadInput) read "<file>: event <i> (byte <offset>): <what>".
+Result<Trace> ReadChromeTrace(const std::string& path, const ReadOptions& options = {},
+                              ReadStats* stats = nullptr);
+//! Reads trace bytes held in memory (plain or gzip).
+Result<Trace> ReadChromeTraceFromMemory(std::string_view bytes, const ReadOptions& options = {},
+                                        ReadStats* stats = nullptr);
+//! Reads from any byte source (already decompressed if it was gzip).
+Result<Trace> ReadChromeTrace(ByteSource& source, const ReadOptions& options,
+                              ReadStats* stats = nullptr);
+
+}  // namespace parallax::traces
