@@ -1,0 +1,134 @@
+#include "planner/memory/memory_model.h"
+
+#include <algorithm>
+
+#include "model/counting.h"
+#include "planner/cost/stage_partition.h"
+
+namespace parallax::planner {
+namespace {
+
+//! PyTorch DDP's default gradient bucket (bucket_cap_mb = 25); ZeRO-2/3 keep two in flight.
+constexpr int64_t kDpBucketBytes = 25LL << 20;
+
+int64_t NormParams(const ModelSpec& m) { return m.norm == NormKind::kLayerNorm ? 2 * m.hidden : m.hidden; }
+
+//! Parameters of one layer held by one TP rank: column/row-parallel weights and column biases are
+//! split, the norms and the row-parallel output biases are replicated (Megatron-LM).
+int64_t LayerParamsPerTpRank(const ModelSpec& m, const ModelCounts& c, int64_t tp) {
+  const int64_t replicated = 2 * NormParams(m) + (m.bias ? 2 * m.hidden : 0);
+  return (c.params_per_layer - replicated) / tp + replicated;
+}
+
+struct StateBytes {
+  int64_t weight = 2, grad = 2, optim = 12;
+};
+
+StateBytes BytesPerParam(Precision p) {
+  if (p == Precision::kFp32) return {4, 4, 8};
+  return {2, 2, 12};
+}
+
+int64_t SeqLen(const Plan& p) { return p.training.seq_len > 0 ? p.training.seq_len : p.model.seq_len; }
+
+}  // namespace
+
+int64_t RankParams(const ModelSpec& m, const Layout& l, int64_t pp_rank) {
+  const ModelCounts c = CountModel(m);
+  const int64_t stages = ModelStages(l);
+  int64_t layers = 0;
+  for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
+    layers += StageLayers(m.layers, stages, ModelStage(l.pp, pp_rank, chunk)).count;
+  }
+  int64_t params = layers * LayerParamsPerTpRank(m, c, l.tp);
+  const int64_t word_embedding = m.vocab * m.hidden / l.tp;  // vocab-parallel
+  if (pp_rank == 0) params += word_embedding + (c.params_embedding - m.vocab * m.hidden);
+  if (pp_rank == l.pp - 1) {
+    params += c.params_final_norm;
+    // Untied head, or Megatron's copy of the tied word embedding on the last stage when pp > 1.
+    if (!m.tie_embeddings || l.pp > 1) params += word_embedding;
+  }
+  return params;
+}
+
+std::vector<int64_t> InFlightPerChunk(ScheduleKind kind, int64_t pp, int64_t pp_rank, int64_t microbatches,
+                                      int64_t virtual_stages) {
+  const int64_t m = microbatches;
+  if (kind == ScheduleKind::kGpipe) return std::vector<int64_t>(static_cast<size_t>(virtual_stages), m);
+  if (kind == ScheduleKind::kOneFOneB) {
+    std::vector<int64_t> out(static_cast<size_t>(virtual_stages), 0);
+    out[0] = std::min(pp - pp_rank, m);
+    return out;
+  }
+  // Interleaved: Megatron's warm-up forwards, then one more before the first backward.
+  const int64_t v = virtual_stages;
+  const int64_t total = m * v;
+  int64_t warmup = (pp - pp_rank - 1) * 2 + (v - 1) * pp;
+  if (m == pp) warmup = total;
+  const int64_t peak = std::min(warmup + 1, total);
+  std::vector<int64_t> out(static_cast<size_t>(v), 0);
+  // Forward k runs chunk (k % (pp v)) / pp: whole rounds of pp*v give pp to every chunk.
+  const int64_t rounds = peak / (pp * v);
+  for (auto& n : out) n = rounds * pp;
+  for (int64_t k = rounds * pp * v; k < peak; ++k) ++out[static_cast<size_t>((k % (pp * v)) / pp)];
+  return out;
+}
+
+MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
+  const ModelSpec& m = plan.model;
+  const Layout& l = plan.layout;
+  const StateBytes sb = BytesPerParam(plan.training.precision);
+  const int64_t e = BytesPerElement(plan.training.precision);
+  const int64_t phi = RankParams(m, l, pp_rank);
+  const int64_t dp = l.dp;
+  auto shard = [&](int64_t bytes, bool sharded) { return sharded ? (bytes + dp - 1) / dp : bytes; };
+
+  MemoryBreakdown r;
+  r.weights = shard(sb.weight * phi, l.zero_stage >= 3);
+  r.gradients = shard(sb.grad * phi, l.zero_stage >= 2);
+  r.optimizer = shard(sb.optim * phi, l.zero_stage >= 1);
+
+  ActivationOptions ao;
+  ao.micro_batch = l.micro_batch;
+  ao.seq_len = SeqLen(plan);
+  ao.tp = l.tp;
+  ao.sequence_parallel = l.sequence_parallel;
+  ao.recompute = l.recompute;
+  ao.bytes_per_element = e;
+  const int64_t per_layer = ActivationBytesPerLayer(m, ao);
+  const int64_t stages = ModelStages(l);
+  const int64_t mb = std::max<int64_t>(l.num_microbatches(), 1);
+  const auto in_flight = InFlightPerChunk(l.schedule, l.pp, pp_rank, mb, l.virtual_stages);
+  int64_t max_chunk_layers = 0;
+  for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
+    const int64_t stage = ModelStage(l.pp, pp_rank, chunk);
+    const int64_t layers = StageLayers(m.layers, stages, stage).count;
+    max_chunk_layers = std::max(max_chunk_layers, layers);
+    int64_t bytes = layers * per_layer;
+    if (stage == 0) bytes += EmbeddingActivationBytes(m, ao);
+    if (stage == stages - 1) bytes += HeadActivationBytes(m, ao);
+    r.activations += in_flight[static_cast<size_t>(chunk)] * bytes;
+  }
+  // Full/selective recompute re-materialises one layer at a time during backward.
+  if (l.recompute != Recompute::kNone && max_chunk_layers > 0) r.activations += RecomputeWorkingBytes(m, ao);
+
+  const int64_t sbh = ao.seq_len * l.micro_batch * m.hidden;
+  int64_t transient = 2 * e * sbh;  // activation gradient in/out of the layer being differentiated
+  if (l.zero_stage >= 3) {
+    const ModelCounts c = CountModel(m);
+    transient += 2 * sb.weight * LayerParamsPerTpRank(m, c, l.tp);  // current + prefetched layer
+  }
+  if (l.zero_stage >= 2 && dp > 1) transient += 2 * kDpBucketBytes;
+  const int64_t modelled = r.weights + r.gradients + r.optimizer + r.activations;
+  r.workspace = transient + static_cast<int64_t>(kAllocatorMargin * static_cast<double>(modelled));
+  r.total = modelled + r.workspace;
+  return r;
+}
+
+int64_t PeakMemoryBytes(const Plan& plan) {
+  int64_t peak = 0;
+  for (int64_t r = 0; r < plan.layout.pp; ++r) peak = std::max(peak, EstimateRankMemory(plan, r).total);
+  return peak;
+}
+
+}  // namespace parallax::planner

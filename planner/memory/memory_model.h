@@ -1,0 +1,47 @@
+#pragma once
+// Peak device memory of one rank (DESIGN.md "Memory"). Used by the search to prune layouts and
+// by the executor's memory-truth test; a plan called feasible must not run out of memory.
+//
+// Model states (Rajbhandari et al., ZeRO, SC'20, section 3.1), per parameter of this rank's shard:
+//   mixed precision (bf16/fp16): 2 B weights + 2 B gradients + 12 B optimizer (4 fp32 master + 8 Adam)
+//   fp32:                        4 B weights + 4 B gradients +  8 B optimizer (Adam, no master copy)
+// ZeRO-1 shards the optimizer over dp, ZeRO-2 also the gradients, ZeRO-3 also the weights.
+// Activations: Korthikanti et al. 2022 per layer and micro-batch (model/counting.h), times the
+// micro-batches in flight on the rank under its schedule (InFlightPerChunk).
+
+#include <cstdint>
+#include <vector>
+
+#include "model/plan.h"
+
+namespace parallax::planner {
+
+struct MemoryBreakdown {
+  int64_t weights = 0;
+  int64_t gradients = 0;
+  int64_t optimizer = 0;
+  int64_t activations = 0;  //!< kept activations of all in-flight micro-batches + recompute working set
+  int64_t workspace = 0;    //!< transient buffers (logit grads, ZeRO-3 gathers, DP buckets) + allocator margin
+  int64_t total = 0;
+};
+
+//! Peak bytes of pipeline rank `pp_rank` (0..pp-1); every tp/dp rank of a stage holds the same.
+MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank);
+//! Max of EstimateRankMemory(plan, r).total over the pipeline ranks.
+int64_t PeakMemoryBytes(const Plan& plan);
+
+//! Parameters held by one TP rank of pipeline rank `pp_rank` (all its chunks, embedding on the
+//! first stage, LM head / tied embedding copy and final norm on the last), before ZeRO sharding.
+int64_t RankParams(const ModelSpec& m, const Layout& l, int64_t pp_rank);
+
+//! Micro-batches whose forward activations chunk c of pipeline rank `pp_rank` holds at the peak
+//! of the schedule (GPipe: all; 1F1B: pp - pp_rank; interleaved: Megatron's warm-up + 1, spread
+//! over chunks in schedule order). Index = chunk.
+std::vector<int64_t> InFlightPerChunk(ScheduleKind kind, int64_t pp, int64_t pp_rank, int64_t microbatches,
+                                      int64_t virtual_stages);
+
+//! Allocator fragmentation margin as a fraction of the modelled bytes (PyTorch caching allocator
+//! reserved/allocated is typically 1.03-1.10 in Megatron runs; we take the middle).
+inline constexpr double kAllocatorMargin = 0.05;
+
+}  // namespace parallax::planner
