@@ -15,6 +15,7 @@ struct CliState {
 };
 
 void RegisterModelCommand(CLI::App& root, CliState& state);
+void RegisterClusterCommand(CLI::App& root, CliState& state);
 void RegisterPlanCommands(CLI::App& root, CliState& state);  // plan, simulate
 void RegisterRunCommand(CLI::App& root, CliState& state);
 void RegisterCalibrateCommand(CLI::App& root, CliState& state);

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   parallax::cli::RegisterRefineCommand(app, state);
   parallax::cli::RegisterTraceCommand(app, state);
   parallax::cli::RegisterModelCommand(app, state);
+  parallax::cli::RegisterClusterCommand(app, state);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

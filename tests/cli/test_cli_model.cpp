@@ -1,0 +1,103 @@
+// The command-line contract of `parallax model`, `parallax cluster` and the exit statuses.
+#include <gtest/gtest.h>
+
+#include "model/json_io.h"
+#include "run_command.h"
+
+namespace parallax {
+namespace {
+
+using test::RunParallax;
+using test::WriteTempFile;
+
+Json ParseOut(const test::CommandResult& r) {
+  auto j = ParseJsonText(r.out, "stdout");
+  EXPECT_TRUE(j) << r.out;
+  return j ? *j : Json();
+}
+
+TEST(CliModel, Gpt3ParamsWithinHalfPercent) {
+  auto r = RunParallax("model show gpt3-175b --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = ParseOut(r);
+  EXPECT_NEAR(j["params"].get<double>(), 174.6e9, 0.005 * 174.6e9);
+  EXPECT_TRUE(j.contains("flops_per_token"));
+  ASSERT_TRUE(j["layers"].is_array());
+  EXPECT_EQ(j["layers"].size(), 96u);
+}
+
+TEST(CliModel, Llama7bParamsWithinHalfPercent) {
+  auto r = RunParallax("model show llama-7b --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NEAR(ParseOut(r)["params"].get<double>(), 6.74e9, 0.005 * 6.74e9);
+}
+
+TEST(CliModel, HumanOutputHasTheBreakdown) {
+  auto r = RunParallax("model show llama3-8b --tp 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"parameters", "8.03G", "FLOPs per token", "qkv", "fc2", "recompute selective", "tp 2"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+}
+
+TEST(CliModel, HfConfigFile) {
+  auto r = RunParallax(std::string("model show ") + PARALLAX_SOURCE_DIR "/examples/hf-llama2-7b-config.json --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NEAR(ParseOut(r)["params"].get<double>(), 6.74e9, 0.005 * 6.74e9);
+}
+
+TEST(CliModel, UnknownModelIsBadInput) {
+  auto r = RunParallax("model show no-such-model");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown model \"no-such-model\""), std::string::npos) << r.err;
+  auto j = RunParallax("model show no-such-model --json");
+  EXPECT_EQ(j.exit_code, 2);
+  EXPECT_NE(ParseOut(j)["error"].get<std::string>().find("no-such-model"), std::string::npos);
+}
+
+TEST(CliModel, BadTpIsBadInput) {
+  auto r = RunParallax("model show gpt-tiny --tp 3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--tp 3 must divide heads=4"), std::string::npos) << r.err;
+}
+
+TEST(CliCluster, UnknownKeyExitsTwoNamingThePath) {
+  const std::string path = WriteTempFile("unknown_key.json", R"({"kind":"cluster","version":1,"name":"c","nodes":1,
+    "gpus_per_node":8,"device":"a100-sxm-80g","intra_node":{"bandwidth_GBps":300,"latency_us":3},
+    "inter_node":{"bandwidth_GBps":200,"latency_us":5,"mtu":4096}})");
+  auto r = RunParallax("cluster show " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(path + ": /inter_node/mtu: unknown key"), std::string::npos) << r.err;
+}
+
+TEST(CliCluster, NegativeBandwidthExitsTwoNamingThePath) {
+  const std::string path = WriteTempFile("negative_bw.json", R"({"kind":"cluster","version":1,"name":"c","nodes":1,
+    "gpus_per_node":8,"device":"a100-sxm-80g","intra_node":{"bandwidth_GBps":-300,"latency_us":3},
+    "inter_node":{"bandwidth_GBps":200,"latency_us":5}})");
+  auto r = RunParallax("cluster show " + path + " --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(path + ": /intra_node/bandwidth_GBps: must be > 0 (got -300)"), std::string::npos) << r.err;
+}
+
+TEST(CliCluster, PresetScalesWithNodes) {
+  auto r = RunParallax("cluster show dgx-h100 --nodes 16 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = ParseOut(r);
+  EXPECT_EQ(j["total_gpus"].get<int>(), 128);
+  EXPECT_EQ(j["device"]["name"], "h100-sxm-80g");
+}
+
+TEST(Cli, UsageErrorsExitTwoAndHelpExitsZero) {
+  EXPECT_EQ(RunParallax("").exit_code, 2);
+  EXPECT_EQ(RunParallax("model show").exit_code, 2);
+  EXPECT_EQ(RunParallax("no-such-command").exit_code, 2);
+  for (const char* cmd : {"--help", "model --help", "model show --help", "cluster show --help", "plan --help",
+                          "simulate --help", "run --help", "calibrate --help", "refine --help", "trace --help"}) {
+    auto r = RunParallax(cmd);
+    EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.err;
+    EXPECT_FALSE(r.out.empty()) << cmd;
+  }
+}
+
+}  // namespace
+}  // namespace parallax

@@ -1,0 +1,136 @@
+// Parameter, FLOP and activation counts against published figures.
+#include <gtest/gtest.h>
+
+#include "model/counting.h"
+#include "model/presets.h"
+
+namespace parallax {
+namespace {
+
+ModelSpec Preset(const char* name) {
+  auto m = ModelPreset(name);
+  EXPECT_TRUE(m.has_value()) << name;
+  return *m;
+}
+
+double Params(const char* name) { return static_cast<double>(CountModel(Preset(name)).params_total); }
+
+TEST(Counting, PublishedParameterCounts) {
+  // GPT-3 175B (Brown et al. 2020) with vocab 51200: 174.6e9.
+  EXPECT_NEAR(Params("gpt3-175b"), 174.6e9, 0.005 * 174.6e9);
+  // LLaMA-7B 6.74e9 (Touvron et al. 2023); Llama-2-70B 68.98e9; Llama-3-8B 8.03e9 (HF model cards).
+  EXPECT_NEAR(Params("llama-7b"), 6.74e9, 0.005 * 6.74e9);
+  EXPECT_NEAR(Params("llama2-70b"), 68.98e9, 0.005 * 68.98e9);
+  EXPECT_NEAR(Params("llama3-8b"), 8.03e9, 0.005 * 8.03e9);
+  EXPECT_NEAR(Params("llama3-70b"), 70.55e9, 0.005 * 70.55e9);
+  EXPECT_NEAR(Params("llama3-405b"), 405.8e9, 0.005 * 405.8e9);
+  EXPECT_NEAR(Params("llama-13b"), 13.0e9, 0.01 * 13.0e9);
+  EXPECT_NEAR(Params("llama-65b"), 65.2e9, 0.01 * 65.2e9);
+}
+
+TEST(Counting, Gpt3ClosedForm) {
+  // 12 l h^2 + 13 l h + V h + s h for a GPT with biases, LayerNorm, learned positions, tied head.
+  const ModelSpec m = Preset("gpt3-175b");
+  const double l = 96, h = 12288, v = 51200, s = 2048;
+  EXPECT_DOUBLE_EQ(static_cast<double>(CountModel(m).params_total), 12 * l * h * h + 13 * l * h + v * h + s * h + 2 * h);
+}
+
+TEST(Counting, MegatronFlopsFormula) {
+  // Narayanan et al. SC'21: FLOPs per iteration with full recompute = 96 B s l h^2 (1 + s/6h + V/16lh).
+  for (const char* name : {"megatron-1.7b", "megatron-145.6b", "gpt3-175b"}) {
+    const ModelSpec m = Preset(name);
+    const double l = m.layers, h = m.hidden, s = m.seq_len, v = m.vocab;
+    const double per_token = 96 * l * h * h * (1 + s / (6 * h) + v / (16 * l * h));
+    EXPECT_NEAR(TrainingFlopsPerToken(m, 0, Recompute::kFull), per_token, 1e-9 * per_token) << name;
+    // Without recompute: 72 l h^2 (1 + s/6h) + 6 h V.
+    const double no_rc = 72 * l * h * h * (1 + s / (6 * h)) + 6 * h * v;
+    EXPECT_NEAR(TrainingFlopsPerToken(m, 0, Recompute::kNone), no_rc, 1e-9 * no_rc) << name;
+  }
+}
+
+TEST(Counting, SixNRuleOfThumbForLlama) {
+  // Training FLOPs/token ~ 6N + attention term; within 10% of 6N at seq 2048 for LLaMA-7B.
+  const ModelSpec m = Preset("llama-7b");
+  const double six_n = 6.0 * static_cast<double>(CountModel(m).params_total);
+  EXPECT_NEAR(TrainingFlopsPerToken(m, 0, Recompute::kNone), six_n, 0.1 * six_n);
+}
+
+TEST(Counting, SwigluAndGqaShapes) {
+  const ModelSpec m = Preset("llama2-70b");
+  const ModelCounts c = CountModel(m);
+  const double h = 8192, kv = 1024, f = 28672;
+  EXPECT_EQ(c.params_per_layer, static_cast<int64_t>(h * (h + 2 * kv) + h * h + 3 * h * f + 2 * h));
+  ASSERT_EQ(c.layer_ops[1].name, "qkv");
+  EXPECT_DOUBLE_EQ(c.layer_ops[1].fwd_flops_per_token, 2 * h * (h + 2 * kv));
+  ASSERT_EQ(c.layer_ops[5].name, "fc1");
+  EXPECT_DOUBLE_EQ(c.layer_ops[5].fwd_flops_per_token, 2 * h * 2 * f);
+}
+
+// Korthikanti et al. 2022, table 2, for a 16-bit GPT with dropout (Megatron models).
+struct ActCase {
+  int64_t tp;
+  bool sp;
+  Recompute rc;
+};
+
+class Korthikanti : public ::testing::TestWithParam<ActCase> {};
+
+TEST_P(Korthikanti, MatchesPaperFormula) {
+  const ModelSpec m = Preset("megatron-18.4b");
+  const ActCase c = GetParam();
+  const double s = 2048, b = 2, h = m.hidden, a = m.heads, t = static_cast<double>(c.tp);
+  ActivationOptions o;
+  o.micro_batch = 2;
+  o.tp = c.tp;
+  o.sequence_parallel = c.sp;
+  o.recompute = c.rc;
+  double expect = 0;
+  const double sbh = s * b * h;
+  if (c.rc == Recompute::kFull) expect = c.sp ? 2 * sbh / t : 2 * sbh;
+  else if (c.rc == Recompute::kSelective) expect = c.sp ? 34 * sbh / t : sbh * (10 + 24 / t);
+  else expect = c.sp ? sbh / t * (34 + 5 * a * s / h) : sbh * (10 + 24 / t + 5 * a * s / (h * t));
+  EXPECT_NEAR(static_cast<double>(ActivationBytesPerLayer(m, o)), expect, 1e-9 * expect);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table2, Korthikanti,
+                         ::testing::Values(ActCase{1, false, Recompute::kNone}, ActCase{8, false, Recompute::kNone},
+                                           ActCase{8, true, Recompute::kNone}, ActCase{4, false, Recompute::kSelective},
+                                           ActCase{4, true, Recompute::kSelective}, ActCase{8, false, Recompute::kFull},
+                                           ActCase{8, true, Recompute::kFull}));
+
+TEST(Counting, ActivationsShrinkWithRecomputeAndSp) {
+  const ModelSpec m = Preset("llama3-8b");
+  ActivationOptions o;
+  o.tp = 4;
+  int64_t prev = INT64_MAX;
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    o.recompute = r;
+    o.sequence_parallel = false;
+    const int64_t no_sp = ActivationBytesPerLayer(m, o);
+    o.sequence_parallel = true;
+    const int64_t sp = ActivationBytesPerLayer(m, o);
+    EXPECT_LT(sp, no_sp);
+    EXPECT_LT(no_sp, prev);
+    prev = no_sp;
+  }
+  // fp32 doubles the element bytes of every tensor (no dropout masks in LLaMA).
+  o.recompute = Recompute::kSelective;
+  o.sequence_parallel = false;
+  const int64_t half = ActivationBytesPerLayer(m, o);
+  o.bytes_per_element = 4;
+  EXPECT_EQ(ActivationBytesPerLayer(m, o), 2 * half);
+}
+
+TEST(Counting, HeadActivationsScaleWithVocabOverTp) {
+  const ModelSpec m = Preset("llama3-8b");
+  ActivationOptions o;
+  o.tp = 1;
+  const int64_t t1 = HeadActivationBytes(m, o);
+  o.tp = 8;
+  const int64_t t8 = HeadActivationBytes(m, o);
+  const int64_t logits1 = 6LL * m.seq_len * m.vocab;
+  EXPECT_EQ(t1 - t8, logits1 - logits1 / 8);
+}
+
+}  // namespace
+}  // namespace parallax

@@ -1,0 +1,84 @@
+// Presets agree with the published tables they come from.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "model/counting.h"
+#include "model/load.h"
+#include "model/presets.h"
+
+namespace parallax {
+namespace {
+
+TEST(Presets, MegatronTableSizesMatchTheirPublishedParameterCounts) {
+  auto j = LoadJsonFile(PARALLAX_SHARED_DIR "/validation/megatron_sc21_table1.json");
+  ASSERT_TRUE(j) << j.error().message;
+  const auto& cols = (*j)["columns"];
+  auto col = [&](const char* name) {
+    for (size_t i = 0; i < cols.size(); ++i) {
+      if (cols[i] == name) return i;
+    }
+    ADD_FAILURE() << name;
+    return size_t{0};
+  };
+  int rows = 0;
+  for (const auto& row : (*j)["rows"]) {
+    const double params_b = row[col("params_B")].get<double>();
+    char name[64];
+    std::snprintf(name, sizeof name, params_b >= 1000 ? "megatron-%.0fb" : "megatron-%.1fb", params_b);
+    auto m = ModelPreset(name);
+    ASSERT_TRUE(m) << name;
+    EXPECT_EQ(m->heads, row[col("heads")].get<int64_t>()) << name;
+    EXPECT_EQ(m->hidden, row[col("hidden")].get<int64_t>()) << name;
+    EXPECT_EQ(m->layers, row[col("layers")].get<int64_t>()) << name;
+    EXPECT_EQ(m->seq_len, (*j)["training"]["seq_len"].get<int64_t>());
+    EXPECT_EQ(m->vocab, (*j)["training"]["vocab"].get<int64_t>());
+    // The paper's P = 12 l h^2 (1 + 13/12h + (V+s)/12lh), rounded to 0.1B.
+    const double p = static_cast<double>(CountModel(*m).params_total) / 1e9;
+    EXPECT_NEAR(p, params_b, 0.05 * params_b + 0.06) << name;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 10);
+}
+
+TEST(Presets, EveryIssueNamedPresetExists) {
+  for (const char* m : {"gpt-tiny", "gpt-1.3b", "gpt3-175b", "llama-7b", "llama-13b", "llama-33b", "llama-65b",
+                        "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b"}) {
+    EXPECT_TRUE(ModelPreset(m)) << m;
+  }
+  for (const char* d : {"a100-sxm-40g", "a100-sxm-80g", "h100-sxm-80g", "h200-sxm-141g", "cpu"}) EXPECT_TRUE(DevicePreset(d)) << d;
+  for (const char* c : {"dgx-a100", "dgx-h100", "dgx-h200", "local-cpu"}) EXPECT_TRUE(ClusterPreset(c)) << c;
+  const auto tiny = *ModelPreset("gpt-tiny");
+  EXPECT_EQ(tiny.layers, 4);
+  EXPECT_EQ(tiny.hidden, 64);
+  EXPECT_EQ(tiny.heads, 4);
+  EXPECT_EQ(tiny.vocab, 256);
+  EXPECT_EQ(tiny.seq_len, 32);
+}
+
+TEST(Presets, DatasheetFigures) {
+  const auto a100 = *DevicePreset("a100-sxm-80g");
+  EXPECT_DOUBLE_EQ(a100.peak_tflops.bf16, 312);
+  EXPECT_DOUBLE_EQ(a100.peak_tflops.fp8, 0);  // no FP8 tensor cores on Ampere
+  EXPECT_DOUBLE_EQ(a100.hbm_GBps, 2039);
+  const auto h200 = *DevicePreset("h200-sxm-141g");
+  EXPECT_DOUBLE_EQ(h200.hbm_GBps, 4800);
+  EXPECT_GT(h200.memory_GiB, 139);
+  const auto h100 = *ClusterPreset("dgx-h100");
+  EXPECT_DOUBLE_EQ(h100.intra_node.bandwidth_GBps, 450);
+  EXPECT_DOUBLE_EQ(h100.inter_node.bandwidth_GBps, 400);  // 8 x 400 Gb/s
+}
+
+TEST(Presets, UnknownNamesListTheKnownOnes) {
+  auto m = ResolveModel("gpt-5");
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("unknown model \"gpt-5\""), std::string::npos);
+  EXPECT_NE(m.error().message.find("llama3-8b"), std::string::npos);
+  auto c = ResolveCluster("dgx-b200");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("dgx-h100"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace parallax
