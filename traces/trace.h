@@ -92,6 +92,22 @@ struct SliceArgs {
   int64_t bytes = -1;             //!< message or memory bytes, -1: absent
   int32_t group_size = 0;         //!< collective group size, 0: absent
   StringId collective = kEmptyString;  //!< "allreduce", "allgather", ... (NCCL imports)
+
+  //! Args of a compute op.
+  static SliceArgs Compute(double flops) {
+    SliceArgs a;
+    a.flops = flops;
+    return a;
+  }
+  //! Args of a collective or send/recv.
+  static SliceArgs Comm(int64_t bytes, int32_t group_size, StringId collective = kEmptyString) {
+    SliceArgs a;
+    a.bytes = bytes;
+    a.group_size = group_size;
+    a.collective = collective;
+    return a;
+  }
+  bool empty() const { return flops < 0 && bytes < 0 && group_size <= 0 && collective == kEmptyString; }
 };
 
 //! An arrow between two points: send -> recv, launch -> kernel. Chrome binds each end to the

@@ -5,8 +5,8 @@
 
 namespace parallax::traces {
 
-Tracer::Tracer(TraceMetadata metadata) {
-  trace_.metadata = std::move(metadata);
+Tracer::Tracer(std::string_view kind) {
+  trace_.metadata.kind = std::string(kind);
   InitNames();
 }
 
@@ -72,32 +72,45 @@ TrackId Tracer::CustomTrack(int64_t pid, int64_t tid, std::string_view name, int
   return trace_.AddTrack(std::move(t));
 }
 
+size_t Tracer::Record(TrackId track, StringId name, int64_t start_ns, int64_t dur_ns) {
+  return Append(track, name, start_ns, dur_ns, nullptr, nullptr, kEmptyString);
+}
+
+size_t Tracer::Record(TrackId track, StringId name, int64_t start_ns, int64_t dur_ns,
+                      const OpIdentity& id, const SliceArgs& args) {
+  return Append(track, name, start_ns, dur_ns, &id, args.empty() ? nullptr : &args, kEmptyString);
+}
+
 size_t Tracer::Record(const SliceSpec& s) {
-  assert(s.dur_ns >= 0);
-  assert(s.track < trace_.tracks().size());
-  const traces::Track& track = trace_.track(s.track);
+  const SliceArgs args{s.flops, s.bytes, s.group_size, s.collective};
+  return Append(s.track, s.name, s.start_ns, s.dur_ns, s.identity ? &*s.identity : nullptr,
+                args.empty() ? nullptr : &args, s.category);
+}
+
+size_t Tracer::Append(TrackId track_id, StringId name, int64_t start_ns, int64_t dur_ns,
+                      const OpIdentity* id, const SliceArgs* args, StringId category) {
+  assert(dur_ns >= 0);
+  assert(track_id < trace_.tracks().size());
+  const traces::Track& track = trace_.track(track_id);
   Slice slice;
-  slice.start_ns = s.start_ns;
-  slice.dur_ns = s.dur_ns;
-  slice.track = s.track;
-  slice.name = s.name;
-  slice.category = s.category != kEmptyString ? s.category
-                                              : stream_names_[static_cast<size_t>(track.stream)];
+  slice.start_ns = start_ns;
+  slice.dur_ns = dur_ns;
+  slice.track = track_id;
+  slice.name = name;
+  slice.category = category != kEmptyString ? category : stream_names_[static_cast<size_t>(track.stream)];
   bool comm = IsCommStream(track.stream);
-  if (s.identity) {
-    assert(PackedIdentity::Fits(*s.identity));
-    slice.identity = PackedIdentity::Pack(*s.identity);
+  if (id != nullptr) {
+    assert(PackedIdentity::Fits(*id));
+    slice.identity = PackedIdentity::Pack(*id);
     slice.flags |= slice_flags::kHasIdentity;
-    comm = comm || IsCommunication(s.identity->op);
+    comm = comm || IsCommunication(id->op);
   }
   if (comm) {
     slice.flags |= slice_flags::kComm;
   } else if (track.stream == Stream::kCompute) {
     slice.flags |= slice_flags::kCompute;
   }
-  if (s.flops >= 0 || s.bytes >= 0 || s.group_size > 0 || s.collective != kEmptyString) {
-    slice.args = trace_.AddArgs(SliceArgs{s.flops, s.bytes, s.group_size, s.collective});
-  }
+  if (args != nullptr) slice.args = trace_.AddArgs(*args);
   return trace_.AddSlice(slice);
 }
 

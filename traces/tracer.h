@@ -1,16 +1,20 @@
 #pragma once
 // Tracer: the recording interface for trace producers (planner simulator, executor, CUPTI).
 //
-//   traces::Tracer tracer({.kind = "predicted", .tool_version = "parallax 0.1.0"});
+//   traces::Tracer tracer("predicted");                                   // or "measured"
+//   tracer.metadata().plan = plan_json;                                   // optional
 //   const TrackId compute = tracer.Track(/*rank=*/3, Stream::kCompute);   // once per rank x stream
-//   tracer.Record({.track = compute, .name = tracer.OpName(OpKind::kQkv),
-//                  .start_ns = t0, .dur_ns = d, .identity = id, .flops = 2.0 * m * n * k});
-//   ...
+//   const TrackId tp = tracer.Track(3, Stream::kTpComm);
+//   tracer.Record(compute, tracer.OpName(OpKind::kQkv), t0_ns, dur_ns, id,
+//                 SliceArgs::Compute(2.0 * m * n * k));
+//   tracer.Record(tp, tracer.OpName(OpKind::kTpAllReduce), t1_ns, d_ns, id2,
+//                 SliceArgs::Comm(bytes, /*group_size=*/4));
 //   Status st = traces::WriteChromeTrace(tracer.trace(), "predicted.json.gz");
 //
-// Cheap on the hot path: Record() copies ~80 bytes into chunked storage and allocates only
-// once per 65,536 slices (none at all after Reserve()). Names are interned up front (Intern,
-// OpName). Not thread-safe: use one Tracer per thread/rank and Trace::Merge the results.
+// Cheap on the hot path: Record() copies one 56-byte slice (+24 bytes of args when given) into
+// chunked storage and allocates only once per 65,536 slices (never after Reserve()). Names are
+// interned up front (Intern, OpName). Not thread-safe: use one Tracer per thread or rank and
+// Trace::Merge the results.
 
 #include <cstdint>
 #include <optional>
@@ -21,7 +25,8 @@
 
 namespace parallax::traces {
 
-//! One slice to record. Unset numeric args (-1 / 0) are not stored.
+//! One slice with every optional field (fill by assignment; the Record overloads cover the
+//! common cases). Unset numeric args (-1 / 0) are not stored.
 struct SliceSpec {
   TrackId track = 0;
   StringId name = kEmptyString;
@@ -37,7 +42,8 @@ struct SliceSpec {
 
 class Tracer {
  public:
-  explicit Tracer(TraceMetadata metadata = {});
+  //! `kind`: "predicted" (simulator) or "measured" (executor); goes to metadata().kind.
+  explicit Tracer(std::string_view kind = {});
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
@@ -55,8 +61,14 @@ class Tracer {
   //! The interned name of an op kind ("qkv", "tp_all_reduce", ... as ToString(OpKind)).
   StringId OpName(OpKind k) const { return op_names_[static_cast<size_t>(k)]; }
 
+  TraceMetadata& metadata() { return trace_.metadata; }
+
   //! Records one slice; returns its index in trace().slices(). Identities out of the packed
   //! range (PackedIdentity::Fits) and negative durations are programmer errors (assert).
+  //! The category is the track's stream name ("compute", "tp-comm", ...).
+  size_t Record(TrackId track, StringId name, int64_t start_ns, int64_t dur_ns);
+  size_t Record(TrackId track, StringId name, int64_t start_ns, int64_t dur_ns, const OpIdentity& id,
+                const SliceArgs& args = SliceArgs());
   size_t Record(const SliceSpec& s);
   //! Records a flow arrow (send -> recv, launch -> kernel) between two points in time.
   void Flow(TrackId from, int64_t from_ns, TrackId to, int64_t to_ns, StringId name,
@@ -71,6 +83,8 @@ class Tracer {
 
  private:
   void InitNames();
+  size_t Append(TrackId track, StringId name, int64_t start_ns, int64_t dur_ns, const OpIdentity* id,
+                const SliceArgs* args, StringId category);
 
   Trace trace_;
   static constexpr size_t kMaxOpKinds = 64;

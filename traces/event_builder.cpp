@@ -1,0 +1,438 @@
+#include "traces/event_builder.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "traces/chrome_writer.h"
+#include "traces/kineto.h"
+
+namespace parallax::traces {
+namespace {
+
+std::string Quote(std::string_view s) {
+  std::string out = "'";
+  out.append(s.substr(0, 64));
+  if (s.size() > 64) out += "...";
+  out += "'";
+  return out;
+}
+
+template <class T>
+bool FitsIn(int64_t v) {
+  return v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
+}
+
+uint64_t FlowKey(StringId cat, uint64_t id) { return id * 0x9E3779B97F4A7C15ULL + cat; }
+
+}  // namespace
+
+EventBuilder::EventBuilder(Trace& trace, ReadStats& stats) : trace_(trace), stats_(stats) {}
+
+void EventBuilder::Warn(std::string w) {
+  constexpr size_t kMaxWarnings = 50;
+  if (stats_.warnings.size() < kMaxWarnings) stats_.warnings.push_back(std::move(w));
+}
+
+int64_t EventBuilder::ProcessId(const RawValue& v, const char* what) {
+  switch (v.type) {
+    case ValueType::kNone: return 0;
+    case ValueType::kNumber: {
+      int64_t id;
+      if (!ParseInt64(v.text, &id)) throw EventError{std::string(what) + " must be an integer, got " + Quote(v.text)};
+      return id;
+    }
+    case ValueType::kString: {
+      // Strings ("Spans", "") get stable negative ids so they never collide with numbers.
+      auto [it, inserted] = string_ids_.try_emplace(std::string(v.text), 0);
+      if (inserted) it->second = -1 - static_cast<int64_t>(string_ids_.size() - 1);
+      return it->second;
+    }
+    default: throw EventError{std::string(what) + " must be a number or a string"};
+  }
+}
+
+TrackId EventBuilder::TrackFor(const RawEvent& ev) {
+  const int64_t pid = ProcessId(ev.pid, "pid");
+  const int64_t tid = ProcessId(ev.tid, "tid");
+  if (pid == last_pid_ && tid == last_tid_) return last_track_;
+  TrackId id;
+  if (auto found = trace_.FindTrack(pid, tid)) {
+    id = *found;
+  } else {
+    Track t;
+    t.pid = pid;
+    t.tid = tid;
+    t.sort_index = tid;
+    id = trace_.AddTrack(std::move(t));
+  }
+  last_pid_ = pid;
+  last_tid_ = tid;
+  last_track_ = id;
+  return id;
+}
+
+int64_t EventBuilder::Ns(const RawValue& v, const char* what, bool required) {
+  if (!v.present()) {
+    if (required) throw EventError{std::string("missing ") + what};
+    return 0;
+  }
+  if (v.type != ValueType::kNumber) throw EventError{std::string(what) + " must be a number"};
+  int64_t ns;
+  if (!ParseMicrosToNs(v.text, &ns)) throw EventError{std::string(what) + " out of range: " + Quote(v.text)};
+  return ns;
+}
+
+EventBuilder::IdFields EventBuilder::ParseArgs(const RawEvent& ev) {
+  IdFields f;
+  if (!ev.has_args) return f;
+  const RawValue* op = nullptr;
+  const RawValue* phase = nullptr;
+  const RawValue* ints[5] = {};  // step, rank, mb, stage, layer
+  const RawValue* in_nelems = nullptr;
+  const RawValue* out_nelems = nullptr;
+  const RawValue* dtype = nullptr;
+  for (const RawArg& a : ev.args) {
+    const std::string_view k = a.key;
+    const RawValue& v = a.value;
+    if (k == "op") op = &v;
+    else if (k == "phase") phase = &v;
+    else if (k == "step") ints[0] = &v;
+    else if (k == "rank") ints[1] = &v;
+    else if (k == "mb") ints[2] = &v;
+    else if (k == "stage") ints[3] = &v;
+    else if (k == "layer") ints[4] = &v;
+    else if (k == "flops" && v.type == ValueType::kNumber) {
+      f.has_args = ParseDouble(v.text, &f.args.flops) || f.has_args;
+    } else if (k == "bytes" && v.type == ValueType::kNumber) {
+      f.has_args = ParseInt64(v.text, &f.args.bytes) || f.has_args;
+    } else if ((k == "group_size" || k == "Group size") && v.type == ValueType::kNumber) {
+      int64_t g;
+      if (ParseInt64(v.text, &g) && g > 0 && g <= INT32_MAX) {
+        f.args.group_size = static_cast<int32_t>(g);
+        f.has_args = true;
+      }
+    } else if ((k == "collective" || k == "Collective name") && v.type == ValueType::kString) {
+      f.args.collective = trace_.Intern(v.text);
+      f.has_args = true;
+    } else if (k == "In msg nelems") in_nelems = &v;
+    else if (k == "Out msg nelems") out_nelems = &v;
+    else if (k == "dtype") dtype = &v;
+  }
+  if (op != nullptr && phase != nullptr) {
+    std::optional<OpKind> kind;
+    std::optional<Phase> ph;
+    if (op->type == ValueType::kString) kind = OpKindFromString(op->text);
+    if (phase->type == ValueType::kString) ph = PhaseFromString(phase->text);
+    OpIdentity id;
+    id.microbatch = id.stage = id.layer = -1;
+    int64_t* fields[5] = {&id.step, &id.rank, &id.microbatch, &id.stage, &id.layer};
+    bool ok = kind.has_value() && ph.has_value();
+    for (int i = 0; i < 5 && ok; ++i) {
+      if (ints[i] == nullptr) continue;
+      ok = ints[i]->type == ValueType::kNumber && ParseInt64(ints[i]->text, fields[i]);
+    }
+    if (ok) {
+      id.op = *kind;
+      id.phase = *ph;
+      ok = PackedIdentity::Fits(id);
+    }
+    if (ok) {
+      f.has_identity = true;
+      f.identity = PackedIdentity::Pack(id);
+    } else {
+      ++bad_identity_;
+    }
+  }
+  // NCCL message size (Kineto): elements x dtype size; the larger of in/out is the full buffer,
+  // which is the size nccl-tests reports for every collective.
+  if ((in_nelems != nullptr || out_nelems != nullptr) && dtype != nullptr && f.args.bytes < 0) {
+    int64_t in = 0, out = 0;
+    if (in_nelems != nullptr && in_nelems->type == ValueType::kNumber) ParseInt64(in_nelems->text, &in);
+    if (out_nelems != nullptr && out_nelems->type == ValueType::kNumber) ParseInt64(out_nelems->text, &out);
+    const int elem = dtype->type == ValueType::kString ? KinetoDtypeBytes(dtype->text) : 0;
+    const int64_t n = std::max(in, out);
+    if (elem > 0 && n > 0 && n <= INT64_MAX / elem) {
+      f.args.bytes = n * elem;
+      f.has_args = true;
+    }
+  }
+  return f;
+}
+
+void EventBuilder::AddSlice(TrackId track, int64_t start, int64_t dur, StringId name, StringId cat,
+                            const IdFields& f, uint8_t extra_flags) {
+  Slice s;
+  s.start_ns = start;
+  s.dur_ns = dur;
+  s.track = track;
+  s.name = name;
+  s.category = cat;
+  const std::string_view cat_text = trace_.Str(cat);
+  const std::string_view name_text = trace_.Str(name);
+  s.flags = static_cast<uint8_t>(SliceFlagsFor(cat_text, name_text) | extra_flags);
+  SliceArgs args = f.args;
+  bool has_args = f.has_args;
+  if (cat_text == "kernel" && IsNcclKernel(name_text)) {
+    ++stats_.nccl_kernels;
+    if (args.collective == kEmptyString) {
+      const std::string_view coll = NcclCollectiveFromKernelName(name_text);
+      if (!coll.empty()) {
+        args.collective = trace_.Intern(coll);
+        has_args = true;
+      }
+    }
+  }
+  if (f.has_identity) {
+    s.identity = f.identity;
+    s.flags |= slice_flags::kHasIdentity;
+    if (IsCommunication(static_cast<OpKind>(f.identity.op))) {
+      s.flags = static_cast<uint8_t>((s.flags & ~slice_flags::kCompute) | slice_flags::kComm);
+    }
+  }
+  if (has_args) s.args = trace_.AddArgs(args);
+  trace_.AddSlice(s);
+}
+
+void EventBuilder::Add(const RawEvent& ev) {
+  ++stats_.events;
+  if (!ev.ph.present()) throw EventError{"missing ph"};
+  if (ev.ph.type != ValueType::kString || ev.ph.text.size() != 1) {
+    throw EventError{"unknown phase " + Quote(ev.ph.text)};
+  }
+  const char ph = ev.ph.text[0];
+  if (ev.cat.present() && ev.cat.type != ValueType::kString) throw EventError{"cat must be a string"};
+  if (ev.name.present() && ev.name.type != ValueType::kString) throw EventError{"name must be a string"};
+  const StringId cat = ev.cat.present() ? trace_.Intern(ev.cat.text) : kEmptyString;
+  switch (ph) {
+    case 'X': case 'B': case 'E': case 'i': case 'I': case 'C': case 'M': case 's': case 't':
+    case 'f': case 'b': case 'e': case 'n': case 'P': case 'O': case 'N': case 'D': case 'R':
+    case 'c': case 'v': case 'V': case '(': case ')':
+      break;
+    default:
+      throw EventError{"unknown phase " + Quote(ev.ph.text)};
+  }
+  ++phase_counts_[static_cast<unsigned char>(ph)];
+  ++category_counts_[cat];
+
+  if (ph == 'M') return Metadata(ev);
+  const int64_t ts = Ns(ev.ts, "ts", true);
+  switch (ph) {
+    case 'X': {
+      const int64_t dur = Ns(ev.dur, "dur", true);
+      if (dur < 0) throw EventError{"negative duration (dur " + std::string(ev.dur.text) + ")"};
+      const IdFields f = ParseArgs(ev);
+      AddSlice(TrackFor(ev), ts, dur, trace_.Intern(ev.name.text), cat, f, 0);
+      return;
+    }
+    case 'B': {
+      const TrackId track = TrackFor(ev);
+      open_[track].push_back(OpenSlice{ts, trace_.Intern(ev.name.text), cat, ParseArgs(ev)});
+      return;
+    }
+    case 'E': {
+      const TrackId track = TrackFor(ev);
+      auto& stack = open_[track];
+      if (stack.empty()) {
+        ++unmatched_end_;
+        return;
+      }
+      const OpenSlice o = stack.back();
+      stack.pop_back();
+      if (ts < o.start_ns) throw EventError{"E before its B (negative duration)"};
+      AddSlice(track, o.start_ns, ts - o.start_ns, o.name, o.category, o.fields, 0);
+      return;
+    }
+    case 'i':
+    case 'I':
+      AddSlice(TrackFor(ev), ts, 0, trace_.Intern(ev.name.text), cat, ParseArgs(ev), slice_flags::kInstant);
+      return;
+    case 'C':
+      return Counter(ev);
+    case 's':
+    case 'f':
+    case 't':
+      return FlowEvent(ev, ph);
+    case 'b':
+    case 'e':
+      return Async(ev, ph);
+    default:
+      return;  // known Chrome phases without a place in the model: counted, skipped
+  }
+}
+
+void EventBuilder::Metadata(const RawEvent& ev) {
+  const std::string_view name = ev.name.text;
+  const int64_t pid = ProcessId(ev.pid, "pid");
+  const int64_t tid = ProcessId(ev.tid, "tid");
+  auto str_arg = [&](std::string_view key) -> std::optional<std::string> {
+    const RawValue* v = ev.Arg(key);
+    if (v == nullptr || v->type != ValueType::kString) return std::nullopt;
+    return std::string(v->text);
+  };
+  if (name == "process_name") {
+    if (auto s = str_arg("name")) process_names_[pid] = *s;
+  } else if (name == "process_labels") {
+    if (auto s = str_arg("labels")) process_labels_[pid] = *s;
+  } else if (name == "thread_name") {
+    if (auto s = str_arg("name")) thread_names_[{pid, tid}] = *s;
+  } else if (name == "thread_sort_index") {
+    const RawValue* v = ev.Arg("sort_index");
+    int64_t idx;
+    if (v != nullptr && v->type == ValueType::kNumber && ParseInt64(v->text, &idx)) {
+      thread_sort_[{pid, tid}] = idx;
+    }
+  }
+}
+
+void EventBuilder::FlowEvent(const RawEvent& ev, char ph) {
+  if (ph == 't') return;  // intermediate steps carry no slice of their own
+  uint64_t id = 0;
+  if (ev.id.type == ValueType::kNumber) {
+    int64_t v;
+    if (!ParseInt64(ev.id.text, &v)) throw EventError{"flow id must be an integer"};
+    id = static_cast<uint64_t>(v);
+  } else if (ev.id.type == ValueType::kString) {
+    id = std::hash<std::string_view>{}(ev.id.text) | (uint64_t{1} << 63);
+  } else {
+    throw EventError{"flow event without id"};
+  }
+  const StringId cat = ev.cat.present() ? trace_.Intern(ev.cat.text) : kEmptyString;
+  const uint64_t key = FlowKey(cat, id);
+  const FlowEnd here{TrackFor(ev), Ns(ev.ts, "ts", true), trace_.Intern(ev.name.text)};
+  auto& mine = ph == 's' ? flow_starts_ : flow_ends_;
+  auto& other = ph == 's' ? flow_ends_ : flow_starts_;
+  if (auto it = other.find(key); it != other.end()) {
+    const FlowEnd& start = ph == 's' ? here : it->second;
+    const FlowEnd& end = ph == 's' ? it->second : here;
+    trace_.AddFlow(Flow{id, start.track, end.track, start.ts_ns, end.ts_ns, start.name, cat});
+    other.erase(it);
+    return;
+  }
+  auto [it, inserted] = mine.insert_or_assign(key, here);
+  (void)it;
+  if (!inserted) ++dup_flow_;
+}
+
+void EventBuilder::Counter(const RawEvent& ev) {
+  const TrackId track = TrackFor(ev);
+  const StringId name = trace_.Intern(ev.name.text);
+  const int64_t ts = Ns(ev.ts, "ts", true);
+  for (const RawArg& a : ev.args) {
+    double v;
+    if (a.value.type == ValueType::kNumber && ParseDouble(a.value.text, &v)) {
+      trace_.AddCounter(CounterSample{track, name, trace_.Intern(a.key), ts, v});
+    }
+  }
+}
+
+void EventBuilder::Async(const RawEvent& ev, char ph) {
+  const int64_t pid = ProcessId(ev.pid, "pid");
+  const StringId cat = ev.cat.present() ? trace_.Intern(ev.cat.text) : kEmptyString;
+  uint64_t id = 0;
+  if (ev.id.type == ValueType::kNumber) {
+    int64_t v;
+    if (ParseInt64(ev.id.text, &v)) id = static_cast<uint64_t>(v);
+  } else if (ev.id.type == ValueType::kString) {
+    id = std::hash<std::string_view>{}(ev.id.text);
+  }
+  const int64_t ts = Ns(ev.ts, "ts", true);
+  auto& stack = async_[{pid, cat, id}];
+  if (ph == 'b') {
+    stack.push_back(OpenSlice{ts, trace_.Intern(ev.name.text), cat, ParseArgs(ev)});
+    return;
+  }
+  if (stack.empty()) {
+    ++unmatched_end_;
+    return;
+  }
+  const OpenSlice o = stack.back();
+  stack.pop_back();
+  if (ts < o.start_ns) throw EventError{"async e before its b (negative duration)"};
+  // One async track per (process, category), named after the category.
+  const std::string track_name = "async " + std::string(trace_.Str(cat));
+  RawEvent tmp;
+  tmp.pid = ev.pid;
+  tmp.tid = RawValue{ValueType::kString, track_name};
+  const TrackId track = TrackFor(tmp);
+  AddSlice(track, o.start_ns, ts - o.start_ns, o.name, o.category, o.fields, slice_flags::kAsync);
+}
+
+void EventBuilder::TopLevel(std::string_view key, const Json& v) {
+  TraceMetadata& m = trace_.metadata;
+  if (key == "kind") {
+    if (!v.is_string() || v.get<std::string>() != "trace") {
+      throw EventError{"/kind: not a trace file (kind " + v.dump() + ")"};
+    }
+  } else if (key == "version") {
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kTraceFormatVersion) {
+      throw EventError{"/version: unsupported trace version " + v.dump()};
+    }
+  } else if (key == "otherData" && v.is_object()) {
+    auto str = [&](const char* k, std::string* out) {
+      if (auto it = v.find(k); it != v.end() && it->is_string()) *out = it->get<std::string>();
+    };
+    str("trace_kind", &m.kind);
+    str("tool_version", &m.tool_version);
+    str("source", &m.source);
+    for (const char* k : {"plan", "model", "cluster"}) {
+      if (auto it = v.find(k); it != v.end()) {
+        (k[0] == 'p' ? m.plan : k[0] == 'm' ? m.model : m.cluster) = *it;
+      }
+    }
+    if (auto it = v.find("rank"); it != v.end() && it->is_number_integer()) m.rank = it->get<int64_t>();
+    if (auto it = v.find("world_size"); it != v.end() && it->is_number_integer()) {
+      m.world_size = it->get<int64_t>();
+    }
+  } else if (key == "distributedInfo" && v.is_object()) {
+    if (auto it = v.find("rank"); it != v.end() && it->is_number_integer()) m.rank = it->get<int64_t>();
+    if (auto it = v.find("world_size"); it != v.end() && it->is_number_integer()) {
+      m.world_size = it->get<int64_t>();
+    }
+  } else if (key == "schemaVersion") {
+    if (m.tool_version.empty()) m.tool_version = "kineto schema " + v.dump();
+  }
+}
+
+void EventBuilder::Finish() {
+  for (auto& [track, stack] : open_) unclosed_begin_ += static_cast<int64_t>(stack.size());
+  for (auto& [key, stack] : async_) unclosed_begin_ += static_cast<int64_t>(stack.size());
+  if (unclosed_begin_ > 0) Warn(std::to_string(unclosed_begin_) + " B/b events without an end were dropped");
+  if (unmatched_end_ > 0) Warn(std::to_string(unmatched_end_) + " E/e events without a begin were ignored");
+  if (bad_identity_ > 0) {
+    Warn(std::to_string(bad_identity_) + " slices have an invalid op identity in args (op/phase/step...)");
+  }
+  const size_t unmatched_flows = flow_starts_.size() + flow_ends_.size();
+  if (unmatched_flows > 0) Warn(std::to_string(unmatched_flows) + " flow events without their other end");
+  if (dup_flow_ > 0) Warn(std::to_string(dup_flow_) + " flow events reuse a pending flow id");
+
+  std::unordered_map<int64_t, std::string> names_of_ids;
+  for (const auto& [s, id] : string_ids_) names_of_ids[id] = s;
+  for (size_t i = 0; i < trace_.tracks().size(); ++i) {
+    Track& t = trace_.track(static_cast<TrackId>(i));
+    if (auto it = thread_names_.find({t.pid, t.tid}); it != thread_names_.end()) {
+      t.name = it->second;
+    } else if (auto s = names_of_ids.find(t.tid); s != names_of_ids.end()) {
+      t.name = s->second;
+    } else {
+      t.name = "thread " + std::to_string(t.tid);
+    }
+    if (auto it = process_names_.find(t.pid); it != process_names_.end()) {
+      t.process_name = it->second;
+    } else if (auto s = names_of_ids.find(t.pid); s != names_of_ids.end()) {
+      t.process_name = s->second;
+    }
+    if (auto it = process_labels_.find(t.pid); it != process_labels_.end()) {
+      t.process_name += t.process_name.empty() ? it->second : " (" + it->second + ")";
+    }
+    if (auto it = thread_sort_.find({t.pid, t.tid}); it != thread_sort_.end()) t.sort_index = it->second;
+  }
+  if (trace_.metadata.kind.empty()) trace_.metadata.kind = "imported";
+  ClassifyTracks(trace_);
+
+  for (int c = 0; c < 128; ++c) {
+    if (phase_counts_[c] > 0) stats_.phases[std::string(1, static_cast<char>(c))] += phase_counts_[c];
+  }
+  for (const auto& [cat, n] : category_counts_) stats_.categories[std::string(trace_.Str(cat))] += n;
+}
+
+}  // namespace parallax::traces

@@ -1,0 +1,108 @@
+#pragma once
+// EventBuilder: turns parsed Chrome trace events into a Trace (internal to the reader).
+// Knows the semantics of each phase; the scanner knows only JSON.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "traces/chrome_reader.h"
+#include "traces/json_scanner.h"
+#include "traces/trace.h"
+
+namespace parallax::traces {
+
+//! A semantic error in one event (the reader adds the event index and byte offset).
+struct EventError {
+  std::string what;
+};
+
+struct RawArg {
+  std::string_view key;
+  RawValue value;
+};
+
+//! One event's fields as scanned; views point into the reader's buffer.
+struct RawEvent {
+  RawValue ph, name, cat, pid, tid, ts, dur, id, bp, scope;
+  bool has_args = false;
+  std::vector<RawArg> args;  //!< top-level args; nested values are kObject/kArray without text
+
+  void Clear() {
+    ph = name = cat = pid = tid = ts = dur = id = bp = scope = RawValue{};
+    has_args = false;
+    args.clear();
+  }
+  const RawValue* Arg(std::string_view key) const {
+    for (const RawArg& a : args) {
+      if (a.key == key) return &a.value;
+    }
+    return nullptr;
+  }
+};
+
+class EventBuilder {
+ public:
+  EventBuilder(Trace& trace, ReadStats& stats);
+
+  //! Adds one event; throws EventError for bad input.
+  void Add(const RawEvent& ev);
+  //! A top-level key of the JSON object other than traceEvents.
+  void TopLevel(std::string_view key, const Json& value);
+  //! Applies process/thread metadata, pairs what is left, classifies tracks, records warnings.
+  void Finish();
+
+ private:
+  struct IdFields {
+    bool has_identity = false;
+    PackedIdentity identity;
+    bool has_args = false;
+    SliceArgs args;
+  };
+  struct OpenSlice {
+    int64_t start_ns;
+    StringId name;
+    StringId category;
+    IdFields fields;
+  };
+  struct FlowEnd {
+    TrackId track;
+    int64_t ts_ns;
+    StringId name;
+  };
+
+  int64_t ProcessId(const RawValue& v, const char* what);
+  TrackId TrackFor(const RawEvent& ev);
+  int64_t Ns(const RawValue& v, const char* what, bool required);
+  IdFields ParseArgs(const RawEvent& ev);
+  void AddSlice(TrackId track, int64_t start, int64_t dur, StringId name, StringId cat,
+                const IdFields& f, uint8_t extra_flags);
+  void Metadata(const RawEvent& ev);
+  void FlowEvent(const RawEvent& ev, char ph);
+  void Counter(const RawEvent& ev);
+  void Async(const RawEvent& ev, char ph);
+  void Warn(std::string w);
+
+  Trace& trace_;
+  ReadStats& stats_;
+  std::unordered_map<std::string, int64_t> string_ids_;  // string pid/tid -> synthetic id
+  int64_t last_pid_ = INT64_MIN, last_tid_ = INT64_MIN;
+  TrackId last_track_ = 0;
+  std::unordered_map<TrackId, std::vector<OpenSlice>> open_;                  // B/E stacks
+  std::map<std::tuple<int64_t, StringId, uint64_t>, std::vector<OpenSlice>> async_;  // b/e
+  std::unordered_map<uint64_t, FlowEnd> flow_starts_, flow_ends_;  // key: hash(cat, id)
+  std::unordered_map<uint64_t, uint64_t> flow_ids_;
+  // M metadata, applied in Finish (it may come before or after the events it names).
+  std::map<int64_t, std::string> process_names_, process_labels_;
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
+  std::map<std::pair<int64_t, int64_t>, int64_t> thread_sort_;
+  std::unordered_map<StringId, int64_t> category_counts_;
+  int64_t phase_counts_[128] = {};
+  int64_t unmatched_end_ = 0, unclosed_begin_ = 0, bad_identity_ = 0, dup_flow_ = 0;
+  std::vector<StringId> op_name_ids_;
+};
+
+}  // namespace parallax::traces
