@@ -1,0 +1,161 @@
+// Predicted-vs-measured alignment and diff.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "traces/chrome_reader.h"
+#include "traces/chrome_writer.h"
+#include "traces/diff.h"
+#include "traces/tracer.h"
+
+namespace parallax::traces {
+namespace {
+
+OpIdentity Id(int64_t step, int64_t rank, int64_t mb, int64_t layer, OpKind op, Phase phase) {
+  OpIdentity id;
+  id.step = step;
+  id.rank = rank;
+  id.microbatch = mb;
+  id.stage = 0;
+  id.layer = layer;
+  id.op = op;
+  id.phase = phase;
+  return id;
+}
+
+// Two steps x 2 micro-batches x 2 layers of (qkv fwd 100 ns, fc1 fwd 200 ns, tp all-reduce 50 ns).
+// `scale_qkv` / `scale_fc1` stretch those ops; `reverse` records in the opposite order.
+Trace MakeTrace(const char* kind, double scale_qkv, double scale_fc1, bool reverse, bool extra) {
+  Tracer tr(kind);
+  const TrackId c = tr.Track(0, Stream::kCompute);
+  const TrackId tp = tr.Track(0, Stream::kTpComm);
+  struct Rec {
+    TrackId track;
+    OpIdentity id;
+    int64_t start, dur;
+  };
+  std::vector<Rec> recs;
+  for (int64_t step = 0; step < 2; ++step) {
+    int64_t t = step * 100000;
+    for (int64_t mb = 0; mb < 2; ++mb) {
+      for (int64_t layer = 0; layer < 2; ++layer) {
+        const auto q = static_cast<int64_t>(100 * scale_qkv);
+        const auto f = static_cast<int64_t>(200 * scale_fc1);
+        recs.push_back({c, Id(step, 0, mb, layer, OpKind::kQkv, Phase::kFwd), t, q});
+        t += q;
+        recs.push_back({c, Id(step, 0, mb, layer, OpKind::kFc1, Phase::kFwd), t, f});
+        t += f;
+        recs.push_back({tp, Id(step, 0, mb, layer, OpKind::kTpAllReduce, Phase::kFwd), t, 50});
+        t += 50;
+      }
+    }
+  }
+  if (reverse) std::reverse(recs.begin(), recs.end());
+  for (const Rec& r : recs) tr.Record(r.track, tr.OpName(r.id.op), r.start, r.dur, r.id);
+  if (extra) tr.Record(c, tr.OpName(OpKind::kOptimizer), 400000, 10, Id(1, 0, -1, -1, OpKind::kOptimizer, Phase::kOptim));
+  return tr.Take();
+}
+
+TEST(Diff, AlignsByIdentityRegardlessOfRecordingOrder) {
+  const Trace p = MakeTrace("predicted", 1.0, 1.0, false, false);
+  const Trace m = MakeTrace("measured", 1.1, 0.9, true, true);
+  const Alignment al = AlignSlices(p, m);
+  EXPECT_EQ(al.mode, AlignMode::kIdentity);
+  ASSERT_EQ(al.pairs.size(), 24u);
+  EXPECT_EQ(al.only_predicted, 0);
+  EXPECT_EQ(al.only_measured, 1);
+  for (const auto& [pi, mi] : al.pairs) EXPECT_EQ(p.identity(p.slice(pi)), m.identity(m.slice(mi)));
+}
+
+TEST(Diff, PerOpTotalsStepTimeAndLargestMismatches) {
+  const Trace p = MakeTrace("predicted", 1.0, 1.0, false, false);
+  const Trace m = MakeTrace("measured", 1.1, 0.9, true, false);
+  DiffOptions o;
+  o.top = 3;
+  const TraceDiff d = DiffTraces(p, m, o);
+  EXPECT_EQ(d.matched, 24);
+  ASSERT_EQ(d.per_op.size(), 3u);
+  std::map<std::string, OpDiff> by_op;
+  for (const OpDiff& x : d.per_op) by_op[x.op] = x;
+  EXPECT_EQ(by_op["qkv"].predicted_ns, 8 * 100);
+  EXPECT_EQ(by_op["qkv"].measured_ns, 8 * 110);
+  EXPECT_NEAR(by_op["qkv"].rel_error, 800.0 / 880.0 - 1.0, 1e-12);
+  EXPECT_EQ(by_op["fc1"].measured_ns, 8 * 180);
+  EXPECT_NEAR(by_op["fc1"].rel_error, 1600.0 / 1440.0 - 1.0, 1e-12);
+  EXPECT_EQ(by_op["tp_allreduce"].rel_error, 0.0);
+  EXPECT_EQ(by_op["qkv"].phase, "fwd");
+  // Step span: predicted 4 x 350 = 1400 ns, measured 4 x (110 + 180 + 50) = 1360 ns.
+  EXPECT_EQ(d.steps, 2);
+  EXPECT_EQ(d.predicted_step_ns, 1400);
+  EXPECT_EQ(d.measured_step_ns, 1360);
+  EXPECT_NEAR(d.step_time_error, 1400.0 / 1360.0 - 1.0, 1e-12);
+  // The largest absolute mismatches are the fc1 slices (20 ns off, vs 10 ns for qkv).
+  ASSERT_EQ(d.largest.size(), 3u);
+  for (const Mismatch& mm : d.largest) {
+    EXPECT_EQ(mm.predicted_ns - mm.measured_ns, 20);
+    EXPECT_NE(mm.what.find("fc1 fwd"), std::string::npos) << mm.what;
+  }
+  const Json j = DiffToJson(d);
+  EXPECT_EQ(j["alignment"], "identity");
+  EXPECT_EQ(j["matched"], 24);
+  EXPECT_EQ(j["step_time"]["predicted_ns"], 1400);
+  EXPECT_EQ(j["largest_mismatches"].size(), 3u);
+  EXPECT_NE(FormatDiff(d).find("fc1"), std::string::npos);
+}
+
+TEST(Diff, IdentitiesSurviveTheChromeJsonRoundTrip) {
+  const Trace p = MakeTrace("predicted", 1.0, 1.0, false, false);
+  const auto path = std::filesystem::temp_directory_path() / "parallax_diff_roundtrip.json.gz";
+  ASSERT_TRUE(WriteChromeTrace(p, path.string()).ok());
+  auto back = ReadChromeTrace(path.string());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  const TraceDiff d = DiffTraces(p, *back);
+  EXPECT_EQ(d.mode, AlignMode::kIdentity);
+  EXPECT_EQ(d.matched, 24);
+  EXPECT_EQ(d.only_predicted + d.only_measured, 0);
+  for (const OpDiff& o : d.per_op) EXPECT_EQ(o.rel_error, 0.0) << o.op;
+  EXPECT_EQ(d.step_time_error, 0.0);
+  std::filesystem::remove(path);
+}
+
+TEST(Diff, FallsBackToNameAndOrderWithoutIdentities) {
+  Tracer a, b;
+  const TrackId ca = a.Track(0, Stream::kCompute);
+  const TrackId cb = b.Track(0, Stream::kCompute);
+  // a: gemm 10, gemm 20, softmax 5 ; b: softmax 7, gemm 11, gemm 26, gemm 1 (one extra)
+  a.Record(ca, a.Intern("gemm"), 0, 10);
+  a.Record(ca, a.Intern("gemm"), 10, 20);
+  a.Record(ca, a.Intern("softmax"), 30, 5);
+  b.Record(cb, b.Intern("softmax"), 0, 7);
+  b.Record(cb, b.Intern("gemm"), 10, 11);
+  b.Record(cb, b.Intern("gemm"), 30, 26);
+  b.Record(cb, b.Intern("gemm"), 60, 1);
+  b.Record(cb, b.Intern("only_in_b"), 70, 1);
+  const TraceDiff d = DiffTraces(a.trace(), b.trace());
+  EXPECT_EQ(d.mode, AlignMode::kNameOrder);
+  EXPECT_EQ(d.matched, 3);
+  EXPECT_EQ(d.only_measured, 2);
+  EXPECT_EQ(d.only_predicted, 0);
+  std::map<std::string, OpDiff> by_op;
+  for (const OpDiff& x : d.per_op) by_op[x.op] = x;
+  EXPECT_EQ(by_op["gemm"].predicted_ns, 30);
+  EXPECT_EQ(by_op["gemm"].measured_ns, 37);
+  EXPECT_EQ(by_op["softmax"].measured_ns, 7);
+  ASSERT_FALSE(d.largest.empty());
+  EXPECT_EQ(d.largest[0].what, "gemm #1");  // 20 vs 26
+  EXPECT_EQ(d.predicted_step_ns, 35);
+  EXPECT_EQ(d.measured_step_ns, 71);
+}
+
+TEST(Diff, KinetoTraceAgainstItselfMatchesEverySlice) {
+  auto t = ReadChromeTrace(PARALLAX_SHARED_DIR "/traces/kineto/nccl_parser_config__nccl_data.json.gz");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  const TraceDiff d = DiffTraces(*t, *t);
+  EXPECT_EQ(d.mode, AlignMode::kNameOrder);
+  EXPECT_EQ(d.matched, 26933);  // every X event; the 2 instants are not aligned
+  EXPECT_EQ(d.only_predicted + d.only_measured, 0);
+  EXPECT_EQ(d.step_time_error, 0.0);
+}
+
+}  // namespace
+}  // namespace parallax::traces
