@@ -13,9 +13,8 @@ constexpr int64_t kDpBucketBytes = 25LL << 20;
 
 int64_t NormParams(const ModelSpec& m) { return m.norm == NormKind::kLayerNorm ? 2 * m.hidden : m.hidden; }
 
-//! Parameters of one layer held by one TP rank: column/row-parallel weights and column biases are
-//! split, the norms and the row-parallel output biases are replicated (Megatron-LM).
-int64_t LayerParamsPerTpRank(const ModelSpec& m, const ModelCounts& c, int64_t tp) {
+int64_t LayerParams(const ModelSpec& m, const ModelCounts& c, int64_t tp) {
+  // Column/row-parallel weights and column biases split; norms and row-parallel biases replicated.
   const int64_t replicated = 2 * NormParams(m) + (m.bias ? 2 * m.hidden : 0);
   return (c.params_per_layer - replicated) / tp + replicated;
 }
@@ -33,6 +32,8 @@ int64_t SeqLen(const Plan& p) { return p.training.seq_len > 0 ? p.training.seq_l
 
 }  // namespace
 
+int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp) { return LayerParams(m, CountModel(m), tp); }
+
 int64_t RankParams(const ModelSpec& m, const Layout& l, int64_t pp_rank) {
   const ModelCounts c = CountModel(m);
   const int64_t stages = ModelStages(l);
@@ -40,7 +41,7 @@ int64_t RankParams(const ModelSpec& m, const Layout& l, int64_t pp_rank) {
   for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
     layers += StageLayers(m.layers, stages, ModelStage(l.pp, pp_rank, chunk)).count;
   }
-  int64_t params = layers * LayerParamsPerTpRank(m, c, l.tp);
+  int64_t params = layers * LayerParams(m, c, l.tp);
   const int64_t word_embedding = m.vocab * m.hidden / l.tp;  // vocab-parallel
   if (pp_rank == 0) params += word_embedding + (c.params_embedding - m.vocab * m.hidden);
   if (pp_rank == l.pp - 1) {
@@ -116,7 +117,7 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   int64_t transient = 2 * e * sbh;  // activation gradient in/out of the layer being differentiated
   if (l.zero_stage >= 3) {
     const ModelCounts c = CountModel(m);
-    transient += 2 * sb.weight * LayerParamsPerTpRank(m, c, l.tp);  // current + prefetched layer
+    transient += 2 * sb.weight * LayerParams(m, c, l.tp);  // current + prefetched layer
   }
   if (l.zero_stage >= 2 && dp > 1) transient += 2 * kDpBucketBytes;
   const int64_t modelled = r.weights + r.gradients + r.optimizer + r.activations;

@@ -33,6 +33,8 @@ int64_t PeakMemoryBytes(const Plan& plan);
 //! Parameters held by one TP rank of pipeline rank `pp_rank` (all its chunks, embedding on the
 //! first stage, LM head / tied embedding copy and final norm on the last), before ZeRO sharding.
 int64_t RankParams(const ModelSpec& m, const Layout& l, int64_t pp_rank);
+//! Parameters of one transformer layer held by one TP rank (norms and row-parallel biases replicated).
+int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp);
 
 //! Micro-batches whose forward activations chunk c of pipeline rank `pp_rank` holds at the peak
 //! of the schedule (GPipe: all; 1F1B: pp - pp_rank; interleaved: Megatron's warm-up + 1, spread

@@ -1,0 +1,49 @@
+#pragma once
+// Collective cost over a placed group (DESIGN.md "Cost model: collectives").
+//
+// alpha-beta: time = steps x latency + bytes x busbw_factor / bus_bandwidth, with nccl-tests'
+// bus-bandwidth factors (all-reduce 2(n-1)/n; reduce-scatter, all-gather, all-to-all (n-1)/n;
+// broadcast, send/recv 1). Inside a node the bus bandwidth is the per-GPU NVLink figure; across
+// nodes a group gets its share of the node's NICs (ranks_per_node / gpus_per_node of them, all
+// groups of a kind communicate at once). A group that spans nodes is hierarchical: intra-node
+// reduce-scatter, inter-node collective on 1/k of the data, intra-node all-gather.
+// With a CostDb curve for (op, group size, spans_nodes) the measured busbw at that size is used.
+
+#include <cstdint>
+
+#include "model/cluster_spec.h"
+#include "model/cost_db.h"
+#include "planner/cost/placement.h"
+
+namespace parallax::planner {
+
+//! Achievable fraction of NVLink3/4 per-direction bandwidth: NCCL models an A100 NVLink at
+//! 20 GB/s of its 25 GB/s (src/graph/topo.h SM80_NVLINK_BW), i.e. protocol + flag overhead.
+inline constexpr double kNvlinkEfficiency = 20.0 / 25.0;
+//! InfiniBand HDR/NDR: 64b/66b line coding x 4096 B MTU payload over 4122 B with LRH/BTH/CRCs.
+inline constexpr double kInfinibandEfficiency = (64.0 / 66.0) * (4096.0 / 4122.0);
+
+class CollectiveModel {
+ public:
+  //! `db` may be null; it must outlive the model.
+  explicit CollectiveModel(const ClusterSpec& cluster, const CostDb* db = nullptr);
+
+  //! Seconds for collective `op` of `bytes` (nccl-tests "size": the full buffer) over `group`.
+  double Time(CollectiveKind op, double bytes, const PlacedGroup& group) const;
+
+  //! nccl-tests bus-bandwidth factor for `op` over n ranks.
+  static double BusFactor(CollectiveKind op, int64_t n);
+
+ private:
+  double Flat(CollectiveKind op, double bytes, int64_t n, double bw_Bps, double latency_s) const;
+  const CollectiveCurve* Curve(CollectiveKind op, const PlacedGroup& g) const;
+
+  ClusterSpec cluster_;
+  const CostDb* db_ = nullptr;
+  double intra_Bps_ = 0;   // per GPU, one direction, achievable
+  double inter_Bps_ = 0;   // per node, one direction, achievable
+  double intra_lat_s_ = 0;
+  double inter_lat_s_ = 0;
+};
+
+}  // namespace parallax::planner

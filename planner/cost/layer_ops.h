@@ -1,0 +1,61 @@
+#pragma once
+// The ops of one transformer layer, the embedding and the LM head for one micro-batch, each
+// costed (compute model + TP collectives). One list, two users: the closed form sums it, the
+// simulator schedules it op by op and names trace slices after it (OpKind / Phase of
+// model/op_identity.h). Op shapes follow Megatron-LM's column/row-parallel layer
+// (Shoeybi et al. 2019, fig. 3) and sequence parallelism (Korthikanti et al. 2022, fig. 5);
+// attention is the unfused 2021 kernel (scores, fused scale-mask-softmax, dropout, AV), matching
+// the activation counts of model/counting.h.
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "model/op_identity.h"
+#include "model/plan.h"
+#include "planner/cost/collective.h"
+#include "planner/cost/compute.h"
+
+namespace parallax::planner {
+
+struct CostedOp {
+  OpKind op = OpKind::kQkv;
+  Phase phase = Phase::kFwd;
+  double time_s = 0;
+  double flops = 0;      //!< floating-point work (GEMMs); 0 for memory-bound ops and comm
+  double bytes = 0;      //!< bytes moved (memory-bound) or message size (comm)
+  bool tp_comm = false;  //!< a TP collective: on the critical path, drawn on the tp-comm track
+};
+
+//! One micro-batch through one unit (a layer, the embedding or the head), forward and backward.
+//! `bwd` starts with the recompute ops (phase kRecompute) when recompute is on.
+struct UnitOps {
+  std::vector<CostedOp> fwd;
+  std::vector<CostedOp> bwd;
+  double fwd_s = 0, bwd_s = 0;        //!< sums of time_s
+  double fwd_tp_s = 0, bwd_tp_s = 0;  //!< the TP-collective part of the sums
+  double fwd_flops = 0, bwd_flops = 0;
+  void Finish();                      //!< fills the sums from the lists
+};
+
+//! What the per-unit costs depend on (not dp, pp, ZeRO or schedule).
+struct UnitKey {
+  int64_t tp = 1;
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::kNone;
+  bool operator==(const UnitKey&) const = default;
+};
+
+struct UnitCosts {
+  UnitOps layer;
+  UnitOps embedding;  //!< first stage
+  UnitOps head;       //!< last stage: final norm, LM head, loss
+};
+
+//! Costs every unit of `model` for `key`; `tp_group` is the placed TP group.
+UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const ComputeModel& compute,
+                         const CollectiveModel& collectives, const PlacedGroup& tp_group);
+
+}  // namespace parallax::planner

@@ -1,0 +1,28 @@
+#include "planner/cost/placement.h"
+
+#include <algorithm>
+
+namespace parallax::planner {
+
+PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind kind) {
+  const int64_t g = std::max<int64_t>(cluster.gpus_per_node, 1);
+  PlacedGroup p;
+  p.gpus_per_node = g;
+  int64_t stride = 1;  // rank distance between consecutive members
+  switch (kind) {
+    case GroupKind::kTp: p.size = l.tp; stride = 1; break;
+    case GroupKind::kDp: p.size = l.dp; stride = l.tp; break;
+    case GroupKind::kPp: p.size = l.pp > 1 ? 2 : 1; stride = l.tp * l.dp; break;
+  }
+  if (stride >= g) {
+    p.ranks_per_node = 1;
+    p.nodes = p.size;
+  } else {
+    // Members stride apart: g / stride of them share a node (stride divides g for tp | g).
+    p.ranks_per_node = std::min(p.size, std::max<int64_t>(g / stride, 1));
+    p.nodes = (p.size + p.ranks_per_node - 1) / p.ranks_per_node;
+  }
+  return p;
+}
+
+}  // namespace parallax::planner

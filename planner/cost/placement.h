@@ -1,0 +1,31 @@
+#pragma once
+// Where a parallel group's ranks sit on the cluster (DESIGN.md "Ranks and groups"): Megatron
+// order, rank = tp_idx + tp * (dp_idx + dp * pp_idx), consecutive ranks fill a node first.
+
+#include <cstdint>
+
+#include "model/cluster_spec.h"
+#include "model/plan.h"
+
+namespace parallax::planner {
+
+enum class GroupKind { kTp, kDp, kPp };
+
+struct PlacedGroup {
+  int64_t size = 1;            //!< ranks in the group
+  int64_t ranks_per_node = 1;  //!< members of the group inside one node
+  int64_t nodes = 1;           //!< nodes the group spans
+  int64_t gpus_per_node = 1;   //!< of the cluster: groups sharing a node share its NICs
+  bool spans_nodes() const { return nodes > 1; }
+};
+
+//! The group of kind `kind` for a layout placed on `cluster` (all groups of a kind are alike).
+//! For kPp: the two neighbouring stages (size 2) of a pipeline, for send/recv.
+PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind kind);
+
+//! Global rank of (tp_idx, dp_idx, pp_idx).
+inline int64_t GlobalRank(const Layout& l, int64_t tp_idx, int64_t dp_idx, int64_t pp_idx) {
+  return tp_idx + l.tp * (dp_idx + l.dp * pp_idx);
+}
+
+}  // namespace parallax::planner

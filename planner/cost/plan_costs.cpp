@@ -1,0 +1,123 @@
+#include "planner/cost/plan_costs.h"
+
+#include "planner/cost/placement.h"
+#include "planner/memory/memory_model.h"
+
+namespace parallax::planner {
+
+DType ComputeDType(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return DType::kBf16;
+    case Precision::kFp16: return DType::kFp16;
+    case Precision::kFp32: return DType::kFp32;
+  }
+  return DType::kBf16;
+}
+
+CostContext::CostContext(const ClusterSpec& cluster, Precision precision, const CostDb* db)
+    : cluster_(cluster),
+      precision_(precision),
+      compute_(cluster.device, ComputeDType(precision), db),
+      collectives_(cluster, db) {}
+
+const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int64_t seq_len) {
+  const ModelSpec& c = cached_model_;
+  if (c.name != model.name || c.layers != model.layers || c.hidden != model.hidden || c.heads != model.heads ||
+      c.kv_heads != model.kv_heads || c.ffn_hidden != model.ffn_hidden || c.vocab != model.vocab ||
+      c.seq_len != model.seq_len || c.mlp != model.mlp || c.dropout != model.dropout || c.norm != model.norm) {
+    cache_.clear();
+    cached_model_ = model;
+  }
+  const UnitKey key{l.tp, l.micro_batch, seq_len, l.sequence_parallel, l.recompute};
+  for (const auto& [k, u] : cache_) {
+    if (k == key) return u;
+  }
+  cache_.emplace_back(key, BuildUnitCosts(model, key, compute_, collectives_, PlaceGroup(l, cluster_, GroupKind::kTp)));
+  return cache_.back().second;
+}
+
+PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
+  const ModelSpec& m = plan.model;
+  const Layout& l = plan.layout;
+  const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : m.seq_len;
+  const UnitCosts& u = ctx.Units(m, l, seq);
+  const CollectiveModel& coll = ctx.collectives();
+  const ComputeModel& comp = ctx.compute();
+  const double e = static_cast<double>(comp.element_bytes());
+  const double grad_e = plan.training.precision == Precision::kFp32 ? 4.0 : 2.0;
+  const int64_t stages = ModelStages(l);
+
+  PlanCosts pc;
+  pc.units = &u;
+  pc.microbatches = l.num_microbatches();
+  pc.contention = comp.contention_factor();
+  pc.dp_overlapped = l.dp > 1;
+
+  // Send/recv between stages: Megatron's scatter/gather (Narayanan et al. SC'21, section 4.1)
+  // sends 1/tp of the activation per TP rank, then all-gathers it over NVLink.
+  if (l.pp > 1) {
+    const double act = e * static_cast<double>(l.micro_batch * seq * m.hidden);
+    const PlacedGroup ppg = PlaceGroup(l, ctx.cluster(), GroupKind::kPp);
+    const PlacedGroup tpg = PlaceGroup(l, ctx.cluster(), GroupKind::kTp);
+    pc.p2p_s = coll.Time(CollectiveKind::kSendRecv, act / static_cast<double>(l.tp), ppg);
+    if (l.tp > 1 && !l.sequence_parallel) pc.p2p_s += coll.Time(CollectiveKind::kAllGather, act, tpg);
+  }
+
+  const PlacedGroup dpg = PlaceGroup(l, ctx.cluster(), GroupKind::kDp);
+  const double layer_params = static_cast<double>(LayerParamsPerTpRank(m, l.tp));
+  const CollectiveKind grad_coll = l.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
+  PlacedGroup world;
+  world.size = l.world_size();
+  world.gpus_per_node = ctx.cluster().gpus_per_node;
+  world.ranks_per_node = std::min(world.size, world.gpus_per_node);
+  world.nodes = (world.size + world.ranks_per_node - 1) / world.ranks_per_node;
+  pc.clip_sync_s = coll.Time(CollectiveKind::kAllReduce, 4.0, world);
+
+  pc.ranks.resize(static_cast<size_t>(l.pp));
+  for (int64_t r = 0; r < l.pp; ++r) {
+    RankCost& rc = pc.ranks[static_cast<size_t>(r)];
+    for (int64_t c = 0; c < l.virtual_stages; ++c) {
+      ChunkCost cc;
+      cc.stage = ModelStage(l.pp, r, c);
+      cc.layers = StageLayers(m.layers, stages, cc.stage);
+      cc.embedding = cc.stage == 0;
+      cc.head = cc.stage == stages - 1;
+      const double n = static_cast<double>(cc.layers.count);
+      cc.fwd_s = n * u.layer.fwd_s + (cc.embedding ? u.embedding.fwd_s : 0) + (cc.head ? u.head.fwd_s : 0);
+      cc.bwd_s = n * u.layer.bwd_s + (cc.embedding ? u.embedding.bwd_s : 0) + (cc.head ? u.head.bwd_s : 0);
+      cc.fwd_tp_s = n * u.layer.fwd_tp_s + (cc.embedding ? u.embedding.fwd_tp_s : 0) + (cc.head ? u.head.fwd_tp_s : 0);
+      cc.bwd_tp_s = n * u.layer.bwd_tp_s + (cc.embedding ? u.embedding.bwd_tp_s : 0) + (cc.head ? u.head.bwd_tp_s : 0);
+      rc.fwd_s += cc.fwd_s;
+      rc.bwd_s += cc.bwd_s;
+      rc.fwd_tp_s += cc.fwd_tp_s;
+      rc.bwd_tp_s += cc.bwd_tp_s;
+      rc.chunks.push_back(cc);
+    }
+    rc.params = RankParams(m, l, r);
+    int64_t layers_on_rank = 0;
+    for (const auto& cc : rc.chunks) layers_on_rank += cc.layers.count;
+    const double outer_params = static_cast<double>(rc.params) - layer_params * static_cast<double>(layers_on_rank);
+    if (l.dp > 1) {
+      rc.dp.grad_layer_s = coll.Time(grad_coll, grad_e * layer_params, dpg);
+      rc.dp.grad_outer_s = coll.Time(grad_coll, grad_e * outer_params, dpg);
+      if (l.zero_stage == 3) rc.dp.gather_layer_s = coll.Time(CollectiveKind::kAllGather, grad_e * layer_params, dpg);
+      if (l.zero_stage == 1 || l.zero_stage == 2) {
+        rc.dp.gather_after_s = coll.Time(CollectiveKind::kAllGather, grad_e * static_cast<double>(rc.params), dpg);
+      }
+    }
+    if (m.tie_embeddings && l.pp > 1 && (r == 0 || r == l.pp - 1)) {
+      PlacedGroup pair = PlaceGroup(l, ctx.cluster(), GroupKind::kPp);
+      pair.size = 2;
+      rc.dp.tied_embedding_s =
+          coll.Time(CollectiveKind::kAllReduce, grad_e * static_cast<double>(m.vocab * m.hidden / l.tp), pair);
+    }
+    // AdamW: mixed reads grad 2 + master 4 + m 4 + v 4, writes master, m, v and the 16-bit copy
+    // (28 B/param); fp32 reads 4 x 4 and writes 3 x 4 (28 B/param). Grad-norm reads the grads once.
+    const double shard = static_cast<double>(rc.params) / static_cast<double>(l.zero_stage >= 1 ? l.dp : 1);
+    const double grad_shard = static_cast<double>(rc.params) / static_cast<double>(l.zero_stage >= 2 ? l.dp : 1);
+    rc.optimizer_s = comp.MemoryBound("optimizer", 28.0 * shard) + comp.MemoryBound("grad_clip", grad_e * grad_shard);
+  }
+  return pc;
+}
+
+}  // namespace parallax::planner

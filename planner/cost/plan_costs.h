@@ -1,0 +1,91 @@
+#pragma once
+// Everything both evaluators need about one plan, costed once: per pipeline rank and chunk the
+// forward/backward time of one micro-batch, the pipeline send/recv time, the DP gradient and
+// parameter collectives by ZeRO stage, and the optimizer step.
+
+#include <cstdint>
+#include <list>
+#include <utility>
+#include <vector>
+
+#include "model/cost_db.h"
+#include "model/plan.h"
+#include "planner/cost/collective.h"
+#include "planner/cost/compute.h"
+#include "planner/cost/layer_ops.h"
+#include "planner/cost/stage_partition.h"
+
+namespace parallax::planner {
+
+//! Cost models for one cluster and precision plus a cache of unit costs (not thread-safe: one
+//! context per thread).
+class CostContext {
+ public:
+  CostContext(const ClusterSpec& cluster, Precision precision, const CostDb* db = nullptr);
+
+  //! Unit costs for `model` under `layout`'s tp / micro-batch / SP / recompute (cached).
+  const UnitCosts& Units(const ModelSpec& model, const Layout& layout, int64_t seq_len);
+
+  const ComputeModel& compute() const { return compute_; }
+  const CollectiveModel& collectives() const { return collectives_; }
+  const ClusterSpec& cluster() const { return cluster_; }
+  Precision precision() const { return precision_; }
+
+ private:
+  ClusterSpec cluster_;
+  Precision precision_;
+  ComputeModel compute_;
+  CollectiveModel collectives_;
+  ModelSpec cached_model_;
+  std::vector<std::pair<UnitKey, UnitCosts>> cache_;
+};
+
+struct ChunkCost {
+  int64_t stage = 0;        //!< model stage (chunk * pp + pp_rank)
+  LayerRange layers;
+  bool embedding = false;   //!< holds the embedding (stage 0)
+  bool head = false;        //!< holds the final norm, LM head and loss (last stage)
+  double fwd_s = 0, bwd_s = 0;        //!< one micro-batch, incl. TP collectives (and recompute in bwd)
+  double fwd_tp_s = 0, bwd_tp_s = 0;  //!< TP-collective part
+};
+
+//! DP collectives of one rank (seconds), by ZeRO stage:
+//!  0: all-reduce of each layer's gradients after the last micro-batch's backward of that layer;
+//!  1: reduce-scatter of the same buckets, all-gather of the updated parameters after the step;
+//!  2: reduce-scatter after every micro-batch's backward of a layer, all-gather after the step;
+//!  3: all-gather of a layer's parameters before every forward / recompute / backward pass
+//!     (prefetched one layer ahead), reduce-scatter of its gradients after every backward.
+struct DpCost {
+  double grad_layer_s = 0;    //!< gradient collective of one layer's gradients
+  double grad_outer_s = 0;    //!< of the embedding / head gradients (first / last stage)
+  double gather_layer_s = 0;  //!< ZeRO-3: all-gather of one layer's parameters
+  double gather_after_s = 0;  //!< ZeRO-1/2: all-gather of the rank's parameters after the step
+  double tied_embedding_s = 0;  //!< all-reduce of the tied embedding gradient, first <-> last stage
+};
+
+struct RankCost {
+  std::vector<ChunkCost> chunks;
+  double fwd_s = 0, bwd_s = 0;  //!< one micro-batch through all chunks of the rank
+  double fwd_tp_s = 0, bwd_tp_s = 0;
+  DpCost dp;
+  double optimizer_s = 0;  //!< grad-norm + AdamW over this rank's shard
+  int64_t params = 0;      //!< per TP rank, before ZeRO sharding
+};
+
+struct PlanCosts {
+  std::vector<RankCost> ranks;  //!< index = pp_rank
+  const UnitCosts* units = nullptr;
+  double p2p_s = 0;       //!< one activation (or gradient) transfer between adjacent stages
+  double clip_sync_s = 0; //!< the global grad-norm all-reduce (a step-wide barrier)
+  int64_t microbatches = 1;
+  double contention = 1.0;  //!< compute slowdown while DP collectives overlap it
+  bool dp_overlapped = false;  //!< some DP collectives overlap compute (dp > 1)
+};
+
+//! Costs `plan` (which must pass ValidateLayout). `ctx` must be built for the plan's cluster and precision.
+PlanCosts CostPlan(CostContext& ctx, const Plan& plan);
+
+//! DType that the compute runs in for a training precision.
+DType ComputeDType(Precision p);
+
+}  // namespace parallax::planner

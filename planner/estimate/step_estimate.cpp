@@ -1,0 +1,147 @@
+#include "planner/estimate/step_estimate.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace parallax::planner {
+namespace {
+
+//! ZeRO-3 stall of one pass over n layers: the first gather is exposed, later ones only where a
+//! gather (+ the reduce-scatter sharing the DP stream in backward) outlasts a layer's compute.
+double Zero3Stall(int64_t n, double gather_s, double extra_s, double layer_s) {
+  if (n <= 0) return 0;
+  return gather_s + static_cast<double>(n - 1) * std::max(0.0, gather_s + extra_s - layer_s);
+}
+
+}  // namespace
+
+StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
+  const Layout& l = plan.layout;
+  const int64_t p = l.pp;
+  const int64_t v = l.virtual_stages;
+  const double m = static_cast<double>(pc.microbatches);
+  const double c = pc.p2p_s;
+  const UnitCosts& u = *pc.units;
+  const bool dp = l.dp > 1;
+  const double k = pc.contention;
+
+  // Per-rank work of one micro-batch, with ZeRO-3 stalls and DP contention folded in.
+  std::vector<double> F(static_cast<size_t>(p)), B(static_cast<size_t>(p)), zero3_wait(static_cast<size_t>(p), 0.0);
+  std::vector<double> contention_extra(static_cast<size_t>(p), 0.0);
+  for (int64_t r = 0; r < p; ++r) {
+    const RankCost& rc = pc.ranks[static_cast<size_t>(r)];
+    double f = rc.fwd_s, b = rc.bwd_s;
+    if (dp && l.zero_stage == 3) {
+      for (const ChunkCost& cc : rc.chunks) {
+        const int64_t n = cc.layers.count;
+        const double zf = Zero3Stall(n, rc.dp.gather_layer_s, 0, u.layer.fwd_s - u.layer.fwd_tp_s);
+        const double zb = Zero3Stall(n, rc.dp.gather_layer_s, rc.dp.grad_layer_s, u.layer.bwd_s - u.layer.bwd_tp_s);
+        zero3_wait[static_cast<size_t>(r)] += zf + zb;
+        // Compute overlapped by the gathers / reduce-scatters runs slower by the contention factor.
+        const double busy_f = static_cast<double>(n) * rc.dp.gather_layer_s;
+        const double busy_b = static_cast<double>(n) * (rc.dp.gather_layer_s + rc.dp.grad_layer_s);
+        const double cf = (k - 1) * std::min(busy_f - rc.dp.gather_layer_s, cc.fwd_s - cc.fwd_tp_s);
+        const double cb = (k - 1) * std::min(busy_b - rc.dp.gather_layer_s, cc.bwd_s - cc.bwd_tp_s);
+        f += zf + std::max(0.0, cf);
+        b += zb + std::max(0.0, cb);
+        contention_extra[static_cast<size_t>(r)] += std::max(0.0, cf) + std::max(0.0, cb);
+      }
+    } else if (dp && l.zero_stage == 2) {
+      // Every micro-batch's backward reduce-scatters its layers' gradients on the DP stream.
+      const double busy = static_cast<double>(rc.chunks.empty() ? 0 : 1) * 0;  // accounted below
+      (void)busy;
+      double layers = 0;
+      for (const ChunkCost& cc : rc.chunks) layers += static_cast<double>(cc.layers.count);
+      const double dp_work = layers * rc.dp.grad_layer_s;
+      const double cb = (k - 1) * std::min(dp_work, rc.bwd_s - rc.bwd_tp_s);
+      b += cb;
+      contention_extra[static_cast<size_t>(r)] += cb;
+      // A backlog that outgrows a micro-batch's compute stretches the step (handled at the end).
+    }
+    F[static_cast<size_t>(r)] = f;
+    B[static_cast<size_t>(r)] = b;
+  }
+  double sumF = 0, sumB = 0, maxF = 0, maxB = 0, maxW = 0;
+  for (int64_t r = 0; r < p; ++r) {
+    sumF += F[static_cast<size_t>(r)];
+    sumB += B[static_cast<size_t>(r)];
+    maxF = std::max(maxF, F[static_cast<size_t>(r)]);
+    maxB = std::max(maxB, B[static_cast<size_t>(r)]);
+    maxW = std::max(maxW, F[static_cast<size_t>(r)] + B[static_cast<size_t>(r)]);
+  }
+  const double comm_fill = 2.0 * static_cast<double>(p - 1) * c;
+  double pipe = 0;
+  double cycle_comm = 0;  // p2p in the steady state
+  if (l.schedule == ScheduleKind::kGpipe) {
+    pipe = sumF + sumB + (m - 1) * (std::max(maxF, c) + std::max(maxB, c)) + comm_fill;
+  } else if (l.schedule == ScheduleKind::kOneFOneB || v == 1) {
+    cycle_comm = p > 1 ? 2 * c : 0;
+    pipe = sumF + sumB + (m - 1) * (maxW + cycle_comm) + comm_fill;
+  } else {
+    pipe = m * maxW + static_cast<double>(p - 1) * maxW / static_cast<double>(v) + comm_fill;
+  }
+
+  // After the pipeline: rank r finishes its last backward earlier than rank 0 by the backward
+  // pass of the ranks before it; its DP tail and the tied-embedding all-reduce run from there.
+  double barrier = pipe;
+  double tail0 = 0;
+  for (int64_t r = 0; r < p; ++r) {
+    const RankCost& rc = pc.ranks[static_cast<size_t>(r)];
+    double before = 0;
+    if (l.schedule != ScheduleKind::kGpipe || true) {
+      for (int64_t q = 0; q < r; ++q) before += B[static_cast<size_t>(q)] / static_cast<double>(v) + c;
+    }
+    const double end = pipe - before;
+    double tail = 0;
+    if (dp && l.zero_stage <= 2) {
+      // Buckets of the last backward pass of this rank (chunk 0 for interleaved): flow shop of
+      // n layer backwards (beta each) feeding n reductions (R each), then the outer buckets.
+      const ChunkCost& cc = rc.chunks.front();
+      const int64_t n = cc.layers.count;
+      const double R = rc.dp.grad_layer_s;
+      const double beta = u.layer.bwd_s;
+      const double after_layers = cc.embedding ? u.embedding.bwd_s : 0;
+      double layers_end_rel = -after_layers;  // relative to the end of the backward
+      double dp_end = layers_end_rel;
+      if (n > 0) dp_end = layers_end_rel - static_cast<double>(n - 1) * beta + std::max(static_cast<double>(n - 1) * beta + R, static_cast<double>(n) * R);
+      if (l.zero_stage == 2) {
+        // Backlog of all micro-batches' reduce-scatters beyond the compute that hides them.
+        double layers = 0;
+        for (const ChunkCost& ch : rc.chunks) layers += static_cast<double>(ch.layers.count);
+        const double work = m * layers * R;
+        const double window = m * (F[static_cast<size_t>(r)] + B[static_cast<size_t>(r)]);
+        dp_end = std::max(dp_end, work - window);
+      }
+      if (cc.embedding || cc.head) dp_end = std::max(dp_end, 0.0) + rc.dp.grad_outer_s;
+      tail = std::max(0.0, dp_end);
+    }
+    if (rc.dp.tied_embedding_s > 0) tail += rc.dp.tied_embedding_s;
+    if (r == 0) tail0 = tail;
+    barrier = std::max(barrier, end + tail);
+  }
+  double step = 0;
+  for (int64_t r = 0; r < p; ++r) {
+    const RankCost& rc = pc.ranks[static_cast<size_t>(r)];
+    step = std::max(step, barrier + pc.clip_sync_s + rc.optimizer_s + rc.dp.gather_after_s);
+  }
+  (void)tail0;
+
+  const RankCost& r0 = pc.ranks[0];
+  Breakdown b;
+  b.tp_comm_s = m * (r0.fwd_tp_s + r0.bwd_tp_s);
+  b.compute_s = m * (r0.fwd_s + r0.bwd_s - r0.fwd_tp_s - r0.bwd_tp_s + contention_extra[0]) + r0.optimizer_s;
+  b.dp_comm_s = step - pipe - r0.optimizer_s + m * zero3_wait[0];
+  b.pp_comm_s = p > 1 ? comm_fill + (m - 1) * cycle_comm : 0;
+  b.bubble_s = std::max(0.0, step - b.compute_s - b.tp_comm_s - b.dp_comm_s - b.pp_comm_s);
+  return {step, b};
+}
+
+Result<Prediction> Estimate(const Plan& plan, const CostDb* db) {
+  if (Status st = ValidateLayout(plan.layout, plan.model, plan.cluster); !st) return st.error();
+  CostContext ctx(plan.cluster, plan.training.precision, db);
+  const PlanCosts pc = CostPlan(ctx, plan);
+  const StepTime st = EstimateStepTime(plan, pc);
+  return FinishPrediction(plan, st.step_time_s, st.breakdown);
+}
+
+}  // namespace parallax::planner

@@ -1,0 +1,246 @@
+#include "planner/sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "model/schedule.h"
+#include "planner/cost/placement.h"
+#include "planner/cost/plan_costs.h"
+#include "planner/sim/trace_recorder.h"
+
+namespace parallax::planner {
+namespace {
+
+struct RankState {
+  std::vector<PipeOp> order;
+  size_t next = 0;
+  double t = 0;             // compute stream free
+  double dp_free = 0;       // DP stream free
+  double send_fwd_free = 0, send_bwd_free = 0;
+  double compute_s = 0, tp_s = 0, pp_wait_s = 0, bubble_wait_s = 0, dp_wait_s = 0;
+};
+
+class StepSimulator {
+ public:
+  StepSimulator(const Plan& plan, const PlanCosts& pc, TraceRecorder* rec) : plan_(plan), pc_(pc), rec_(rec) {
+    const Layout& l = plan.layout;
+    pp_ = l.pp;
+    v_ = l.virtual_stages;
+    stages_ = pp_ * v_;
+    m_ = pc.microbatches;
+    ranks_.resize(static_cast<size_t>(pp_));
+    for (int64_t r = 0; r < pp_; ++r) ranks_[static_cast<size_t>(r)].order = PipelineOrder(l.schedule, pp_, r, m_, v_);
+    fwd_arrival_.assign(static_cast<size_t>(stages_ * m_), -1.0);
+    bwd_arrival_.assign(static_cast<size_t>(stages_ * m_), -1.0);
+    fwd_sent_.assign(static_cast<size_t>(stages_ * m_), 0.0);
+    bwd_sent_.assign(static_cast<size_t>(stages_ * m_), 0.0);
+  }
+
+  Prediction Run() {
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (int64_t r = 0; r < pp_; ++r) {
+        while (Step(r)) progress = true;
+      }
+    }
+    // After the pipeline: tied-embedding all-reduce, grad-norm barrier, optimizer, ZeRO-1/2 gather.
+    double barrier = 0;
+    std::vector<double> pipe_end(static_cast<size_t>(pp_));
+    for (int64_t r = 0; r < pp_; ++r) {
+      RankState& s = ranks_[static_cast<size_t>(r)];
+      const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
+      pipe_end[static_cast<size_t>(r)] = s.t;
+      if (rc.dp.tied_embedding_s > 0) DpOp(r, s.t, rc.dp.tied_embedding_s, OpKind::kDpAllReduce, -1, -1);
+      barrier = std::max(barrier, std::max(s.t, s.dp_free));
+    }
+    double step = 0;
+    for (int64_t r = 0; r < pp_; ++r) {
+      RankState& s = ranks_[static_cast<size_t>(r)];
+      const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
+      const double opt_start = barrier + pc_.clip_sync_s;
+      Record(r, traces::Stream::kCompute, OpKind::kGradClip, Phase::kOptim, -1, -1, -1, barrier, pc_.clip_sync_s);
+      Record(r, traces::Stream::kCompute, OpKind::kOptimizer, Phase::kOptim, -1, -1, -1, opt_start, rc.optimizer_s);
+      double end = opt_start + rc.optimizer_s;
+      if (rc.dp.gather_after_s > 0) {
+        Record(r, traces::Stream::kDpComm, OpKind::kDpAllGather, Phase::kComm, -1, -1, -1, end, rc.dp.gather_after_s);
+        end += rc.dp.gather_after_s;
+      }
+      s.compute_s += rc.optimizer_s;
+      step = std::max(step, end);
+    }
+    const RankState& s0 = ranks_[0];
+    Breakdown b;
+    b.compute_s = s0.compute_s;
+    b.tp_comm_s = s0.tp_s;
+    b.pp_comm_s = s0.pp_wait_s;
+    b.dp_comm_s = s0.dp_wait_s + (step - pipe_end[0] - pc_.ranks[0].optimizer_s);
+    b.bubble_s = std::max(0.0, step - b.compute_s - b.tp_comm_s - b.pp_comm_s - b.dp_comm_s);
+    return FinishPrediction(plan_, step, b);
+  }
+
+  int64_t events() const { return events_; }
+
+ private:
+  size_t Idx(int64_t stage, int64_t mb) const { return static_cast<size_t>(stage * m_ + mb); }
+
+  void Record(int64_t r, traces::Stream stream, OpKind op, Phase ph, int64_t mb, int64_t stage, int64_t layer,
+              double start, double dur, double flops = -1, double bytes = -1) {
+    ++events_;
+    if (rec_) rec_->Record(r, stream, op, ph, mb, stage, layer, start, dur, flops, bytes);
+  }
+
+  //! Enqueues a DP collective on rank r's DP stream; returns its end.
+  double DpOp(int64_t r, double ready, double dur, OpKind op, int64_t mb, int64_t layer) {
+    RankState& s = ranks_[static_cast<size_t>(r)];
+    const double start = std::max(ready, s.dp_free);
+    s.dp_free = start + dur;
+    Record(r, traces::Stream::kDpComm, op, Phase::kComm, mb, -1, layer, start, dur);
+    return s.dp_free;
+  }
+
+  //! Runs the ops of one unit pass starting at `t`; returns the end time.
+  double RunOps(int64_t r, const std::vector<CostedOp>& ops, int64_t mb, int64_t stage, int64_t layer, double t) {
+    RankState& s = ranks_[static_cast<size_t>(r)];
+    for (const CostedOp& o : ops) {
+      double d = o.time_s;
+      if (o.tp_comm) {
+        s.tp_s += d;
+        Record(r, traces::Stream::kTpComm, o.op, o.phase, mb, stage, layer, t, d, -1, o.bytes);
+      } else {
+        if (s.dp_free > t && pc_.contention > 1.0) {
+          const double p = std::min(d, (s.dp_free - t) / pc_.contention);
+          d = p * pc_.contention + (d - p);
+        }
+        s.compute_s += d;
+        Record(r, traces::Stream::kCompute, o.op, o.phase, mb, stage, layer, t, d, o.flops > 0 ? o.flops : -1,
+               o.bytes > 0 ? o.bytes : -1);
+      }
+      t += d;
+    }
+    return t;
+  }
+
+  bool Step(int64_t r) {
+    RankState& s = ranks_[static_cast<size_t>(r)];
+    if (s.next >= s.order.size()) return false;
+    const PipeOp op = s.order[s.next];
+    const int64_t stage = ModelStage(pp_, r, op.chunk);
+    const bool fwd = op.kind == PipeOpKind::kForward;
+    double ready = s.t;
+    double sent = s.t;
+    if (fwd && stage > 0) {
+      const double a = fwd_arrival_[Idx(stage, op.microbatch)];
+      if (a < 0) return false;
+      ready = a;
+      sent = fwd_sent_[Idx(stage, op.microbatch)];
+    } else if (!fwd && stage < stages_ - 1) {
+      const double a = bwd_arrival_[Idx(stage, op.microbatch)];
+      if (a < 0) return false;
+      ready = a;
+      sent = bwd_sent_[Idx(stage, op.microbatch)];
+    }
+    double t = s.t;
+    if (ready > s.t) {
+      // Waiting: the part after the producer finished is communication, the rest is bubble.
+      const double comm_wait = std::min(ready - s.t, ready - std::max(sent, s.t));
+      s.pp_wait_s += comm_wait;
+      s.bubble_wait_s += (ready - s.t) - comm_wait;
+      if (pc_.p2p_s > 0) {
+        Record(r, traces::Stream::kPpComm, OpKind::kPpRecv, Phase::kComm, op.microbatch, stage, -1,
+               std::max(sent, s.t), ready - std::max(sent, s.t));
+      }
+      t = ready;
+    }
+    ++s.next;
+    t = RunPipeOp(r, op, stage, t);
+    s.t = t;
+    // Send to the neighbouring stage through this rank's FIFO link.
+    const int64_t mb = op.microbatch;
+    if (fwd && stage < stages_ - 1) {
+      const double start = std::max(t, s.send_fwd_free);
+      s.send_fwd_free = start + pc_.p2p_s;
+      fwd_sent_[Idx(stage + 1, mb)] = t;
+      fwd_arrival_[Idx(stage + 1, mb)] = s.send_fwd_free;
+      if (pc_.p2p_s > 0) Record(r, traces::Stream::kPpComm, OpKind::kPpSend, Phase::kFwd, mb, stage, -1, start, pc_.p2p_s);
+    } else if (!fwd && stage > 0) {
+      const double start = std::max(t, s.send_bwd_free);
+      s.send_bwd_free = start + pc_.p2p_s;
+      bwd_sent_[Idx(stage - 1, mb)] = t;
+      bwd_arrival_[Idx(stage - 1, mb)] = s.send_bwd_free;
+      if (pc_.p2p_s > 0) Record(r, traces::Stream::kPpComm, OpKind::kPpSend, Phase::kBwd, mb, stage, -1, start, pc_.p2p_s);
+    }
+    return true;
+  }
+
+  double RunPipeOp(int64_t r, const PipeOp& op, int64_t stage, double t) {
+    RankState& s = ranks_[static_cast<size_t>(r)];
+    const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
+    const ChunkCost& cc = rc.chunks[static_cast<size_t>(op.chunk)];
+    const UnitCosts& u = *pc_.units;
+    const bool fwd = op.kind == PipeOpKind::kForward;
+    const int64_t mb = op.microbatch;
+    const int64_t zero = plan_.layout.zero_stage;
+    const bool grads_now = zero >= 2 || mb == m_ - 1;  // ZeRO-0/1 reduce once, after the last micro-batch
+    const bool dp = plan_.layout.dp > 1;
+    const int64_t n = cc.layers.count;
+    // ZeRO-3: gather of layer i is issued when layer i-1 starts (prefetch one ahead).
+    std::vector<double> gathered;
+    if (dp && zero == 3 && n > 0) {
+      gathered.resize(static_cast<size_t>(n));
+      gathered[0] = DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, fwd ? cc.layers.first : cc.layers.first + n - 1);
+    }
+    auto layer_at = [&](int64_t i) { return fwd ? cc.layers.first + i : cc.layers.first + n - 1 - i; };
+    if (fwd && cc.embedding) t = RunOps(r, u.embedding.fwd, mb, stage, -1, t);
+    if (!fwd && cc.head) t = RunOps(r, u.head.bwd, mb, stage, -1, t);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t layer = layer_at(i);
+      if (!gathered.empty()) {
+        if (gathered[static_cast<size_t>(i)] > t) {
+          s.dp_wait_s += gathered[static_cast<size_t>(i)] - t;
+          t = gathered[static_cast<size_t>(i)];
+        }
+        if (i + 1 < n) {
+          gathered[static_cast<size_t>(i + 1)] = DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(i + 1));
+        }
+      }
+      t = RunOps(r, fwd ? u.layer.fwd : u.layer.bwd, mb, stage, layer, t);
+      if (!fwd && dp && grads_now) {
+        DpOp(r, t, rc.dp.grad_layer_s, zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter, mb, layer);
+      }
+    }
+    if (fwd && cc.head) t = RunOps(r, u.head.fwd, mb, stage, -1, t);
+    if (!fwd && cc.embedding) t = RunOps(r, u.embedding.bwd, mb, stage, -1, t);
+    if (!fwd && dp && grads_now && (cc.embedding || cc.head)) {
+      DpOp(r, t, rc.dp.grad_outer_s, zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter, mb, -1);
+    }
+    return t;
+  }
+
+  const Plan& plan_;
+  const PlanCosts& pc_;
+  TraceRecorder* rec_;
+  int64_t pp_ = 1, v_ = 1, stages_ = 1, m_ = 1;
+  std::vector<RankState> ranks_;
+  std::vector<double> fwd_arrival_, bwd_arrival_, fwd_sent_, bwd_sent_;
+  int64_t events_ = 0;
+};
+
+}  // namespace
+
+Result<SimResult> Simulate(const Plan& plan, const CostDb* db, const SimOptions& options) {
+  if (Status st = ValidateLayout(plan.layout, plan.model, plan.cluster); !st) return st.error();
+  CostContext ctx(plan.cluster, plan.training.precision, db);
+  const PlanCosts pc = CostPlan(ctx, plan);
+  std::optional<TraceRecorder> rec;
+  if (options.record_trace) rec.emplace(plan, options);
+  StepSimulator sim(plan, pc, rec ? &*rec : nullptr);
+  SimResult out;
+  out.prediction = sim.Run();
+  out.events = sim.events();
+  if (rec) out.trace = rec->Take();
+  return out;
+}
+
+}  // namespace parallax::planner
