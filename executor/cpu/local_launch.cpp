@@ -1,0 +1,28 @@
+// Launch without MPI: one process.
+#include <unistd.h>
+
+#include "executor/cpu/local_communicator.h"
+#include "executor/launch.h"
+
+namespace parallax::executor {
+namespace {
+
+class LocalLaunch final : public LaunchContext {
+ public:
+  int world_rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string transport() const override { return "single-process"; }
+  Result<std::unique_ptr<Communicator>> World(double) override { return LocalCommunicator(); }
+  std::string host() const override {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    return name;
+  }
+};
+
+}  // namespace
+
+bool MpiCompiledIn() { return false; }
+std::unique_ptr<LaunchContext> InitLaunch(int*, char***) { return std::make_unique<LocalLaunch>(); }
+
+}  // namespace parallax::executor

@@ -1,0 +1,25 @@
+#pragma once
+// The optimizer step: global-norm gradient clipping (Pascanu et al. 2013) over every rank's
+// gradients, then AdamW on the range of each group this rank owns (all of it for ZeRO 0, the
+// dp shard for ZeRO >= 1), then ZeRO 1/2 all-gather the updated parameters.
+
+#include <vector>
+
+#include "executor/runtime/context.h"
+#include "executor/runtime/param_group.h"
+
+namespace parallax::executor {
+
+struct OptimizerResult {
+  double grad_norm = 0;   //!< before clipping
+  double clip_scale = 1;  //!< factor applied to the gradients
+};
+
+//! Sum of squared gradients this rank contributes to the global norm: its dp shard of each group,
+//! TP-replicated parameters only on tp rank 0, the tied embedding's second copy not at all.
+double GradSquaresContribution(RuntimeContext& ctx, const ParamGroup& g);
+
+//! `step` is 1-based (Adam bias correction).
+Result<OptimizerResult> OptimizerStep(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups, int64_t step);
+
+}  // namespace parallax::executor

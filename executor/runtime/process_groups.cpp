@@ -1,0 +1,69 @@
+#include "executor/runtime/process_groups.h"
+
+namespace parallax::executor {
+
+RankCoords CoordsOf(const Layout& l, int64_t rank) {
+  RankCoords c;
+  c.tp_idx = rank % l.tp;
+  c.dp_idx = (rank / l.tp) % l.dp;
+  c.pp_idx = rank / (l.tp * l.dp);
+  return c;
+}
+
+int64_t RankOf(const Layout& l, const RankCoords& c) { return c.tp_idx + l.tp * (c.dp_idx + l.dp * c.pp_idx); }
+
+std::vector<int> TpGroupRanks(const Layout& l, int64_t rank) {
+  RankCoords c = CoordsOf(l, rank);
+  std::vector<int> out;
+  for (c.tp_idx = 0; c.tp_idx < l.tp; ++c.tp_idx) out.push_back(static_cast<int>(RankOf(l, c)));
+  return out;
+}
+
+std::vector<int> DpGroupRanks(const Layout& l, int64_t rank) {
+  RankCoords c = CoordsOf(l, rank);
+  std::vector<int> out;
+  for (c.dp_idx = 0; c.dp_idx < l.dp; ++c.dp_idx) out.push_back(static_cast<int>(RankOf(l, c)));
+  return out;
+}
+
+std::vector<int> PpGroupRanks(const Layout& l, int64_t rank) {
+  RankCoords c = CoordsOf(l, rank);
+  std::vector<int> out;
+  for (c.pp_idx = 0; c.pp_idx < l.pp; ++c.pp_idx) out.push_back(static_cast<int>(RankOf(l, c)));
+  return out;
+}
+
+std::vector<int> EmbeddingGroupRanks(const Layout& l, int64_t rank) {
+  RankCoords c = CoordsOf(l, rank);
+  if (c.pp_idx != 0 && c.pp_idx != l.pp - 1) return {static_cast<int>(rank)};
+  RankCoords first = c, last = c;
+  first.pp_idx = 0;
+  last.pp_idx = l.pp - 1;
+  if (l.pp == 1) return {static_cast<int>(rank)};
+  return {static_cast<int>(RankOf(l, first)), static_cast<int>(RankOf(l, last))};
+}
+
+Result<ProcessGroups> CreateProcessGroups(const Layout& l, Communicator& world, bool tied_embedding_group) {
+  ProcessGroups g;
+  g.rank = world.rank();
+  g.coords = CoordsOf(l, g.rank);
+  g.world = &world;
+  auto tp = world.Split(TpGroupRanks(l, g.rank));
+  if (!tp) return tp.error();
+  g.tp = std::move(tp).value();
+  auto dp = world.Split(DpGroupRanks(l, g.rank));
+  if (!dp) return dp.error();
+  g.dp = std::move(dp).value();
+  auto pp = world.Split(PpGroupRanks(l, g.rank));
+  if (!pp) return pp.error();
+  g.pp = std::move(pp).value();
+  // Every rank takes part in the split (middle stages form groups of one and drop them).
+  auto emb = world.Split(EmbeddingGroupRanks(l, g.rank));
+  if (!emb) return emb.error();
+  if (tied_embedding_group && l.pp > 1 && (g.coords.pp_idx == 0 || g.coords.pp_idx == l.pp - 1)) {
+    g.embedding = std::move(emb).value();
+  }
+  return g;
+}
+
+}  // namespace parallax::executor

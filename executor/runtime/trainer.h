@@ -1,0 +1,69 @@
+#pragma once
+// Trainer: one rank's whole training job for a Plan — process groups, sharded model, data,
+// pipeline schedule, gradient sync, optimizer, checkpoints. Every rank of `world` constructs one
+// with the same plan; Step() is collective.
+//
+//   auto t = Trainer::Create(plan, backend, world, options);
+//   for (...) { auto r = (*t)->Step(); ... r->loss ... }
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "executor/backend.h"
+#include "executor/runtime/context.h"
+#include "executor/runtime/data.h"
+#include "executor/runtime/op_recorder.h"
+#include "executor/runtime/process_groups.h"
+#include "executor/runtime/sharded_model.h"
+#include "model/plan.h"
+
+namespace parallax::executor {
+
+struct TrainerOptions {
+  DataOptions data;
+  bool record_ops = false;  //!< keep every op's timing and identity (for --trace)
+};
+
+struct StepResult {
+  int64_t step = 0;        //!< 0-based index of the step just run
+  double loss = 0;         //!< mean cross-entropy over the global batch (identical on every rank)
+  double step_time_s = 0;  //!< slowest rank's wall time of the step
+  double grad_norm = 0;
+};
+
+//! Checks a plan for the executor: the layout against the model and `world_size`, plus what the
+//! executor needs beyond ValidateLayout (vocab divisible by tp, layers >= stages, seq_len).
+Status ValidateForExecution(const Plan& plan, int64_t world_size);
+
+class Trainer {
+ public:
+  static Result<std::unique_ptr<Trainer>> Create(const Plan& plan, Backend& backend, Communicator& world,
+                                                 const TrainerOptions& options);
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  Result<StepResult> Step();
+  //! Collective: writes the state after step() completed steps.
+  Status SaveCheckpoint(const std::string& dir);
+  //! Collective: restores the latest checkpoint in `dir`; training continues from its step.
+  Status LoadCheckpoint(const std::string& dir);
+
+  int64_t step() const { return step_; }
+  OpRecorder& recorder() { return rec_; }
+  const ProcessGroups& groups() const { return groups_; }
+  const RuntimeContext& context() const { return ctx_; }
+  const DataSource& data() const { return *data_; }
+  ShardedModel& model() { return *model_; }
+
+ private:
+  Trainer(Backend& backend, int64_t rank) : rec_(&backend, rank) {}
+  ProcessGroups groups_;
+  OpRecorder rec_;
+  RuntimeContext ctx_;
+  std::unique_ptr<ShardedModel> model_;
+  std::unique_ptr<DataSource> data_;
+  int64_t step_ = 0;
+};
+
+}  // namespace parallax::executor
