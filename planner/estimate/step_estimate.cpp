@@ -6,11 +6,17 @@
 namespace parallax::planner {
 namespace {
 
-//! ZeRO-3 stall of one pass over n layers: the first gather is exposed, later ones only where a
-//! gather (+ the reduce-scatter sharing the DP stream in backward) outlasts a layer's compute.
-double Zero3Stall(int64_t n, double gather_s, double extra_s, double layer_s) {
+//! ZeRO-3 pass over n layers of x seconds each (x_c of it compute): layer i+1's gather (a, plus
+//! the reduce-scatter r sharing the DP stream in backward) is issued when layer i starts, so the
+//! first gather is exposed and each later layer takes max(a + r, x slowed by contention k while
+//! the DP stream is busy). Returns the extra time over n * x.
+//! `queued`: DP work still ahead of the first gather (the previous backward's last reduce-scatter).
+double Zero3Extra(int64_t n, double a, double r, double x, double x_c, double k, double queued) {
   if (n <= 0) return 0;
-  return gather_s + static_cast<double>(n - 1) * std::max(0.0, gather_s + extra_s - layer_s);
+  const double busy = a + r;
+  const double xk = x + (k - 1) * std::min(x_c, busy / k);
+  const double nn = static_cast<double>(n);
+  return queued + a + (nn - 1) * std::max(busy, xk) + x - nn * x;
 }
 
 }  // namespace
@@ -34,22 +40,18 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
     if (dp && l.zero_stage == 3) {
       for (const ChunkCost& cc : rc.chunks) {
         const int64_t n = cc.layers.count;
-        const double zf = Zero3Stall(n, rc.dp.gather_layer_s, 0, u.layer.fwd_s - u.layer.fwd_tp_s);
-        const double zb = Zero3Stall(n, rc.dp.gather_layer_s, rc.dp.grad_layer_s, u.layer.bwd_s - u.layer.bwd_tp_s);
+        const double a = rc.dp.gather_layer_s, red = rc.dp.grad_layer_s;
+        // 1F1B-style schedules run a forward right after a backward: its first gather queues behind
+        // that backward's last reduce-scatter; GPipe does so for backward after backward.
+        const bool gpipe = l.schedule == ScheduleKind::kGpipe;
+        const double zf = Zero3Extra(n, a, 0, u.layer.fwd_s, u.layer.fwd_s - u.layer.fwd_tp_s, k, gpipe ? 0 : red);
+        const double zb = Zero3Extra(n, a, red, u.layer.bwd_s, u.layer.bwd_s - u.layer.bwd_tp_s, k, gpipe ? red : 0);
         zero3_wait[static_cast<size_t>(r)] += zf + zb;
-        // Compute overlapped by the gathers / reduce-scatters runs slower by the contention factor.
-        const double busy_f = static_cast<double>(n) * rc.dp.gather_layer_s;
-        const double busy_b = static_cast<double>(n) * (rc.dp.gather_layer_s + rc.dp.grad_layer_s);
-        const double cf = (k - 1) * std::min(busy_f - rc.dp.gather_layer_s, cc.fwd_s - cc.fwd_tp_s);
-        const double cb = (k - 1) * std::min(busy_b - rc.dp.gather_layer_s, cc.bwd_s - cc.bwd_tp_s);
-        f += zf + std::max(0.0, cf);
-        b += zb + std::max(0.0, cb);
-        contention_extra[static_cast<size_t>(r)] += std::max(0.0, cf) + std::max(0.0, cb);
+        f += zf;
+        b += zb;
       }
     } else if (dp && l.zero_stage == 2) {
       // Every micro-batch's backward reduce-scatters its layers' gradients on the DP stream.
-      const double busy = static_cast<double>(rc.chunks.empty() ? 0 : 1) * 0;  // accounted below
-      (void)busy;
       double layers = 0;
       for (const ChunkCost& cc : rc.chunks) layers += static_cast<double>(cc.layers.count);
       const double dp_work = layers * rc.dp.grad_layer_s;
@@ -78,7 +80,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
     cycle_comm = p > 1 ? 2 * c : 0;
     pipe = sumF + sumB + (m - 1) * (maxW + cycle_comm) + comm_fill;
   } else {
-    pipe = m * maxW + static_cast<double>(p - 1) * maxW / static_cast<double>(v) + comm_fill;
+    pipe = m * maxW + (sumF + sumB - maxW) / static_cast<double>(v) + comm_fill;
   }
 
   // After the pipeline: rank r finishes its last backward earlier than rank 0 by the backward
@@ -88,9 +90,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
   for (int64_t r = 0; r < p; ++r) {
     const RankCost& rc = pc.ranks[static_cast<size_t>(r)];
     double before = 0;
-    if (l.schedule != ScheduleKind::kGpipe || true) {
-      for (int64_t q = 0; q < r; ++q) before += B[static_cast<size_t>(q)] / static_cast<double>(v) + c;
-    }
+    for (int64_t q = 0; q < r; ++q) before += B[static_cast<size_t>(q)] / static_cast<double>(v) + c;
     const double end = pipe - before;
     double tail = 0;
     if (dp && l.zero_stage <= 2) {

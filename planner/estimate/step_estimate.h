@@ -8,7 +8,7 @@
 // p2p time c (Narayanan et al. SC'21 section 2.2, generalised to unequal stages):
 //   GPipe:        sum F + sum B + (m-1)(max F + max B) + 2(p-1)c
 //   1F1B:         sum W + (m-1) max(W + 2c) + 2(p-1)c
-//   interleaved:  m max W + (p-1) max w + 2(p-1)c
+//   interleaved:  m max W + (sum W - max W) / v + 2(p-1)c
 
 #include "model/cost_db.h"
 #include "model/plan.h"

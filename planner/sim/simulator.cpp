@@ -14,6 +14,7 @@ namespace {
 
 struct RankState {
   std::vector<PipeOp> order;
+  std::vector<size_t> last_bwd;  // per chunk: position of its last backward in `order`
   size_t next = 0;
   double t = 0;             // compute stream free
   double dp_free = 0;       // DP stream free
@@ -30,7 +31,14 @@ class StepSimulator {
     stages_ = pp_ * v_;
     m_ = pc.microbatches;
     ranks_.resize(static_cast<size_t>(pp_));
-    for (int64_t r = 0; r < pp_; ++r) ranks_[static_cast<size_t>(r)].order = PipelineOrder(l.schedule, pp_, r, m_, v_);
+    for (int64_t r = 0; r < pp_; ++r) {
+      RankState& s = ranks_[static_cast<size_t>(r)];
+      s.order = PipelineOrder(l.schedule, pp_, r, m_, v_);
+      s.last_bwd.assign(static_cast<size_t>(v_), 0);
+      for (size_t i = 0; i < s.order.size(); ++i) {
+        if (s.order[i].kind == PipeOpKind::kBackward) s.last_bwd[static_cast<size_t>(s.order[i].chunk)] = i;
+      }
+    }
     fwd_arrival_.assign(static_cast<size_t>(stages_ * m_), -1.0);
     bwd_arrival_.assign(static_cast<size_t>(stages_ * m_), -1.0);
     fwd_sent_.assign(static_cast<size_t>(stages_ * m_), 0.0);
@@ -153,8 +161,9 @@ class StepSimulator {
       }
       t = ready;
     }
+    const bool last_bwd = !fwd && s.last_bwd[static_cast<size_t>(op.chunk)] == s.next;
     ++s.next;
-    t = RunPipeOp(r, op, stage, t);
+    t = RunPipeOp(r, op, stage, t, last_bwd);
     s.t = t;
     // Send to the neighbouring stage through this rank's FIFO link.
     const int64_t mb = op.microbatch;
@@ -174,7 +183,8 @@ class StepSimulator {
     return true;
   }
 
-  double RunPipeOp(int64_t r, const PipeOp& op, int64_t stage, double t) {
+  //! `last_bwd`: the chunk's final backward of the step (its gradients are complete afterwards).
+  double RunPipeOp(int64_t r, const PipeOp& op, int64_t stage, double t, bool last_bwd) {
     RankState& s = ranks_[static_cast<size_t>(r)];
     const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
     const ChunkCost& cc = rc.chunks[static_cast<size_t>(op.chunk)];
@@ -182,7 +192,7 @@ class StepSimulator {
     const bool fwd = op.kind == PipeOpKind::kForward;
     const int64_t mb = op.microbatch;
     const int64_t zero = plan_.layout.zero_stage;
-    const bool grads_now = zero >= 2 || mb == m_ - 1;  // ZeRO-0/1 reduce once, after the last micro-batch
+    const bool grads_now = zero >= 2 || last_bwd;  // ZeRO-0/1 reduce once, after the last backward
     const bool dp = plan_.layout.dp > 1;
     const int64_t n = cc.layers.count;
     // ZeRO-3: gather of layer i is issued when layer i-1 starts (prefetch one ahead).

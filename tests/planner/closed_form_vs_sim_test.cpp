@@ -1,0 +1,75 @@
+// The two evaluators must agree: the closed form (used inside the search) within 3% of the
+// discrete-event simulation on at least 200 random valid plans across schedules, ZeRO stages,
+// recompute modes, sequence parallelism, clusters and models.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "model/presets.h"
+#include "planner/estimate/step_estimate.h"
+#include "planner/sim/simulator.h"
+
+namespace parallax::planner {
+namespace {
+
+std::vector<int64_t> Divisors(int64_t n, int64_t max) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i <= std::min(n, max); ++i) {
+    if (n % i == 0) d.push_back(i);
+  }
+  return d;
+}
+
+TEST(ClosedFormVsSimulation, Within3PercentOn200RandomPlans) {
+  std::mt19937_64 rng(20261121);
+  auto pick = [&](const auto& v) { return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)]; };
+  const std::vector<std::string> models = {"gpt-1.3b", "llama-7b", "megatron-7.5b", "llama2-70b", "megatron-18.4b"};
+  const std::vector<std::string> clusters = {"dgx-a100", "dgx-h100"};
+  int checked = 0, attempts = 0;
+  double worst = 0;
+  while (checked < 200 && attempts < 100000) {
+    ++attempts;
+    Plan plan;
+    plan.model = *ModelPreset(pick(models));
+    plan.cluster = *ClusterPreset(pick(clusters));
+    plan.cluster.nodes = pick(std::vector<int64_t>{1, 2, 4, 8});
+    plan.training.precision = pick(std::vector<Precision>{Precision::kBf16, Precision::kFp16});
+    const int64_t world = plan.cluster.total_gpus();
+    Layout l;
+    l.tp = pick(Divisors(plan.cluster.gpus_per_node, 8));
+    l.pp = pick(Divisors(world / l.tp, plan.model.layers));
+    l.dp = world / (l.tp * l.pp);
+    l.zero_stage = std::uniform_int_distribution<int64_t>(0, 3)(rng);
+    l.micro_batch = pick(std::vector<int64_t>{1, 2, 4});
+    l.recompute = pick(std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull});
+    l.sequence_parallel = l.tp > 1 && std::uniform_int_distribution<int>(0, 1)(rng) == 1;
+    l.schedule = pick(std::vector<ScheduleKind>{ScheduleKind::kGpipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved});
+    int64_t m = std::uniform_int_distribution<int64_t>(1, 32)(rng);
+    if (l.schedule == ScheduleKind::kInterleaved) {
+      if (l.pp < 2 || plan.model.layers % l.pp != 0) continue;
+      auto vs = Divisors(plan.model.layers / l.pp, 8);
+      l.virtual_stages = pick(vs);
+      m = l.pp * std::uniform_int_distribution<int64_t>(1, 4)(rng);
+    }
+    l.global_batch = l.dp * l.micro_batch * m;
+    plan.layout = l;
+    plan.training.global_batch = l.global_batch;
+    if (!ValidateLayout(l, plan.model, plan.cluster)) continue;
+    auto est = Estimate(plan);
+    auto sim = Simulate(plan);
+    ASSERT_TRUE(est && sim);
+    const double err = std::abs(est->step_time_s - sim->prediction.step_time_s) / sim->prediction.step_time_s;
+    worst = std::max(worst, err);
+    EXPECT_LT(err, 0.03) << plan.model.name << " " << plan.cluster.name << " x" << plan.cluster.nodes << " "
+                         << LayoutToString(l) << ": closed form " << est->step_time_s << " s, simulation "
+                         << sim->prediction.step_time_s << " s";
+    ++checked;
+  }
+  EXPECT_EQ(checked, 200);
+  std::printf("checked %d plans, worst relative difference %.3f%%\n", checked, worst * 100);
+}
+
+}  // namespace
+}  // namespace parallax::planner
