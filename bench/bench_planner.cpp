@@ -1,0 +1,54 @@
+// Planner speed: closed-form estimates per second and a whole `parallax plan` search
+// (gpt3-175b on 128 dgx-a100 nodes = 1024 GPUs, full space; target < 2 s wall on 2 cores).
+#include <benchmark/benchmark.h>
+
+#include "model/presets.h"
+#include "planner/cost/plan_costs.h"
+#include "planner/estimate/step_estimate.h"
+#include "planner/search/search.h"
+
+namespace parallax::planner {
+namespace {
+
+Plan Gpt3Plan() {
+  Plan p;
+  p.model = *ModelPreset("gpt3-175b");
+  p.cluster = *ClusterPreset("dgx-a100");
+  p.cluster.nodes = 128;
+  p.layout = *ParseInlineLayout(
+      "dp=16,tp=8,pp=8,zero=1,micro_batch=1,global_batch=1536,recompute=full,schedule=interleaved,virtual_stages=2");
+  p.training.global_batch = 1536;
+  return p;
+}
+
+void BM_ClosedFormEstimate(benchmark::State& state) {
+  Plan plan = Gpt3Plan();
+  CostContext ctx(plan.cluster, plan.training.precision);
+  for (auto _ : state) {
+    const StepTime st = EstimateStepTime(plan, CostPlan(ctx, plan));
+    benchmark::DoNotOptimize(st.step_time_s);
+  }
+  state.counters["estimates_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ClosedFormEstimate);
+
+void BM_PlanGpt3On1024Gpus(benchmark::State& state) {
+  const ModelSpec m = *ModelPreset("gpt3-175b");
+  ClusterSpec c = *ClusterPreset("dgx-a100");
+  c.nodes = 128;
+  TrainingSpec t;
+  t.global_batch = 0;  // searched over the default range
+  int64_t searched = 0;
+  for (auto _ : state) {
+    auto r = Search(m, c, t, SearchOptions{});
+    searched = r->searched;
+    benchmark::DoNotOptimize(r->plans.size());
+  }
+  state.counters["layouts"] = static_cast<double>(searched);
+  state.counters["layouts_per_s"] =
+      benchmark::Counter(static_cast<double>(searched) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PlanGpt3On1024Gpus)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+}  // namespace
+}  // namespace parallax::planner

@@ -1,0 +1,34 @@
+#include "planner/export/deepspeed.h"
+
+namespace parallax::planner {
+
+Json ExportDeepSpeed(const Plan& plan) {
+  const Layout& l = plan.layout;
+  const TrainingSpec& t = plan.training;
+  Json ds{{"train_batch_size", l.global_batch},
+          {"train_micro_batch_size_per_gpu", l.micro_batch},
+          {"gradient_accumulation_steps", l.num_microbatches()},
+          {"gradient_clipping", t.grad_clip},
+          {"steps_per_print", 10},
+          {"optimizer",
+           {{"type", "AdamW"},
+            {"params", {{"lr", t.lr}, {"betas", {t.adam_beta1, t.adam_beta2}}, {"eps", t.adam_eps}, {"weight_decay", t.weight_decay}}}}},
+          {"zero_optimization",
+           {{"stage", l.zero_stage},
+            {"overlap_comm", true},
+            {"contiguous_gradients", true},
+            {"reduce_bucket_size", 25 * 1000 * 1000}}},
+          {"bf16", {{"enabled", t.precision == Precision::kBf16}}},
+          {"fp16", {{"enabled", t.precision == Precision::kFp16}}},
+          {"parallax", {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"schedule", ToString(l.schedule)},
+                        {"virtual_stages", l.virtual_stages}, {"sequence_parallel", l.sequence_parallel},
+                        {"recompute", ToString(l.recompute)}}}};
+  if (l.recompute != Recompute::kNone) {
+    ds["activation_checkpointing"] = {{"partition_activations", l.sequence_parallel},
+                                      {"contiguous_memory_optimization", false},
+                                      {"number_checkpoints", plan.model.layers}};
+  }
+  return ds;
+}
+
+}  // namespace parallax::planner

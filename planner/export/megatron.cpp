@@ -1,0 +1,79 @@
+#include "planner/export/megatron.h"
+
+namespace parallax::planner {
+
+std::string MegatronArgs::CommandLine() const {
+  std::string out;
+  for (const auto& a : args) out += (out.empty() ? "" : " ") + a;
+  return out;
+}
+
+MegatronArgs ExportMegatron(const Plan& plan) {
+  const ModelSpec& m = plan.model;
+  const Layout& l = plan.layout;
+  MegatronArgs out;
+  auto add = [&](const std::string& k, auto v) {
+    out.args.push_back(k);
+    if constexpr (std::is_convertible_v<decltype(v), std::string>) {
+      out.args.push_back(v);
+    } else {
+      out.args.push_back(std::to_string(v));
+    }
+  };
+  auto flag = [&](const std::string& k) { out.args.push_back(k); };
+  const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : m.seq_len;
+  add("--tensor-model-parallel-size", l.tp);
+  add("--pipeline-model-parallel-size", l.pp);
+  if (l.schedule == ScheduleKind::kInterleaved && l.virtual_stages > 1) {
+    add("--num-layers-per-virtual-pipeline-stage", m.layers / (l.pp * l.virtual_stages));
+  }
+  if (l.schedule == ScheduleKind::kGpipe) out.warnings.push_back("Megatron-LM has no GPipe schedule; it runs 1F1B");
+  if (l.sequence_parallel) flag("--sequence-parallel");
+  add("--micro-batch-size", l.micro_batch);
+  add("--global-batch-size", l.global_batch);
+  add("--num-layers", m.layers);
+  add("--hidden-size", m.hidden);
+  add("--ffn-hidden-size", m.ffn_hidden);
+  add("--num-attention-heads", m.heads);
+  if (m.kv_heads != m.heads) {
+    flag("--group-query-attention");
+    add("--num-query-groups", m.kv_heads);
+  }
+  add("--seq-length", seq);
+  add("--max-position-embeddings", m.seq_len);
+  if (m.mlp == MlpKind::kSwiglu) flag("--swiglu");
+  if (m.norm == NormKind::kRmsNorm) add("--normalization", std::string("RMSNorm"));
+  if (m.position == PositionKind::kRotary) add("--position-embedding-type", std::string("rope"));
+  if (!m.tie_embeddings) flag("--untie-embeddings-and-output-weights");
+  if (!m.bias) flag("--disable-bias-linear");
+  if (!m.dropout) {
+    add("--attention-dropout", 0);
+    add("--hidden-dropout", 0);
+  }
+  switch (plan.training.precision) {
+    case Precision::kBf16: flag("--bf16"); break;
+    case Precision::kFp16: flag("--fp16"); break;
+    case Precision::kFp32: break;
+  }
+  if (l.recompute == Recompute::kFull) {
+    add("--recompute-granularity", std::string("full"));
+    add("--recompute-method", std::string("uniform"));
+    add("--recompute-num-layers", 1);
+  } else if (l.recompute == Recompute::kSelective) {
+    add("--recompute-granularity", std::string("selective"));
+  }
+  if (l.zero_stage >= 1) flag("--use-distributed-optimizer");
+  if (l.zero_stage >= 2) {
+    out.warnings.push_back("zero_stage=" + std::to_string(l.zero_stage) +
+                           ": Megatron-LM shards only the optimizer state (ZeRO-1); use --export deepspeed");
+  }
+  add("--lr", std::to_string(plan.training.lr));
+  add("--weight-decay", std::to_string(plan.training.weight_decay));
+  add("--clip-grad", std::to_string(plan.training.grad_clip));
+  add("--adam-beta1", std::to_string(plan.training.adam_beta1));
+  add("--adam-beta2", std::to_string(plan.training.adam_beta2));
+  add("--seed", plan.training.seed);
+  return out;
+}
+
+}  // namespace parallax::planner

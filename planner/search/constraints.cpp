@@ -1,0 +1,42 @@
+#include "planner/search/constraints.h"
+
+#include <sstream>
+
+namespace parallax::planner {
+
+bool Constraints::Admits(const Layout& l) const {
+  return (!dp || *dp == l.dp) && (!tp || *tp == l.tp) && (!pp || *pp == l.pp) &&
+         (!zero_stage || *zero_stage == l.zero_stage) && (!micro_batch || *micro_batch == l.micro_batch) &&
+         (!global_batch || *global_batch == l.global_batch) && (!virtual_stages || *virtual_stages == l.virtual_stages) &&
+         (!recompute || *recompute == l.recompute) && (!schedule || *schedule == l.schedule) &&
+         (!sequence_parallel || *sequence_parallel == l.sequence_parallel);
+}
+
+Result<Constraints> ParseConstraints(const std::string& text) {
+  Constraints c;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) return BadInput("--fix: \"" + item + "\": expected key=value");
+    const std::string key = item.substr(0, eq);
+    // Reuse the inline-layout parser for values: it knows every key, alias and value syntax.
+    auto one = ParseInlineLayout(item);
+    if (!one) return BadInput("--fix: " + one.error().message);
+    const Layout& l = *one;
+    if (key == "dp") c.dp = l.dp;
+    else if (key == "tp") c.tp = l.tp;
+    else if (key == "pp") c.pp = l.pp;
+    else if (key == "zero" || key == "zero_stage") c.zero_stage = l.zero_stage;
+    else if (key == "micro_batch" || key == "mb") c.micro_batch = l.micro_batch;
+    else if (key == "global_batch") c.global_batch = l.global_batch;
+    else if (key == "virtual_stages" || key == "vp") c.virtual_stages = l.virtual_stages;
+    else if (key == "recompute") c.recompute = l.recompute;
+    else if (key == "schedule") c.schedule = l.schedule;
+    else if (key == "sequence_parallel" || key == "sp") c.sequence_parallel = l.sequence_parallel;
+  }
+  return c;
+}
+
+}  // namespace parallax::planner

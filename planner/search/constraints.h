@@ -1,0 +1,24 @@
+#pragma once
+// `--fix k=v,...`: pins any layout dimension in the search (keys as in the inline plan form).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "model/plan.h"
+
+namespace parallax::planner {
+
+struct Constraints {
+  std::optional<int64_t> dp, tp, pp, zero_stage, micro_batch, global_batch, virtual_stages;
+  std::optional<Recompute> recompute;
+  std::optional<ScheduleKind> schedule;
+  std::optional<bool> sequence_parallel;
+
+  bool Admits(const Layout& l) const;
+};
+
+//! Parses "tp=8,recompute=full,schedule=interleaved"; unknown keys and bad values are BadInput.
+Result<Constraints> ParseConstraints(const std::string& text);
+
+}  // namespace parallax::planner

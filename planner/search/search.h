@@ -1,0 +1,55 @@
+#pragma once
+// Layout search (DESIGN.md "planner"): every dp x tp x pp factorization of the GPU count (tp
+// inside a node and dividing heads / kv heads / ffn; pp up to the layer count, uneven splits
+// costed), ZeRO 0-3, micro-batch sizes, GPipe / 1F1B / interleaved with virtual stages,
+// recompute none / selective / full, sequence parallel on/off, the global batch given or
+// searched over a range. Memory pruning first, then the closed-form step time, on all cores.
+// Ranked by tokens per second.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/cost_db.h"
+#include "model/plan.h"
+#include "planner/estimate/prediction.h"
+#include "planner/search/constraints.h"
+
+namespace parallax::planner {
+
+struct SearchOptions {
+  int64_t top_k = 10;
+  int threads = 0;  //!< 0: std::thread::hardware_concurrency()
+  Constraints fix;
+  const CostDb* db = nullptr;
+  //! Global batches (sequences) to try when the TrainingSpec gives none: powers of two whose
+  //! tokens fall in [min_batch_tokens, max_batch_tokens] (GPT-3 trained with 0.5M-3.2M tokens).
+  int64_t min_batch_tokens = 512 * 1024;
+  int64_t max_batch_tokens = 4 * 1024 * 1024;
+  //! Called from the search threads with (layouts done, layouts total); may be empty.
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+struct RankedPlan {
+  Layout layout;
+  Prediction prediction;
+};
+
+struct SearchResult {
+  std::vector<RankedPlan> plans;           //!< best first
+  std::map<std::string, int64_t> rejected;  //!< reason -> count
+  int64_t searched = 0;                    //!< layouts considered (accepted + rejected)
+  double search_time_s = 0;
+  //! When nothing fits: the smallest (peak - device memory) over the layouts that failed on memory.
+  int64_t smallest_shortfall_bytes = 0;
+  Layout smallest_shortfall_layout;
+};
+
+//! Searches layouts of `model` on `cluster`. Errors: bad input only (e.g. an impossible --fix);
+//! an empty `plans` means nothing fits (see `rejected`, `smallest_shortfall_bytes`).
+Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, const TrainingSpec& training,
+                            const SearchOptions& options);
+
+}  // namespace parallax::planner
