@@ -27,7 +27,8 @@ class ChromeReader {
   Result<Trace> Run();
 
  private:
-  static constexpr size_t kInitialBuffer = 1 << 20;
+  static constexpr size_t kInitialBuffer = 1 << 16;  // small inputs stay cheap
+  static constexpr size_t kSteadyBuffer = 1 << 20;   // large inputs read 1 MiB at a time
   static constexpr size_t kMaxBuffer = size_t{1} << 30;
 
   //! Runs `fn` (which scans one unit) until it completes, refilling the buffer when it runs off
@@ -77,6 +78,7 @@ void ChromeReader::Refill() {
   if (keep_from > 0) {
     std::memmove(buf_.data(), buf_.data() + keep_from, keep);
     base_ += static_cast<int64_t>(keep_from);
+    if (buf_.size() < kSteadyBuffer) buf_.resize(buf_.size() * 2);
   } else if (keep == buf_.size()) {
     // One unit larger than the buffer: grow it (bounded).
     if (buf_.size() >= kMaxBuffer) {

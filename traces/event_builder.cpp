@@ -78,7 +78,11 @@ int64_t EventBuilder::Ns(const RawValue& v, const char* what, bool required) {
   }
   if (v.type != ValueType::kNumber) throw EventError{std::string(what) + " must be a number"};
   int64_t ns;
-  if (!ParseMicrosToNs(v.text, &ns)) throw EventError{std::string(what) + " out of range: " + Quote(v.text)};
+  // |t| <= 2^62 ns (146 years) keeps start + dur and end - start free of overflow.
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  if (!ParseMicrosToNs(v.text, &ns) || ns > kLimit || ns < -kLimit) {
+    throw EventError{std::string(what) + " out of range: " + Quote(v.text)};
+  }
   return ns;
 }
 
