@@ -66,30 +66,34 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
   return t;
 }
 
-Result<StepResult> Trainer::Step() {
-  Backend& be = *ctx_.backend;
-  const Event begin = be.RecordEvent();
+Result<double> Trainer::ComputeGradients() {
   rec_.set_step(step_);
-  for (ParamGroup* g : model_->groups()) be.Fill(g->grads_storage(), g->grads_storage_size(), 0.0f);
-
+  for (ParamGroup* g : model_->groups()) ctx_.backend->Fill(g->grads_storage(), g->grads_storage_size(), 0.0f);
   auto local_loss = RunPipelineStep(ctx_, *model_, *data_, step_);
   if (!local_loss) return local_loss.error();
   ParamGroup* tied = groups_.embedding ? model_->tied_pair() : nullptr;
   if (Status s = FinishGradSync(ctx_, model_->groups(), tied); !s) return s.error();
-  auto opt = OptimizerStep(ctx_, model_->groups(), step_ + 1);
-  if (!opt) return opt.error();
-
   // Every last-stage TP rank 0 holds its replica's micro-batch losses.
   const bool owner = groups_.coords.pp_idx == ctx_.layout.pp - 1 && groups_.coords.tp_idx == 0;
   double loss = owner ? *local_loss : 0.0;
   if (Status s = groups_.world->AllReduce(&loss, 1, ReduceOp::kSum); !s) return s.error();
+  return loss / static_cast<double>(ctx_.layout.global_batch * ctx_.seq);
+}
+
+Result<StepResult> Trainer::Step() {
+  Backend& be = *ctx_.backend;
+  const Event begin = be.RecordEvent();
+  auto loss = ComputeGradients();
+  if (!loss) return loss.error();
+  auto opt = OptimizerStep(ctx_, model_->groups(), step_ + 1);
+  if (!opt) return opt.error();
   be.Synchronize();
   double seconds = be.ElapsedSeconds(begin, be.RecordEvent());
   if (Status s = groups_.world->AllReduce(&seconds, 1, ReduceOp::kMax); !s) return s.error();
 
   StepResult r;
   r.step = step_;
-  r.loss = loss / static_cast<double>(ctx_.layout.global_batch * ctx_.seq);
+  r.loss = *loss;
   r.step_time_s = seconds;
   r.grad_norm = opt->grad_norm;
   ++step_;

@@ -44,6 +44,9 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   Result<StepResult> Step();
+  //! Collective: the forward and backward passes of the current step and the DP/embedding gradient
+  //! sync, without the optimizer; returns the step's mean loss. Gradients stay in the groups.
+  Result<double> ComputeGradients();
   //! Collective: writes the state after step() completed steps.
   Status SaveCheckpoint(const std::string& dir);
   //! Collective: restores the latest checkpoint in `dir`; training continues from its step.

@@ -1,0 +1,295 @@
+// Single-process tests of the parallel runtime: rank layout, stage split, data, layout-independent
+// initialisation, and training behaviour that needs no second rank (gradient accumulation,
+// recompute, checkpoint/resume, data corpus).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "executor/cpu/local_communicator.h"
+#include "executor/runtime/checkpoint.h"
+#include "executor/runtime/data.h"
+#include "executor/runtime/param_group.h"
+#include "executor/runtime/process_groups.h"
+#include "executor/runtime/sharded_model.h"
+#include "executor/runtime/transformer_layer.h"
+#include "tests/executor/train_helpers.h"
+
+namespace parallax::executor {
+namespace {
+
+using testing::MaxRelDiff;
+using testing::TinyPlan;
+using testing::Train;
+
+TEST(ProcessGroups, MegatronRankOrder) {
+  Layout l;
+  l.dp = 2;
+  l.tp = 2;
+  l.pp = 3;
+  std::set<int64_t> seen;
+  for (int64_t r = 0; r < l.world_size(); ++r) {
+    const RankCoords c = CoordsOf(l, r);
+    EXPECT_EQ(r, c.tp_idx + l.tp * (c.dp_idx + l.dp * c.pp_idx));
+    EXPECT_EQ(RankOf(l, c), r);
+    seen.insert(r);
+  }
+  EXPECT_EQ(seen.size(), 12u);
+  EXPECT_EQ(TpGroupRanks(l, 5), (std::vector<int>{4, 5}));
+  EXPECT_EQ(DpGroupRanks(l, 5), (std::vector<int>{5, 7}));
+  EXPECT_EQ(PpGroupRanks(l, 5), (std::vector<int>{1, 5, 9}));
+  EXPECT_EQ(EmbeddingGroupRanks(l, 9), (std::vector<int>{1, 9}));
+  EXPECT_EQ(EmbeddingGroupRanks(l, 5), (std::vector<int>{5}));
+}
+
+TEST(ShardedModel, StageLayersCoverEveryLayerOnce) {
+  for (int64_t layers : {4, 7, 24}) {
+    for (int64_t stages : {1, 2, 3, 4}) {
+      int64_t next = 0;
+      for (int64_t s = 0; s < stages; ++s) {
+        auto [lo, hi] = StageLayers(layers, stages, s);
+        EXPECT_EQ(lo, next);
+        EXPECT_GE(hi - lo, layers / stages);
+        next = hi;
+      }
+      EXPECT_EQ(next, layers);
+    }
+  }
+}
+
+TEST(Data, SamplesAreDeterministicAndPartitionedOverReplicas) {
+  auto d = DataSource::Create({"", 11}, 256, 16);
+  ASSERT_TRUE(d);
+  std::vector<int32_t> a(17), b(17), c(17);
+  (*d)->Sample(5, a.data());
+  (*d)->Sample(5, b.data());
+  (*d)->Sample(6, c.data());
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  for (int32_t t : a) EXPECT_TRUE(t >= 0 && t < 256);
+  // dp=2, micro_batch=2, global_batch=8: the replicas' micro-batches tile the step's samples.
+  std::set<int64_t> samples;
+  for (int64_t dp_idx = 0; dp_idx < 2; ++dp_idx) {
+    for (int64_t mb = 0; mb < 2; ++mb) {
+      const int64_t first = FirstSample(3, 8, 2, dp_idx, 2, mb);
+      samples.insert(first);
+      samples.insert(first + 1);
+    }
+  }
+  EXPECT_EQ(samples, (std::set<int64_t>{24, 25, 26, 27, 28, 29, 30, 31}));
+  std::vector<int32_t> in, tgt;
+  (*d)->Batch(4, 2, &in, &tgt);
+  std::vector<int32_t> s5(17);
+  (*d)->Sample(5, s5.data());
+  EXPECT_EQ(in[3 * 2 + 1], s5[3]);   // row = position * batch + b
+  EXPECT_EQ(tgt[3 * 2 + 1], s5[4]);
+}
+
+TEST(Data, ByteCorpusReadsWindowsOfTheFile) {
+  const std::string path = ::testing::TempDir() + "/corpus.txt";
+  std::ofstream(path) << "hello parallax, a byte-level corpus for tests";
+  auto d = DataSource::Create({path, 1}, 256, 8);
+  ASSERT_TRUE(d);
+  std::vector<int32_t> s(9);
+  (*d)->Sample(0, s.data());
+  EXPECT_EQ(s[0], 'h');
+  EXPECT_EQ(s[8], 'r');
+  (*d)->Sample(1, s.data());
+  EXPECT_EQ(s[0], 'r');
+  EXPECT_FALSE(DataSource::Create({path, 1}, 128, 8));                      // vocab < 256
+  EXPECT_FALSE(DataSource::Create({"/nonexistent/corpus", 1}, 256, 8));     // missing file
+}
+
+TEST(ParamGroup, TensorAndZeroShardsAreSlicesOfTheFullParameters) {
+  CpuBackend be;
+  const ModelSpec m = *ModelPreset("gpt-tiny");
+  LayerParamIndex ix;
+  ParamGroup full("layer1", LayerParamSpecs(m, 1, &ix), 1, 0);
+  full.Materialize(be, {0, 1, 0}, 9);
+  for (int64_t tp_idx = 0; tp_idx < 2; ++tp_idx) {
+    ParamGroup shard("layer1", LayerParamSpecs(m, 1, &ix), 2, tp_idx);
+    shard.Materialize(be, {0, 1, 0}, 9);
+    // wq is split by rows (heads): local row r is global row tp_idx*rows/2 + r.
+    const ParamSpec& wq = shard.spec(static_cast<size_t>(ix.wq));
+    for (int64_t r = 0; r < wq.local_rows; ++r) {
+      for (int64_t c = 0; c < wq.local_cols; ++c) {
+        ASSERT_EQ(shard.param(static_cast<size_t>(ix.wq))[r * wq.local_cols + c],
+                  full.param(static_cast<size_t>(ix.wq))[(wq.row0 + r) * wq.cols + c]);
+      }
+    }
+    // wo is split by columns.
+    const ParamSpec& wo = shard.spec(static_cast<size_t>(ix.wo));
+    for (int64_t r = 0; r < wo.local_rows; ++r) {
+      for (int64_t c = 0; c < wo.local_cols; ++c) {
+        ASSERT_EQ(shard.param(static_cast<size_t>(ix.wo))[r * wo.local_cols + c],
+                  full.param(static_cast<size_t>(ix.wo))[r * wo.cols + wo.col0 + c]);
+      }
+    }
+  }
+  // ZeRO-3 shards hold consecutive slices of the flat buffer.
+  for (int64_t dp_idx = 0; dp_idx < 3; ++dp_idx) {
+    ParamGroup z("layer1", LayerParamSpecs(m, 1, &ix), 1, 0);
+    z.Materialize(be, {3, 3, dp_idx}, 9);
+    EXPECT_EQ(z.params_storage_size(), z.shard_size());
+    for (int64_t i = 0; i < z.shard_size() && z.shard_begin() + i < full.size(); ++i) {
+      ASSERT_EQ(z.params_storage()[i], full.params_storage()[z.shard_begin() + i]);
+    }
+  }
+}
+
+TEST(SelfCommunicator, QueuesSendsByTag) {
+  SelfCommunicator c;
+  const float a[2] = {1, 2}, b[2] = {3, 4};
+  ASSERT_TRUE(c.Send(a, 2, 0, 5));
+  ASSERT_TRUE(c.Send(b, 2, 0, 6));
+  float out[2];
+  ASSERT_TRUE(c.Recv(out, 2, 0, 6));
+  EXPECT_EQ(out[0], 3);
+  ASSERT_TRUE(c.Recv(out, 2, 0, 5));
+  EXPECT_EQ(out[1], 2);
+  EXPECT_FALSE(c.Recv(out, 2, 0, 5));  // nothing left: an error, not a hang
+}
+
+// Whole-model check: the analytic gradient of the step loss w.r.t. the largest-gradient elements
+// of every parameter equals a central finite difference of the loss.
+void ExpectGradientsMatchFiniteDifferences(const Plan& plan) {
+  auto world = LocalCommunicator();
+  CpuBackend be;
+  auto t = Trainer::Create(plan, be, *world, {});
+  ASSERT_TRUE(t) << t.error().message;
+  Trainer& tr = **t;
+  ASSERT_TRUE(tr.ComputeGradients());
+  int checked = 0;
+  for (ParamGroup* g : tr.model().groups()) {
+    std::vector<float> grads(g->grads_storage(), g->grads_storage() + g->grads_storage_size());
+    for (size_t pi = 0; pi < g->params().size(); ++pi) {
+      const ParamSpec& p = g->spec(pi);
+      // The largest-magnitude gradient element of this parameter.
+      std::vector<int64_t> idx(static_cast<size_t>(p.numel()));
+      for (int64_t i = 0; i < p.numel(); ++i) idx[static_cast<size_t>(i)] = p.offset + i;
+      std::partial_sort(idx.begin(), idx.begin() + std::min<int64_t>(1, p.numel()), idx.end(), [&](int64_t a, int64_t b) {
+        return std::abs(grads[static_cast<size_t>(a)]) > std::abs(grads[static_cast<size_t>(b)]);
+      });
+      for (int k = 0; k < std::min<int64_t>(1, p.numel()); ++k) {
+        const int64_t i = idx[static_cast<size_t>(k)];
+        float* w = g->params_storage() + i;
+        const float keep = *w, h = 2e-3f;
+        *w = keep + h;
+        const double up = *tr.ComputeGradients();
+        *w = keep - h;
+        const double down = *tr.ComputeGradients();
+        *w = keep;
+        const double fd = (up - down) / (2.0 * h), an = grads[static_cast<size_t>(i)];
+        EXPECT_NEAR(an, fd, 0.05 * std::abs(fd) + 2e-5) << g->name() << " " << p.name << " element " << i - p.offset;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 15);
+}
+
+TEST(Training, WholeModelGradientsMatchFiniteDifferences) {
+  ExpectGradientsMatchFiniteDifferences(TinyPlan("micro_batch=2", 4));
+}
+
+TEST(Training, LossStartsNearUniformAndDecreases) {
+  auto world = LocalCommunicator();
+  auto r = Train(TinyPlan("micro_batch=2", 8), *world, 20);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_NEAR(r->losses[0], std::log(256.0), 0.1);
+  EXPECT_LT(r->losses[19], r->losses[0] - 0.3) << "training does not learn";
+}
+
+TEST(Training, GradientAccumulationEqualsOneLargeMicroBatch) {
+  auto world = LocalCommunicator();
+  auto one = Train(TinyPlan("micro_batch=8", 8), *world, 6);
+  auto accum = Train(TinyPlan("micro_batch=2", 8), *world, 6);
+  auto single = Train(TinyPlan("micro_batch=1", 8), *world, 6);
+  ASSERT_TRUE(one && accum && single);
+  EXPECT_LT(MaxRelDiff(accum->losses, one->losses), 1e-4);
+  EXPECT_LT(MaxRelDiff(single->losses, one->losses), 1e-4);
+}
+
+TEST(Training, RecomputeModesGiveTheSameLossesWithLessMemory) {
+  auto world = LocalCommunicator();
+  auto none = Train(TinyPlan("micro_batch=4,recompute=none", 8), *world, 5);
+  auto sel = Train(TinyPlan("micro_batch=4,recompute=selective", 8), *world, 5);
+  auto full = Train(TinyPlan("micro_batch=4,recompute=full", 8), *world, 5);
+  ASSERT_TRUE(none && sel && full);
+  EXPECT_LT(MaxRelDiff(sel->losses, none->losses), 1e-5);
+  EXPECT_LT(MaxRelDiff(full->losses, none->losses), 1e-5);
+  EXPECT_LT(sel->peak_bytes, none->peak_bytes);
+  EXPECT_LT(full->peak_bytes, sel->peak_bytes);
+}
+
+TEST(Training, LlamaStyleModelTrains) {
+  // RMSNorm, SwiGLU, rotary positions, no biases, untied head, grouped-query attention.
+  Plan p = TinyPlan("micro_batch=2", 8);
+  p.model.name = "llama-tiny";
+  p.model.norm = NormKind::kRmsNorm;
+  p.model.mlp = MlpKind::kSwiglu;
+  p.model.position = PositionKind::kRotary;
+  p.model.bias = false;
+  p.model.tie_embeddings = false;
+  p.model.kv_heads = 2;
+  p.model.ffn_hidden = 128;
+  auto world = LocalCommunicator();
+  auto r = Train(p, *world, 20);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_LT(r->losses[19], r->losses[0] - 0.3);
+  // And its gradients are right.
+  ExpectGradientsMatchFiniteDifferences(p);
+}
+
+TEST(Training, ResumeFromCheckpointReproducesTheUninterruptedRun) {
+  auto world = LocalCommunicator();
+  const Plan p = TinyPlan("micro_batch=2", 4);
+  auto straight = Train(p, *world, 6);
+  ASSERT_TRUE(straight);
+  const std::string dir = ::testing::TempDir() + "/parallax_ckpt_single";
+  std::filesystem::remove_all(dir);
+  std::vector<double> resumed;
+  {
+    CpuBackend be;
+    auto t = Trainer::Create(p, be, *world, {});
+    ASSERT_TRUE(t);
+    for (int i = 0; i < 3; ++i) resumed.push_back((*t)->Step()->loss);
+    ASSERT_TRUE(PrepareCheckpointDir(*world, dir));
+    ASSERT_TRUE((*t)->SaveCheckpoint(dir));
+  }
+  {
+    CpuBackend be;
+    auto t = Trainer::Create(p, be, *world, {});
+    ASSERT_TRUE(t);
+    Status st = (*t)->LoadCheckpoint(dir);
+    ASSERT_TRUE(st) << st.error().message;
+    EXPECT_EQ((*t)->step(), 3);
+    for (int i = 0; i < 3; ++i) resumed.push_back((*t)->Step()->loss);
+  }
+  EXPECT_EQ(resumed, straight->losses);  // bit-identical: same process, same order of operations
+  // A different layout refuses the checkpoint.
+  CpuBackend be;
+  auto other = Trainer::Create(TinyPlan("micro_batch=1", 4), be, *world, {});
+  ASSERT_TRUE(other);
+  Status st = (*other)->LoadCheckpoint(dir);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("cannot resume"), std::string::npos) << st.error().message;
+}
+
+TEST(Training, BadPlansAreRejectedWithTheRule) {
+  auto world = LocalCommunicator();
+  CpuBackend be;
+  auto t = Trainer::Create(TinyPlan("dp=2", 8), be, *world, {});
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find("mpirun -np 2"), std::string::npos) << t.error().message;
+  Plan p = TinyPlan("micro_batch=2", 8);
+  p.layout.tp = 3;
+  auto t2 = Trainer::Create(p, be, *world, {});
+  ASSERT_FALSE(t2);
+}
+
+}  // namespace
+}  // namespace parallax::executor

@@ -1,0 +1,60 @@
+#pragma once
+// Shared by the executor tests: small plans and "train N steps, return the losses".
+
+#include <string>
+#include <vector>
+
+#include "executor/cpu/cpu_backend.h"
+#include "executor/launch.h"
+#include "executor/runtime/trainer.h"
+#include "model/plan.h"
+#include "model/presets.h"
+
+namespace parallax::executor::testing {
+
+//! gpt-tiny (or `model`) with an inline layout, fp32, a learning rate large enough that a wrong
+//! gradient moves the loss curve visibly within 10 steps.
+inline Plan TinyPlan(const std::string& layout, int64_t global_batch, const std::string& model = "gpt-tiny") {
+  Plan p;
+  p.model = *ModelPreset(model);
+  p.cluster = *ClusterPreset("local-cpu");
+  auto l = ParseInlineLayout(layout);
+  if (!l) throw std::runtime_error(l.error().message);
+  p.layout = *l;
+  p.layout.global_batch = global_batch;
+  p.training.global_batch = global_batch;
+  p.training.precision = Precision::kFp32;
+  p.training.lr = 3e-3;
+  p.training.seed = 7;
+  return p;
+}
+
+struct TrainOutcome {
+  std::vector<double> losses;
+  int64_t peak_bytes = 0;
+};
+
+inline Result<TrainOutcome> Train(const Plan& plan, Communicator& world, int steps,
+                                  const TrainerOptions& options = {}) {
+  CpuBackend backend;
+  auto t = Trainer::Create(plan, backend, world, options);
+  if (!t) return t.error();
+  TrainOutcome out;
+  for (int i = 0; i < steps; ++i) {
+    auto r = (*t)->Step();
+    if (!r) return r.error();
+    out.losses.push_back(r->loss);
+  }
+  out.peak_bytes = backend.memory().peak_bytes;
+  return out;
+}
+
+inline double MaxRelDiff(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1e-12, std::abs(b[i])));
+  }
+  return a.size() == b.size() ? worst : 1e9;
+}
+
+}  // namespace parallax::executor::testing
