@@ -1,0 +1,159 @@
+// Correctness contract (issue 5): for the same seed and data, every layout's first 10 losses equal
+// the single-process reference within 1e-4 relative. Runs under mpirun; each rank also trains the
+// reference itself on a one-rank communicator. A layout whose world size differs from the
+// launch's is skipped (ctest starts this binary once per world size with a matching filter).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "executor/cpu/local_communicator.h"
+#include "executor/launch.h"
+#include "executor/runtime/checkpoint.h"
+#include "tests/executor/train_helpers.h"
+
+namespace parallax::executor {
+namespace {
+
+using testing::MaxRelDiff;
+using testing::TinyPlan;
+using testing::Train;
+
+constexpr int kSteps = 10;
+constexpr int64_t kGlobalBatch = 8;
+std::unique_ptr<Communicator> g_world;
+
+const std::vector<double>& Reference(int64_t global_batch) {
+  static std::map<int64_t, std::vector<double>> cache;
+  auto it = cache.find(global_batch);
+  if (it != cache.end()) return it->second;
+  auto local = LocalCommunicator();
+  auto r = Train(TinyPlan("micro_batch=2", global_batch), *local, kSteps);
+  if (!r) throw std::runtime_error(r.error().message);
+  return cache[global_batch] = r->losses;
+}
+
+struct Case {
+  const char* name;
+  const char* layout;
+};
+
+class Layouts : public ::testing::TestWithParam<std::tuple<Case, const char*>> {};
+
+TEST_P(Layouts, LossesMatchSingleProcessReference) {
+  const auto [c, recompute] = GetParam();
+  Plan plan = TinyPlan(std::string(c.layout) + ",recompute=" + recompute, kGlobalBatch);
+  if (plan.layout.world_size() != g_world->size()) GTEST_SKIP() << "needs " << plan.layout.world_size() << " ranks";
+  auto r = Train(plan, *g_world, kSteps);
+  ASSERT_TRUE(r) << r.error().message;
+  const std::vector<double>& ref = Reference(kGlobalBatch);
+  const double diff = MaxRelDiff(r->losses, ref);
+  if (g_world->rank() == 0) {
+    std::printf("%-28s %-5s loss[0]=%.6f loss[9]=%.6f ref[9]=%.6f max rel diff %.2e\n", c.name, recompute,
+                r->losses[0], r->losses[9], ref[9], diff);
+  }
+  EXPECT_LT(diff, 1e-4) << c.layout;
+  EXPECT_LT(ref[9], ref[0] - 0.05) << "reference does not learn; the comparison would be weak";
+}
+
+const Case kCases[] = {
+    {"dp2", "dp=2,micro_batch=2"},
+    {"tp2", "tp=2,micro_batch=2"},
+    {"tp2_sp", "tp=2,micro_batch=2,sequence_parallel=1"},
+    {"pp2_gpipe", "pp=2,micro_batch=2,schedule=gpipe"},
+    {"pp2_1f1b", "pp=2,micro_batch=2,schedule=1f1b"},
+    {"pp2_interleaved_v2", "pp=2,micro_batch=2,schedule=interleaved,virtual_stages=2"},
+    {"dp2_zero1", "dp=2,micro_batch=2,zero=1"},
+    {"dp2_zero2", "dp=2,micro_batch=2,zero=2"},
+    {"dp2_zero3", "dp=2,micro_batch=2,zero=3"},
+    {"dp2_tp2", "dp=2,tp=2,micro_batch=2"},
+    {"tp2_pp2", "tp=2,pp=2,micro_batch=2"},
+    {"dp2_pp2_zero1", "dp=2,pp=2,micro_batch=2,zero=1"},
+    {"dp2_tp2_sp_zero3", "dp=2,tp=2,micro_batch=1,zero=3,sequence_parallel=1"},
+    {"tp2_pp2_interleaved_sp", "tp=2,pp=2,micro_batch=1,schedule=interleaved,virtual_stages=2,sequence_parallel=1"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Executor, Layouts,
+                         ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values("none", "full")),
+                         [](const auto& param_info) {
+                           return std::string(std::get<0>(param_info.param).name) + "_" +
+                                  std::get<1>(param_info.param);
+                         });
+
+TEST(MultiRank, GradientAccumulationMatchesAcrossMicroBatchSizes) {
+  if (g_world->size() != 2) GTEST_SKIP();
+  auto a = Train(TinyPlan("dp=2,micro_batch=4", kGlobalBatch), *g_world, 6);
+  auto b = Train(TinyPlan("dp=2,micro_batch=1", kGlobalBatch), *g_world, 6);
+  ASSERT_TRUE(a && b);
+  EXPECT_LT(MaxRelDiff(a->losses, b->losses), 1e-4);
+}
+
+TEST(MultiRank, ResumeReproducesUninterruptedRun) {
+  if (g_world->size() != 2) GTEST_SKIP();
+  for (const char* layout : {"dp=2,micro_batch=2,zero=3", "pp=2,micro_batch=2", "tp=2,micro_batch=2,zero=1"}) {
+    const Plan p = TinyPlan(layout, kGlobalBatch);
+    auto straight = Train(p, *g_world, 6);
+    ASSERT_TRUE(straight);
+    const std::string dir = ::testing::TempDir() + "/parallax_ckpt_mpi";
+    if (g_world->rank() == 0) std::filesystem::remove_all(dir);
+    ASSERT_TRUE(g_world->Barrier());
+    std::vector<double> resumed;
+    {
+      CpuBackend be;
+      auto t = Trainer::Create(p, be, *g_world, {});
+      ASSERT_TRUE(t);
+      for (int i = 0; i < 3; ++i) resumed.push_back((*t)->Step()->loss);
+      ASSERT_TRUE(PrepareCheckpointDir(*g_world, dir));
+      ASSERT_TRUE((*t)->SaveCheckpoint(dir));
+    }
+    {
+      CpuBackend be;
+      auto t = Trainer::Create(p, be, *g_world, {});
+      ASSERT_TRUE(t);
+      Status st = (*t)->LoadCheckpoint(dir);
+      ASSERT_TRUE(st) << st.error().message;
+      for (int i = 0; i < 3; ++i) resumed.push_back((*t)->Step()->loss);
+    }
+    EXPECT_EQ(resumed, straight->losses) << layout;
+  }
+}
+
+TEST(MultiRank, UnwritableCheckpointDirFailsOnEveryRank) {
+  if (g_world->size() < 2) GTEST_SKIP();
+  // Only rank 1 gets an impossible path (a file in the way): everyone must see the failure.
+  const std::string blocker = ::testing::TempDir() + "/parallax_blocker_file";
+  if (g_world->rank() == 1) std::ofstream(blocker) << "not a directory";
+  ASSERT_TRUE(g_world->Barrier());
+  const std::string dir = g_world->rank() == 1 ? blocker + "/sub" : ::testing::TempDir() + "/parallax_ok_dir";
+  Status st = PrepareCheckpointDir(*g_world, dir);
+  EXPECT_FALSE(st);
+  if (!st && g_world->rank() != 1) {
+    EXPECT_NE(st.error().message.find("rank 1"), std::string::npos) << st.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace parallax::executor
+
+int main(int argc, char** argv) {
+  auto launch = parallax::executor::InitLaunch(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  auto world = launch->World(60);
+  if (!world) {
+    std::fprintf(stderr, "%s\n", world.error().message.c_str());
+    return 1;
+  }
+  parallax::executor::g_world = std::move(world).value();
+  if (launch->world_rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int rc = RUN_ALL_TESTS();
+  // Every rank must agree: a failure on any rank fails the job.
+  double failed = rc;
+  (void)parallax::executor::g_world->AllReduce(&failed, 1, parallax::executor::ReduceOp::kMax);
+  parallax::executor::g_world.reset();
+  return failed > 0 ? 1 : 0;
+}
