@@ -32,7 +32,7 @@ void WriteMetadata(JsonOut& out, const TraceMetadata& m) {
     if (value->is_null()) continue;
     out.Char(',');
     out.Key(key);
-    out.Raw(value->dump());
+    out.Raw(value->dump(-1, ' ', false, Json::error_handler_t::replace));
   }
   if (m.rank >= 0) {
     out.Char(',');

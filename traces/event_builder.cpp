@@ -365,11 +365,11 @@ void EventBuilder::TopLevel(std::string_view key, const Json& v) {
   TraceMetadata& m = trace_.metadata;
   if (key == "kind") {
     if (!v.is_string() || v.get<std::string>() != "trace") {
-      throw EventError{"/kind: not a trace file (kind " + v.dump() + ")"};
+      throw EventError{"/kind: not a trace file (kind " + v.dump(-1, ' ', false, Json::error_handler_t::replace) + ")"};
     }
   } else if (key == "version") {
     if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kTraceFormatVersion) {
-      throw EventError{"/version: unsupported trace version " + v.dump()};
+      throw EventError{"/version: unsupported trace version " + v.dump(-1, ' ', false, Json::error_handler_t::replace)};
     }
   } else if (key == "otherData" && v.is_object()) {
     auto str = [&](const char* k, std::string* out) {
@@ -393,7 +393,7 @@ void EventBuilder::TopLevel(std::string_view key, const Json& v) {
       m.world_size = it->get<int64_t>();
     }
   } else if (key == "schemaVersion") {
-    if (m.tool_version.empty()) m.tool_version = "kineto schema " + v.dump();
+    if (m.tool_version.empty()) m.tool_version = "kineto schema " + v.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
 }
 

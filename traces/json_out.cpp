@@ -1,8 +1,19 @@
 #include "traces/json_out.h"
 
+#include "traces/utf8.h"
+
 namespace parallax::traces {
 
 void JsonOut::Str(std::string_view s) {
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      if (!IsValidUtf8(s)) {
+        const std::string fixed = SanitizeUtf8(s);  // JSON text must be UTF-8
+        return Str(fixed);
+      }
+      break;
+    }
+  }
   static constexpr char kHex[] = "0123456789abcdef";
   buf_.push_back('"');
   size_t run = 0;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "traces/utf8.h"
+
 namespace parallax::traces {
 namespace {
 
@@ -54,18 +56,30 @@ void JsonScanner::Literal(std::string_view lit) {
 std::string_view JsonScanner::String() {
   if (Peek() != '"') Fail(p_, "expected a string");
   const char* start = ++p_;
-  for (;;) {
-    // Fast scan over plain characters.
-    while (p_ != end_ && *p_ != '"' && *p_ != '\\' && static_cast<unsigned char>(*p_) >= 0x20) ++p_;
-    if (p_ == end_) throw ScanNeedMore{};
-    if (*p_ == '"') {
-      std::string_view s(start, static_cast<size_t>(p_ - start));
-      ++p_;
-      return s;
-    }
-    if (*p_ == '\\') return DecodeEscaped(start);
-    Fail(p_, "control character in string");
+  unsigned char high = 0;  // OR of all bytes: bit 7 set when anything is non-ASCII
+  // Fast scan over plain characters.
+  while (p_ != end_ && *p_ != '"' && *p_ != '\\' && static_cast<unsigned char>(*p_) >= 0x20) {
+    high |= static_cast<unsigned char>(*p_);
+    ++p_;
   }
+  if (p_ == end_) throw ScanNeedMore{};
+  if (*p_ == '\\') return Utf8Checked(DecodeEscaped(start), true);
+  if (*p_ != '"') Fail(p_, "control character in string");
+  std::string_view s(start, static_cast<size_t>(p_ - start));
+  ++p_;
+  return (high & 0x80) != 0 ? Utf8Checked(s, false) : s;
+}
+
+std::string_view JsonScanner::Utf8Checked(std::string_view s, bool in_scratch) {
+  if (IsValidUtf8(s)) return s;
+  // Invalid UTF-8 (JSON requires UTF-8): keep the text readable, replace the bad bytes.
+  std::string fixed = SanitizeUtf8(s);
+  if (!in_scratch) {
+    if (scratch_used_ == scratch_.size()) scratch_.emplace_back();
+    ++scratch_used_;
+  }
+  scratch_[scratch_used_ - 1] = std::move(fixed);
+  return scratch_[scratch_used_ - 1];
 }
 
 std::string_view JsonScanner::DecodeEscaped(const char* start) {
@@ -111,7 +125,7 @@ std::string_view JsonScanner::DecodeEscaped(const char* start) {
         uint32_t cp = static_cast<uint32_t>(hex4(p_));
         p_ += 4;
         if (cp >= 0xD800 && cp <= 0xDBFF) {
-          if (end_ - p_ < 6) throw ScanNeedMore{};
+          if (end_ - p_ < 2) throw ScanNeedMore{};
           if (p_[0] == '\\' && p_[1] == 'u') {
             const auto lo = static_cast<uint32_t>(hex4(p_ + 2));
             if (lo >= 0xDC00 && lo <= 0xDFFF) {

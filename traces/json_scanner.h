@@ -73,6 +73,8 @@ class JsonScanner {
  private:
   void Literal(std::string_view lit);
   std::string_view DecodeEscaped(const char* start);
+  //! `s` if valid UTF-8, else a sanitized copy in scratch (reusing the last slot if `in_scratch`).
+  std::string_view Utf8Checked(std::string_view s, bool in_scratch);
 
   const char* p_ = nullptr;
   const char* end_ = nullptr;

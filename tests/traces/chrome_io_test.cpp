@@ -373,6 +373,27 @@ TEST(ChromeReader, TruncatedGzipIsAnErrorWithOffsetAndLenientLoadsThePrefix) {
   EXPECT_NE(corrupt.error().message.find("gzip"), std::string::npos) << corrupt.error().message;
 }
 
+TEST(ChromeReader, InvalidUtf8IsReplacedSoOutputStaysStrictJson) {
+  const std::string json = "[{\"ph\":\"X\",\"name\":\"bad\xff\xfe name \xc3\xa9\",\"pid\":0,\"tid\":0,\"ts\":1,"
+                           "\"dur\":1,\"cat\":\"\\ud800x\"}]";
+  auto t = Read(json);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  ASSERT_EQ(t->slices().size(), 1u);
+  EXPECT_EQ(t->Str(t->slice(0).name), "bad\xEF\xBF\xBD\xEF\xBF\xBD name \xC3\xA9");  // é is kept
+  EXPECT_EQ(t->Str(t->slice(0).category), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDx");  // lone surrogate
+  std::string out;
+  auto sink = StringSink(&out);
+  ASSERT_TRUE(WriteChromeTrace(*t, *sink).ok());
+  EXPECT_TRUE(Json::accept(out));
+  // A producer's invalid name is sanitized on output too.
+  Tracer tr;
+  tr.Record(tr.Track(0, Stream::kCompute), tr.Intern("x\x80y"), 0, 1);
+  out.clear();
+  auto sink2 = StringSink(&out);
+  ASSERT_TRUE(WriteChromeTrace(tr.trace(), *sink2).ok());
+  EXPECT_TRUE(Json::accept(out));
+}
+
 TEST(ChromeReader, MissingFileIsBadInput) {
   auto t = ReadChromeTrace("/nonexistent/trace.json");
   ASSERT_FALSE(t.ok());

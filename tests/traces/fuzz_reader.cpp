@@ -2,6 +2,7 @@
 // compiler is clang (target fuzz_trace_reader) and driven by fuzz_smoke_test.cpp under any
 // compiler. Properties checked beyond "no crash, no sanitizer report":
 //  - a failed read is bad input with a message;
+//  - what is written from a loaded trace is strict JSON (nlohmann accepts it: valid UTF-8 etc.);
 //  - whatever loads (strictly or leniently) writes back to Chrome JSON that reloads strictly with
 //    the same number of slices, flows and counter samples.
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "model/json_io.h"
 #include "traces/chrome_reader.h"
 #include "traces/chrome_writer.h"
 
@@ -40,6 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string written;
     auto sink = StringSink(&written);
     if (parallax::Status st = WriteChromeTrace(*trace, *sink); !st.ok()) Violation("write failed", st.error().message);
+    if (!parallax::Json::accept(written)) Violation("own output is not strict JSON", written.substr(0, 200));
     auto again = ReadChromeTraceFromMemory(written, ReadOptions{}, nullptr);
     if (!again.ok()) Violation("own output does not reload", again.error().message);
     if (again->slices().size() != trace->slices().size() || again->flows().size() != trace->flows().size() ||
