@@ -1,0 +1,178 @@
+// Trace I/O and recording speed and footprint: the numbers docs/traces.md reports.
+//   bench_traces --benchmark_filter=TenMillion   # bytes per slice for 10M slices
+//   bench_traces --benchmark_filter=Read         # import MB/s (JSON bytes parsed per second)
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "traces/chrome_reader.h"
+#include "traces/chrome_writer.h"
+#include "traces/tracer.h"
+
+namespace parallax::traces {
+namespace {
+
+// The real Kineto traces sit in ../shared beside the repository (this file is bench/bench_traces.cpp).
+const std::filesystem::path kKineto =
+    std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "shared/traces/kineto";
+
+int64_t RssBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+// A simulator-like trace: `ranks` ranks, per micro-batch and layer a compute op with flops and a
+// TP all-reduce with bytes, every slice with its op identity.
+void RecordTraining(Tracer& tr, int64_t slices, int64_t ranks) {
+  std::vector<TrackId> compute, tp;
+  for (int64_t r = 0; r < ranks; ++r) {
+    compute.push_back(tr.Track(r, Stream::kCompute));
+    tp.push_back(tr.Track(r, Stream::kTpComm));
+  }
+  const OpKind ops[] = {OpKind::kQkv, OpKind::kAttnCore, OpKind::kAttnOut, OpKind::kFc1, OpKind::kAct, OpKind::kFc2};
+  OpIdentity id;
+  int64_t t = 0;
+  for (int64_t i = 0; i < slices; ++i) {
+    const int64_t rank = i % ranks;
+    id.rank = rank;
+    id.step = i / 1'000'000;
+    id.microbatch = (i / 1000) % 64;
+    id.layer = (i / ranks) % 96;
+    id.stage = 0;
+    if (i % 4 == 3) {
+      id.op = OpKind::kTpAllReduce;
+      id.phase = Phase::kFwd;
+      tr.Record(tp[static_cast<size_t>(rank)], tr.OpName(id.op), t, 800, id, SliceArgs::Comm(16 << 20, 8));
+    } else {
+      id.op = ops[i % 6];
+      id.phase = (i / 7) % 2 == 0 ? Phase::kFwd : Phase::kBwd;
+      tr.Record(compute[static_cast<size_t>(rank)], tr.OpName(id.op), t, 1200, id, SliceArgs::Compute(2.5e12));
+    }
+    if (rank == ranks - 1) t += 2000;
+  }
+}
+
+void BM_TracerRecord(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  for (auto _ : state) {
+    Tracer tr("predicted");
+    tr.Reserve(static_cast<size_t>(n));
+    RecordTraining(tr, n, 8);
+    benchmark::DoNotOptimize(tr.trace().slices().size());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_TracerRecord)->Arg(1'000'000)->Unit(benchmark::kMillisecond);
+
+// Footprint of 10 million slices, each with identity and numeric args (the worst case).
+void BM_TenMillionSlices(benchmark::State& state) {
+  constexpr int64_t kSlices = 10'000'000;
+  for (auto _ : state) {
+    const int64_t rss0 = RssBytes();
+    Tracer tr("predicted");
+    RecordTraining(tr, kSlices, 64);
+    const int64_t rss1 = RssBytes();
+    const auto bytes = static_cast<double>(tr.trace().MemoryBytes());
+    state.counters["slices"] = static_cast<double>(tr.trace().slices().size());
+    state.counters["bytes_per_slice"] = bytes / kSlices;
+    state.counters["total_MB"] = bytes / 1e6;
+    state.counters["rss_bytes_per_slice"] = static_cast<double>(rss1 - rss0) / kSlices;
+  }
+  state.SetItemsProcessed(state.iterations() * kSlices);
+}
+BENCHMARK(BM_TenMillionSlices)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+std::string WrittenTrace(int64_t slices, bool gzip) {
+  Tracer tr("predicted");
+  RecordTraining(tr, slices, 8);
+  std::string out;
+  std::unique_ptr<ByteSink> sink = StringSink(&out);
+  if (gzip) sink = GzipSink(std::move(sink), 6);
+  if (!WriteChromeTrace(tr.trace(), *sink).ok()) std::abort();
+  return out;
+}
+
+void BM_WriteChrome(benchmark::State& state) {
+  Tracer tr("predicted");
+  RecordTraining(tr, state.range(0), 8);
+  size_t bytes = 0;
+  for (auto _ : state) {
+    std::string out;
+    std::unique_ptr<ByteSink> sink = StringSink(&out);
+    if (state.range(1) != 0) sink = GzipSink(std::move(sink), 6);
+    if (!WriteChromeTrace(tr.trace(), *sink).ok()) state.SkipWithError("write failed");
+    bytes = out.size();
+  }
+  state.counters["bytes_per_slice_on_disk"] = static_cast<double>(bytes) / static_cast<double>(state.range(0));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  if (state.range(1) == 0) state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_WriteChrome)->Args({1'000'000, 0})->Args({1'000'000, 1})->Unit(benchmark::kMillisecond);
+
+// Import speed of our own format from memory (plain JSON): JSON bytes parsed per second.
+void BM_ReadOwnJson(benchmark::State& state) {
+  const std::string text = WrittenTrace(state.range(0), false);
+  for (auto _ : state) {
+    auto t = ReadChromeTraceFromMemory(text);
+    if (!t.ok()) state.SkipWithError(t.error().message.c_str());
+    benchmark::DoNotOptimize(t.ok());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(text.size()));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_ReadOwnJson)->Arg(1'000'000)->Unit(benchmark::kMillisecond);
+
+std::string Decompressed(const std::filesystem::path& p) {
+  auto src = OpenTraceSource(p.string());
+  if (!src.ok()) return {};
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    auto got = (*src)->Read(buf, sizeof(buf));
+    if (!got.ok() || *got == 0) break;
+    out.append(buf, *got);
+  }
+  return out;
+}
+
+// Import speed of a real PyTorch profiler trace (35 MB of JSON, 109k events) from memory.
+void BM_ReadKinetoJson(benchmark::State& state) {
+  const std::string text = Decompressed(kKineto / "trace_diff__control__control.json.gz");
+  if (text.empty()) {
+    state.SkipWithError("Kineto trace not found");
+    return;
+  }
+  for (auto _ : state) {
+    auto t = ReadChromeTraceFromMemory(text);
+    if (!t.ok()) state.SkipWithError(t.error().message.c_str());
+    benchmark::DoNotOptimize(t.ok());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(text.size()));
+}
+BENCHMARK(BM_ReadKinetoJson)->Unit(benchmark::kMillisecond);
+
+// The same trace end to end from its .json.gz file (inflate + parse); MB/s of JSON.
+void BM_ReadKinetoGzipFile(benchmark::State& state) {
+  const auto path = kKineto / "trace_diff__control__control.json.gz";
+  int64_t json_bytes = 0;
+  for (auto _ : state) {
+    ReadStats st;
+    auto t = ReadChromeTrace(path.string(), {}, &st);
+    if (!t.ok()) {
+      state.SkipWithError(t.error().message.c_str());
+      return;
+    }
+    json_bytes = st.json_bytes;
+  }
+  state.SetBytesProcessed(state.iterations() * json_bytes);
+}
+BENCHMARK(BM_ReadKinetoGzipFile)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace parallax::traces
