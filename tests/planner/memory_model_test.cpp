@@ -1,0 +1,117 @@
+// Memory model: bytes per parameter by precision and ZeRO stage (Rajbhandari et al. 2020),
+// in-flight micro-batches against the executor's schedule order, stage partition.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "model/counting.h"
+#include "model/presets.h"
+#include "model/schedule.h"
+#include "planner/cost/stage_partition.h"
+#include "planner/memory/memory_model.h"
+
+namespace parallax::planner {
+namespace {
+
+Plan MakePlan(const std::string& model, const std::string& layout, Precision precision, int64_t gpus) {
+  Plan p;
+  p.model = *ModelPreset(model);
+  p.cluster = *ClusterPreset("dgx-a100");
+  p.cluster.nodes = std::max<int64_t>(1, gpus / 8);
+  p.layout = *ParseInlineLayout(layout);
+  p.training.precision = precision;
+  p.training.global_batch = p.layout.global_batch;
+  return p;
+}
+
+TEST(MemoryModel, Fp32AndMixedBytesPerParameter) {
+  const Plan fp32 = MakePlan("gpt-1.3b", "dp=8,global_batch=64", Precision::kFp32, 8);
+  const Plan bf16 = MakePlan("gpt-1.3b", "dp=8,global_batch=64", Precision::kBf16, 8);
+  const int64_t phi = RankParams(fp32.model, fp32.layout, 0);
+  const auto a = EstimateRankMemory(fp32, 0);
+  EXPECT_EQ(a.weights, 4 * phi);
+  EXPECT_EQ(a.gradients, 4 * phi);
+  EXPECT_EQ(a.optimizer, 8 * phi);
+  const auto b = EstimateRankMemory(bf16, 0);
+  EXPECT_EQ(b.weights, 2 * phi);
+  EXPECT_EQ(b.gradients, 2 * phi);
+  EXPECT_EQ(b.optimizer, 12 * phi);
+  EXPECT_EQ(b.total, b.weights + b.gradients + b.optimizer + b.activations + b.workspace);
+  // tp=1, pp=1: the one rank holds every parameter of the model.
+  EXPECT_EQ(phi, CountModel(fp32.model).params_total);
+}
+
+TEST(MemoryModel, ZeroStagesShardProgressively) {
+  int64_t prev_states = INT64_MAX;
+  for (int zero = 0; zero <= 3; ++zero) {
+    const Plan p = MakePlan("llama-7b", "dp=8,zero=" + std::to_string(zero) + ",global_batch=64", Precision::kBf16, 8);
+    const auto m = EstimateRankMemory(p, 0);
+    const int64_t phi = RankParams(p.model, p.layout, 0);
+    const int64_t states = m.weights + m.gradients + m.optimizer;
+    EXPECT_LT(states, prev_states) << "zero " << zero;
+    prev_states = states;
+    EXPECT_EQ(m.optimizer, zero >= 1 ? (12 * phi + 7) / 8 : 12 * phi);
+    EXPECT_EQ(m.gradients, zero >= 2 ? (2 * phi + 7) / 8 : 2 * phi);
+    EXPECT_EQ(m.weights, zero >= 3 ? (2 * phi + 7) / 8 : 2 * phi);
+  }
+}
+
+TEST(MemoryModel, RecomputeAndSequenceParallelShrinkActivations) {
+  const auto none = EstimateRankMemory(MakePlan("gpt-1.3b", "dp=4,tp=2,global_batch=64,micro_batch=2", Precision::kBf16, 8), 0);
+  const auto sel = EstimateRankMemory(MakePlan("gpt-1.3b", "dp=4,tp=2,global_batch=64,micro_batch=2,recompute=selective", Precision::kBf16, 8), 0);
+  const auto full = EstimateRankMemory(MakePlan("gpt-1.3b", "dp=4,tp=2,global_batch=64,micro_batch=2,recompute=full", Precision::kBf16, 8), 0);
+  const auto sp = EstimateRankMemory(MakePlan("gpt-1.3b", "dp=4,tp=2,global_batch=64,micro_batch=2,sp=1", Precision::kBf16, 8), 0);
+  EXPECT_GT(none.activations, sel.activations);
+  EXPECT_GT(sel.activations, full.activations);
+  EXPECT_GT(none.activations, sp.activations);
+}
+
+TEST(MemoryModel, InFlightMatchesTheScheduleOrder) {
+  // The peak count of forwards whose backward has not run yet, walking PipelineOrder itself.
+  for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
+    for (int64_t pp : {2, 4, 8}) {
+      for (int64_t m : {pp, 2 * pp, 3 * pp}) {
+        for (int64_t v : {1, 2, 3}) {
+          if ((kind == ScheduleKind::kInterleaved) != (v > 1)) continue;
+          for (int64_t r = 0; r < pp; ++r) {
+            int64_t live = 0, peak = 0;
+            for (const PipeOp& op : PipelineOrder(kind, pp, r, m, v)) {
+              live += op.kind == PipeOpKind::kForward ? 1 : -1;
+              peak = std::max(peak, live);
+            }
+            const auto per_chunk = InFlightPerChunk(kind, pp, r, m, v);
+            int64_t total = 0;
+            for (int64_t n : per_chunk) total += n;
+            EXPECT_EQ(total, peak) << ToString(kind) << " pp=" << pp << " m=" << m << " v=" << v << " rank " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MemoryModel, PeakIsMaxOverPipelineRanksAndFirstStageHoldsMost) {
+  const Plan p = MakePlan("gpt-1.3b", "dp=2,pp=4,global_batch=64,micro_batch=2", Precision::kBf16, 8);
+  int64_t peak = 0;
+  for (int64_t r = 0; r < 4; ++r) peak = std::max(peak, EstimateRankMemory(p, r).total);
+  EXPECT_EQ(PeakMemoryBytes(p), peak);
+  EXPECT_GT(EstimateRankMemory(p, 0).activations, EstimateRankMemory(p, 2).activations);
+}
+
+TEST(StagePartition, UnevenSplitsCoverEveryLayerOnce) {
+  for (int64_t layers : {24, 25, 31, 105}) {
+    for (int64_t stages : {1, 2, 3, 7, 8}) {
+      int64_t next = 0;
+      for (int64_t s = 0; s < stages; ++s) {
+        const LayerRange r = StageLayers(layers, stages, s);
+        EXPECT_EQ(r.first, next);
+        EXPECT_TRUE(r.count == layers / stages || r.count == layers / stages + 1);
+        next += r.count;
+      }
+      EXPECT_EQ(next, layers);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace parallax::planner
