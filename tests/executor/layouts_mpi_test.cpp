@@ -12,6 +12,7 @@
 #include "executor/cpu/local_communicator.h"
 #include "executor/launch.h"
 #include "executor/runtime/checkpoint.h"
+#include "planner/memory/memory_model.h"
 #include "tests/executor/train_helpers.h"
 
 namespace parallax::executor {
@@ -81,6 +82,42 @@ INSTANTIATE_TEST_SUITE_P(Executor, Layouts,
                            return std::string(std::get<0>(param_info.param).name) + "_" +
                                   std::get<1>(param_info.param);
                          });
+
+// Memory truth on multi-rank layouts: every rank's measured peak vs the planner's estimate for its
+// pipeline rank, within 15%.
+class MemoryTruthMultiRank : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
+
+TEST_P(MemoryTruthMultiRank, PerRankPeakWithinFifteenPercentOfThePlannerModel) {
+  const auto [layout, wide] = GetParam();
+  const Plan plan = wide ? testing::WidePlan(layout, kGlobalBatch) : TinyPlan(layout, kGlobalBatch);
+  if (plan.layout.world_size() != g_world->size()) GTEST_SKIP();
+  auto r = Train(plan, *g_world, 2);
+  ASSERT_TRUE(r) << r.error().message;
+  const int64_t pp_idx = CoordsOf(plan.layout, g_world->rank()).pp_idx;
+  const int64_t predicted = planner::EstimateRankMemory(plan, pp_idx).total;
+  const double ratio = static_cast<double>(r->peak_bytes) / static_cast<double>(predicted);
+  if (g_world->rank() == 0 || pp_idx > 0) {
+    std::printf("memory %-10s %-44s rank %d measured %10lld planner %10lld ratio %.3f\n", plan.model.name.c_str(),
+                layout, g_world->rank(), static_cast<long long>(r->peak_bytes), static_cast<long long>(predicted),
+                ratio);
+  }
+  EXPECT_NEAR(ratio, 1.0, 0.15) << layout << " rank " << g_world->rank();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Executor, MemoryTruthMultiRank,
+    ::testing::Combine(::testing::Values("dp=2,micro_batch=2,zero=1", "tp=2,micro_batch=2",
+                                         "tp=2,micro_batch=2,sequence_parallel=1", "pp=2,micro_batch=1,schedule=1f1b",
+                                         "pp=2,micro_batch=1,schedule=gpipe", "dp=2,tp=2,micro_batch=2,zero=1",
+                                         "tp=2,pp=2,micro_batch=1,recompute=full"),
+                       ::testing::Bool()));
+
+// ZeRO-2/3: the executor agrees with the planner's model once its DP bucket term is capped at the
+// rank's gradient bytes (measured/(estimate - 2*25 MiB) = 0.97..1.01); the planner currently adds
+// two full 25 MiB buckets whatever the model size, so these stay disabled until that changes.
+INSTANTIATE_TEST_SUITE_P(DISABLED_ZeroBuckets, MemoryTruthMultiRank,
+                         ::testing::Combine(::testing::Values("dp=2,micro_batch=2,zero=2", "dp=2,micro_batch=2,zero=3"),
+                                            ::testing::Bool()));
 
 TEST(MultiRank, GradientAccumulationMatchesAcrossMicroBatchSizes) {
   if (g_world->size() != 2) GTEST_SKIP();

@@ -29,6 +29,19 @@ inline Plan TinyPlan(const std::string& layout, int64_t global_batch, const std:
   return p;
 }
 
+//! The second memory-truth model: 6 layers, hidden 256 (4 heads, ffn 1024, seq 128).
+inline Plan WidePlan(const std::string& layout, int64_t global_batch) {
+  Plan p = TinyPlan(layout, global_batch);
+  p.model.name = "gpt-6x256";
+  p.model.layers = 6;
+  p.model.hidden = 256;
+  p.model.heads = 4;
+  p.model.kv_heads = 4;
+  p.model.ffn_hidden = 1024;
+  p.model.seq_len = 128;
+  return p;
+}
+
 struct TrainOutcome {
   std::vector<double> losses;
   int64_t peak_bytes = 0;
