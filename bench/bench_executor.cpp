@@ -1,0 +1,104 @@
+// Executor benchmarks (issue 5 item 8):
+//  - GEMM GFLOP/s of the CPU backend against OpenBLAS's cblas_sgemm called directly (ratio, aim >= 0.95)
+//  - runtime overhead per training step over the sum of its kernels on a 256-hidden model (aim < 10%)
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include "executor/cpu/cpu_backend.h"
+#include "executor/launch.h"
+#include "executor/runtime/trainer.h"
+#include "model/presets.h"
+
+namespace parallax::executor {
+namespace {
+
+double Seconds(const std::chrono::steady_clock::time_point& a, const std::chrono::steady_clock::time_point& b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The shapes a 256-hidden layer runs (tokens x out x in) plus square ones.
+void GemmRatio(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> d;
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k)), c(static_cast<size_t>(m * n));
+  for (auto& x : a) x = d(rng);
+  for (auto& x : b) x = d(rng);
+  CpuBackend be;
+  double t_backend = 0, t_blas = 0;
+  int64_t reps = 0;
+  for (auto _ : state) {
+    // Interleaved so both see the same machine state; y = x W^T as the linears call it.
+    auto t0 = std::chrono::steady_clock::now();
+    be.Gemm(Trans::kNo, Trans::kYes, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(), n);
+    auto t1 = std::chrono::steady_clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(k), 1.0f, a.data(), static_cast<blasint>(k), b.data(), static_cast<blasint>(k),
+                0.0f, c.data(), static_cast<blasint>(n));
+    auto t2 = std::chrono::steady_clock::now();
+    t_backend += Seconds(t0, t1);
+    t_blas += Seconds(t1, t2);
+    ++reps;
+    benchmark::DoNotOptimize(c.data());
+  }
+  const double flops = 2.0 * static_cast<double>(m * n * k) * static_cast<double>(reps);
+  state.counters["backend_GFLOPs"] = flops / t_backend * 1e-9;
+  state.counters["cblas_GFLOPs"] = flops / t_blas * 1e-9;
+  state.counters["ratio"] = t_blas / t_backend;
+}
+BENCHMARK(GemmRatio)
+    ->Args({512, 768, 256})
+    ->Args({512, 256, 1024})
+    ->Args({512, 1024, 256})
+    ->Args({512, 512, 512})
+    ->Args({1024, 1024, 1024})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// One training step of a 6-layer, 256-hidden GPT (seq 128, micro-batch 4, one process) against the
+// sum of the kernel times its recorder measured: what the runtime adds (copies, residual adds,
+// allocation, bookkeeping).
+void StepOverhead(benchmark::State& state) {
+  Plan p;
+  p.model = *ModelPreset("gpt-tiny");
+  p.model.name = "gpt-6x256";
+  p.model.layers = 6;
+  p.model.hidden = 256;
+  p.model.heads = 4;
+  p.model.kv_heads = 4;
+  p.model.ffn_hidden = 1024;
+  p.model.seq_len = 128;
+  p.cluster = *ClusterPreset("local-cpu");
+  p.layout = *ParseInlineLayout("micro_batch=4,global_batch=8,recompute=" +
+                                std::string(state.range(0) ? "full" : "none"));
+  p.training.global_batch = 8;
+  p.training.precision = Precision::kFp32;
+  CpuBackend be;
+  auto world = LocalCommunicator();
+  TrainerOptions o;
+  o.record_ops = true;
+  auto t = Trainer::Create(p, be, *world, o);
+  if (!t) {
+    state.SkipWithError(t.error().message.c_str());
+    return;
+  }
+  (void)(*t)->Step();  // warm-up
+  double step_s = 0, kernel_s = 0;
+  for (auto _ : state) {
+    (*t)->recorder().Clear();
+    auto r = (*t)->Step();
+    step_s += r->step_time_s;
+    kernel_s += (*t)->recorder().ComputeSeconds(r->step);
+  }
+  state.counters["step_ms"] = step_s / static_cast<double>(state.iterations()) * 1e3;
+  state.counters["kernels_ms"] = kernel_s / static_cast<double>(state.iterations()) * 1e3;
+  state.counters["overhead_pct"] = (step_s / kernel_s - 1.0) * 100.0;
+}
+BENCHMARK(StepOverhead)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime();
+
+}  // namespace
+}  // namespace parallax::executor
