@@ -4,12 +4,6 @@
 
 namespace parallax::executor {
 
-std::pair<int64_t, int64_t> StageLayers(int64_t layers, int64_t stages, int64_t stage) {
-  const int64_t base = layers / stages, rem = layers % stages;
-  const int64_t first = stage * base + std::min(stage, rem);
-  return {first, first + base + (stage < rem ? 1 : 0)};
-}
-
 ParamGroup* ShardedModel::AddGroup(RuntimeContext& ctx, std::string name, std::vector<ParamSpec> specs, int64_t stage,
                                    int64_t layer) {
   auto g = std::make_unique<ParamGroup>(std::move(name), std::move(specs), ctx.tp, ctx.groups->coords.tp_idx);
@@ -41,8 +35,8 @@ std::unique_ptr<ShardedModel> ShardedModel::Build(RuntimeContext& ctx) {
       }
       sm->embedding_ = std::make_unique<Embedding>(sm->words_, sm->positions_);
     }
-    const auto [lo, hi] = StageLayers(m.layers, stages, ch.stage);
-    for (int64_t layer = lo; layer < hi; ++layer) {
+    const LayerRange range = StageLayers(m.layers, stages, ch.stage);
+    for (int64_t layer = range.first; layer < range.end(); ++layer) {
       LayerParamIndex ix;
       auto specs = LayerParamSpecs(m, layer, &ix);
       ParamGroup* g = sm->AddGroup(ctx, "layer" + std::to_string(layer), std::move(specs), ch.stage, layer);

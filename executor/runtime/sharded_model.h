@@ -12,6 +12,7 @@
 #include "executor/runtime/embedding_head.h"
 #include "executor/runtime/param_group.h"
 #include "executor/runtime/transformer_layer.h"
+#include "model/stage_split.h"
 
 namespace parallax::executor {
 
@@ -23,8 +24,6 @@ struct Chunk {
   std::vector<ParamGroup*> other_groups;  //!< embedding / head groups this chunk updates
 };
 
-//! [first, last) global layers of model stage `stage` out of `stages`.
-std::pair<int64_t, int64_t> StageLayers(int64_t layers, int64_t stages, int64_t stage);
 
 class ShardedModel {
  public:

@@ -112,10 +112,9 @@ INSTANTIATE_TEST_SUITE_P(
                                          "tp=2,pp=2,micro_batch=1,recompute=full"),
                        ::testing::Bool()));
 
-// ZeRO-2/3: the executor agrees with the planner's model once its DP bucket term is capped at the
-// rank's gradient bytes (measured/(estimate - 2*25 MiB) = 0.97..1.01); the planner currently adds
-// two full 25 MiB buckets whatever the model size, so these stay disabled until that changes.
-INSTANTIATE_TEST_SUITE_P(DISABLED_ZeroBuckets, MemoryTruthMultiRank,
+// ZeRO-2/3: gradients sharded over dp; the planner's DP bucket term is capped at the rank's
+// unsharded gradient bytes, which is what the executor's reduce-scatter staging holds.
+INSTANTIATE_TEST_SUITE_P(ZeroBuckets, MemoryTruthMultiRank,
                          ::testing::Combine(::testing::Values("dp=2,micro_batch=2,zero=2", "dp=2,micro_batch=2,zero=3"),
                                             ::testing::Bool()));
 

@@ -50,10 +50,11 @@ TEST(ShardedModel, StageLayersCoverEveryLayerOnce) {
     for (int64_t stages : {1, 2, 3, 4}) {
       int64_t next = 0;
       for (int64_t s = 0; s < stages; ++s) {
-        auto [lo, hi] = StageLayers(layers, stages, s);
-        EXPECT_EQ(lo, next);
-        EXPECT_GE(hi - lo, layers / stages);
-        next = hi;
+        const LayerRange r = StageLayers(layers, stages, s);
+        EXPECT_EQ(r.first, next);
+        EXPECT_GE(r.count, layers / stages);
+        EXPECT_LE(r.count, layers / stages + 1);
+        next = r.end();
       }
       EXPECT_EQ(next, layers);
     }
