@@ -100,11 +100,13 @@ class StepSimulator {
   }
 
   //! Enqueues a DP collective on rank r's DP stream; returns its end.
-  double DpOp(int64_t r, double ready, double dur, OpKind op, int64_t mb, int64_t layer) {
+  //! Identity as the executor records it: the model stage holding the layer, and the micro-batch
+  //! only for per-micro-batch collectives (ZeRO-2/3 reduce-scatter, ZeRO-3 gathers), else -1.
+  double DpOp(int64_t r, double ready, double dur, OpKind op, int64_t mb, int64_t layer, int64_t stage = -1) {
     RankState& s = ranks_[static_cast<size_t>(r)];
     const double start = std::max(ready, s.dp_free);
     s.dp_free = start + dur;
-    Record(r, traces::Stream::kDpComm, op, Phase::kComm, mb, -1, layer, start, dur);
+    Record(r, traces::Stream::kDpComm, op, Phase::kComm, mb, stage, layer, start, dur);
     return s.dp_free;
   }
 
@@ -199,7 +201,8 @@ class StepSimulator {
     std::vector<double> gathered;
     if (dp && zero == 3 && n > 0) {
       gathered.resize(static_cast<size_t>(n));
-      gathered[0] = DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, fwd ? cc.layers.first : cc.layers.first + n - 1);
+      gathered[0] = DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb,
+                         fwd ? cc.layers.first : cc.layers.first + n - 1, stage);
     }
     auto layer_at = [&](int64_t i) { return fwd ? cc.layers.first + i : cc.layers.first + n - 1 - i; };
     if (fwd && cc.embedding) t = RunOps(r, u.embedding.fwd, mb, stage, -1, t);
@@ -212,18 +215,21 @@ class StepSimulator {
           t = gathered[static_cast<size_t>(i)];
         }
         if (i + 1 < n) {
-          gathered[static_cast<size_t>(i + 1)] = DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(i + 1));
+          gathered[static_cast<size_t>(i + 1)] =
+              DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(i + 1), stage);
         }
       }
       t = RunOps(r, fwd ? u.layer.fwd : u.layer.bwd, mb, stage, layer, t);
       if (!fwd && dp && grads_now) {
-        DpOp(r, t, rc.dp.grad_layer_s, zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter, mb, layer);
+        DpOp(r, t, rc.dp.grad_layer_s, zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter,
+             zero >= 2 ? mb : -1, layer, stage);
       }
     }
     if (fwd && cc.head) t = RunOps(r, u.head.fwd, mb, stage, -1, t);
     if (!fwd && cc.embedding) t = RunOps(r, u.embedding.bwd, mb, stage, -1, t);
     if (!fwd && dp && grads_now && (cc.embedding || cc.head)) {
-      DpOp(r, t, rc.dp.grad_outer_s, zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter, mb, -1);
+      DpOp(r, t, rc.dp.grad_outer_s, zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter,
+           zero >= 2 ? mb : -1, -1, stage);
     }
     return t;
   }

@@ -1,0 +1,82 @@
+// The loop the product closes: the planner's predicted trace and the executor's measured trace of
+// the same plan align op by op on their shared identities (DESIGN.md "Units and identities").
+// Runs `parallax simulate --trace` and `mpirun parallax run --trace` for real, then diffs.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "run_command.h"
+#include "traces/chrome_reader.h"
+#include "traces/diff.h"
+
+namespace parallax {
+namespace {
+
+struct Case {
+  const char* name;
+  int np;
+  const char* layout;  // for a local-cpu cluster of np ranks
+};
+
+class PredictedVsMeasured : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PredictedVsMeasured, AlignOnIdentities) {
+  const Case c = GetParam();
+  const auto dir = std::filesystem::temp_directory_path() / ("parallax_pvm_" + std::string(c.name));
+  std::filesystem::create_directories(dir);
+  const std::string pred = (dir / "predicted.json").string();
+  const std::string meas = (dir / "measured.json").string();
+  const std::string plan = std::string(c.layout) + ",global_batch=8";
+  // A one-node local-cpu cluster with exactly np ranks, so dp*tp*pp matches the world size.
+  const std::string cluster = test::WriteTempFile(
+      std::string("cluster_") + c.name + ".json",
+      R"({"kind":"cluster","version":1,"name":"local","nodes":1,"gpus_per_node":)" + std::to_string(c.np) +
+          R"(,"device":"cpu","intra_node":{"bandwidth_GBps":5,"latency_us":1},)"
+          R"("inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
+  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + plan +
+                               " --all-ranks --trace " + pred);
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const std::string run = std::string(PARALLAX_MPIEXEC) + " --oversubscribe -np " + std::to_string(c.np) + " " +
+                          PARALLAX_CLI + " run --model gpt-tiny --plan " + plan + " --steps 1 --trace " + meas +
+                          " > " + (dir / "run.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(run.c_str()), 0) << run;
+
+  auto p = traces::ReadChromeTrace(pred);
+  auto m = traces::ReadChromeTrace(meas);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_TRUE(m) << m.error().message;
+  const traces::TraceDiff d = traces::DiffTraces(*p, *m);
+  EXPECT_EQ(d.mode, traces::AlignMode::kIdentity);
+  EXPECT_EQ(d.steps, 1);
+  const double measured_total = static_cast<double>(d.matched + d.only_measured);
+  const double predicted_total = static_cast<double>(d.matched + d.only_predicted);
+  std::printf("%s: matched %lld, only predicted %lld, only measured %lld\n", c.name,
+              static_cast<long long>(d.matched), static_cast<long long>(d.only_predicted),
+              static_cast<long long>(d.only_measured));
+  // Every compute op of every layer, micro-batch and rank aligns; the remainder is bookkeeping
+  // granularity (how many DP buckets hold the embedding/head, position-embedding adds).
+  EXPECT_GE(d.matched / measured_total, 0.9) << c.name;
+  EXPECT_GE(d.matched / predicted_total, 0.9) << c.name;
+  for (const char* op : {"qkv", "attn_core", "fc1", "fc2", "lm_head"}) {
+    bool fwd = false, bwd = false;
+    for (const auto& o : d.per_op) {
+      if (o.op == op && o.phase == "fwd") fwd = o.matched > 0;
+      if (o.op == op && o.phase == "bwd") bwd = o.matched > 0;
+    }
+    EXPECT_TRUE(fwd && bwd) << op;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, PredictedVsMeasured,
+                         ::testing::Values(Case{"dp2_tp2", 4, "dp=2,tp=2,micro_batch=2"},
+                                           Case{"pp2_1f1b", 2, "pp=2,micro_batch=1,schedule=1f1b"},
+                                           Case{"dp2_zero2", 2, "dp=2,micro_batch=2,zero=2"},
+                                           Case{"pp2_interleaved", 2,
+                                                "pp=2,micro_batch=1,schedule=interleaved,virtual_stages=2"}),
+                         [](const ::testing::TestParamInfo<Case>& param_info) { return std::string(param_info.param.name); });
+
+}  // namespace
+}  // namespace parallax
