@@ -1,0 +1,140 @@
+// The command-line contract of `parallax plan` and `parallax simulate` (DESIGN.md).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "model/json_io.h"
+#include "model/plan.h"
+#include "run_command.h"
+
+namespace parallax {
+namespace {
+
+using test::RunParallax;
+
+Json Out(const test::CommandResult& r) {
+  auto j = ParseJsonText(r.out, "stdout");
+  EXPECT_TRUE(j) << r.out << r.err;
+  return j ? *j : Json::object();
+}
+
+void ExpectPrediction(const Json& p) {
+  for (const char* k : {"step_time_s", "tokens_per_s", "model_tflops_per_gpu", "mfu", "peak_memory_bytes", "fits",
+                        "breakdown", "layout"}) {
+    EXPECT_TRUE(p.contains(k)) << k << " in " << p.dump();
+  }
+  for (const char* k : {"compute_s", "tp_comm_s", "dp_comm_s", "pp_comm_s", "bubble_s"}) {
+    EXPECT_TRUE(p["breakdown"].contains(k)) << k;
+  }
+  EXPECT_GT(p["step_time_s"].get<double>(), 0);
+  EXPECT_GT(p["mfu"].get<double>(), 0);
+  EXPECT_LT(p["mfu"].get<double>(), 1);
+}
+
+TEST(CliPlan, JsonContractBestFirst) {
+  auto r = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --nodes 2 --global-batch 128 --top 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = Out(r);
+  ASSERT_TRUE(j["plans"].is_array());
+  ASSERT_EQ(j["plans"].size(), 4u);
+  EXPECT_GT(j["searched"].get<int64_t>(), 100);
+  EXPECT_TRUE(j["rejected"].is_object());
+  EXPECT_GE(j["search_time_s"].get<double>(), 0);
+  double prev = 0;
+  for (const Json& p : j["plans"]) {
+    ExpectPrediction(p);
+    EXPECT_TRUE(p["fits"].get<bool>());
+    EXPECT_GE(p["step_time_s"].get<double>(), prev);
+    prev = p["step_time_s"].get<double>();
+    const Json& l = p["layout"];
+    EXPECT_EQ(l["dp"].get<int64_t>() * l["tp"].get<int64_t>() * l["pp"].get<int64_t>(), 16);
+  }
+}
+
+TEST(CliPlan, FixConstrainsTheSearch) {
+  auto r = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --fix tp=2,pp=2,recompute=full "
+                       "--top 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const Json& p : Out(r)["plans"]) {
+    EXPECT_EQ(p["layout"]["tp"], 2);
+    EXPECT_EQ(p["layout"]["pp"], 2);
+    EXPECT_EQ(p["layout"]["recompute"], "full");
+  }
+}
+
+TEST(CliPlan, WritesAPlanThatSimulateAndLoadAccept) {
+  const auto dir = std::filesystem::temp_directory_path() / "parallax_cli_plan";
+  std::filesystem::create_directories(dir);
+  const std::string plan = (dir / "plan.json").string();
+  const std::string trace = (dir / "predicted.json.gz").string();
+  auto r = RunParallax("plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 256 -o " + plan);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto loaded = LoadPlanFile(plan);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  EXPECT_EQ(loaded->model.name, "llama3-8b");
+  EXPECT_EQ(loaded->layout.world_size(), 16);
+  ASSERT_TRUE(loaded->prediction.has_value());
+  auto s = RunParallax("simulate --plan " + plan + " --json --trace " + trace);
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const Json sim = Out(s);
+  ExpectPrediction(sim);
+  // The self-contained plan reproduces the prediction it carries.
+  EXPECT_NEAR(sim["step_time_s"].get<double>(), (*loaded->prediction)["step_time_s"].get<double>(),
+              0.05 * sim["step_time_s"].get<double>());
+  EXPECT_GT(std::filesystem::file_size(trace), 100u);
+  auto stats = RunParallax("trace stats " + trace + " --json");
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_GT(Out(stats)["slices"].get<int64_t>(), 100);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliPlan, Exports) {
+  auto m = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --fix zero=1 --export megatron");
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  for (const char* flag : {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
+                           "--global-batch-size 64", "--num-layers 24", "--hidden-size 2048"}) {
+    EXPECT_NE(m.out.find(flag), std::string::npos) << flag << "\n" << m.out;
+  }
+  auto d = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --export deepspeed");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const Json ds = Out(d);
+  EXPECT_EQ(ds["train_batch_size"], 64);
+  EXPECT_TRUE(ds.contains("zero_optimization"));
+}
+
+TEST(CliPlan, NothingFitsNamesTheShortfall) {
+  auto r = RunParallax("plan --model llama3-405b --cluster dgx-a100 --global-batch 64");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no layout of llama3-405b fits on 8 x a100-sxm-80g"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GiB more per GPU"), std::string::npos) << r.err;
+}
+
+TEST(CliSimulate, InlinePlanRulesExitTwo) {
+  struct Bad {
+    const char* plan;
+    const char* rule;
+  };
+  for (const Bad& b : {Bad{"dp=2,tp=4,pp=3,global_batch=8", "dp*tp*pp = 2*4*3 = 24 does not equal the cluster's GPU count 16"},
+                       Bad{"dp=2,tp=8,pp=1,global_batch=8,schedule=gpipe,virtual_stages=2", "virtual_stages=2 needs schedule=interleaved"},
+                       Bad{"dp=1,tp=2,pp=8,global_batch=64,schedule=interleaved,virtual_stages=5",
+                           "virtual_stages=5 does not divide the layers per stage (96 layers over pp=8)"}}) {
+    auto r = RunParallax(std::string("simulate --model gpt3-175b --cluster dgx-a100 --nodes 2 --plan ") + b.plan);
+    EXPECT_EQ(r.exit_code, 2) << b.plan;
+    EXPECT_NE(r.err.find(b.rule), std::string::npos) << b.plan << ": " << r.err;
+  }
+  auto heads = RunParallax("simulate --model gpt-tiny --cluster dgx-a100 --plan dp=1,tp=8,global_batch=8");
+  EXPECT_EQ(heads.exit_code, 2);
+  EXPECT_NE(heads.err.find("tp=8 does not divide heads=4"), std::string::npos) << heads.err;
+}
+
+TEST(CliSimulate, InlinePlanNeedsModelAndCluster) {
+  auto r = RunParallax("simulate --plan dp=8,global_batch=8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_FALSE(r.err.empty());
+  auto missing = RunParallax("simulate --plan /nonexistent/plan.json");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("/nonexistent/plan.json"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace parallax
