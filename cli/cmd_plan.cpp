@@ -44,17 +44,23 @@ void AddCommon(CLI::App* cmd, CommonOptions& o, bool model_required) {
     m->required();
     c->required();
   }
-  cmd->add_option("--nodes", o.nodes, "Node count for a preset cluster");
-  cmd->add_option("--global-batch", o.global_batch, "Sequences per step (default: searched / from the plan)");
+  cmd->add_option("--nodes", o.nodes, "Node count for a preset cluster")->check(CLI::PositiveNumber);
+  cmd->add_option("--global-batch", o.global_batch, "Sequences per step (default: searched / from the plan)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--precision", o.precision, "Training precision")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   cmd->add_option("--costdb", o.costdb, "Measured costs (parallax calibrate / nccl-tests import)");
   cmd->add_flag("--json", o.json, "Print one JSON object");
 }
 
-Result<std::optional<CostDb>> LoadDb(const std::string& path) {
+//! Loads measured costs; they must belong to the cluster's device (A100 timings say nothing of an H100).
+Result<std::optional<CostDb>> LoadDb(const std::string& path, const ClusterSpec& cluster) {
   if (path.empty()) return std::optional<CostDb>{};
   auto db = LoadCostDbFile(path);
   if (!db) return db.error();
+  if (db->device != cluster.device.name) {
+    return BadInput(path + ": /device: measured on \"" + db->device + "\" but the cluster's device is \"" +
+                    cluster.device.name + "\"");
+  }
   return std::optional<CostDb>{*db};
 }
 
@@ -86,7 +92,7 @@ int RunPlan(const PlanOptions& o) {
   if (!model) return ReportError(model.error(), o.json);
   auto cluster = ResolveCluster(o.cluster, o.nodes);
   if (!cluster) return ReportError(cluster.error(), o.json);
-  auto db = LoadDb(o.costdb);
+  auto db = LoadDb(o.costdb, *cluster);
   if (!db) return ReportError(db.error(), o.json);
   auto fix = planner::ParseConstraints(o.fix);
   if (!fix) return ReportError(fix.error(), o.json);
@@ -184,7 +190,7 @@ int RunSimulate(const SimulateOptions& o) {
   auto plan = ResolvePlan(o.plan, model ? &*model : nullptr, cluster ? &*cluster : nullptr, training);
   if (!plan) return ReportError(plan.error(), o.json);
   if (Status st = ValidateLayout(plan->layout, plan->model, plan->cluster); !st) return ReportError(st.error(), o.json);
-  auto db = LoadDb(o.costdb);
+  auto db = LoadDb(o.costdb, plan->cluster);
   if (!db) return ReportError(db.error(), o.json);
   planner::SimOptions so;
   so.record_trace = !o.trace.empty();
@@ -233,13 +239,13 @@ void RegisterPlanCommands(CLI::App& root, CliState& state) {
   auto po = std::make_shared<PlanOptions>();
   auto* plan = root.add_subcommand("plan", "Search the fastest layout that fits");
   AddCommon(plan, *po, true);
-  plan->add_option("--top", po->top, "How many plans to list")->capture_default_str();
+  plan->add_option("--top", po->top, "How many plans to list")->capture_default_str()->check(CLI::PositiveNumber);
   plan->add_option("--fix", po->fix, "Pin dimensions: k=v,... (dp, tp, pp, zero, micro_batch, global_batch, "
                                       "recompute, schedule, virtual_stages, sequence_parallel)");
   plan->add_option("-o,--output", po->output, "Write the best plan (self-contained JSON)");
   plan->add_option("--export", po->export_kind, "Print the best plan as Megatron-LM arguments or a DeepSpeed config")
       ->check(CLI::IsMember({"megatron", "deepspeed"}));
-  plan->add_option("--threads", po->threads, "Search threads (default: all cores)");
+  plan->add_option("--threads", po->threads, "Search threads (default: all cores)")->check(CLI::NonNegativeNumber);
   plan->callback([po, &state] { state.exit_code = RunPlan(*po); });
 
   auto so = std::make_shared<SimulateOptions>();

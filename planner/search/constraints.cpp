@@ -36,6 +36,15 @@ Result<Constraints> ParseConstraints(const std::string& text) {
     else if (key == "schedule") c.schedule = l.schedule;
     else if (key == "sequence_parallel" || key == "sp") c.sequence_parallel = l.sequence_parallel;
   }
+  const std::pair<const char*, const std::optional<int64_t>*> sizes[] = {
+      {"dp", &c.dp}, {"tp", &c.tp}, {"pp", &c.pp}, {"micro_batch", &c.micro_batch},
+      {"global_batch", &c.global_batch}, {"virtual_stages", &c.virtual_stages}};
+  for (const auto& [name, v] : sizes) {
+    if (*v && **v <= 0) return BadInput("--fix: " + std::string(name) + " must be > 0 (got " + std::to_string(**v) + ")");
+  }
+  if (c.zero_stage && (*c.zero_stage < 0 || *c.zero_stage > 3)) {
+    return BadInput("--fix: zero must be 0, 1, 2 or 3 (got " + std::to_string(*c.zero_stage) + ")");
+  }
   return c;
 }
 

@@ -42,7 +42,9 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
   const int64_t world = c.total_gpus();
   const int64_t seq = t.seq_len > 0 ? t.seq_len : m.seq_len;
   const auto batches = GlobalBatches(m, t, o);
-  const std::vector<int64_t> micro_batches = {1, 2, 4, 8, 16, 32};
+  // A fixed dimension is enumerated at exactly its value, whatever the default grid holds.
+  const std::vector<int64_t> micro_batches =
+      o.fix.micro_batch ? std::vector<int64_t>{*o.fix.micro_batch} : std::vector<int64_t>{1, 2, 4, 8, 16, 32};
   for (int64_t tp = 1; tp <= c.gpus_per_node; ++tp) {
     if (c.gpus_per_node % tp != 0 || world % tp != 0) continue;
     if (o.fix.tp && *o.fix.tp != tp) continue;
@@ -80,7 +82,9 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
           } else {
             scheds.push_back({ScheduleKind::kGpipe, 1});
             scheds.push_back({ScheduleKind::kOneFOneB, 1});
-            for (int64_t v = 2; v <= m.layers / pp; ++v) {
+            const int64_t v_first = o.fix.virtual_stages ? *o.fix.virtual_stages : 2;
+            const int64_t v_last = o.fix.virtual_stages ? *o.fix.virtual_stages : m.layers / pp;
+            for (int64_t v = v_first; v <= v_last; ++v) {
               if (o.fix.schedule && *o.fix.schedule != ScheduleKind::kInterleaved) break;
               if (m.layers % (pp * v) != 0) continue;
               if (micro % pp != 0) {

@@ -157,11 +157,14 @@ class StepSimulator {
       const double comm_wait = std::min(ready - s.t, ready - std::max(sent, s.t));
       s.pp_wait_s += comm_wait;
       s.bubble_wait_s += (ready - s.t) - comm_wait;
-      if (pc_.p2p_s > 0) {
-        Record(r, traces::Stream::kPpComm, OpKind::kPpRecv, Phase::kComm, op.microbatch, stage, -1,
-               std::max(sent, s.t), ready - std::max(sent, s.t));
-      }
       t = ready;
+    }
+    // Every receive is recorded (zero length when the data had already arrived), with the phase of
+    // its pass, as the executor records it.
+    if (pc_.p2p_s > 0 && ((fwd && stage > 0) || (!fwd && stage < stages_ - 1))) {
+      const double recv_start = ready > s.t ? std::max(sent, s.t) : s.t;
+      Record(r, traces::Stream::kPpComm, OpKind::kPpRecv, fwd ? Phase::kFwd : Phase::kBwd, op.microbatch, stage, -1,
+             recv_start, t - recv_start);
     }
     const bool last_bwd = !fwd && s.last_bwd[static_cast<size_t>(op.chunk)] == s.next;
     ++s.next;

@@ -25,6 +25,7 @@ class TraceRecorder {
  private:
   traces::Tracer tracer_;
   int64_t step_ = 0;
+  traces::TrackId PipelineLinkTrack(int64_t rank, OpKind op, Phase phase);
   std::vector<std::vector<int64_t>> ranks_;  //!< global ranks that show pipeline rank i's timeline
 };
 

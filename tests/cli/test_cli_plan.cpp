@@ -127,6 +127,28 @@ TEST(CliSimulate, InlinePlanRulesExitTwo) {
   EXPECT_NE(heads.err.find("tp=8 does not divide heads=4"), std::string::npos) << heads.err;
 }
 
+TEST(CliPlan, CostDbOfAnotherDeviceIsRejected) {
+  auto r = RunParallax(std::string("simulate --model gpt-1.3b --cluster dgx-h100 --plan dp=8,global_batch=64 --costdb ") +
+                       PARALLAX_SOURCE_DIR "/examples/costdb-a100-sample.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("costdb-a100-sample.json: /device: measured on \"a100-sxm-80g\" but the cluster's device is "
+                       "\"h100-sxm-80g\""),
+            std::string::npos)
+      << r.err;
+  auto ok = RunParallax(std::string("simulate --model gpt-1.3b --cluster dgx-a100 --plan dp=8,global_batch=64 --json "
+                                    "--costdb ") + PARALLAX_SOURCE_DIR "/examples/costdb-a100-sample.json");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+TEST(CliPlan, NonPositiveNumbersAreBadInput) {
+  EXPECT_EQ(RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch -5").exit_code, 2);
+  EXPECT_EQ(RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --nodes 0").exit_code, 2);
+  EXPECT_EQ(RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --top 0").exit_code, 2);
+  auto fix = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --fix tp=0");
+  EXPECT_EQ(fix.exit_code, 2);
+  EXPECT_NE(fix.err.find("--fix: tp must be > 0 (got 0)"), std::string::npos) << fix.err;
+}
+
 TEST(CliSimulate, InlinePlanNeedsModelAndCluster) {
   auto r = RunParallax("simulate --plan dp=8,global_batch=8");
   EXPECT_EQ(r.exit_code, 2);

@@ -1,0 +1,60 @@
+// --fix reaches any valid value of a dimension, and rejects impossible ones by name.
+#include <gtest/gtest.h>
+
+#include "model/load.h"
+#include "planner/search/constraints.h"
+#include "planner/search/search.h"
+
+namespace parallax::planner {
+namespace {
+
+SearchResult SearchWith(const char* model, int64_t global_batch, const char* fix) {
+  auto c = ParseConstraints(fix);
+  EXPECT_TRUE(c) << c.error().message;
+  SearchOptions o;
+  o.fix = *c;
+  o.top_k = 3;
+  o.threads = 1;
+  TrainingSpec t;
+  t.global_batch = global_batch;
+  auto r = Search(*ResolveModel(model), *ResolveCluster("dgx-a100"), t, o);
+  EXPECT_TRUE(r) << r.error().message;
+  return r ? *r : SearchResult{};
+}
+
+TEST(SearchFix, MicroBatchOutsideTheDefaultGrid) {
+  const SearchResult r = SearchWith("gpt-1.3b", 48, "micro_batch=3,tp=1,dp=8");
+  ASSERT_FALSE(r.plans.empty());
+  for (const auto& p : r.plans) {
+    EXPECT_EQ(p.layout.micro_batch, 3);
+    EXPECT_EQ(p.layout.dp, 8);
+  }
+}
+
+TEST(SearchFix, InterleavedWithOneVirtualStage) {
+  const SearchResult r = SearchWith("gpt-1.3b", 64, "schedule=interleaved,virtual_stages=1,pp=2");
+  ASSERT_FALSE(r.plans.empty());
+  for (const auto& p : r.plans) {
+    EXPECT_EQ(p.layout.schedule, ScheduleKind::kInterleaved);
+    EXPECT_EQ(p.layout.virtual_stages, 1);
+  }
+  const SearchResult v4 = SearchWith("gpt-1.3b", 64, "virtual_stages=4,pp=2");
+  ASSERT_FALSE(v4.plans.empty());
+  for (const auto& p : v4.plans) EXPECT_EQ(p.layout.virtual_stages, 4);
+}
+
+TEST(SearchFix, ImpossibleValuesAreNamed) {
+  struct Bad {
+    const char* fix;
+    const char* msg;
+  };
+  for (const Bad& b : {Bad{"tp=0", "--fix: tp must be > 0 (got 0)"}, Bad{"micro_batch=-2", "--fix: micro_batch must be > 0"},
+                       Bad{"zero=4", "--fix: zero must be 0, 1, 2 or 3 (got 4)"}, Bad{"tq=2", "--fix: plan: /tq: unknown key"}}) {
+    auto c = ParseConstraints(b.fix);
+    ASSERT_FALSE(c) << b.fix;
+    EXPECT_NE(c.error().message.find(b.msg), std::string::npos) << c.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace parallax::planner
