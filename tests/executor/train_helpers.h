@@ -44,6 +44,7 @@ inline Plan WidePlan(const std::string& layout, int64_t global_batch) {
 
 struct TrainOutcome {
   std::vector<double> losses;
+  std::vector<double> grad_norms;  //!< global gradient norm before clipping, per step
   int64_t peak_bytes = 0;
 };
 
@@ -57,6 +58,7 @@ inline Result<TrainOutcome> Train(const Plan& plan, Communicator& world, int ste
     auto r = (*t)->Step();
     if (!r) return r.error();
     out.losses.push_back(r->loss);
+    out.grad_norms.push_back(r->grad_norm);
   }
   out.peak_bytes = backend.memory().peak_bytes;
   return out;
