@@ -85,9 +85,15 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::World(double timeout_s
 }
 
 std::string MpiCommunicator::Members() const {
+  // The other members: this process is alive, so a stuck collective waits on one of them.
+  std::vector<int> others;
+  for (size_t i = 0; i < world_ranks_.size(); ++i) {
+    if (static_cast<int>(i) != rank_) others.push_back(world_ranks_[i]);
+  }
+  if (others.size() == 1) return "rank " + std::to_string(others.front());
   std::string s;
-  for (int r : world_ranks_) s += (s.empty() ? "" : ",") + std::to_string(r);
-  return "[" + s + "]";
+  for (int r : others) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return "one of ranks [" + s + "]";
 }
 
 Status MpiCommunicator::Wait(MPI_Request* req, const char* what, int peer) {
@@ -103,7 +109,7 @@ Status MpiCommunicator::Wait(MPI_Request* req, const char* what, int peer) {
     if ((spins & 255) == 0 &&
         std::chrono::duration<double>(Clock::now() - start).count() > timeout_s_) {
       const std::string who = peer >= 0 ? "rank " + std::to_string(WorldRank(peer))
-                                        : "one of ranks " + Members();
+                                        : Members();
       return Error{"rank " + std::to_string(WorldRankOfProcess()) + " on " + HostName() + ": " + what +
                        " got no answer from " + who + " within " + std::to_string(static_cast<int>(timeout_s_)) +
                        " s: lost rank (" + who + " died or is stuck)",

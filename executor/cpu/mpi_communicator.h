@@ -54,6 +54,7 @@ class MpiCommunicator final : public Communicator {
  private:
   MpiCommunicator(MPI_Comm comm, bool owned, double timeout_s);
   Status Reap();
+  //! The peers a stuck collective may be waiting on: "rank N", or "one of ranks [..]" (self excluded).
   std::string Members() const;
 
   struct PendingSend {
