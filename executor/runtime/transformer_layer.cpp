@@ -8,6 +8,21 @@
 namespace parallax::executor {
 
 namespace {
+
+// Sequence parallel keeps a column-parallel GEMM's input sharded over the sequence and gathers it
+// again for the weight gradient in backward (Korthikanti et al. 2022, section 4.2.2).
+Buffer KeepLocalCopy(RuntimeContext& ctx, const Buffer& local, int64_t cols) {
+  if (!ctx.sp) return Buffer();
+  Buffer copy = ctx.backend->AllocateFloats(ctx.local_tokens * cols, MemoryKind::kActivations);
+  ctx.backend->Copy(copy.f32(), local.f32(), ctx.local_tokens * cols);
+  return copy;
+}
+
+Result<Buffer> Regather(RuntimeContext& ctx, const Buffer& local, int64_t cols, int64_t layer) {
+  Buffer copy = KeepLocalCopy(ctx, local, cols);
+  return EnterRegion(ctx, std::move(copy), cols, layer, MemoryKind::kActivations);
+}
+
 constexpr float kNormEps = 1e-5f;
 }
 
@@ -120,6 +135,7 @@ Result<Buffer> TransformerLayer::Run(RuntimeContext& ctx, Buffer x, LayerCache& 
     auto s = rec.Op(OpKind::kAttnNorm, layer_);
     NormForward(ctx, c.x.f32(), P(ix_.ln1_w), P(ix_.ln1_b), a.f32(), c.n1_mean.f32(), c.n1_rstd.f32(), Tl);
   }
+  c.ag_local = KeepLocalCopy(ctx, a, H);
   auto ag = EnterRegion(ctx, std::move(a), H, layer_, act);
   if (!ag) return ag.error();
   c.ag = std::move(ag).value();
@@ -137,6 +153,7 @@ Result<Buffer> TransformerLayer::Run(RuntimeContext& ctx, Buffer x, LayerCache& 
       be.Rotary(c.k.f32(), ctx.seq, ctx.batch, nkv, D, false);
     }
   }
+  if (ctx.sp) c.ag.Reset();
   const AttentionShape shape{ctx.batch, ctx.seq, nq, nkv, D};
   c.ctx = be.AllocateFloats(T * Q, act);
   if (keep_probs) c.probs = be.AllocateFloats(shape.probs_floats(), act);
@@ -165,6 +182,7 @@ Result<Buffer> TransformerLayer::Run(RuntimeContext& ctx, Buffer x, LayerCache& 
     auto s = rec.Op(OpKind::kMlpNorm, layer_);
     NormForward(ctx, c.h.f32(), P(ix_.ln2_w), P(ix_.ln2_b), mn.f32(), c.n2_mean.f32(), c.n2_rstd.f32(), Tl);
   }
+  c.mg_local = KeepLocalCopy(ctx, mn, H);
   auto mg = EnterRegion(ctx, std::move(mn), H, layer_, act);
   if (!mg) return mg.error();
   c.mg = std::move(mg).value();
@@ -176,6 +194,7 @@ Result<Buffer> TransformerLayer::Run(RuntimeContext& ctx, Buffer x, LayerCache& 
     LinearForward(be, c.mg.f32(), P(ix_.fc1), P(ix_.b1), c.f1.f32(), T, F, H);
     if (swiglu) LinearForward(be, c.mg.f32(), P(ix_.up), P(ix_.bup), c.up.f32(), T, F, H);
   }
+  if (ctx.sp) c.mg.Reset();
   c.act = be.AllocateFloats(T * F, act);
   {
     auto s = rec.Op(OpKind::kAct, layer_);
@@ -255,6 +274,12 @@ Result<Buffer> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Buffer
     }
   }
   dact.Reset();
+  if (ctx.sp) {
+    auto mg = Regather(ctx, c.mg_local, H, layer_);
+    if (!mg) return mg.error();
+    c.mg = std::move(mg).value();
+    c.mg_local.Reset();
+  }
   Buffer dmg = be.AllocateFloats(T * H, act);
   {
     auto s = rec.Op(OpKind::kFc1, layer_, 4.0 * t * static_cast<double>(H * F * (swiglu ? 2 : 1)));
@@ -307,6 +332,12 @@ Result<Buffer> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Buffer
     be.AttentionBackward(shape, c.q.f32(), c.k.f32(), c.v.f32(), c.probs.f32(), dctx.f32(), dq.f32(), dk.f32(), dv.f32());
   }
   dctx.Reset();
+  if (ctx.sp) {
+    auto ag = Regather(ctx, c.ag_local, H, layer_);
+    if (!ag) return ag.error();
+    c.ag = std::move(ag).value();
+    c.ag_local.Reset();
+  }
   Buffer dag = be.AllocateFloats(T * H, act);
   {
     auto s = rec.Op(OpKind::kQkv, layer_, 4.0 * t * static_cast<double>(H * (Q + 2 * K)));

@@ -28,6 +28,9 @@ std::vector<ParamSpec> LayerParamSpecs(const ModelSpec& m, int64_t layer, LayerP
 struct LayerCache {
   Buffer x;  //!< layer input [local_tokens, hidden] (kept under every recompute mode)
   Buffer n1_mean, n1_rstd, ag, q, k, v, probs, ctx, h, n2_mean, n2_rstd, mg, f1, up, act;
+  //! Sequence parallel: the local [local_tokens, hidden] inputs of QKV and fc1, re-gathered for the
+  //! weight gradients in backward instead of keeping the gathered [tokens, hidden] `ag`/`mg`.
+  Buffer ag_local, mg_local;
   bool dropped = false;  //!< full recompute: only x is kept
 };
 

@@ -118,6 +118,9 @@ class Builder {
     if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * T_ * h_);
     o.push_back(Gemm(OpKind::kFc2, ph, {{T_, f / t_, h_, 1}, {f / t_, h_, T_, 1}}, residual_bwd, "fc2"));
     o.push_back(Mem(OpKind::kAct, ph, (m_.mlp == MlpKind::kSwiglu ? 5 : 3) * e_ * T_ * f / t_));
+    // SP keeps fc1's input sharded and gathers it again for the weight gradient (Korthikanti et al.
+    // 2022, section 4.2.2); counted exposed, as the executor runs it.
+    if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * T_ * h_);
     o.push_back(Gemm(OpKind::kFc1, ph, {{T_, h_, fin / t_, 1}, {fin / t_, h_, T_, 1}}));
     AddTp(o, sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, ph, e_ * T_ * h_);
     o.push_back(Mem(OpKind::kMlpNorm, ph, 4 * e_ * sT_ * h_));
@@ -125,6 +128,7 @@ class Builder {
     o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, h_ / t_, h_, 1}, {h_ / t_, h_, T_, 1}}, residual_bwd, "attn_out"));
     o.push_back(Gemm(OpKind::kAttnCore, ph, {{s_, d, s_, batch}, {s_, d, s_, batch}, {s_, s_, d, batch}, {s_, d, s_, batch}},
                      scores * (3 * e_ + drop_ * (2 * e_ + 1)), "attn_core"));
+    if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * T_ * h_);  // QKV input again (as fc1's)
     o.push_back(Gemm(OpKind::kQkv, ph, {{T_, h_, (h_ + 2 * kv) / t_, 1}, {(h_ + 2 * kv) / t_, h_, T_, 1}}));
     AddTp(o, sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, ph, e_ * T_ * h_);
     o.push_back(Mem(OpKind::kAttnNorm, ph, 4 * e_ * sT_ * h_));
@@ -137,6 +141,8 @@ class Builder {
     u.fwd.push_back(Mem(OpKind::kEmbedding, Phase::kFwd, (3 * e_ + drop_) * T_ * h_));
     AddTp(u.fwd, k_.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, Phase::kFwd,
           e_ * T_ * h_);
+    // Backward of the SP reduce-scatter is an all-gather of the output gradient.
+    if (k_.sequence_parallel) AddTp(u.bwd, CollectiveKind::kAllGather, Phase::kBwd, e_ * T_ * h_);
     u.bwd.push_back(Mem(OpKind::kEmbedding, Phase::kBwd, (3 * e_ + drop_) * T_ * h_));
     u.Finish();
     return u;

@@ -72,6 +72,7 @@ TEST_P(PredictedVsMeasured, AlignOnIdentities) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, PredictedVsMeasured,
                          ::testing::Values(Case{"dp2_tp2", 4, "dp=2,tp=2,micro_batch=2"},
+                                           Case{"tp2_sp_selective", 2, "tp=2,micro_batch=2,sequence_parallel=1,recompute=selective"},
                                            Case{"pp2_1f1b", 2, "pp=2,micro_batch=1,schedule=1f1b"},
                                            Case{"dp2_zero2", 2, "dp=2,micro_batch=2,zero=2"},
                                            Case{"pp2_interleaved", 2,
