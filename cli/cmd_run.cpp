@@ -64,8 +64,6 @@ Result<Plan> ResolveRunPlan(const RunOptions& o) {
   training.global_batch = o.global_batch;
   auto plan = ResolvePlan(o.plan, model ? &*model : nullptr, &*cluster, training);
   if (!plan) return plan.error();
-  // The CPU backend trains in fp32 (master weights, activations and Adam state).
-  plan->training.precision = Precision::kFp32;
   if (o.seed >= 0) plan->training.seed = o.seed;
   if (o.lr > 0) plan->training.lr = o.lr;
   if (o.steps <= 0) return BadInput("--steps must be > 0");
@@ -85,6 +83,14 @@ int Run(const RunOptions& o) {
   };
   auto plan = ResolveRunPlan(o);
   if (!plan) return fail(plan.error());
+  // The CPU backend trains in fp32 (weights, activations and Adam state); say so when the plan
+  // asked for mixed precision, since memory and speed then differ from the plan's prediction.
+  const Precision requested = plan->training.precision;
+  plan->training.precision = Precision::kFp32;
+  if (root && requested != Precision::kFp32) {
+    std::fprintf(stderr, "parallax run: note: the cpu backend trains in fp32; the plan's %s precision runs as fp32\n",
+                 ToString(requested));
+  }
   if (!executor::MpiCompiledIn() && plan->layout.world_size() > 1) {
     return fail(BadInput("this parallax was built without MPI (PARALLAX_WITH_MPI off), so it runs one process; "
                          "the plan needs " + std::to_string(plan->layout.world_size()) + " ranks"));
@@ -174,6 +180,8 @@ int Run(const RunOptions& o) {
                      {"model", plan->model.name},
                      {"world_size", launch->world_size()},
                      {"backend", o.backend},
+                     {"precision", ToString(plan->training.precision)},
+                     {"requested_precision", ToString(requested)},
                      {"first_step", first}});
     } else {
       std::printf("mean step time %.1f ms (after the first step), peak memory %.2f MiB per rank (max)\n", mean * 1e3,
