@@ -1,9 +1,11 @@
 #include "model/counting.h"
 
 namespace parallax {
-namespace {
 
 int64_t NormParams(const ModelSpec& m) { return m.norm == NormKind::kLayerNorm ? 2 * m.hidden : m.hidden; }
+
+namespace {
+
 int64_t FcInWidth(const ModelSpec& m) { return m.mlp == MlpKind::kSwiglu ? 2 * m.ffn_hidden : m.ffn_hidden; }
 int64_t SeqOf(const ModelSpec& m, int64_t seq_len) { return seq_len > 0 ? seq_len : m.seq_len; }
 

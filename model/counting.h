@@ -33,6 +33,9 @@ struct ModelCounts {
   std::vector<OpCount> outer_ops;       //!< embedding, final norm, LM head
 };
 
+//! Parameters of one layer/RMS norm: weight (+ bias for LayerNorm).
+int64_t NormParams(const ModelSpec& m);
+
 //! Counts for sequence length `seq_len` (0 = the model's).
 ModelCounts CountModel(const ModelSpec& m, int64_t seq_len = 0);
 

@@ -42,6 +42,12 @@ struct Plan {
   std::optional<Json> prediction;  //!< what the planner predicted; carried, not interpreted
 };
 
+//! Megatron rank order (DESIGN.md "Ranks and groups"): tensor parallel varies fastest, then data
+//! parallel, then pipeline. The one definition the planner's placement and the executor's groups use.
+inline int64_t GlobalRank(const Layout& l, int64_t tp_idx, int64_t dp_idx, int64_t pp_idx) {
+  return tp_idx + l.tp * (dp_idx + l.dp * pp_idx);
+}
+
 const char* ToString(Recompute r);
 Result<Recompute> RecomputeFromString(const std::string& s);
 

@@ -10,28 +10,23 @@ RankCoords CoordsOf(const Layout& l, int64_t rank) {
   return c;
 }
 
-int64_t RankOf(const Layout& l, const RankCoords& c) { return c.tp_idx + l.tp * (c.dp_idx + l.dp * c.pp_idx); }
+int64_t RankOf(const Layout& l, const RankCoords& c) { return GlobalRank(l, c.tp_idx, c.dp_idx, c.pp_idx); }
 
-std::vector<int> TpGroupRanks(const Layout& l, int64_t rank) {
+namespace {
+
+//! The ranks that share every coordinate of `rank` but `axis`, in order along `axis` (size `n`).
+std::vector<int> GroupAlong(const Layout& l, int64_t rank, int64_t RankCoords::*axis, int64_t n) {
   RankCoords c = CoordsOf(l, rank);
   std::vector<int> out;
-  for (c.tp_idx = 0; c.tp_idx < l.tp; ++c.tp_idx) out.push_back(static_cast<int>(RankOf(l, c)));
+  for (c.*axis = 0; c.*axis < n; ++(c.*axis)) out.push_back(static_cast<int>(RankOf(l, c)));
   return out;
 }
 
-std::vector<int> DpGroupRanks(const Layout& l, int64_t rank) {
-  RankCoords c = CoordsOf(l, rank);
-  std::vector<int> out;
-  for (c.dp_idx = 0; c.dp_idx < l.dp; ++c.dp_idx) out.push_back(static_cast<int>(RankOf(l, c)));
-  return out;
-}
+}  // namespace
 
-std::vector<int> PpGroupRanks(const Layout& l, int64_t rank) {
-  RankCoords c = CoordsOf(l, rank);
-  std::vector<int> out;
-  for (c.pp_idx = 0; c.pp_idx < l.pp; ++c.pp_idx) out.push_back(static_cast<int>(RankOf(l, c)));
-  return out;
-}
+std::vector<int> TpGroupRanks(const Layout& l, int64_t rank) { return GroupAlong(l, rank, &RankCoords::tp_idx, l.tp); }
+std::vector<int> DpGroupRanks(const Layout& l, int64_t rank) { return GroupAlong(l, rank, &RankCoords::dp_idx, l.dp); }
+std::vector<int> PpGroupRanks(const Layout& l, int64_t rank) { return GroupAlong(l, rank, &RankCoords::pp_idx, l.pp); }
 
 std::vector<int> EmbeddingGroupRanks(const Layout& l, int64_t rank) {
   RankCoords c = CoordsOf(l, rank);

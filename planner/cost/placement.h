@@ -23,9 +23,6 @@ struct PlacedGroup {
 //! For kPp: the two neighbouring stages (size 2) of a pipeline, for send/recv.
 PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind kind);
 
-//! Global rank of (tp_idx, dp_idx, pp_idx).
-inline int64_t GlobalRank(const Layout& l, int64_t tp_idx, int64_t dp_idx, int64_t pp_idx) {
-  return tp_idx + l.tp * (dp_idx + l.dp * pp_idx);
-}
+using parallax::GlobalRank;  //!< Megatron rank order, model/plan.h
 
 }  // namespace parallax::planner

@@ -11,8 +11,6 @@ namespace {
 //! Largest gradient bucket (PyTorch DDP's default bucket_cap_mb = 25); ZeRO-2/3 keep two in flight.
 constexpr int64_t kDpBucketBytes = 25LL << 20;
 
-int64_t NormParams(const ModelSpec& m) { return m.norm == NormKind::kLayerNorm ? 2 * m.hidden : m.hidden; }
-
 int64_t LayerParams(const ModelSpec& m, const ModelCounts& c, int64_t tp) {
   // Column/row-parallel weights and column biases split; norms and row-parallel biases replicated.
   const int64_t replicated = 2 * NormParams(m) + (m.bias ? 2 * m.hidden : 0);
