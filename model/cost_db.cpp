@@ -56,6 +56,7 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
         s.m = g.PositiveInt("m");
         s.n = g.PositiveInt("n");
         s.k = g.PositiveInt("k");
+        s.batch = g.PositiveInt("batch", 1);
         auto dt = DTypeFromString(g.String("dtype", "bf16"));
         if (!dt) g.Fail("dtype", dt.error().message);
         s.dtype = *dt;
@@ -115,7 +116,9 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
 Json CostDbToJson(const CostDb& db) {
   Json gemms = Json::array();
   for (const auto& g : db.gemms) {
-    gemms.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"dtype", ToString(g.dtype)}, {"time_s", g.time_s}});
+    Json s{{"m", g.m}, {"n", g.n}, {"k", g.k}, {"dtype", ToString(g.dtype)}, {"time_s", g.time_s}};
+    if (g.batch != 1) s["batch"] = g.batch;
+    gemms.push_back(std::move(s));
   }
   Json kernels = Json::array();
   for (const auto& k : db.kernels) kernels.push_back({{"op", k.op}, {"bytes", k.bytes}, {"time_s", k.time_s}});

@@ -11,12 +11,14 @@
 
 namespace parallax {
 
-//! One measured GEMM: C[m,n] = A[m,k] B[k,n] in `dtype`.
+//! One measured GEMM: `batch` independent C[m,n] = A[m,k] B[k,n] in `dtype` (one strided-batched
+//! call when batch > 1, as attention's score and context products run).
 struct GemmSample {
   int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;
   DType dtype = DType::kBf16;
   double time_s = 0;
-  double tflops() const { return 2.0 * static_cast<double>(m) * n * k / time_s / 1e12; }
+  double tflops() const { return 2.0 * static_cast<double>(m) * n * k * batch / time_s / 1e12; }
 };
 
 //! One measured memory-bound kernel family point (norm, softmax, activation, optimizer...).

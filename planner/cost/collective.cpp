@@ -36,29 +36,51 @@ double CollectiveModel::Flat(CollectiveKind op, double bytes, int64_t n, double 
 
 const CollectiveCurve* CollectiveModel::Curve(CollectiveKind op, const PlacedGroup& g) const {
   if (!db_) return nullptr;
+  // The curve of this op and node span at the nearest group size (in log ranks); busbw of a ring
+  // or tree changes little with the rank count, the bus factor carries the rest.
+  const CollectiveCurve* best = nullptr;
+  double best_d = 0;
   for (const auto& c : db_->collectives) {
-    if (c.op == op && c.group_size == g.size && c.spans_nodes == g.spans_nodes() && !c.points.empty()) return &c;
+    if (c.op != op || c.spans_nodes != g.spans_nodes() || c.points.empty()) continue;
+    const double d = std::abs(std::log(static_cast<double>(c.group_size)) - std::log(static_cast<double>(g.size)));
+    if (!best || d < best_d) {
+      best = &c;
+      best_d = d;
+    }
   }
-  return nullptr;
+  return best;
+}
+
+double CollectiveModel::MeasuredTime(const CollectiveCurve& c, CollectiveKind op, double bytes, int64_t n) {
+  // Bus bandwidth of each point from its time (nccl-tests: algbw = size / time, busbw = algbw x
+  // factor), interpolated linearly in log(bytes) in log(busbw), flat beyond the ends; below the
+  // smallest size the smallest measured time is a latency floor.
+  const auto& pts = c.points;
+  const double f_curve = BusFactor(op, c.group_size);
+  const double f_query = BusFactor(op, std::max<int64_t>(n, 2));
+  auto busbw = [&](const CollectivePoint& p) { return static_cast<double>(p.bytes) * f_curve / p.time_s; };
+  double bw = 0;
+  if (bytes <= static_cast<double>(pts.front().bytes)) {
+    bw = busbw(pts.front());
+    return std::max(pts.front().time_s * f_query / f_curve, bytes * f_query / bw);
+  }
+  if (bytes >= static_cast<double>(pts.back().bytes)) {
+    bw = busbw(pts.back());
+  } else {
+    const auto hi = std::lower_bound(pts.begin(), pts.end(), bytes,
+                                     [](const CollectivePoint& p, double b) { return static_cast<double>(p.bytes) < b; });
+    const auto lo = hi - 1;
+    const double f = (std::log(bytes) - std::log(static_cast<double>(lo->bytes))) /
+                     (std::log(static_cast<double>(hi->bytes)) - std::log(static_cast<double>(lo->bytes)));
+    bw = std::exp(std::log(busbw(*lo)) + f * (std::log(busbw(*hi)) - std::log(busbw(*lo))));
+  }
+  return bytes * f_query / bw;
 }
 
 double CollectiveModel::Time(CollectiveKind op, double bytes, const PlacedGroup& g) const {
   if (bytes <= 0) return 0;
   if (g.size <= 1 && op != CollectiveKind::kSendRecv) return 0;
-  if (const CollectiveCurve* c = Curve(op, g)) {
-    // Measured busbw, linear in log(bytes) between neighbours; time from nccl-tests' definition.
-    const auto& pts = c->points;
-    auto it = std::lower_bound(pts.begin(), pts.end(), bytes,
-                               [](const CollectivePoint& p, double b) { return static_cast<double>(p.bytes) < b; });
-    if (it == pts.begin()) return pts.front().time_s * std::max(1.0, bytes / static_cast<double>(pts.front().bytes));
-    if (it == pts.end()) return bytes * BusFactor(op, g.size) / (pts.back().busbw_GBps * 1e9);
-    const auto& hi = *it;
-    const auto& lo = *(it - 1);
-    const double f = (std::log(bytes) - std::log(static_cast<double>(lo.bytes))) /
-                     (std::log(static_cast<double>(hi.bytes)) - std::log(static_cast<double>(lo.bytes)));
-    const double t_lo = lo.time_s, t_hi = hi.time_s;
-    return std::exp(std::log(t_lo) + f * (std::log(t_hi) - std::log(t_lo)));
-  }
+  if (const CollectiveCurve* c = Curve(op, g)) return MeasuredTime(*c, op, bytes, g.size);
   const int64_t k = g.ranks_per_node;
   const double gpn = static_cast<double>(std::max<int64_t>(g.gpus_per_node, 1));
   // This group's share of the node's NICs (the other groups of its kind communicate concurrently).

@@ -7,7 +7,9 @@
 // nodes a group gets its share of the node's NICs (ranks_per_node / gpus_per_node of them, all
 // groups of a kind communicate at once). A group that spans nodes is hierarchical: intra-node
 // reduce-scatter, inter-node collective on 1/k of the data, intra-node all-gather.
-// With a CostDb curve for (op, group size, spans_nodes) the measured busbw at that size is used.
+// With a CostDb curve for (op, spans_nodes) the measured busbw at that message size is used
+// (interpolated in log-log between measured sizes; the curve of the nearest group size when the
+// exact one was not measured, with the queried group's bus factor).
 
 #include <cstdint>
 
@@ -37,6 +39,7 @@ class CollectiveModel {
  private:
   double Flat(CollectiveKind op, double bytes, int64_t n, double bw_Bps, double latency_s) const;
   const CollectiveCurve* Curve(CollectiveKind op, const PlacedGroup& g) const;
+  static double MeasuredTime(const CollectiveCurve& c, CollectiveKind op, double bytes, int64_t n);
 
   ClusterSpec cluster_;
   const CostDb* db_ = nullptr;

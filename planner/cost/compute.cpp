@@ -23,16 +23,61 @@ ComputeModel::ComputeModel(const DeviceSpec& device, DType dtype, const CostDb* 
     contention_ = 1.0 + static_cast<double>(traits_.nccl_channels) / static_cast<double>(traits_.sm_count);
   }
   if (db_) {
-    for (const auto& g : db_->gemms) {
-      if (g.dtype == dtype && g.time_s > 0 && g.m > 0 && g.n > 0 && g.k > 0) gemms_.push_back(g);
+    BuildGemmCorrection();
+    BuildKernelCorrection();
+  }
+}
+
+void ComputeModel::BuildGemmCorrection() {
+  for (const auto& g : db_->gemms) {
+    if (g.dtype != dtype_ || g.time_s <= 0 || g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0) continue;
+    GemmPoint p;
+    p.x = {std::log(static_cast<double>(g.m)), std::log(static_cast<double>(g.n)), std::log(static_cast<double>(g.k)),
+           std::log(static_cast<double>(g.batch))};
+    p.log_ratio = std::log(g.time_s / RooflineGemm(g.m, g.n, g.k, g.batch));
+    gemm_points_.push_back(p);
+  }
+  if (gemm_points_.empty()) return;
+  // A full grid: every combination of the distinct coordinates measured exactly once.
+  size_t cells = 1;
+  for (size_t a = 0; a < 4; ++a) {
+    auto& axis = grid_axes_[a];
+    for (const auto& p : gemm_points_) axis.push_back(p.x[a]);
+    std::sort(axis.begin(), axis.end());
+    axis.erase(std::unique(axis.begin(), axis.end(), [](double u, double v) { return std::abs(u - v) < 1e-9; }),
+               axis.end());
+    cells *= axis.size();
+  }
+  if (cells != gemm_points_.size()) return;
+  grid_values_.assign(cells, std::numeric_limits<double>::quiet_NaN());
+  for (const auto& p : gemm_points_) {
+    size_t idx = 0;
+    for (size_t a = 0; a < 4; ++a) {
+      const auto& axis = grid_axes_[a];
+      const auto it = std::lower_bound(axis.begin(), axis.end(), p.x[a] - 1e-9);
+      idx = idx * axis.size() + static_cast<size_t>(it - axis.begin());
     }
+    grid_values_[idx] = p.log_ratio;
+  }
+  gemm_grid_ = std::none_of(grid_values_.begin(), grid_values_.end(), [](double v) { return std::isnan(v); });
+}
+
+void ComputeModel::BuildKernelCorrection() {
+  for (const auto& s : db_->kernels) {
+    if (s.time_s <= 0 || s.bytes <= 0) continue;
+    const double bytes = static_cast<double>(s.bytes);
+    kernel_points_[s.op].push_back({std::log(bytes), std::log(s.time_s / RooflineMemory(bytes))});
+  }
+  for (auto& [op, pts] : kernel_points_) {
+    std::sort(pts.begin(), pts.end(), [](const KernelPoint& a, const KernelPoint& b) { return a.log_bytes < b.log_bytes; });
   }
 }
 
 double ComputeModel::Gemm(int64_t m, int64_t n, int64_t k, int64_t batch) const {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
-  if (!gemms_.empty()) return MeasuredGemm(m, n, k, batch);
-  return RooflineGemm(m, n, k, batch);
+  const double roofline = RooflineGemm(m, n, k, batch);
+  if (gemm_points_.empty()) return roofline;
+  return roofline * std::exp(GemmLogRatio(m, n, k, batch));
 }
 
 double ComputeModel::RooflineGemm(int64_t m, int64_t n, int64_t k, int64_t batch) const {
@@ -54,65 +99,81 @@ double ComputeModel::RooflineGemm(int64_t m, int64_t n, int64_t k, int64_t batch
   return std::max(best, mem_s) + traits_.kernel_overhead_s;
 }
 
-double ComputeModel::MeasuredGemm(int64_t m, int64_t n, int64_t k, int64_t batch) const {
-  // Inverse-distance weighting of measured TFLOP/s over the 4 nearest shapes in log space.
-  const double lm = std::log(static_cast<double>(m)), ln = std::log(static_cast<double>(n)),
-               lk = std::log(static_cast<double>(k));
-  struct Near {
-    double d2;
-    double tflops;
-  };
-  std::vector<Near> near;
-  near.reserve(gemms_.size());
-  for (const auto& g : gemms_) {
-    const double dm = std::log(static_cast<double>(g.m)) - lm, dn = std::log(static_cast<double>(g.n)) - ln,
-                 dk = std::log(static_cast<double>(g.k)) - lk;
-    near.push_back({dm * dm + dn * dn + dk * dk, g.tflops()});
-  }
-  const size_t keep = std::min<size_t>(4, near.size());
-  std::partial_sort(near.begin(), near.begin() + static_cast<std::ptrdiff_t>(keep), near.end(),
-                    [](const Near& a, const Near& b) { return a.d2 < b.d2; });
-  double wsum = 0, tsum = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    if (near[i].d2 < 1e-12) {
-      wsum = 1;
-      tsum = near[i].tflops;
-      break;
+double ComputeModel::GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch) const {
+  const std::array<double, 4> q{std::log(static_cast<double>(m)), std::log(static_cast<double>(n)),
+                                std::log(static_cast<double>(k)), std::log(static_cast<double>(batch))};
+  if (gemm_grid_) {
+    // Multilinear in log space over the bracketing grid cell; outside the grid, the edge value.
+    std::array<size_t, 4> lo{};
+    std::array<double, 4> frac{};
+    for (size_t a = 0; a < 4; ++a) {
+      const auto& axis = grid_axes_[a];
+      if (axis.size() == 1 || q[a] <= axis.front()) {
+        lo[a] = 0;
+        frac[a] = 0;
+      } else if (q[a] >= axis.back()) {
+        lo[a] = axis.size() - 2;
+        frac[a] = 1;
+      } else {
+        const size_t hi = static_cast<size_t>(std::upper_bound(axis.begin(), axis.end(), q[a]) - axis.begin());
+        lo[a] = hi - 1;
+        frac[a] = (q[a] - axis[lo[a]]) / (axis[hi] - axis[lo[a]]);
+      }
     }
-    const double w = 1.0 / near[i].d2;
-    wsum += w;
-    tsum += w * near[i].tflops;
+    double value = 0;
+    for (unsigned corner = 0; corner < 16; ++corner) {
+      double w = 1;
+      size_t idx = 0;
+      bool used = true;
+      for (size_t a = 0; a < 4; ++a) {
+        const bool up = ((corner >> a) & 1U) != 0;
+        const auto& axis = grid_axes_[a];
+        if (up && axis.size() == 1) {
+          used = false;
+          break;
+        }
+        w *= up ? frac[a] : 1 - frac[a];
+        idx = idx * axis.size() + lo[a] + (up ? 1 : 0);
+      }
+      if (used && w > 0) value += w * grid_values_[idx];
+    }
+    return value;
   }
-  const double tflops = tsum / wsum;
-  return 2.0 * static_cast<double>(m) * n * k * batch / (tflops * 1e12);
+  // Scattered samples: inverse-square-distance weighting in log space, exact at a sample.
+  double wsum = 0, vsum = 0;
+  for (const auto& p : gemm_points_) {
+    double d2 = 0;
+    for (size_t a = 0; a < 4; ++a) d2 += (p.x[a] - q[a]) * (p.x[a] - q[a]);
+    if (d2 < 1e-18) return p.log_ratio;
+    wsum += 1.0 / d2;
+    vsum += p.log_ratio / d2;
+  }
+  return vsum / wsum;
+}
+
+double ComputeModel::RooflineMemory(double bytes) const {
+  return (bytes + traits_.dram_bytes_in_flight) / (hbm_Bps_ * traits_.dram_fraction) + traits_.kernel_overhead_s;
 }
 
 double ComputeModel::MemoryBound(std::string_view op, double bytes) const {
   if (bytes <= 0) return 0;
-  if (db_) {
-    // Measured bandwidth of this kernel family, linear in log(bytes), clamped at the ends.
-    const KernelSample* lo = nullptr;
-    const KernelSample* hi = nullptr;
-    for (const auto& s : db_->kernels) {
-      if (s.op != op || s.time_s <= 0 || s.bytes <= 0) continue;
-      if (static_cast<double>(s.bytes) <= bytes && (!lo || s.bytes > lo->bytes)) lo = &s;
-      if (static_cast<double>(s.bytes) >= bytes && (!hi || s.bytes < hi->bytes)) hi = &s;
-    }
-    if (lo || hi) {
-      if (!lo) lo = hi;
-      if (!hi) hi = lo;
-      const double bw_lo = static_cast<double>(lo->bytes) / lo->time_s;
-      const double bw_hi = static_cast<double>(hi->bytes) / hi->time_s;
-      double bw = bw_lo;
-      if (hi->bytes != lo->bytes) {
-        const double f = (std::log(bytes) - std::log(static_cast<double>(lo->bytes))) /
-                         (std::log(static_cast<double>(hi->bytes)) - std::log(static_cast<double>(lo->bytes)));
-        bw = bw_lo + f * (bw_hi - bw_lo);
-      }
-      return bytes / bw;
-    }
+  const double roofline = RooflineMemory(bytes);
+  auto it = kernel_points_.find(op);
+  if (it == kernel_points_.end()) it = kernel_points_.find(std::string_view("elementwise"));
+  if (it == kernel_points_.end()) return roofline;
+  const auto& pts = it->second;
+  const double x = std::log(bytes);
+  double log_ratio = pts.front().log_ratio;
+  if (x >= pts.back().log_bytes) {
+    log_ratio = pts.back().log_ratio;
+  } else if (x > pts.front().log_bytes) {
+    const auto hi = std::upper_bound(pts.begin(), pts.end(), x,
+                                     [](double v, const KernelPoint& p) { return v < p.log_bytes; });
+    const auto lo = hi - 1;
+    const double f = (x - lo->log_bytes) / (hi->log_bytes - lo->log_bytes);
+    log_ratio = lo->log_ratio + f * (hi->log_ratio - lo->log_ratio);
   }
-  return (bytes + traits_.dram_bytes_in_flight) / (hbm_Bps_ * traits_.dram_fraction) + traits_.kernel_overhead_s;
+  return roofline * std::exp(log_ratio);
 }
 
 }  // namespace parallax::planner

@@ -1,16 +1,29 @@
 #pragma once
 // Compute cost of one op on one device (DESIGN.md "Cost model: compute").
 //
-// With CostDb measurements: GEMMs interpolate the measured TFLOP/s between the nearest measured
-// shapes in log(m, n, k) space; memory-bound kernels interpolate measured bandwidth in log(bytes).
-// Without: a roofline whose size dependence comes from the hardware, not from fitting:
+// Without measurements: a roofline whose size dependence comes from the hardware, not from fitting:
 //   GEMM   = max(waves x tile_time, bytes / (hbm x dram_fraction)) + kernel overhead, where
 //            waves = ceil(tiles / SMs) (wave quantization), tiles pad m, n, k to the CTA tile
 //            (tile quantization) and tile_time includes the cp.async pipeline fill/drain of
 //            `stages` k-steps; the best of the candidate tiles is taken, as cuBLAS heuristics do.
 //   memory = (bytes + bytes_in_flight) / (hbm x dram_fraction)   (Little's law latency term).
+//
+// With CostDb measurements, each measured point gives the ratio measured / roofline at its shape;
+// the ratio is interpolated in log space and multiplies the roofline of the queried shape, so a
+// query at a measured shape costs exactly what was measured, and between measured shapes the
+// roofline's quantization structure is kept while its level follows the measurements.
+//   GEMMs:  axes log m, log n, log k, log batch. When the samples of a dtype form a full grid
+//           (what `parallax calibrate` writes) the log ratio is multilinear between the grid
+//           points, clamped to the grid's edge value outside it; scattered samples (from traces)
+//           use inverse-square-distance weighting in the same log space (exact at a sample).
+//   Memory-bound kernels: per op family, piecewise linear in log bytes, clamped at the ends;
+//           an op with no samples of its own uses the "elementwise" family if measured, else the
+//           roofline.
 
+#include <array>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +40,10 @@ class ComputeModel {
 
   //! Seconds for `batch` independent GEMMs C[m,n] = A[m,k] B[k,n].
   double Gemm(int64_t m, int64_t n, int64_t k, int64_t batch = 1) const;
+  //! The roofline alone (what Gemm returns without measurements).
+  double RooflineGemm(int64_t m, int64_t n, int64_t k, int64_t batch = 1) const;
+  //! The roofline alone for a memory-bound kernel.
+  double RooflineMemory(double bytes) const;
   //! Seconds for a memory-bound kernel of family `op` (an OpKind name) moving `bytes`.
   double MemoryBound(std::string_view op, double bytes) const;
 
@@ -38,8 +55,21 @@ class ComputeModel {
   const DeviceTraits& traits() const { return traits_; }
 
  private:
-  double RooflineGemm(int64_t m, int64_t n, int64_t k, int64_t batch) const;
-  double MeasuredGemm(int64_t m, int64_t n, int64_t k, int64_t batch) const;
+  //! log(measured / roofline) interpolated at the query (0 without samples).
+  double GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch) const;
+  void BuildGemmCorrection();
+  void BuildKernelCorrection();
+
+  //! One measured GEMM as a point in log(m, n, k, batch) with its log ratio to the roofline.
+  struct GemmPoint {
+    std::array<double, 4> x{};
+    double log_ratio = 0;
+  };
+  //! One measured memory-bound point: log bytes and its log ratio to the roofline.
+  struct KernelPoint {
+    double log_bytes = 0;
+    double log_ratio = 0;
+  };
 
   DeviceTraits traits_;
   DType dtype_;
@@ -47,7 +77,11 @@ class ComputeModel {
   double hbm_Bps_ = 0;
   int64_t element_bytes_ = 2;
   double contention_ = 1.0;
-  std::vector<GemmSample> gemms_;      // measured, this dtype
+  std::vector<GemmPoint> gemm_points_;                 // measured, this dtype
+  std::array<std::vector<double>, 4> grid_axes_;      // sorted distinct coordinates, when a full grid
+  std::vector<double> grid_values_;                   // log ratios, row-major over grid_axes_
+  bool gemm_grid_ = false;
+  std::map<std::string, std::vector<KernelPoint>, std::less<>> kernel_points_;  // by op family
   const CostDb* db_ = nullptr;
 };
 

@@ -98,7 +98,7 @@ TEST(Specs, CostDbRoundTrip) {
   db.device = "a100-sxm-80g";
   db.cluster = "dgx-a100";
   db.contention_factor = 1.1;
-  db.gemms.push_back({4096, 4096, 4096, DType::kBf16, 5.1e-4});
+  db.gemms.push_back({4096, 4096, 4096, 1, DType::kBf16, 5.1e-4});
   db.kernels.push_back({"attn_norm", 1 << 20, 1e-5});
   CollectiveCurve c;
   c.op = CollectiveKind::kAllReduce;

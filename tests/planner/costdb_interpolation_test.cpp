@@ -1,0 +1,217 @@
+// The cost model with measured costs (CostDb): a query at a measured shape costs what was
+// measured; between measured shapes the measured/roofline ratio is interpolated in log space;
+// collectives follow measured bus-bandwidth curves. Expected values are computed here from the
+// definitions, independently of the interpolation code.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "model/load.h"
+#include "model/presets.h"
+#include "planner/cost/collective.h"
+#include "planner/cost/compute.h"
+#include "planner/cost/placement.h"
+#include "planner/estimate/step_estimate.h"
+
+namespace parallax::planner {
+namespace {
+
+const DeviceSpec& A100() {
+  static const DeviceSpec d = *DevicePreset("a100-sxm-80g");
+  return d;
+}
+
+// A smooth, non-separable "measured slowdown" over the roofline, known in closed form.
+double Slowdown(int64_t m, int64_t n, int64_t k) {
+  return 1.1 + 0.05 * std::log2(static_cast<double>(m) / 512) - 0.02 * std::log2(static_cast<double>(n) / 512) +
+         0.03 * std::log2(static_cast<double>(k) / 512);
+}
+
+CostDb GridDb(double scale = 1.0) {
+  const ComputeModel roof(A100(), DType::kBf16);
+  CostDb db;
+  db.device = A100().name;
+  for (int64_t m : {512, 2048, 8192}) {
+    for (int64_t n : {512, 4096}) {
+      for (int64_t k : {512, 2048, 16384}) {
+        GemmSample g;
+        g.m = m;
+        g.n = n;
+        g.k = k;
+        g.dtype = DType::kBf16;
+        g.time_s = roof.RooflineGemm(m, n, k) * Slowdown(m, n, k) * scale;
+        db.gemms.push_back(g);
+      }
+    }
+  }
+  return db;
+}
+
+TEST(CostDbGemm, MeasuredShapesCostExactlyTheirMeasurement) {
+  const CostDb db = GridDb();
+  const ComputeModel c(A100(), DType::kBf16, &db);
+  for (const auto& g : db.gemms) {
+    EXPECT_NEAR(c.Gemm(g.m, g.n, g.k) / g.time_s, 1.0, 1e-9) << g.m << "x" << g.n << "x" << g.k;
+  }
+}
+
+TEST(CostDbGemm, BetweenShapesTheRatioIsLinearInLogSpace) {
+  const CostDb db = GridDb();
+  const ComputeModel c(A100(), DType::kBf16, &db);
+  // m = 1024 sits halfway (in log m) between 512 and 2048: the log ratio is the mean of the two.
+  const double expect_ratio = std::sqrt(Slowdown(512, 4096, 2048) * Slowdown(2048, 4096, 2048));
+  EXPECT_NEAR(c.Gemm(1024, 4096, 2048) / c.RooflineGemm(1024, 4096, 2048), expect_ratio, 1e-9);
+  // A quarter of the way from k=2048 to 16384 in log k (2048 * 8^0.25 = 3444 rounded to 3444).
+  const double fk = std::log(3444.0 / 2048) / std::log(8.0);
+  const double r_lo = std::log(Slowdown(8192, 512, 2048)), r_hi = std::log(Slowdown(8192, 512, 16384));
+  EXPECT_NEAR(c.Gemm(8192, 512, 3444) / c.RooflineGemm(8192, 512, 3444), std::exp(r_lo + fk * (r_hi - r_lo)), 1e-9);
+  // The interpolated time keeps the roofline's wave quantization: times differ from a pure
+  // TFLOP/s interpolation, but the ratio to the roofline is smooth.
+  EXPECT_GT(c.Gemm(1024, 4096, 2048), c.RooflineGemm(1024, 4096, 2048));
+}
+
+TEST(CostDbGemm, OutsideTheGridTheEdgeRatioHoldsAndBatchFollowsTheRoofline) {
+  const CostDb db = GridDb();
+  const ComputeModel c(A100(), DType::kBf16, &db);
+  EXPECT_NEAR(c.Gemm(65536, 4096, 16384) / c.RooflineGemm(65536, 4096, 16384), Slowdown(8192, 4096, 16384), 1e-9);
+  EXPECT_NEAR(c.Gemm(64, 256, 128) / c.RooflineGemm(64, 256, 128), Slowdown(512, 512, 512), 1e-9);
+  // Batched queries against unbatched samples: the batch axis has one value, the ratio is the
+  // shape's, the roofline carries the batch (wave count), so 8 batches cost >= 1 batch.
+  EXPECT_NEAR(c.Gemm(2048, 512, 512, 8) / c.RooflineGemm(2048, 512, 512, 8), Slowdown(2048, 512, 512), 1e-9);
+  EXPECT_GT(c.Gemm(2048, 512, 512, 8), c.Gemm(2048, 512, 512, 1));
+}
+
+TEST(CostDbGemm, SamplesEqualToTheRooflineReproduceTheRooflinePlan) {
+  // A database whose measurements equal the roofline must predict exactly what no database does;
+  // one twice as slow must predict a longer step.
+  const ComputeModel roof(A100(), DType::kBf16);
+  CostDb same = GridDb();
+  for (auto& g : same.gemms) g.time_s = roof.RooflineGemm(g.m, g.n, g.k);
+  CostDb slow = same;
+  for (auto& g : slow.gemms) g.time_s *= 2;
+  Plan plan;
+  plan.model = *ModelPreset("gpt-1.3b");
+  plan.cluster = *ResolveCluster("dgx-a100", 1);
+  plan.training.precision = Precision::kBf16;
+  plan.layout.dp = 4;
+  plan.layout.tp = 2;
+  plan.layout.micro_batch = 2;
+  plan.layout.global_batch = 64;
+  auto base = Estimate(plan);
+  auto with_same = Estimate(plan, &same);
+  auto with_slow = Estimate(plan, &slow);
+  ASSERT_TRUE(base && with_same && with_slow);
+  EXPECT_NEAR(with_same->step_time_s / base->step_time_s, 1.0, 1e-9);
+  EXPECT_GT(with_slow->step_time_s, 1.5 * base->step_time_s);
+  EXPECT_LT(with_slow->step_time_s, 2.0 * base->step_time_s);  // comm and memory-bound ops did not slow
+}
+
+TEST(CostDbGemm, ScatteredSamplesAreExactAtSamplesAndBoundedBetween) {
+  const ComputeModel roof(A100(), DType::kBf16);
+  CostDb db;
+  db.device = A100().name;
+  const int64_t shapes[3][3] = {{1024, 1024, 1024}, {4096, 2048, 8192}, {2048, 8192, 512}};
+  const double ratios[3] = {1.3, 1.1, 1.6};
+  for (int i = 0; i < 3; ++i) {
+    GemmSample g;
+    g.m = shapes[i][0];
+    g.n = shapes[i][1];
+    g.k = shapes[i][2];
+    g.time_s = roof.RooflineGemm(g.m, g.n, g.k) * ratios[i];
+    db.gemms.push_back(g);
+  }
+  const ComputeModel c(A100(), DType::kBf16, &db);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(c.Gemm(shapes[i][0], shapes[i][1], shapes[i][2]) / db.gemms[static_cast<size_t>(i)].time_s, 1.0, 1e-9);
+  }
+  const double r = c.Gemm(3000, 3000, 3000) / c.RooflineGemm(3000, 3000, 3000);
+  EXPECT_GT(r, 1.1);
+  EXPECT_LT(r, 1.6);
+  // Samples of another dtype are ignored.
+  const ComputeModel fp16(A100(), DType::kFp16, &db);
+  EXPECT_DOUBLE_EQ(fp16.Gemm(1024, 1024, 1024), fp16.RooflineGemm(1024, 1024, 1024));
+}
+
+TEST(CostDbMemory, FamiliesInterpolateInLogBytesAndFallBack) {
+  CostDb db;
+  db.device = A100().name;
+  const ComputeModel roof(A100(), DType::kBf16);
+  const double small = 1 << 20, large = 64.0 * (1 << 20);
+  db.kernels.push_back({"attn_norm", static_cast<int64_t>(small), roof.RooflineMemory(small) * 2.0});
+  db.kernels.push_back({"attn_norm", static_cast<int64_t>(large), roof.RooflineMemory(large) * 1.25});
+  const ComputeModel c(A100(), DType::kBf16, &db);
+  const double mid = 8.0 * (1 << 20);  // halfway between 1 MiB and 64 MiB in log bytes
+  EXPECT_NEAR(c.MemoryBound("attn_norm", mid) / roof.RooflineMemory(mid), std::sqrt(2.0 * 1.25), 1e-9);
+  EXPECT_NEAR(c.MemoryBound("attn_norm", 1e12) / roof.RooflineMemory(1e12), 1.25, 1e-9);
+  EXPECT_NEAR(c.MemoryBound("attn_norm", 1e3) / roof.RooflineMemory(1e3), 2.0, 1e-9);
+  // No samples of its own and no "elementwise" family: the roofline.
+  EXPECT_DOUBLE_EQ(c.MemoryBound("act", mid), roof.RooflineMemory(mid));
+  db.kernels.push_back({"elementwise", static_cast<int64_t>(mid), roof.RooflineMemory(mid) * 1.4});
+  const ComputeModel with_generic(A100(), DType::kBf16, &db);
+  EXPECT_NEAR(with_generic.MemoryBound("act", mid) / roof.RooflineMemory(mid), 1.4, 1e-9);
+}
+
+CollectiveCurve AllReduce8(double busbw_small_GBps, double busbw_large_GBps) {
+  CollectiveCurve c;
+  c.op = CollectiveKind::kAllReduce;
+  c.group_size = 8;
+  const double f = CollectiveModel::BusFactor(CollectiveKind::kAllReduce, 8);
+  for (auto [bytes, bw] : {std::pair<double, double>{1 << 20, busbw_small_GBps}, {1 << 30, busbw_large_GBps}}) {
+    CollectivePoint p;
+    p.bytes = static_cast<int64_t>(bytes);
+    p.time_s = bytes * f / (bw * 1e9);
+    c.points.push_back(p);
+  }
+  return c;
+}
+
+TEST(CostDbCollective, BusBandwidthCurvesInterpolateAndTransferToOtherGroupSizes) {
+  const ClusterSpec cluster = *ResolveCluster("dgx-a100", 1);
+  CostDb db;
+  db.device = cluster.device.name;
+  db.collectives.push_back(AllReduce8(50, 200));
+  const CollectiveModel model(cluster, &db);
+  PlacedGroup g8;
+  g8.size = 8;
+  g8.ranks_per_node = 8;
+  g8.gpus_per_node = 8;
+  const double f8 = CollectiveModel::BusFactor(CollectiveKind::kAllReduce, 8);
+  // At the measured sizes: the measured times.
+  EXPECT_NEAR(model.Time(CollectiveKind::kAllReduce, 1 << 30, g8), db.collectives[0].points[1].time_s, 1e-12);
+  // Halfway in log bytes (32 MiB): busbw is the geometric mean, 100 GB/s.
+  const double b = 32.0 * (1 << 20);
+  EXPECT_NEAR(model.Time(CollectiveKind::kAllReduce, b, g8), b * f8 / 100e9, 1e-12);
+  // Beyond the largest: the largest busbw. Below the smallest: its time is a floor.
+  EXPECT_NEAR(model.Time(CollectiveKind::kAllReduce, 4.0 * (1 << 30), g8), 4.0 * (1 << 30) * f8 / 200e9, 1e-12);
+  EXPECT_NEAR(model.Time(CollectiveKind::kAllReduce, 1024, g8), db.collectives[0].points[0].time_s, 1e-15);
+  // A 4-rank group with only the 8-rank curve: same busbw, the 4-rank bus factor.
+  PlacedGroup g4 = g8;
+  g4.size = 4;
+  g4.ranks_per_node = 4;
+  const double f4 = CollectiveModel::BusFactor(CollectiveKind::kAllReduce, 4);
+  EXPECT_NEAR(model.Time(CollectiveKind::kAllReduce, 1 << 30, g4), (1 << 30) * f4 / 200e9, 1e-12);
+  // Another op, or a group spanning nodes, has no curve: the link model.
+  const CollectiveModel link(cluster);
+  EXPECT_DOUBLE_EQ(model.Time(CollectiveKind::kAllGather, 1 << 30, g8), link.Time(CollectiveKind::kAllGather, 1 << 30, g8));
+}
+
+TEST(CostDbJson, BatchedGemmSamplesRoundTripAndBadBatchNamesThePath) {
+  Json j = {{"kind", "costdb"},
+            {"version", 1},
+            {"device", "a100-sxm-80g"},
+            {"gemm", Json::array({{{"m", 2048}, {"n", 2048}, {"k", 128}, {"batch", 96}, {"dtype", "fp16"}, {"time_s", 1e-3}}})}};
+  auto db = CostDbFromJson(j, "db.json");
+  ASSERT_TRUE(db) << db.error().message;
+  EXPECT_EQ(db->gemms[0].batch, 96);
+  EXPECT_NEAR(db->gemms[0].tflops(), 2.0 * 2048 * 2048 * 128 * 96 / 1e-3 / 1e12, 1e-6);
+  auto again = CostDbFromJson(CostDbToJson(*db), "again.json");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->gemms[0].batch, 96);
+  j["gemm"][0]["batch"] = 0;
+  auto bad = CostDbFromJson(j, "db.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("db.json: /gemm/0/batch"), std::string::npos) << bad.error().message;
+}
+
+}  // namespace
+}  // namespace parallax::planner
