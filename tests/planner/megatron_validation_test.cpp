@@ -3,10 +3,14 @@
 // per row only what the paper fixes (tp, pp, dp, global batch, fp16, full recompute,
 // interleaved where pp > 1) and the micro-batch size / virtual stages, which it does not publish
 // and which we choose as the fastest that fits.
+// PARALLAX_VALIDATION_COSTDB=costdb.json runs the same rows with measured A100 costs (one
+// database for all rows, e.g. from `parallax calibrate` on an A100); without it, the roofline.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 #include "model/presets.h"
 #include "planner/estimate/step_estimate.h"
@@ -30,6 +34,17 @@ ModelSpec ModelFor(const testing::MegatronRow& row) {
 TEST(MegatronValidation, EveryRowWithinTenPercent) {
   const auto rows = testing::LoadMegatronRows(PARALLAX_SHARED_DIR "/validation/megatron_sc21_table1.json");
   ASSERT_EQ(rows.size(), 10u);
+  std::optional<CostDb> db;
+  if (const char* path = std::getenv("PARALLAX_VALIDATION_COSTDB"); path != nullptr && *path != '\0') {
+    auto loaded = LoadCostDbFile(path);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    ASSERT_EQ(loaded->device, "a100-sxm-80g") << path << ": the rows ran on A100-SXM4-80GB";
+    db = *loaded;
+    std::printf("measured costs: %s\n", path);
+  } else {
+    std::printf("no measured costs (PARALLAX_VALIDATION_COSTDB unset): device-physics roofline\n");
+  }
+  const CostDb* dbp = db ? &*db : nullptr;
   double abs_pct_sum = 0;
   std::printf("%8s %4s %4s %4s %5s %3s %3s %10s %10s %8s\n", "params_B", "tp", "pp", "dp", "gpus", "mb", "vp",
               "published", "predicted", "error%");
@@ -55,7 +70,7 @@ TEST(MegatronValidation, EveryRowWithinTenPercent) {
         l.virtual_stages = row.pp > 1 ? v : 1;
         if (row.pp == 1 && v > 1) continue;
         plan.layout = l;
-        auto est = Estimate(plan);
+        auto est = Estimate(plan, dbp);
         if (!est || !est->fits) continue;
         if (best_step == 0 || est->step_time_s < best_step) {
           best_step = est->step_time_s;
@@ -65,7 +80,7 @@ TEST(MegatronValidation, EveryRowWithinTenPercent) {
     }
     ASSERT_GT(best_step, 0) << "no feasible layout for the " << row.params_B << "B row";
     plan.layout = best;
-    auto sim = Simulate(plan);
+    auto sim = Simulate(plan, dbp);
     ASSERT_TRUE(sim) << sim.error().message;
     const double predicted = sim->prediction.hardware_tflops_per_gpu;
     const double err = (predicted - row.tflops_per_gpu) / row.tflops_per_gpu * 100.0;
