@@ -1,4 +1,5 @@
 // `parallax trace stats|diff|convert`: thin front end over parallax_traces.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -77,6 +78,7 @@ void RegisterDiff(CLI::App* trace, CliState& state) {
     CommonArgs common;
     std::string predicted, measured;
     size_t top = 10;
+    int64_t step = -1;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = trace->add_subcommand("diff", "Align predicted and measured slices by op identity and compare");
@@ -85,6 +87,9 @@ void RegisterDiff(CLI::App* trace, CliState& state) {
       ->required();
   AddCommon(cmd, a->common);
   cmd->add_option("--top", a->top, "How many of the largest mismatches to list")->capture_default_str();
+  cmd->add_option("--step", a->step,
+                  "Measured step to compare with (default: a one-step prediction against every measured step "
+                  "but the first, the warm-up)");
   cmd->callback([&state, a] {
     Json warnings = Json::array();
     auto p = Load(a->predicted, a->common, warnings);
@@ -99,6 +104,18 @@ void RegisterDiff(CLI::App* trace, CliState& state) {
     }
     traces::DiffOptions o;
     o.top = a->top;
+    o.steps.measured_step = a->step;
+    if (a->step >= 0) {
+      const std::vector<int64_t> ms = traces::StepsOf(*m);
+      if (!std::binary_search(ms.begin(), ms.end(), a->step)) {
+        std::string have;
+        for (int64_t s : ms) have += (have.empty() ? "" : ", ") + std::to_string(s);
+        state.exit_code = ReportError(BadInput(a->measured + ": --step " + std::to_string(a->step) +
+                                               ": no such step (the trace has " + (have.empty() ? "none" : have) + ")"),
+                                      a->common.json);
+        return;
+      }
+    }
     const traces::TraceDiff d = traces::DiffTraces(*p, *m, o);
     if (a->common.json) {
       Json j = traces::DiffToJson(d);

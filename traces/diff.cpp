@@ -26,8 +26,8 @@ bool HasIdentities(const Trace& t) {
   return false;
 }
 
-void IdentityKey(const PackedIdentity& id, Entry& e) {
-  e.a = (static_cast<uint64_t>(static_cast<uint32_t>(id.step)) << 32) | static_cast<uint32_t>(id.rank);
+void IdentityKey(const PackedIdentity& id, int64_t step, Entry& e) {
+  e.a = (static_cast<uint64_t>(static_cast<uint32_t>(step)) << 32) | static_cast<uint32_t>(id.rank);
   e.b = (static_cast<uint64_t>(static_cast<uint32_t>(id.microbatch)) << 32) |
         (static_cast<uint64_t>(static_cast<uint16_t>(id.stage)) << 16) | static_cast<uint16_t>(id.layer);
   e.c = (static_cast<uint64_t>(id.op) << 8) | id.phase;
@@ -69,9 +69,54 @@ int64_t DeviceSpan(const Trace& t) {
 
 const char* ToString(AlignMode m) { return m == AlignMode::kIdentity ? "identity" : "name-order"; }
 
-Alignment AlignSlices(const Trace& predicted, const Trace& measured) {
+std::vector<int64_t> StepsOf(const Trace& t) {
+  std::vector<int64_t> steps;
+  for (size_t i = 0; i < t.slices().size(); ++i) {
+    const Slice& s = t.slice(i);
+    if (s.has(slice_flags::kHasIdentity)) steps.push_back(s.identity.step);
+  }
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  return steps;
+}
+
+namespace {
+
+//! For each measured step compared, the predicted step it is compared with.
+std::map<int64_t, int64_t> StepPairs(const Trace& predicted, const Trace& measured, const StepSelection& sel) {
+  const std::vector<int64_t> ps = StepsOf(predicted), ms = StepsOf(measured);
+  std::map<int64_t, int64_t> pairs;  // measured step -> predicted step
+  auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::binary_search(v.begin(), v.end(), x); };
+  if (ps.empty() || ms.empty()) return pairs;
+  if (sel.measured_step >= 0) {
+    if (!has(ms, sel.measured_step)) return pairs;
+    if (ps.size() == 1) {
+      pairs[sel.measured_step] = ps.front();
+    } else if (has(ps, sel.measured_step)) {
+      pairs[sel.measured_step] = sel.measured_step;
+    }
+    return pairs;
+  }
+  if (ps.size() == 1) {
+    for (size_t i = ms.size() > 1 ? 1 : 0; i < ms.size(); ++i) pairs[ms[i]] = ps.front();
+    return pairs;
+  }
+  for (int64_t s : ms) {
+    if (has(ps, s)) pairs[s] = s;
+  }
+  return pairs;
+}
+
+}  // namespace
+
+Alignment AlignSlices(const Trace& predicted, const Trace& measured, const StepSelection& sel) {
   Alignment al;
   al.mode = HasIdentities(predicted) && HasIdentities(measured) ? AlignMode::kIdentity : AlignMode::kNameOrder;
+  const std::map<int64_t, int64_t> step_pairs =
+      al.mode == AlignMode::kIdentity ? StepPairs(predicted, measured, sel) : std::map<int64_t, int64_t>{};
+  // Predicted step -> the measured steps it is compared with (keys of the predicted entries).
+  std::map<int64_t, std::vector<int64_t>> as_measured;
+  for (const auto& [ms, ps] : step_pairs) as_measured[ps].push_back(ms);
   // Name-order mode keys names by the predicted trace's string ids; names only the measured trace
   // has get ids past the end of that table.
   std::vector<uint64_t> measured_name(measured.strings().size());
@@ -87,16 +132,29 @@ Alignment AlignSlices(const Trace& predicted, const Trace& measured) {
       const Slice& s = t.slice(i);
       if (s.has(slice_flags::kInstant)) continue;
       Entry e;
-      if (al.mode == AlignMode::kIdentity) {
-        if (!s.has(slice_flags::kHasIdentity)) continue;
-        IdentityKey(s.identity, e);
-      } else {
-        e.a = is_measured ? measured_name[s.name] : s.name;
-      }
       e.start = s.start_ns;
       e.pid = t.track(s.track).pid;
       e.tid = t.track(s.track).tid;
       e.idx = static_cast<uint32_t>(i);
+      if (al.mode == AlignMode::kIdentity) {
+        if (!s.has(slice_flags::kHasIdentity)) continue;
+        // Steps outside the selection are left out on both sides (not counted as unmatched);
+        // a predicted step compared with several measured steps enters once per measured step.
+        if (is_measured) {
+          if (step_pairs.count(s.identity.step) == 0) continue;
+          IdentityKey(s.identity, s.identity.step, e);
+          v.push_back(e);
+        } else {
+          const auto it = as_measured.find(s.identity.step);
+          if (it == as_measured.end()) continue;
+          for (int64_t ms : it->second) {
+            IdentityKey(s.identity, ms, e);
+            v.push_back(e);
+          }
+        }
+        continue;
+      }
+      e.a = is_measured ? measured_name[s.name] : s.name;
       v.push_back(e);
     }
     std::sort(v.begin(), v.end());
@@ -124,7 +182,7 @@ Alignment AlignSlices(const Trace& predicted, const Trace& measured) {
 }
 
 TraceDiff DiffTraces(const Trace& predicted, const Trace& measured, const DiffOptions& options) {
-  const Alignment al = AlignSlices(predicted, measured);
+  const Alignment al = AlignSlices(predicted, measured, options.steps);
   TraceDiff d;
   d.mode = al.mode;
   d.matched = static_cast<int64_t>(al.pairs.size());
@@ -148,8 +206,8 @@ TraceDiff DiffTraces(const Trace& predicted, const Trace& measured, const DiffOp
     std::pair<std::string, std::string> key;
     if (al.mode == AlignMode::kIdentity) {
       key = {ToString(static_cast<OpKind>(ps.identity.op)), ToString(static_cast<Phase>(ps.identity.phase))};
-      steps[ps.identity.step].first.Add(ps);
-      steps[ps.identity.step].second.Add(ms);
+      steps[ms.identity.step].first.Add(ps);
+      steps[ms.identity.step].second.Add(ms);
     } else {
       key = {std::string(predicted.Str(ps.name)), ""};
     }
@@ -176,6 +234,9 @@ TraceDiff DiffTraces(const Trace& predicted, const Trace& measured, const DiffOp
       ms += spans.second.hi - spans.second.lo;
     }
     d.steps = static_cast<int64_t>(steps.size());
+    for (const auto& [step, spans] : steps) d.measured_steps.push_back(step);
+    const std::vector<int64_t> ps_steps = StepsOf(predicted);
+    if (ps_steps.size() == 1) d.predicted_step = ps_steps.front();
     if (d.steps > 0) {
       d.predicted_step_ns = ps / d.steps;
       d.measured_step_ns = ms / d.steps;
@@ -223,7 +284,7 @@ Json DiffToJson(const TraceDiff& d) {
                            {"predicted_ns", o.predicted_ns}, {"measured_ns", o.measured_ns},
                            {"rel_error", o.rel_error}});
   }
-  j["step_time"] = {{"steps", d.steps}, {"predicted_ns", d.predicted_step_ns},
+  j["step_time"] = {{"steps", d.steps}, {"measured_steps", d.measured_steps}, {"predicted_ns", d.predicted_step_ns},
                     {"measured_ns", d.measured_step_ns}, {"rel_error", d.step_time_error}};
   j["largest_mismatches"] = Json::array();
   for (const Mismatch& m : d.largest) {
@@ -245,6 +306,17 @@ std::string FormatDiff(const TraceDiff& d) {
                 d.steps == 1 ? "" : "s", static_cast<double>(d.predicted_step_ns) / 1e6,
                 static_cast<double>(d.measured_step_ns) / 1e6, 100.0 * d.step_time_error);
   out += line;
+  if (d.mode == AlignMode::kIdentity && !d.measured_steps.empty()) {
+    std::string list;
+    for (int64_t s : d.measured_steps) list += (list.empty() ? "" : ",") + std::to_string(s);
+    if (d.predicted_step >= 0) {
+      std::snprintf(line, sizeof(line), "compared: predicted step %lld against measured step%s %s\n",
+                    static_cast<long long>(d.predicted_step), d.measured_steps.size() == 1 ? "" : "s", list.c_str());
+    } else {
+      std::snprintf(line, sizeof(line), "compared: steps %s (equal step numbers)\n", list.c_str());
+    }
+    out += line;
+  }
   out += "\nPer op\n";
   std::snprintf(line, sizeof(line), "  %-40s %-10s %9s %14s %14s %9s\n", "op", "phase", "matched", "predicted_ms",
                 "measured_ms", "error");

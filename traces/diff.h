@@ -26,9 +26,22 @@ struct Alignment {
   int64_t only_measured = 0;
 };
 
+//! Which measured steps the predicted trace is compared with (identity mode).
+struct StepSelection {
+  //! -1: automatic. When the predicted trace holds one step (what `simulate` writes) and the
+  //! measured one several, that predicted step is compared with every measured step but the
+  //! first (the warm-up step: allocation, communicator setup, cold caches); with one measured
+  //! step, with that one. When both hold several steps, equal step numbers pair.
+  //! >= 0: the predicted step (its only one, or the equal-numbered one) against this measured step.
+  int64_t measured_step = -1;
+};
+
 //! Pairs the slices of two traces (instants are ignored; in identity mode so are slices without
 //! an identity). Identity mode when both traces carry identities, else name and order.
-Alignment AlignSlices(const Trace& predicted, const Trace& measured);
+Alignment AlignSlices(const Trace& predicted, const Trace& measured, const StepSelection& steps = {});
+
+//! Step numbers of the slices with identities, ascending.
+std::vector<int64_t> StepsOf(const Trace& t);
 
 struct OpDiff {
   std::string op;      //!< op kind ("qkv"), or the slice name in name-order mode
@@ -50,7 +63,9 @@ struct TraceDiff {
   AlignMode mode = AlignMode::kIdentity;
   int64_t matched = 0, only_predicted = 0, only_measured = 0;
   std::vector<OpDiff> per_op;  //!< sorted by measured time, largest first
-  int64_t steps = 0;           //!< steps present in both (identity mode); 1 in name-order mode
+  int64_t steps = 0;           //!< steps compared (identity mode); 1 in name-order mode
+  std::vector<int64_t> measured_steps;  //!< the measured step numbers compared (identity mode)
+  int64_t predicted_step = -1;          //!< the predicted step when one is compared with several
   int64_t predicted_step_ns = 0;  //!< mean step span (identity) or whole device span (name-order)
   int64_t measured_step_ns = 0;
   double step_time_error = 0;     //!< (predicted - measured) / measured
@@ -59,11 +74,12 @@ struct TraceDiff {
 
 struct DiffOptions {
   size_t top = 10;
+  StepSelection steps;
 };
 
 TraceDiff DiffTraces(const Trace& predicted, const Trace& measured, const DiffOptions& options = {});
 //! Keys: alignment, matched, only_predicted, only_measured, per_op ([{op, phase, matched,
-//! predicted_ns, measured_ns, rel_error}]), step_time ({steps, predicted_ns, measured_ns,
+//! predicted_ns, measured_ns, rel_error}]), step_time ({steps, measured_steps, predicted_ns, measured_ns,
 //! rel_error}), largest_mismatches ([{what, predicted_ns, measured_ns, rel_error}]).
 Json DiffToJson(const TraceDiff& diff);
 std::string FormatDiff(const TraceDiff& diff);

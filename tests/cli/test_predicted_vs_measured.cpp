@@ -38,6 +38,9 @@ TEST_P(PredictedVsMeasured, AlignOnIdentities) {
   auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + plan +
                                " --all-ranks --trace " + pred);
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  // Open MPI refuses root without these (CI containers run as root); other MPIs ignore them.
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   const std::string run = std::string(PARALLAX_MPIEXEC) + " --oversubscribe -np " + std::to_string(c.np) + " " +
                           PARALLAX_CLI + " run --model gpt-tiny --plan " + plan + " --steps 1 --trace " + meas +
                           " > " + (dir / "run.log").string() + " 2>&1";

@@ -152,6 +152,14 @@ TEST(CliTrace, DiffJson) {
   EXPECT_EQ(j["matched"], 1);
   EXPECT_DOUBLE_EQ(j["per_op"][0]["rel_error"].get<double>(), -0.2);
   EXPECT_DOUBLE_EQ(j["step_time"]["rel_error"].get<double>(), -0.2);
+  EXPECT_EQ(j["step_time"]["measured_steps"], Json::array({0}));
+  // --step names a measured step; one the trace lacks is bad input naming the file.
+  const CliRun ok = Parallax({"trace", "diff", pa.string(), pb.string(), "--json", "--step", "0"});
+  EXPECT_EQ(ok.rc, 0) << ok.out;
+  const CliRun bad = Parallax({"trace", "diff", pa.string(), pb.string(), "--json", "--step", "3"});
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.out.find("--step 3: no such step (the trace has 0)"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("m.json.gz"), std::string::npos) << bad.out;
 }
 
 }  // namespace

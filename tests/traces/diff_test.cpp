@@ -25,7 +25,9 @@ OpIdentity Id(int64_t step, int64_t rank, int64_t mb, int64_t layer, OpKind op, 
 
 // Two steps x 2 micro-batches x 2 layers of (qkv fwd 100 ns, fc1 fwd 200 ns, tp all-reduce 50 ns).
 // `scale_qkv` / `scale_fc1` stretch those ops; `reverse` records in the opposite order.
-Trace MakeTrace(const char* kind, double scale_qkv, double scale_fc1, bool reverse, bool extra) {
+// `steps` steps; step 0 stretched by `warmup` (a measured warm-up step).
+Trace MakeTrace(const char* kind, double scale_qkv, double scale_fc1, bool reverse, bool extra, int64_t steps = 2,
+                double warmup = 1.0) {
   Tracer tr(kind);
   const TrackId c = tr.Track(0, Stream::kCompute);
   const TrackId tp = tr.Track(0, Stream::kTpComm);
@@ -35,12 +37,13 @@ Trace MakeTrace(const char* kind, double scale_qkv, double scale_fc1, bool rever
     int64_t start, dur;
   };
   std::vector<Rec> recs;
-  for (int64_t step = 0; step < 2; ++step) {
+  for (int64_t step = 0; step < steps; ++step) {
     int64_t t = step * 100000;
+    const double w = step == 0 ? warmup : 1.0;
     for (int64_t mb = 0; mb < 2; ++mb) {
       for (int64_t layer = 0; layer < 2; ++layer) {
-        const auto q = static_cast<int64_t>(100 * scale_qkv);
-        const auto f = static_cast<int64_t>(200 * scale_fc1);
+        const auto q = static_cast<int64_t>(100 * scale_qkv * w);
+        const auto f = static_cast<int64_t>(200 * scale_fc1 * w);
         recs.push_back({c, Id(step, 0, mb, layer, OpKind::kQkv, Phase::kFwd), t, q});
         t += q;
         recs.push_back({c, Id(step, 0, mb, layer, OpKind::kFc1, Phase::kFwd), t, f});
@@ -65,6 +68,35 @@ TEST(Diff, AlignsByIdentityRegardlessOfRecordingOrder) {
   EXPECT_EQ(al.only_predicted, 0);
   EXPECT_EQ(al.only_measured, 1);
   for (const auto& [pi, mi] : al.pairs) EXPECT_EQ(p.identity(p.slice(pi)), m.identity(m.slice(mi)));
+}
+
+TEST(Diff, OneStepPredictionIsComparedWithEveryMeasuredStepButTheWarmUp) {
+  const Trace p = MakeTrace("predicted", 1.0, 1.0, false, false, 1);
+  const Trace m = MakeTrace("measured", 1.0, 1.0, false, false, 4, 10.0);  // step 0: 10x slower
+  const TraceDiff d = DiffTraces(p, m);
+  EXPECT_EQ(d.matched, 3 * 12);  // steps 1..3, 12 slices each
+  EXPECT_EQ(d.only_predicted, 0);
+  EXPECT_EQ(d.only_measured, 0);  // the warm-up step is left out, not counted as unmatched
+  EXPECT_EQ(d.measured_steps, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(d.predicted_step, 0);
+  EXPECT_EQ(d.predicted_step_ns, d.measured_step_ns);  // identical steady-state steps
+  EXPECT_DOUBLE_EQ(d.step_time_error, 0.0);
+  for (const OpDiff& o : d.per_op) EXPECT_DOUBLE_EQ(o.rel_error, 0.0) << o.op;
+  EXPECT_NE(FormatDiff(d).find("predicted step 0 against measured steps 1,2,3"), std::string::npos);
+
+  // An explicit step: the warm-up itself, 10x slower than predicted.
+  DiffOptions o;
+  o.steps.measured_step = 0;
+  const TraceDiff w = DiffTraces(p, m, o);
+  EXPECT_EQ(w.matched, 12);
+  EXPECT_EQ(w.measured_steps, (std::vector<int64_t>{0}));
+  EXPECT_LT(w.step_time_error, -0.8);
+  // A step the measured trace lacks: nothing pairs.
+  o.steps.measured_step = 9;
+  EXPECT_EQ(DiffTraces(p, m, o).matched, 0);
+  // One measured step: compared as it is.
+  const Trace m1 = MakeTrace("measured", 1.0, 1.0, false, false, 1);
+  EXPECT_EQ(DiffTraces(p, m1).matched, 12);
 }
 
 TEST(Diff, PerOpTotalsStepTimeAndLargestMismatches) {
