@@ -12,7 +12,7 @@ PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind ki
   switch (kind) {
     case GroupKind::kTp: p.size = l.tp; stride = 1; break;
     case GroupKind::kDp: p.size = l.dp; stride = l.tp; break;
-    case GroupKind::kPp: p.size = l.pp > 1 ? 2 : 1; stride = l.tp * l.dp; break;
+    case GroupKind::kPp: p.size = l.pp; stride = l.tp * l.dp; break;
   }
   if (stride >= g) {
     p.ranks_per_node = 1;
@@ -22,6 +22,22 @@ PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind ki
     p.ranks_per_node = std::min(p.size, std::max<int64_t>(g / stride, 1));
     p.nodes = (p.size + p.ranks_per_node - 1) / p.ranks_per_node;
   }
+  return p;
+}
+
+PlacedGroup PlacePipelineHop(const Layout& l, const ClusterSpec& cluster, int64_t pp_a, int64_t pp_b) {
+  const int64_t g = std::max<int64_t>(cluster.gpus_per_node, 1);
+  bool crosses = false;
+  for (int64_t d = 0; d < l.dp && !crosses; ++d) {
+    for (int64_t t = 0; t < l.tp && !crosses; ++t) {
+      crosses = GlobalRank(l, t, d, pp_a) / g != GlobalRank(l, t, d, pp_b) / g;
+    }
+  }
+  PlacedGroup p;
+  p.size = 2;
+  p.gpus_per_node = g;
+  p.ranks_per_node = crosses ? 1 : 2;
+  p.nodes = crosses ? 2 : 1;
   return p;
 }
 

@@ -20,8 +20,14 @@ struct PlacedGroup {
 };
 
 //! The group of kind `kind` for a layout placed on `cluster` (all groups of a kind are alike).
-//! For kPp: the two neighbouring stages (size 2) of a pipeline, for send/recv.
+//! For kPp: a whole pipeline (pp ranks, tp*dp apart). Pipeline send/recv is not costed on it:
+//! its hops differ (PlacePipelineHop).
 PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind kind);
+
+//! The rank pairs between pipeline ranks `pp_a` and `pp_b` (every tp_idx, dp_idx sends at once) as
+//! a size-2 group: inside a node when every pair is, else across nodes (a hop is as slow as its
+//! slowest pair; with tp*dp not dividing gpus_per_node a stage can straddle two nodes).
+PlacedGroup PlacePipelineHop(const Layout& l, const ClusterSpec& cluster, int64_t pp_a, int64_t pp_b);
 
 using parallax::GlobalRank;  //!< Megatron rank order, model/plan.h
 

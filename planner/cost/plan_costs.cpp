@@ -1,5 +1,7 @@
 #include "planner/cost/plan_costs.h"
 
+#include <algorithm>
+
 #include "planner/cost/placement.h"
 #include "planner/memory/memory_model.h"
 
@@ -54,13 +56,21 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   pc.dp_overlapped = l.dp > 1;
 
   // Send/recv between stages: Megatron's scatter/gather (Narayanan et al. SC'21, section 4.1)
-  // sends 1/tp of the activation per TP rank, then all-gathers it over NVLink.
+  // sends 1/tp of the activation per TP rank, then all-gathers it over NVLink. Each boundary is
+  // placed on its own: whether its rank pairs share a node depends on where the stages sit.
   if (l.pp > 1) {
     const double act = e * static_cast<double>(l.micro_batch * seq * m.hidden);
-    const PlacedGroup ppg = PlaceGroup(l, ctx.cluster(), GroupKind::kPp);
     const PlacedGroup tpg = PlaceGroup(l, ctx.cluster(), GroupKind::kTp);
-    pc.p2p_s = coll.Time(CollectiveKind::kSendRecv, act / static_cast<double>(l.tp), ppg);
-    if (l.tp > 1 && !l.sequence_parallel) pc.p2p_s += coll.Time(CollectiveKind::kAllGather, act, tpg);
+    const double gather = l.tp > 1 && !l.sequence_parallel ? coll.Time(CollectiveKind::kAllGather, act, tpg) : 0.0;
+    std::vector<double> hop_s(static_cast<size_t>(l.pp), 0.0);  // pipeline rank r -> (r + 1) % pp
+    for (int64_t r = 0; r < std::min(l.pp, stages - 1); ++r) {
+      const PlacedGroup hop = PlacePipelineHop(l, ctx.cluster(), r, (r + 1) % l.pp);
+      hop_s[static_cast<size_t>(r)] = coll.Time(CollectiveKind::kSendRecv, act / static_cast<double>(l.tp), hop) + gather;
+    }
+    for (int64_t s = 0; s + 1 < stages; ++s) {
+      pc.boundary_p2p_s.push_back(hop_s[static_cast<size_t>(s % l.pp)]);
+      pc.p2p_s = std::max(pc.p2p_s, pc.boundary_p2p_s.back());
+    }
   }
 
   const PlacedGroup dpg = PlaceGroup(l, ctx.cluster(), GroupKind::kDp);
@@ -106,8 +116,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
       }
     }
     if (m.tie_embeddings && l.pp > 1 && (r == 0 || r == l.pp - 1)) {
-      PlacedGroup pair = PlaceGroup(l, ctx.cluster(), GroupKind::kPp);
-      pair.size = 2;
+      const PlacedGroup pair = PlacePipelineHop(l, ctx.cluster(), 0, l.pp - 1);
       rc.dp.tied_embedding_s =
           coll.Time(CollectiveKind::kAllReduce, grad_e * static_cast<double>(m.vocab * m.hidden / l.tp), pair);
     }

@@ -75,7 +75,11 @@ struct RankCost {
 struct PlanCosts {
   std::vector<RankCost> ranks;  //!< index = pp_rank
   const UnitCosts* units = nullptr;
-  double p2p_s = 0;       //!< one activation (or gradient) transfer between adjacent stages
+  //! One activation (or gradient) transfer over each model-stage boundary: index s is stage s ->
+  //! s+1, between pipeline ranks s % pp and (s+1) % pp (pp * virtual_stages - 1 entries; the
+  //! interleaved wrap from rank pp-1 to rank 0 included). Empty when pp == 1.
+  std::vector<double> boundary_p2p_s;
+  double p2p_s = 0;       //!< the slowest boundary's transfer (0 when pp == 1)
   double clip_sync_s = 0; //!< the global grad-norm all-reduce (a step-wide barrier)
   int64_t microbatches = 1;
   double contention = 1.0;  //!< compute slowdown while DP collectives overlap it

@@ -26,7 +26,6 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
   const int64_t p = l.pp;
   const int64_t v = l.virtual_stages;
   const double m = static_cast<double>(pc.microbatches);
-  const double c = pc.p2p_s;
   const UnitCosts& u = *pc.units;
   const bool dp = l.dp > 1;
   const double k = pc.contention;
@@ -71,16 +70,52 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
     maxB = std::max(maxB, B[static_cast<size_t>(r)]);
     maxW = std::max(maxW, F[static_cast<size_t>(r)] + B[static_cast<size_t>(r)]);
   }
-  const double comm_fill = 2.0 * static_cast<double>(p - 1) * c;
-  double pipe = 0;
-  double cycle_comm = 0;  // p2p in the steady state
+  // Pipeline transfers, each at its own boundary's cost: hop r joins pipeline ranks r and
+  // (r + 1) % p (model-stage boundary s uses hop s % p). The fill and the drain cross hops
+  // 0 .. p-2 once each (`chain`); interleaved chunks also cross the wrap p-1 -> 0 (`ring`: all p).
+  auto hop = [&](int64_t r) { return pc.boundary_p2p_s.empty() ? 0.0 : pc.boundary_p2p_s[static_cast<size_t>(r)]; };
+  double chain = 0, max_hop = 0;
+  for (int64_t r = 0; r + 1 < p; ++r) {
+    chain += hop(r);
+    max_hop = std::max(max_hop, hop(r));
+  }
+  const double ring = chain + (v > 1 ? hop(p - 1) : 0.0);
+  // Steady-state period of one pass (micro-batch, or chunk pass when divided by v): the largest of
+  // each rank's work, each link's send, and the mean of each loop that a send and its reply close
+  // between ranks r and r+1 (both ranks' work plus two transfers over `lag` passes: the max-plus
+  // cycle mean, Baccelli et al. 1992, "Synchronization and Linearity").
+  auto period = [&](double div, double lag, int64_t hops) {
+    double t = maxW / div;
+    for (int64_t r = 0; r < hops; ++r) {
+      const size_t a = static_cast<size_t>(r), b = static_cast<size_t>((r + 1) % p);
+      t = std::max({t, hop(r), ((F[a] + B[a] + F[b] + B[b]) / div + 2 * hop(r)) / lag});
+    }
+    return t;
+  };
+  double pipe = 0, comm_fill = 2 * chain;
+  double steady_comm = 0;  // p2p the steady state does not hide, whole step
   if (l.schedule == ScheduleKind::kGpipe) {
-    pipe = sumF + sumB + (m - 1) * (std::max(maxF, c) + std::max(maxB, c)) + comm_fill;
-  } else if (l.schedule == ScheduleKind::kOneFOneB || v == 1) {
-    cycle_comm = p > 1 ? 2 * c : 0;
-    pipe = sumF + sumB + (m - 1) * (maxW + cycle_comm) + comm_fill;
+    // Two flow shops (forwards, then backwards) of m jobs over ranks and links.
+    const double fwd = std::max(maxF, max_hop), bwd = std::max(maxB, max_hop);
+    pipe = sumF + sumB + (m - 1) * (fwd + bwd) + comm_fill;
+    steady_comm = (m - 1) * (fwd - maxF + bwd - maxB);
+  } else if (v == 1) {
+    // 1F1B: rank r's backward of micro-batch j is followed by its forward of j + p - r, and rank
+    // r+1's forward of that one by its backward of j + 2: the loop spans 2 micro-batches.
+    // Interleaved with v = 1 warms up twice as deep (2(p - r - 1) forwards): 3.
+    const double cycle = period(1.0, l.schedule == ScheduleKind::kOneFOneB ? 2.0 : 3.0, p - 1);
+    pipe = sumF + sumB + (m - 1) * cycle + comm_fill;
+    steady_comm = (m - 1) * (cycle - maxW);
   } else {
-    pipe = m * maxW + (sumF + sumB - maxW) / static_cast<double>(v) + comm_fill;
+    // Interleaved (Narayanan et al. SC'21 section 2.2.2): m v chunk passes per rank; warm-ups differ
+    // by 2 between neighbours, so a loop spans 3 passes, the wrap p-1 -> 0 included. Each of the
+    // v-1 chunk changes in rank p-1's warm-up and in rank 0's cool-down waits for a micro-batch to
+    // go round the ring: p chunk passes plus all p transfers against the rank's own p passes.
+    const double vv = static_cast<double>(v);
+    const double cycle = period(vv, 3.0, p);
+    comm_fill += 2 * (vv - 1) * ring;
+    pipe = m * vv * cycle + (sumF + sumB - maxW) / vv + comm_fill;
+    steady_comm = m * (vv * cycle - maxW);
   }
 
   // After the pipeline: rank r finishes its last backward earlier than rank 0 by the backward
@@ -90,7 +125,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
   for (int64_t r = 0; r < p; ++r) {
     const RankCost& rc = pc.ranks[static_cast<size_t>(r)];
     double before = 0;
-    for (int64_t q = 0; q < r; ++q) before += B[static_cast<size_t>(q)] / static_cast<double>(v) + c;
+    for (int64_t q = 0; q < r; ++q) before += B[static_cast<size_t>(q)] / static_cast<double>(v) + hop(q);
     const double end = pipe - before;
     double tail = 0;
     if (dp && l.zero_stage <= 2) {
@@ -131,7 +166,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
   b.tp_comm_s = m * (r0.fwd_tp_s + r0.bwd_tp_s);
   b.compute_s = m * (r0.fwd_s + r0.bwd_s - r0.fwd_tp_s - r0.bwd_tp_s + contention_extra[0]) + r0.optimizer_s;
   b.dp_comm_s = step - pipe - r0.optimizer_s + m * zero3_wait[0];
-  b.pp_comm_s = p > 1 ? comm_fill + (m - 1) * cycle_comm : 0;
+  b.pp_comm_s = p > 1 ? comm_fill + steady_comm : 0;
   b.bubble_s = std::max(0.0, step - b.compute_s - b.tp_comm_s - b.dp_comm_s - b.pp_comm_s);
   return {step, b};
 }

@@ -5,10 +5,13 @@
 // the simulation.
 //
 // Pipeline makespan with per-rank work W_r = F_r + B_r per micro-batch, chunk work w = W / v and
-// p2p time c (Narayanan et al. SC'21 section 2.2, generalised to unequal stages):
-//   GPipe:        sum F + sum B + (m-1)(max F + max B) + 2(p-1)c
-//   1F1B:         sum W + (m-1) max(W + 2c) + 2(p-1)c
-//   interleaved:  m max W + (sum W - max W) / v + 2(p-1)c
+// the p2p time c_r of hop r (pipeline rank r -> r+1; c_{p-1} the interleaved wrap p-1 -> 0),
+// generalising Narayanan et al. SC'21 section 2.2 to unequal stages and boundaries:
+//   GPipe:        sum F + sum B + (m-1)(max(max F, max c) + max(max B, max c)) + 2 sum_{r<p-1} c_r
+//   1F1B:         sum W + (m-1) T + 2 sum_{r<p-1} c_r,  T = max(max W, max c, max_r (W_r + W_{r+1} + 2c_r) / 2)
+//                 (interleaved with v = 1: / 3)
+//   interleaved:  m v t + (sum W - max W) / v + 2 sum_{r<p-1} c_r + 2(v-1) sum_r c_r,
+//                 t = max(max w, max c, max_r (w_r + w_{r+1} + 2c_r) / 3), r over all p hops
 
 #include "model/cost_db.h"
 #include "model/plan.h"

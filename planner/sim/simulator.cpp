@@ -172,18 +172,21 @@ class StepSimulator {
     s.t = t;
     // Send to the neighbouring stage through this rank's FIFO link.
     const int64_t mb = op.microbatch;
+    // The link of boundary stage -> stage + 1 (forward) or stage - 1 -> stage (backward).
     if (fwd && stage < stages_ - 1) {
+      const double c = pc_.boundary_p2p_s[static_cast<size_t>(stage)];
       const double start = std::max(t, s.send_fwd_free);
-      s.send_fwd_free = start + pc_.p2p_s;
+      s.send_fwd_free = start + c;
       fwd_sent_[Idx(stage + 1, mb)] = t;
       fwd_arrival_[Idx(stage + 1, mb)] = s.send_fwd_free;
-      if (pc_.p2p_s > 0) Record(r, traces::Stream::kPpComm, OpKind::kPpSend, Phase::kFwd, mb, stage, -1, start, pc_.p2p_s);
+      if (c > 0) Record(r, traces::Stream::kPpComm, OpKind::kPpSend, Phase::kFwd, mb, stage, -1, start, c);
     } else if (!fwd && stage > 0) {
+      const double c = pc_.boundary_p2p_s[static_cast<size_t>(stage - 1)];
       const double start = std::max(t, s.send_bwd_free);
-      s.send_bwd_free = start + pc_.p2p_s;
+      s.send_bwd_free = start + c;
       bwd_sent_[Idx(stage - 1, mb)] = t;
       bwd_arrival_[Idx(stage - 1, mb)] = s.send_bwd_free;
-      if (pc_.p2p_s > 0) Record(r, traces::Stream::kPpComm, OpKind::kPpSend, Phase::kBwd, mb, stage, -1, start, pc_.p2p_s);
+      if (c > 0) Record(r, traces::Stream::kPpComm, OpKind::kPpSend, Phase::kBwd, mb, stage, -1, start, c);
     }
     return true;
   }

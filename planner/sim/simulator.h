@@ -2,7 +2,8 @@
 // Discrete-event simulation of one training step (DESIGN.md "two evaluators"). Every pipeline
 // rank runs PipelineOrder (model/schedule.h, the executor's order) on its compute stream, op by
 // op from the costed unit lists (planner/cost/layer_ops.h); TP collectives sit on the critical
-// path; pipeline sends go through a FIFO link per direction; DP collectives run on a DP stream
+// path; pipeline sends go through a FIFO link per direction, each at its stage boundary's cost
+// (intra- or inter-node, PlanCosts::boundary_p2p_s); DP collectives run on a DP stream
 // (buckets per layer, ZeRO-3 prefetch one layer ahead) and slow overlapped compute by the
 // contention factor; a grad-norm all-reduce joins all ranks before the optimizer.
 // All TP and DP ranks of a pipeline stage behave alike: one representative per pipeline rank is

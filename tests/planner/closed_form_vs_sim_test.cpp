@@ -1,6 +1,6 @@
 // The two evaluators must agree: the closed form (used inside the search) within 3% of the
 // discrete-event simulation on at least 200 random valid plans across schedules, ZeRO stages,
-// recompute modes, sequence parallelism, clusters and models.
+// recompute modes, sequence parallelism, clusters (node sizes and counts) and models.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,14 +27,18 @@ TEST(ClosedFormVsSimulation, Within3PercentOn200RandomPlans) {
   auto pick = [&](const auto& v) { return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)]; };
   const std::vector<std::string> models = {"gpt-1.3b", "llama-7b", "megatron-7.5b", "llama2-70b", "megatron-18.4b"};
   const std::vector<std::string> clusters = {"dgx-a100", "dgx-h100"};
-  int checked = 0, attempts = 0;
-  double worst = 0;
+  int checked = 0, attempts = 0, mixed = 0, straddling = 0;
+  double worst = 0, sum = 0;
   while (checked < 200 && attempts < 100000) {
     ++attempts;
     Plan plan;
     plan.model = *ModelPreset(pick(models));
     plan.cluster = *ClusterPreset(pick(clusters));
-    plan.cluster.nodes = pick(std::vector<int64_t>{1, 2, 4, 8});
+    // 4- and 8-GPU nodes, node counts that are not powers of two: pipelines whose stages share a
+    // node on some boundaries and not on others (tp*dp < gpus_per_node < tp*dp*pp), and stages
+    // straddling two nodes (tp*dp not dividing gpus_per_node).
+    plan.cluster.gpus_per_node = pick(std::vector<int64_t>{8, 8, 4});
+    plan.cluster.nodes = pick(std::vector<int64_t>{1, 2, 3, 3, 4, 6, 6, 8});
     plan.training.precision = pick(std::vector<Precision>{Precision::kBf16, Precision::kFp16});
     const int64_t world = plan.cluster.total_gpus();
     Layout l;
@@ -62,13 +66,25 @@ TEST(ClosedFormVsSimulation, Within3PercentOn200RandomPlans) {
     ASSERT_TRUE(est && sim);
     const double err = std::abs(est->step_time_s - sim->prediction.step_time_s) / sim->prediction.step_time_s;
     worst = std::max(worst, err);
-    EXPECT_LT(err, 0.03) << plan.model.name << " " << plan.cluster.name << " x" << plan.cluster.nodes << " "
+    sum += err;
+    EXPECT_LT(err, 0.03) << plan.model.name << " " << plan.cluster.name << " " << plan.cluster.nodes << "x"
+                         << plan.cluster.gpus_per_node << " "
                          << LayoutToString(l) << ": closed form " << est->step_time_s << " s, simulation "
                          << sim->prediction.step_time_s << " s";
+    const int64_t g = plan.cluster.gpus_per_node, stage_ranks = l.tp * l.dp;
+    if (stage_ranks < g && g < stage_ranks * l.pp) {
+      ++mixed;
+      if (g % stage_ranks != 0) ++straddling;
+    }
     ++checked;
   }
   EXPECT_EQ(checked, 200);
-  std::printf("checked %d plans, worst relative difference %.3f%%\n", checked, worst * 100);
+  // The space must exercise pipelines with both intra- and inter-node boundaries.
+  EXPECT_GE(mixed, 30);
+  EXPECT_GE(straddling, 5);
+  std::printf("checked %d plans (%d with intra- and inter-node pipeline boundaries, %d of them with straddling "
+              "stages), worst relative difference %.3f%%, mean %.3f%%\n",
+              checked, mixed, straddling, worst * 100, sum / checked * 100);
 }
 
 }  // namespace
