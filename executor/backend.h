@@ -98,6 +98,12 @@ class Communicator {
   virtual Status Barrier() = 0;
   //! Starts an all-reduce (sum) in place; `data` must stay valid until Wait().
   virtual Result<std::unique_ptr<CommRequest>> IAllReduce(float* data, int64_t count) = 0;
+  //! Starts a reduce-scatter (sum) with ReduceScatter's layout; both buffers must stay valid until
+  //! Wait(). In place when `recv` is this rank's block of `send` (recv == send + rank() * recv_count,
+  //! NCCL's convention; then the rest of `send` is undefined afterwards), which every member must
+  //! then use; otherwise the buffers must not overlap.
+  virtual Result<std::unique_ptr<CommRequest>> IReduceScatter(const float* send, float* recv,
+                                                              int64_t recv_count) = 0;
   //! Collective over this communicator: every member passes the member list (ranks of this
   //! communicator, in the new order) of the group it joins; the groups partition the members.
   virtual Result<std::unique_ptr<Communicator>> Split(const std::vector<int>& ranks) = 0;

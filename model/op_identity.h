@@ -30,8 +30,8 @@ enum class OpKind {
   kTpReduceScatter,  //!< TP reduce-scatter (sequence parallel)
   kPpSend,        //!< pipeline send of activations (fwd) or gradients (bwd)
   kPpRecv,
-  kDpAllReduce,   //!< DP gradient all-reduce of one bucket (ZeRO 0/1)
-  kDpReduceScatter,  //!< DP gradient reduce-scatter (ZeRO 2/3)
+  kDpAllReduce,   //!< DP gradient all-reduce of one bucket (ZeRO 0); planner: tied-embedding sum
+  kDpReduceScatter,  //!< DP gradient reduce-scatter (ZeRO 1 once per step, ZeRO 2/3 per micro-batch)
   kDpAllGather,   //!< DP parameter all-gather (ZeRO 1/2 after the step, ZeRO 3 per layer)
   kOptimizer,     //!< AdamW step on this rank's shard
   kGradClip,      //!< global-norm computation (includes its all-reduce)

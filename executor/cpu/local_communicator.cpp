@@ -48,6 +48,12 @@ Result<std::unique_ptr<CommRequest>> SelfCommunicator::IAllReduce(float*, int64_
   return std::unique_ptr<CommRequest>(std::make_unique<DoneRequest>());
 }
 
+Result<std::unique_ptr<CommRequest>> SelfCommunicator::IReduceScatter(const float* send, float* recv,
+                                                                      int64_t recv_count) {
+  if (Status s = ReduceScatter(send, recv, recv_count); !s) return s.error();
+  return std::unique_ptr<CommRequest>(std::make_unique<DoneRequest>());
+}
+
 Result<std::unique_ptr<Communicator>> SelfCommunicator::Split(const std::vector<int>& ranks) {
   if (ranks.size() != 1 || ranks[0] != 0) return Error{"split of a one-rank group must be {0}", ErrorKind::kInternal};
   return std::unique_ptr<Communicator>(std::make_unique<SelfCommunicator>());

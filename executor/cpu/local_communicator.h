@@ -25,6 +25,8 @@ class SelfCommunicator final : public Communicator {
   Status FlushSends() override { return {}; }
   Status Barrier() override { return {}; }
   Result<std::unique_ptr<CommRequest>> IAllReduce(float* data, int64_t count) override;
+  Result<std::unique_ptr<CommRequest>> IReduceScatter(const float* send, float* recv,
+                                                      int64_t recv_count) override;
   Result<std::unique_ptr<Communicator>> Split(const std::vector<int>& ranks) override;
   void Abort(int) override {}
 

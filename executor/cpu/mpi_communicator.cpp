@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <thread>
 
 namespace parallax::executor {
@@ -31,17 +32,34 @@ Status CheckCount(int64_t count) {
   return {};
 }
 
+//! A non-blocking collective; `what` names it in watchdog messages.
 class MpiRequest final : public CommRequest {
  public:
-  MpiRequest(MpiCommunicator* comm, MPI_Request req) : comm_(comm), req_(req) {}
+  MpiRequest(MpiCommunicator* comm, MPI_Request req, const char* what) : comm_(comm), req_(req), what_(what) {}
   ~MpiRequest() override {
-    if (req_ != MPI_REQUEST_NULL) (void)comm_->Wait(&req_, "all-reduce", -1);
+    if (req_ != MPI_REQUEST_NULL) (void)comm_->Wait(&req_, what_, -1);
   }
-  Status Wait() override { return comm_->Wait(&req_, "all-reduce", -1); }
+  //! After completion, Wait() copies `count` floats from `from` to `to` (MPI_IN_PLACE
+  //! reduce-scatter leaves the result at the start of the buffer, not at this rank's block).
+  void MoveOnCompletion(const float* from, float* to, int64_t count) {
+    move_from_ = from;
+    move_to_ = to;
+    move_count_ = count;
+  }
+  Status Wait() override {
+    if (Status s = comm_->Wait(&req_, what_, -1); !s) return s;
+    if (move_count_ > 0) std::memcpy(move_to_, move_from_, static_cast<size_t>(move_count_) * sizeof(float));
+    move_count_ = 0;
+    return {};
+  }
 
  private:
   MpiCommunicator* comm_;
   MPI_Request req_;
+  const char* what_;
+  const float* move_from_ = nullptr;
+  float* move_to_ = nullptr;
+  int64_t move_count_ = 0;
 };
 
 }  // namespace
@@ -200,7 +218,26 @@ Result<std::unique_ptr<CommRequest>> MpiCommunicator::IAllReduce(float* data, in
   if (Status s = CheckCount(count); !s) return s.error();
   MPI_Request req;
   PX_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, &req));
-  return std::unique_ptr<CommRequest>(std::make_unique<MpiRequest>(this, req));
+  return std::unique_ptr<CommRequest>(std::make_unique<MpiRequest>(this, req, "all-reduce"));
+}
+
+Result<std::unique_ptr<CommRequest>> MpiCommunicator::IReduceScatter(const float* send, float* recv,
+                                                                     int64_t recv_count) {
+  if (Status s = CheckCount(recv_count * size_); !s) return s.error();
+  MPI_Request req;
+  const int64_t offset = static_cast<int64_t>(rank_) * recv_count;
+  if (recv != send + offset) {
+    PX_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(recv_count), MPI_FLOAT, MPI_SUM, comm_,
+                                           &req));
+    return std::unique_ptr<CommRequest>(std::make_unique<MpiRequest>(this, req, "reduce-scatter"));
+  }
+  // In place: MPI reads the whole buffer and writes this rank's sum to its first block.
+  float* whole = recv - offset;
+  PX_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, whole, static_cast<int>(recv_count), MPI_FLOAT, MPI_SUM,
+                                         comm_, &req));
+  auto r = std::make_unique<MpiRequest>(this, req, "reduce-scatter");
+  if (offset != 0) r->MoveOnCompletion(whole, recv, recv_count);
+  return std::unique_ptr<CommRequest>(std::move(r));
 }
 
 Result<std::unique_ptr<Communicator>> MpiCommunicator::Split(const std::vector<int>& ranks) {

@@ -45,6 +45,8 @@ class MpiCommunicator final : public Communicator {
   Status FlushSends() override;
   Status Barrier() override;
   Result<std::unique_ptr<CommRequest>> IAllReduce(float* data, int64_t count) override;
+  Result<std::unique_ptr<CommRequest>> IReduceScatter(const float* send, float* recv,
+                                                      int64_t recv_count) override;
   Result<std::unique_ptr<Communicator>> Split(const std::vector<int>& ranks) override;
   void Abort(int exit_code) override;
 

@@ -32,10 +32,14 @@ Status FlushMicrobatchGrads(RuntimeContext& ctx, ParamGroup& g) {
   return {};
 }
 
-Status StartGradAllReduce(RuntimeContext& ctx, ParamGroup& g) {
+Status StartGradSync(RuntimeContext& ctx, ParamGroup& g) {
   if (Status s = ReduceSequenceParallelGrads(ctx, g, g.grads_storage()); !s) return s;
   if (g.zero().dp == 1) return {};
-  auto req = ctx.dp_comm().IAllReduce(g.grads_storage(), g.padded());
+  // ZeRO-1 as Megatron's distributed optimizer: each rank only needs the sum of its own shard.
+  auto req = g.zero().stage == 0
+                 ? ctx.dp_comm().IAllReduce(g.grads_storage(), g.padded())
+                 : ctx.dp_comm().IReduceScatter(g.grads_storage(), g.grads_storage() + g.shard_begin(),
+                                                g.shard_size());
   if (!req) return req.error();
   g.pending_sync = std::move(req).value();
   return {};
@@ -44,7 +48,8 @@ Status StartGradAllReduce(RuntimeContext& ctx, ParamGroup& g) {
 Status FinishGradSync(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups, ParamGroup* tied_words) {
   for (ParamGroup* g : groups) {
     if (!g->pending_sync) continue;
-    auto s = ctx.rec->OpAt(OpKind::kDpAllReduce, -1, g->stage, g->layer, Phase::kComm, g->padded() * 4,
+    const OpKind op = g->zero().stage == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter;
+    auto s = ctx.rec->OpAt(op, -1, g->stage, g->layer, Phase::kComm, g->padded() * 4,
                            static_cast<int32_t>(g->zero().dp));
     Status st = g->pending_sync->Wait();
     g->pending_sync.reset();

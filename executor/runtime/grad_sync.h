@@ -1,9 +1,11 @@
 #pragma once
 // Data-parallel gradient synchronisation, one parameter group per bucket.
 // ZeRO 0/1: when a group's last backward of the step finishes, its gradients start an
-// asynchronous all-reduce over dp that overlaps the remaining backward passes; the step waits
-// for all of them before the optimizer. ZeRO 2/3: after every backward pass of a group its
-// transient full gradient is reduce-scattered into this rank's shard and freed.
+// asynchronous collective over dp that overlaps the remaining backward passes; the step waits
+// for all of them before the optimizer. ZeRO-0 all-reduces the full gradient; ZeRO-1
+// reduce-scatters it in place (Megatron's distributed optimizer), after which only this rank's
+// shard of the buffer holds the summed gradient. ZeRO 2/3: after every backward pass of a group
+// its transient full gradient is reduce-scattered into this rank's shard and freed.
 // Gradients are sums (the loss is already scaled by 1/(global_batch*seq)), not means.
 
 #include <vector>
@@ -19,8 +21,8 @@ Status ReduceSequenceParallelGrads(RuntimeContext& ctx, ParamGroup& g, float* fu
 //! ZeRO 2/3, after a backward pass touched the group.
 Status FlushMicrobatchGrads(RuntimeContext& ctx, ParamGroup& g);
 //! ZeRO 0/1, after the group's last backward pass of the step.
-Status StartGradAllReduce(RuntimeContext& ctx, ParamGroup& g);
-//! Waits for the pending all-reduces, then sums the tied word embedding's gradient between the
+Status StartGradSync(RuntimeContext& ctx, ParamGroup& g);
+//! Waits for the pending all-reduces / reduce-scatters, then sums the tied word embedding's gradient between the
 //! first and last pipeline stage (`tied_words` null when there is no such pair on this rank).
 Status FinishGradSync(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups, ParamGroup* tied_words);
 

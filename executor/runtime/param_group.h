@@ -5,7 +5,8 @@
 // shards) and the bucket of DP gradient synchronisation.
 //
 //   zero 0: full params, full grads, full Adam state
-//   zero 1: full params, full grads, Adam state of this rank's shard (Rajbhandari et al. 2020, P_os)
+//   zero 1: full params, full grads, Adam state of this rank's shard (Rajbhandari et al. 2020, P_os);
+//           after the step's DP reduce-scatter only the shard of the gradient buffer is meaningful
 //   zero 2: + gradients kept only for the shard; a full gradient exists transiently while one
 //           backward pass of the group runs, then is reduce-scattered into the shard (P_os+g)
 //   zero 3: + parameters kept only for the shard, all-gathered before each use and freed (P_os+g+p)
@@ -97,7 +98,7 @@ class ParamGroup {
   //! Whether this copy counts in the global gradient norm (false for the last stage's copy of
   //! a tied word embedding, which the first stage already counts).
   bool counts_in_norm = true;
-  //! Pending asynchronous DP all-reduce of the gradients (ZeRO 0/1).
+  //! Pending asynchronous DP gradient sync (ZeRO-0 all-reduce, ZeRO-1 reduce-scatter).
   std::unique_ptr<CommRequest> pending_sync;
   int64_t layer = -1;  //!< global layer for trace identities (-1: embedding/head)
   int64_t stage = -1;  //!< model stage that holds the group

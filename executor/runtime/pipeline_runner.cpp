@@ -39,7 +39,7 @@ class Acquired {
 
 Status SyncGroup(RuntimeContext& ctx, ParamGroup& g, bool last_backward) {
   if (ctx.layout.zero_stage >= 2) return FlushMicrobatchGrads(ctx, g);
-  if (last_backward) return StartGradAllReduce(ctx, g);
+  if (last_backward) return StartGradSync(ctx, g);
   return {};
 }
 

@@ -4,15 +4,20 @@
 // launch's is skipped (ctest starts this binary once per world size with a matching filter).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
+#include <set>
+#include <tuple>
 
 #include "executor/cpu/local_communicator.h"
 #include "executor/launch.h"
 #include "executor/runtime/checkpoint.h"
 #include "planner/memory/memory_model.h"
+#include "planner/sim/simulator.h"
 #include "tests/executor/train_helpers.h"
 
 namespace parallax::executor {
@@ -122,6 +127,108 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(ZeroBuckets, MemoryTruthMultiRank,
                          ::testing::Combine(::testing::Values("dp=2,micro_batch=2,zero=2", "dp=2,micro_batch=2,zero=3"),
                                             ::testing::Bool()));
+
+// IReduceScatter against the sum computed here: every rank regenerates every rank's random input.
+TEST(MultiRank, IReduceScatterEqualsTheSumOfEveryRanksBlock) {
+  const int n = g_world->size(), me = g_world->rank();
+  for (const int64_t count : {int64_t{1}, int64_t{37}, int64_t{4099}}) {
+    std::vector<std::vector<float>> inputs(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      std::mt19937 gen(static_cast<uint32_t>(1000 * count + r));
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (int64_t i = 0; i < count * n; ++i) inputs[static_cast<size_t>(r)].push_back(normal(gen));
+    }
+    std::vector<double> expect(static_cast<size_t>(count), 0.0);
+    for (int r = 0; r < n; ++r) {
+      for (int64_t i = 0; i < count; ++i) {
+        expect[static_cast<size_t>(i)] += inputs[static_cast<size_t>(r)][static_cast<size_t>(me * count + i)];
+      }
+    }
+    auto check = [&](const float* got, const char* mode) {
+      double err = 0, ref = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        err += std::pow(got[i] - expect[static_cast<size_t>(i)], 2);
+        ref += std::pow(expect[static_cast<size_t>(i)], 2);
+      }
+      EXPECT_LT(std::sqrt(err / ref), 1e-6) << mode << " count " << count << " rank " << me;
+    };
+    const std::vector<float>& mine = inputs[static_cast<size_t>(me)];
+    std::vector<float> out(static_cast<size_t>(count), 0.0f);
+    auto req = g_world->IReduceScatter(mine.data(), out.data(), count);
+    ASSERT_TRUE(req) << req.error().message;
+    ASSERT_TRUE((*req)->Wait());
+    check(out.data(), "out of place");
+    std::vector<float> whole = mine;  // in place: the result lands in this rank's block
+    float* block = whole.data() + me * count;
+    auto req2 = g_world->IReduceScatter(whole.data(), block, count);
+    ASSERT_TRUE(req2) << req2.error().message;
+    ASSERT_TRUE((*req2)->Wait());
+    check(block, "in place");
+  }
+}
+
+// ZeRO-1 is Megatron's distributed optimizer: after the last backward each gradient bucket is
+// reduce-scattered (not all-reduced) over dp, with the identity and bytes the simulator predicts.
+// ZeRO-0 keeps the all-reduce. Either way the losses equal the single-process reference.
+TEST(MultiRank, Zero1ReduceScattersGradientsAsTheSimulatorPredicts) {
+  if (g_world->size() != 2) GTEST_SKIP();
+  constexpr int kRecordedSteps = 3;
+  for (const int64_t zero : {0, 1}) {
+    const Plan plan = TinyPlan("dp=2,micro_batch=2,zero=" + std::to_string(zero), kGlobalBatch);
+    CpuBackend be;
+    TrainerOptions options;
+    options.record_ops = true;
+    auto t = Trainer::Create(plan, be, *g_world, options);
+    ASSERT_TRUE(t) << t.error().message;
+    std::vector<double> losses;
+    for (int i = 0; i < kRecordedSteps; ++i) {
+      auto r = (*t)->Step();
+      ASSERT_TRUE(r) << r.error().message;
+      losses.push_back(r->loss);
+    }
+    const std::vector<double>& ref = Reference(kGlobalBatch).losses;
+    EXPECT_LT(MaxRelDiff(losses, std::vector<double>(ref.begin(), ref.begin() + kRecordedSteps)), 1e-4)
+        << "zero=" << zero;
+
+    const OpKind expected = zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter;
+    const OpKind other = zero == 0 ? OpKind::kDpReduceScatter : OpKind::kDpAllReduce;
+    std::map<std::pair<int64_t, int64_t>, int64_t> padded_bytes;  // (stage, layer) -> bytes per group
+    for (const ParamGroup* g : (*t)->model().groups()) padded_bytes[{g->stage, g->layer}] += g->padded() * 4;
+    std::set<std::tuple<int64_t, int64_t, int64_t>> measured;  // (microbatch, stage, layer)
+    std::map<std::pair<int64_t, int64_t>, int64_t> measured_bytes;
+    int wrong_kind = 0;
+    for (const MeasuredOp& op : (*t)->recorder().ops()) {
+      wrong_kind += op.id.op == other;
+      if (op.id.op != expected || op.id.step != 0) continue;
+      EXPECT_EQ(op.group_size, 2);
+      EXPECT_EQ(op.id.phase, Phase::kComm);
+      measured.insert({op.id.microbatch, op.id.stage, op.id.layer});
+      measured_bytes[{op.id.stage, op.id.layer}] += op.bytes;
+    }
+    EXPECT_EQ(wrong_kind, 0) << "zero=" << zero << ": gradient syncs recorded as " << ToString(other);
+    EXPECT_EQ(measured_bytes, padded_bytes) << "zero=" << zero << ": one sync of each whole bucket";
+
+    planner::SimOptions so;
+    so.record_trace = true;
+    Plan sim_plan = plan;  // local-cpu stands for any number of processes; the simulator needs 2
+    sim_plan.cluster.nodes = 1;
+    sim_plan.cluster.gpus_per_node = 2;
+    auto sim = planner::Simulate(sim_plan, nullptr, so);
+    ASSERT_TRUE(sim) << sim.error().message;
+    ASSERT_TRUE(sim->trace);
+    std::set<std::tuple<int64_t, int64_t, int64_t>> predicted;
+    const traces::Trace& trace = *sim->trace;
+    wrong_kind = 0;
+    for (size_t i = 0; i < trace.slices().size(); ++i) {
+      const auto id = trace.identity(trace.slice(i));
+      if (!id) continue;
+      wrong_kind += id->op == other;
+      if (id->op == expected && id->rank == 0) predicted.insert({id->microbatch, id->stage, id->layer});
+    }
+    EXPECT_EQ(wrong_kind, 0) << "zero=" << zero << ": the simulator predicts " << ToString(other);
+    EXPECT_EQ(measured, predicted) << "zero=" << zero << ": (microbatch, stage, layer) of the gradient syncs";
+  }
+}
 
 TEST(MultiRank, GradientAccumulationMatchesAcrossMicroBatchSizes) {
   if (g_world->size() != 2) GTEST_SKIP();
