@@ -33,6 +33,9 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
   // Per-rank work of one micro-batch, with ZeRO-3 stalls and DP contention folded in.
   std::vector<double> F(static_cast<size_t>(p)), B(static_cast<size_t>(p)), zero3_wait(static_cast<size_t>(p), 0.0);
   std::vector<double> contention_extra(static_cast<size_t>(p), 0.0);
+  // The ZeRO-3 part of F/B that only follows an earlier pass on the same rank (a first gather
+  // queued behind that pass's last reduce-scatter): absent from the first pass of the fill.
+  std::vector<double> F_queue(static_cast<size_t>(p), 0.0), B_queue(static_cast<size_t>(p), 0.0);
   for (int64_t r = 0; r < p; ++r) {
     const RankCost& rc = pc.ranks[static_cast<size_t>(r)];
     double f = rc.fwd_s, b = rc.bwd_s;
@@ -46,6 +49,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
         const double zf = Zero3Extra(n, a, 0, u.layer.fwd_s, u.layer.fwd_s - u.layer.fwd_tp_s, k, gpipe ? 0 : red);
         const double zb = Zero3Extra(n, a, red, u.layer.bwd_s, u.layer.bwd_s - u.layer.bwd_tp_s, k, gpipe ? red : 0);
         zero3_wait[static_cast<size_t>(r)] += zf + zb;
+        (gpipe ? B_queue : F_queue)[static_cast<size_t>(r)] += red;
         f += zf;
         b += zb;
       }
@@ -64,8 +68,8 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
   }
   double sumF = 0, sumB = 0, maxF = 0, maxB = 0, maxW = 0;
   for (int64_t r = 0; r < p; ++r) {
-    sumF += F[static_cast<size_t>(r)];
-    sumB += B[static_cast<size_t>(r)];
+    sumF += F[static_cast<size_t>(r)] - F_queue[static_cast<size_t>(r)];
+    sumB += B[static_cast<size_t>(r)] - B_queue[static_cast<size_t>(r)];
     maxF = std::max(maxF, F[static_cast<size_t>(r)]);
     maxB = std::max(maxB, B[static_cast<size_t>(r)]);
     maxW = std::max(maxW, F[static_cast<size_t>(r)] + B[static_cast<size_t>(r)]);
@@ -144,7 +148,11 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
         double layers = 0;
         for (const ChunkCost& ch : rc.chunks) layers += static_cast<double>(ch.layers.count);
         const double work = m * layers * R;
-        const double window = m * (F[static_cast<size_t>(r)] + B[static_cast<size_t>(r)]);
+        // The reduce-scatters start with the first backward: under GPipe all forwards come first,
+        // so only the backward phase hides them; 1F1B-style schedules interleave forwards too.
+        const double window = l.schedule == ScheduleKind::kGpipe
+                                  ? m * B[static_cast<size_t>(r)]
+                                  : m * (F[static_cast<size_t>(r)] + B[static_cast<size_t>(r)]);
         dp_end = std::max(dp_end, work - window);
       }
       if (cc.embedding || cc.head) dp_end = std::max(dp_end, 0.0) + rc.dp.grad_outer_s;
