@@ -188,7 +188,10 @@ Status WriteFileAtomic(const std::string& path, std::string_view contents) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmpl = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
+  // Built by append: GCC 12 at -O3 warns falsely (-Wrestrict, GCC PR 105329) on "." + string.
+  std::string name(".");
+  name.append(target.filename().string()).append(".tmpXXXXXX");
+  std::string tmpl = (dir / name).string();
   const int fd = mkstemp(tmpl.data());
   if (fd < 0) return IoError(path + ": cannot create a temporary file: " + std::strerror(errno));
   const char* p = contents.data();
