@@ -109,7 +109,10 @@ void RegisterDiff(CLI::App* trace, CliState& state) {
       const std::vector<int64_t> ms = traces::StepsOf(*m);
       if (!std::binary_search(ms.begin(), ms.end(), a->step)) {
         std::string have;
-        for (int64_t s : ms) have += (have.empty() ? "" : ", ") + std::to_string(s);
+        for (int64_t s : ms) {
+          if (!have.empty()) have += ", ";
+          have += std::to_string(s);
+        }
         state.exit_code = ReportError(BadInput(a->measured + ": --step " + std::to_string(a->step) +
                                                ": no such step (the trace has " + (have.empty() ? "none" : have) + ")"),
                                       a->common.json);

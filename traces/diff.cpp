@@ -308,7 +308,10 @@ std::string FormatDiff(const TraceDiff& d) {
   out += line;
   if (d.mode == AlignMode::kIdentity && !d.measured_steps.empty()) {
     std::string list;
-    for (int64_t s : d.measured_steps) list += (list.empty() ? "" : ",") + std::to_string(s);
+    for (int64_t s : d.measured_steps) {
+      if (!list.empty()) list += ',';
+      list += std::to_string(s);
+    }
     if (d.predicted_step >= 0) {
       std::snprintf(line, sizeof(line), "compared: predicted step %lld against measured step%s %s\n",
                     static_cast<long long>(d.predicted_step), d.measured_steps.size() == 1 ? "" : "s", list.c_str());
