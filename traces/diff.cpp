@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <set>
 
 namespace parallax::traces {
 namespace {
@@ -70,21 +71,22 @@ int64_t DeviceSpan(const Trace& t) {
 const char* ToString(AlignMode m) { return m == AlignMode::kIdentity ? "identity" : "name-order"; }
 
 std::vector<int64_t> StepsOf(const Trace& t) {
-  std::vector<int64_t> steps;
+  std::set<int64_t> steps;  // a handful of steps over millions of slices
   for (size_t i = 0; i < t.slices().size(); ++i) {
     const Slice& s = t.slice(i);
-    if (s.has(slice_flags::kHasIdentity)) steps.push_back(s.identity.step);
+    if (s.has(slice_flags::kHasIdentity)) steps.insert(s.identity.step);
   }
-  std::sort(steps.begin(), steps.end());
-  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
-  return steps;
+  return {steps.begin(), steps.end()};
 }
 
 namespace {
 
-//! For each measured step compared, the predicted step it is compared with.
-std::map<int64_t, int64_t> StepPairs(const Trace& predicted, const Trace& measured, const StepSelection& sel) {
+//! For each measured step compared, the predicted step it is compared with. `single_predicted`:
+//! the predicted trace's step when it holds exactly one, else -1.
+std::map<int64_t, int64_t> StepPairs(const Trace& predicted, const Trace& measured, const StepSelection& sel,
+                                     int64_t& single_predicted) {
   const std::vector<int64_t> ps = StepsOf(predicted), ms = StepsOf(measured);
+  single_predicted = ps.size() == 1 ? ps.front() : -1;
   std::map<int64_t, int64_t> pairs;  // measured step -> predicted step
   auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::binary_search(v.begin(), v.end(), x); };
   if (ps.empty() || ms.empty()) return pairs;
@@ -113,7 +115,8 @@ Alignment AlignSlices(const Trace& predicted, const Trace& measured, const StepS
   Alignment al;
   al.mode = HasIdentities(predicted) && HasIdentities(measured) ? AlignMode::kIdentity : AlignMode::kNameOrder;
   const std::map<int64_t, int64_t> step_pairs =
-      al.mode == AlignMode::kIdentity ? StepPairs(predicted, measured, sel) : std::map<int64_t, int64_t>{};
+      al.mode == AlignMode::kIdentity ? StepPairs(predicted, measured, sel, al.predicted_step)
+                                      : std::map<int64_t, int64_t>{};
   // Predicted step -> the measured steps it is compared with (keys of the predicted entries).
   std::map<int64_t, std::vector<int64_t>> as_measured;
   for (const auto& [ms, ps] : step_pairs) as_measured[ps].push_back(ms);
@@ -235,8 +238,7 @@ TraceDiff DiffTraces(const Trace& predicted, const Trace& measured, const DiffOp
     }
     d.steps = static_cast<int64_t>(steps.size());
     for (const auto& [step, spans] : steps) d.measured_steps.push_back(step);
-    const std::vector<int64_t> ps_steps = StepsOf(predicted);
-    if (ps_steps.size() == 1) d.predicted_step = ps_steps.front();
+    d.predicted_step = al.predicted_step;
     if (d.steps > 0) {
       d.predicted_step_ns = ps / d.steps;
       d.measured_step_ns = ms / d.steps;

@@ -24,6 +24,7 @@ struct Alignment {
   std::vector<std::pair<uint32_t, uint32_t>> pairs;  //!< (predicted index, measured index)
   int64_t only_predicted = 0;
   int64_t only_measured = 0;
+  int64_t predicted_step = -1;  //!< identity mode: the predicted trace's step when it holds one, else -1
 };
 
 //! Which measured steps the predicted trace is compared with (identity mode).
