@@ -11,7 +11,7 @@
 #include "executor/cpu/cpu_backend.h"
 #include "executor/launch.h"
 #include "executor/runtime/trainer.h"
-#include "model/presets.h"
+#include "tests/executor/train_helpers.h"
 
 namespace parallax::executor {
 namespace {
@@ -63,20 +63,7 @@ BENCHMARK(GemmRatio)
 // sum of the kernel times its recorder measured: what the runtime adds (copies, residual adds,
 // allocation, bookkeeping).
 void StepOverhead(benchmark::State& state) {
-  Plan p;
-  p.model = *ModelPreset("gpt-tiny");
-  p.model.name = "gpt-6x256";
-  p.model.layers = 6;
-  p.model.hidden = 256;
-  p.model.heads = 4;
-  p.model.kv_heads = 4;
-  p.model.ffn_hidden = 1024;
-  p.model.seq_len = 128;
-  p.cluster = *ClusterPreset("local-cpu");
-  p.layout = *ParseInlineLayout("micro_batch=4,global_batch=8,recompute=" +
-                                std::string(state.range(0) ? "full" : "none"));
-  p.training.global_batch = 8;
-  p.training.precision = Precision::kFp32;
+  const Plan p = testing::WidePlan(std::string("micro_batch=4,recompute=") + (state.range(0) ? "full" : "none"), 8);
   CpuBackend be;
   auto world = LocalCommunicator();
   TrainerOptions o;

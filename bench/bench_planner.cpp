@@ -2,6 +2,7 @@
 // (gpt3-175b on 128 dgx-a100 nodes = 1024 GPUs, full space; target < 2 s wall on 2 cores).
 #include <benchmark/benchmark.h>
 
+#include "bench/bench_plans.h"
 #include "model/presets.h"
 #include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
@@ -10,19 +11,8 @@
 namespace parallax::planner {
 namespace {
 
-Plan Gpt3Plan() {
-  Plan p;
-  p.model = *ModelPreset("gpt3-175b");
-  p.cluster = *ClusterPreset("dgx-a100");
-  p.cluster.nodes = 128;
-  p.layout = *ParseInlineLayout(
-      "dp=16,tp=8,pp=8,zero=1,micro_batch=1,global_batch=1536,recompute=full,schedule=interleaved,virtual_stages=2");
-  p.training.global_batch = 1536;
-  return p;
-}
-
 void BM_ClosedFormEstimate(benchmark::State& state) {
-  Plan plan = Gpt3Plan();
+  Plan plan = bench::Gpt3On1024Gpus();
   CostContext ctx(plan.cluster, plan.training.precision);
   for (auto _ : state) {
     const StepTime st = EstimateStepTime(plan, CostPlan(ctx, plan));

@@ -2,20 +2,14 @@
 // without recording the predicted trace.
 #include <benchmark/benchmark.h>
 
-#include "model/presets.h"
+#include "bench/bench_plans.h"
 #include "planner/sim/simulator.h"
 
 namespace parallax::planner {
 namespace {
 
 void BM_SimulateGpt3Step(benchmark::State& state) {
-  Plan p;
-  p.model = *ModelPreset("gpt3-175b");
-  p.cluster = *ClusterPreset("dgx-a100");
-  p.cluster.nodes = 128;
-  p.layout = *ParseInlineLayout(
-      "dp=16,tp=8,pp=8,zero=1,micro_batch=1,global_batch=1536,recompute=full,schedule=interleaved,virtual_stages=2");
-  p.training.global_batch = 1536;
+  const Plan p = bench::Gpt3On1024Gpus();
   SimOptions o;
   o.record_trace = state.range(0) != 0;
   int64_t events = 0;

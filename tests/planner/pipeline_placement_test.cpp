@@ -12,18 +12,13 @@
 #include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
 #include "planner/sim/simulator.h"
+#include "tests/planner/layout_util.h"
 #include "traces/trace.h"
 
 namespace parallax::planner {
 namespace {
 
-Layout L(int64_t dp, int64_t tp, int64_t pp) {
-  Layout l;
-  l.dp = dp;
-  l.tp = tp;
-  l.pp = pp;
-  return l;
-}
+using testing::L;
 
 ClusterSpec Nodes(int64_t nodes, int64_t gpus_per_node) {
   ClusterSpec c = *ResolveCluster("dgx-a100", nodes);

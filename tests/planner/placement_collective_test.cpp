@@ -4,17 +4,12 @@
 #include "model/load.h"
 #include "planner/cost/collective.h"
 #include "planner/cost/placement.h"
+#include "tests/planner/layout_util.h"
 
 namespace parallax::planner {
 namespace {
 
-Layout L(int64_t dp, int64_t tp, int64_t pp) {
-  Layout l;
-  l.dp = dp;
-  l.tp = tp;
-  l.pp = pp;
-  return l;
-}
+using testing::L;
 
 TEST(Placement, MegatronOrderGroupsAndNodeSpans) {
   const ClusterSpec c = *ResolveCluster("dgx-a100", 2);  // 16 GPUs, 8 per node

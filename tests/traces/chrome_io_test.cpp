@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "model/json_io.h"
+#include "tests/traces/identity_util.h"
 #include "traces/chrome_reader.h"
 #include "traces/chrome_writer.h"
 #include "traces/json_scanner.h"
@@ -31,16 +32,9 @@ std::string Slurp(const fs::path& p) {
   return ss.str();
 }
 
+// Rank 1, stage 2: identities whose every field differs from the defaults.
 OpIdentity Id(int64_t step, int64_t mb, int64_t layer, OpKind op, Phase phase) {
-  OpIdentity id;
-  id.step = step;
-  id.rank = 1;
-  id.microbatch = mb;
-  id.stage = 2;
-  id.layer = layer;
-  id.op = op;
-  id.phase = phase;
-  return id;
+  return testing::Id(step, 1, mb, layer, op, phase, 2);
 }
 
 Trace SampleTrace() {

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "tests/traces/identity_util.h"
 #include "traces/chrome_reader.h"
 #include "traces/chrome_writer.h"
 #include "traces/diff.h"
@@ -11,17 +12,7 @@
 namespace parallax::traces {
 namespace {
 
-OpIdentity Id(int64_t step, int64_t rank, int64_t mb, int64_t layer, OpKind op, Phase phase) {
-  OpIdentity id;
-  id.step = step;
-  id.rank = rank;
-  id.microbatch = mb;
-  id.stage = 0;
-  id.layer = layer;
-  id.op = op;
-  id.phase = phase;
-  return id;
-}
+using testing::Id;
 
 // Two steps x 2 micro-batches x 2 layers of (qkv fwd 100 ns, fc1 fwd 200 ns, tp all-reduce 50 ns).
 // `scale_qkv` / `scale_fc1` stretch those ops; `reverse` records in the opposite order.

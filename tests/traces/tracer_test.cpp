@@ -1,22 +1,13 @@
 // Tracer and data model: tracks per rank x stream, compact slices, identities, merge, nesting.
 #include <gtest/gtest.h>
 
+#include "tests/traces/identity_util.h"
 #include "traces/tracer.h"
 
 namespace parallax::traces {
 namespace {
 
-OpIdentity Id(int64_t step, int64_t rank, int64_t mb, int64_t layer, OpKind op, Phase phase) {
-  OpIdentity id;
-  id.step = step;
-  id.rank = rank;
-  id.microbatch = mb;
-  id.stage = 0;
-  id.layer = layer;
-  id.op = op;
-  id.phase = phase;
-  return id;
-}
+using testing::Id;
 
 TEST(StringTable, InternsOncePerString) {
   StringTable t;

@@ -1,0 +1,18 @@
+#pragma once
+// Shared by the planner tests: a layout with only its parallel degrees set.
+
+#include <cstdint>
+
+#include "model/plan.h"
+
+namespace parallax::planner::testing {
+
+inline Layout L(int64_t dp, int64_t tp, int64_t pp) {
+  Layout l;
+  l.dp = dp;
+  l.tp = tp;
+  l.pp = pp;
+  return l;
+}
+
+}  // namespace parallax::planner::testing
