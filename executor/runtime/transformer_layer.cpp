@@ -24,6 +24,26 @@ Result<Buffer> Regather(RuntimeContext& ctx, const Buffer& local, int64_t cols, 
 }
 
 constexpr float kNormEps = 1e-5f;
+
+// A sub-block's pre-norm and its entry into the TP region: `mean`/`rstd` kept for backward, the
+// normalised input kept local (sequence parallel) and gathered (or passed on) into `region`.
+Status NormIntoRegion(RuntimeContext& ctx, OpKind op, int64_t layer, const float* x, const float* gamma,
+                      const float* beta, Buffer& mean, Buffer& rstd, Buffer& local, Buffer& region) {
+  const int64_t H = ctx.model.hidden, Tl = ctx.local_tokens;
+  const auto act = MemoryKind::kActivations;
+  Buffer y = ctx.backend->AllocateFloats(Tl * H, act);
+  mean = ctx.backend->AllocateFloats(Tl, act);
+  rstd = ctx.backend->AllocateFloats(Tl, act);
+  {
+    auto s = ctx.rec->Op(op, layer);
+    NormForward(ctx, x, gamma, beta, y.f32(), mean.f32(), rstd.f32(), Tl);
+  }
+  local = KeepLocalCopy(ctx, y, H);
+  auto gathered = EnterRegion(ctx, std::move(y), H, layer, act);
+  if (!gathered) return gathered.error();
+  region = std::move(gathered).value();
+  return {};
+}
 }
 
 void NormForward(RuntimeContext& ctx, const float* x, const float* gamma, const float* beta, float* y, float* mean,
@@ -128,17 +148,11 @@ Result<Buffer> TransformerLayer::Run(RuntimeContext& ctx, Buffer x, LayerCache& 
   const double t = static_cast<double>(T);
   c.x = std::move(x);
 
-  Buffer a = be.AllocateFloats(Tl * H, act);
-  c.n1_mean = be.AllocateFloats(Tl, act);
-  c.n1_rstd = be.AllocateFloats(Tl, act);
-  {
-    auto s = rec.Op(OpKind::kAttnNorm, layer_);
-    NormForward(ctx, c.x.f32(), P(ix_.ln1_w), P(ix_.ln1_b), a.f32(), c.n1_mean.f32(), c.n1_rstd.f32(), Tl);
+  if (Status st = NormIntoRegion(ctx, OpKind::kAttnNorm, layer_, c.x.f32(), P(ix_.ln1_w), P(ix_.ln1_b), c.n1_mean,
+                                 c.n1_rstd, c.ag_local, c.ag);
+      !st) {
+    return st.error();
   }
-  c.ag_local = KeepLocalCopy(ctx, a, H);
-  auto ag = EnterRegion(ctx, std::move(a), H, layer_, act);
-  if (!ag) return ag.error();
-  c.ag = std::move(ag).value();
 
   c.q = be.AllocateFloats(T * Q, act);
   c.k = be.AllocateFloats(T * K, act);
@@ -175,17 +189,11 @@ Result<Buffer> TransformerLayer::Run(RuntimeContext& ctx, Buffer x, LayerCache& 
   if (ix_.bo >= 0) be.AddBias(c.h.f32(), P(ix_.bo), Tl, H);
   o2->Reset();
 
-  Buffer mn = be.AllocateFloats(Tl * H, act);
-  c.n2_mean = be.AllocateFloats(Tl, act);
-  c.n2_rstd = be.AllocateFloats(Tl, act);
-  {
-    auto s = rec.Op(OpKind::kMlpNorm, layer_);
-    NormForward(ctx, c.h.f32(), P(ix_.ln2_w), P(ix_.ln2_b), mn.f32(), c.n2_mean.f32(), c.n2_rstd.f32(), Tl);
+  if (Status st = NormIntoRegion(ctx, OpKind::kMlpNorm, layer_, c.h.f32(), P(ix_.ln2_w), P(ix_.ln2_b), c.n2_mean,
+                                 c.n2_rstd, c.mg_local, c.mg);
+      !st) {
+    return st.error();
   }
-  c.mg_local = KeepLocalCopy(ctx, mn, H);
-  auto mg = EnterRegion(ctx, std::move(mn), H, layer_, act);
-  if (!mg) return mg.error();
-  c.mg = std::move(mg).value();
   const bool swiglu = m.mlp == MlpKind::kSwiglu;
   c.f1 = be.AllocateFloats(T * F, act);
   if (swiglu) c.up = be.AllocateFloats(T * F, act);
