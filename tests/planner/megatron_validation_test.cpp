@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "model/presets.h"
+#include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
 #include "planner/sim/simulator.h"
 #include "tests/planner/validation_util.h"
@@ -29,6 +30,32 @@ ModelSpec ModelFor(const testing::MegatronRow& row) {
   }
   ADD_FAILURE() << "no megatron preset for hidden " << row.hidden;
   return {};
+}
+
+// Where the first row's time goes (the README's evidence that the gap is kernel throughput): the
+// step breakdown, and per op of one layer (forward, recompute, backward) its achieved TFLOP/s.
+void PrintLayerBreakdown(const Plan& plan, const SimResult& sim, const CostDb* db) {
+  const Breakdown& b = sim.prediction.breakdown;
+  const double step = sim.prediction.step_time_s;
+  std::printf("first row, step %.3f s: compute %.1f%%, tp comm %.1f%%, dp comm %.1f%%, pp comm %.1f%%, bubble %.1f%%\n",
+              step, 100 * b.compute_s / step, 100 * b.tp_comm_s / step, 100 * b.dp_comm_s / step,
+              100 * b.pp_comm_s / step, 100 * b.bubble_s / step);
+  CostContext ctx(plan.cluster, plan.training.precision, db);
+  const UnitOps& layer = ctx.Units(plan.model, plan.layout, plan.model.seq_len).layer;
+  double flops = 0, time = 0;
+  for (const auto* ops : {&layer.fwd, &layer.bwd}) {
+    for (const CostedOp& o : *ops) {
+      flops += o.flops;
+      time += o.time_s;
+      if (o.flops > 0) {
+        const double tflops = o.flops / o.time_s / 1e12;
+        std::printf("  %-10s %-9s %7.1f TFLOP/s\n", ToString(o.op), ToString(o.phase), tflops);
+        EXPECT_LE(tflops, plan.cluster.device.peak_tflops.For(ComputeDType(plan.training.precision))) << ToString(o.op);
+      }
+    }
+  }
+  std::printf("  one layer, micro-batch %lld: %.1f TFLOP/s\n", static_cast<long long>(plan.layout.micro_batch),
+              flops / time / 1e12);
 }
 
 TEST(MegatronValidation, EveryRowWithinTenPercent) {
@@ -89,6 +116,7 @@ TEST(MegatronValidation, EveryRowWithinTenPercent) {
                 (long long)row.pp, (long long)best.dp, (long long)row.gpus, (long long)best.micro_batch,
                 (long long)best.virtual_stages, row.tflops_per_gpu, predicted, err);
     EXPECT_LT(std::abs(err), 10.0) << row.params_B << "B row";
+    if (&row == &rows.front()) PrintLayerBreakdown(plan, *sim, dbp);
   }
   std::printf("MAPE %.2f%%\n", abs_pct_sum / static_cast<double>(rows.size()));
 }
