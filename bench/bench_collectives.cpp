@@ -1,5 +1,6 @@
-// MPI all-reduce bandwidth of the CPU backend's communicator, in nccl-tests' definitions
-// (doc/PERFORMANCE.md there): algbw = bytes / time, busbw = algbw * 2(n-1)/n.
+// MPI all-reduce bandwidth of the CPU backend's communicator on its dp stream (enqueue, then wait
+// for the stream's event), in nccl-tests' definitions (doc/PERFORMANCE.md there): algbw = bytes /
+// time, busbw = algbw * 2(n-1)/n.
 // Run under mpirun: `mpirun -np 2 bench_collectives`. Iteration counts are fixed so every rank
 // runs the same number of collectives; only rank 0 reports.
 #include <benchmark/benchmark.h>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "executor/cpu/cpu_backend.h"
 #include "executor/launch.h"
 
 namespace parallax::executor {
@@ -18,12 +20,15 @@ Communicator* g_world = nullptr;
 
 void AllReduce(benchmark::State& state) {
   const int64_t bytes = state.range(0);
-  std::vector<float> buf(static_cast<size_t>(bytes / 4), 1.0f);
+  CpuBackend be;
+  auto buf = be.AllocateZeroed(bytes / 4, DType::kF32, MemoryKind::kWorkspace);
+  if (!buf) state.SkipWithError(buf.error().message.c_str());
   (void)g_world->Barrier();
   double seconds = 0;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
-    Status s = g_world->AllReduce(buf.data(), static_cast<int64_t>(buf.size()), ReduceOp::kSum);
+    Status s = g_world->AllReduce(buf->ptr(), buf->numel(), ReduceOp::kSum, be.stream(StreamKind::kDpComm));
+    if (s) s = be.SynchronizeEvent(be.RecordEvent(StreamKind::kDpComm));
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!s) state.SkipWithError(s.error().message.c_str());
   }

@@ -29,12 +29,32 @@ void GemmRatio(benchmark::State& state) {
   for (auto& x : a) x = d(rng);
   for (auto& x : b) x = d(rng);
   CpuBackend be;
+  // Through the seam: typed tensors in backend memory, GemmArgs, as the runtime's linears call it.
+  auto ta = be.Allocate(m * k, DType::kF32, MemoryKind::kWorkspace), tb = be.Allocate(n * k, DType::kF32, MemoryKind::kWorkspace);
+  auto tc = be.Allocate(m * n, DType::kF32, MemoryKind::kWorkspace);
+  if (!ta || !tb || !tc) {
+    state.SkipWithError("allocation failed");
+    return;
+  }
+  be.CopyToDevice(ta->ptr(), a.data(), DType::kF32, m * k);
+  be.CopyToDevice(tb->ptr(), b.data(), DType::kF32, n * k);
+  GemmArgs g;
+  g.tb = Trans::kYes;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = ta->ptr();
+  g.lda = k;
+  g.b = tb->ptr();
+  g.ldb = k;
+  g.c = tc->ptr();
+  g.ldc = n;
   double t_backend = 0, t_blas = 0;
   int64_t reps = 0;
   for (auto _ : state) {
     // Interleaved so both see the same machine state; y = x W^T as the linears call it.
     auto t0 = std::chrono::steady_clock::now();
-    be.Gemm(Trans::kNo, Trans::kYes, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(), n);
+    be.Gemm(g);
     auto t1 = std::chrono::steady_clock::now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
                 static_cast<blasint>(k), 1.0f, a.data(), static_cast<blasint>(k), b.data(), static_cast<blasint>(k),

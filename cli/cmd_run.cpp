@@ -1,11 +1,10 @@
 // `parallax run`: trains a plan for real, under mpirun (one process per rank):
 //   mpirun -np 2 parallax run --plan dp=2,micro_batch=2 --model gpt-tiny --global-batch 8 --steps 10
-// Every rank parses the same arguments and reaches the same verdict on bad input; rank 0 prints
-// it and every rank exits with status 2, so the job never hangs. Per-rank failures during training
-// abort the whole job (MPI_Abort) after printing the reason.
-#include <csignal>
+// The loop lives in executor/runtime/training_loop; this file parses and prints. Every rank parses
+// the same arguments and reaches the same verdict on bad input; rank 0 prints it and every rank
+// exits with status 2, so the job never hangs. Per-rank failures during a step abort the whole
+// job (MPI_Abort) after printing the reason.
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,12 +13,8 @@
 #include "cli/command.h"
 #include "executor/backend_registry.h"
 #include "executor/launch.h"
-#include "executor/runtime/checkpoint.h"
-#include "executor/runtime/collective_status.h"
-#include "executor/runtime/trainer.h"
+#include "executor/runtime/training_loop.h"
 #include "model/load.h"
-#include "traces/chrome_writer.h"
-#include "traces/tracer.h"
 
 namespace parallax::cli {
 namespace {
@@ -40,16 +35,9 @@ struct RunOptions {
   int64_t seed = -1;
   double lr = -1;
   double timeout_s = 30;
+  std::string precision;  //!< overrides the plan's (fp32, bf16, fp16)
+  std::string grad_reduce = "fp32";
 };
-
-// Test hook: PARALLAX_FAULT_INJECT="rank=R,step=S" kills rank R (SIGKILL) at the start of step S.
-void MaybeInjectFault(int rank, int64_t step) {
-  const char* spec = std::getenv("PARALLAX_FAULT_INJECT");
-  if (spec == nullptr) return;
-  int r = -1;
-  long long s = -1;
-  if (std::sscanf(spec, "rank=%d,step=%lld", &r, &s) == 2 && r == rank && s == step) std::raise(SIGKILL);
-}
 
 Result<Plan> ResolveRunPlan(const RunOptions& o) {
   std::optional<ModelSpec> model;
@@ -66,12 +54,24 @@ Result<Plan> ResolveRunPlan(const RunOptions& o) {
   if (!plan) return plan.error();
   if (o.seed >= 0) plan->training.seed = o.seed;
   if (o.lr > 0) plan->training.lr = o.lr;
+  if (!o.precision.empty()) {
+    if (o.precision == "fp32") {
+      plan->training.precision = Precision::kFp32;
+    } else if (o.precision == "bf16") {
+      plan->training.precision = Precision::kBf16;
+    } else if (o.precision == "fp16") {
+      plan->training.precision = Precision::kFp16;
+    } else {
+      return BadInput("--precision " + o.precision + ": expected fp32, bf16 or fp16");
+    }
+  }
+  if (o.grad_reduce != "fp32" && o.grad_reduce != "bf16") {
+    return BadInput("--grad-reduce " + o.grad_reduce + ": expected fp32 or bf16");
+  }
   if (o.steps <= 0) return BadInput("--steps must be > 0");
   if (o.resume && o.checkpoint_dir.empty()) return BadInput("--resume needs --checkpoint-dir");
   return plan;
 }
-
-Json TraceMetadataPlan(const Plan& p) { return PlanToJson(p); }
 
 int Run(const RunOptions& o) {
   auto launch = executor::InitLaunch(nullptr, nullptr);
@@ -83,109 +83,75 @@ int Run(const RunOptions& o) {
   };
   auto plan = ResolveRunPlan(o);
   if (!plan) return fail(plan.error());
-  // The CPU backend trains in fp32 (weights, activations and Adam state); say so when the plan
-  // asked for mixed precision, since memory and speed then differ from the plan's prediction.
-  const Precision requested = plan->training.precision;
-  plan->training.precision = Precision::kFp32;
-  if (root && requested != Precision::kFp32) {
-    std::fprintf(stderr, "parallax run: note: the cpu backend trains in fp32; the plan's %s precision runs as fp32\n",
-                 ToString(requested));
-  }
   if (!executor::MpiCompiledIn() && plan->layout.world_size() > 1) {
     return fail(BadInput("this parallax was built without MPI (PARALLAX_WITH_MPI off), so it runs one process; "
                          "the plan needs " + std::to_string(plan->layout.world_size()) + " ranks"));
   }
   auto backend = executor::CreateBackend(o.backend);
   if (!backend) return fail(backend.error());
-  auto world = launch->World(o.timeout_s);
+  auto world = (*backend)->ConnectWorld(*launch, o.timeout_s);
   if (!world) return fail(world.error());
   executor::Communicator& comm = **world;
 
-  executor::TrainerOptions topt;
-  topt.data.file = o.data;
-  topt.data.seed = plan->training.seed;
-  topt.record_ops = !o.trace.empty();
-  auto trainer = executor::Trainer::Create(*plan, **backend, comm, topt);
-  if (!trainer) {
-    // Plan errors are identical everywhere; a failing data file may not be: agree first.
-    Status agreed = executor::AgreeOnStatus(comm, Status(trainer.error()));
-    return fail(agreed ? trainer.error() : agreed.error());
-  }
-  if (Status s = executor::AgreeOnStatus(comm, Status()); !s) return fail(s.error());
-  executor::Trainer& t = **trainer;
-  if (!o.checkpoint_dir.empty()) {
-    if (Status s = executor::PrepareCheckpointDir(comm, o.checkpoint_dir); !s) return fail(s.error());
-    if (o.resume) {
-      if (Status s = t.LoadCheckpoint(o.checkpoint_dir); !s) return fail(s.error());
-    }
-  }
+  executor::TrainingRunOptions ro;
+  ro.steps = o.steps;
+  ro.checkpoint_dir = o.checkpoint_dir;
+  ro.checkpoint_every = o.checkpoint_every;
+  ro.resume = o.resume;
+  ro.trace_path = o.trace;
+  ro.trainer.data.file = o.data;
+  ro.trainer.data.seed = plan->training.seed;
+  ro.trainer.grad_reduce = o.grad_reduce == "bf16" ? executor::DType::kBf16 : executor::DType::kF32;
   const Layout& l = plan->layout;
-  if (root && !o.json) {
-    std::printf("parallax run: %s on %d rank(s) (%s, backend %s), layout %s, %lld micro-batch(es) per step\n",
+  auto on_start = [&](const executor::Trainer& t) {
+    if (!root || o.json) return;
+    std::printf("parallax run: %s on %d rank(s) (%s, backend %s, %s), layout %s, %lld micro-batch(es) per step\n",
                 plan->model.name.c_str(), launch->world_size(), launch->transport().c_str(), o.backend.c_str(),
-                LayoutToString(l).c_str(), static_cast<long long>(l.num_microbatches()));
+                ToString(plan->training.precision), LayoutToString(l).c_str(),
+                static_cast<long long>(l.num_microbatches()));
     std::printf("data: %s\n", t.data().Describe().c_str());
-    if (o.resume) std::printf("resumed from %s at step %lld\n", o.checkpoint_dir.c_str(), static_cast<long long>(t.step()));
+    if (o.resume) {
+      std::printf("resumed from %s at step %lld\n", o.checkpoint_dir.c_str(), static_cast<long long>(t.step()));
+    }
     std::fflush(stdout);
-  }
-
-  std::vector<double> losses, times;
-  const int64_t first = t.step();
-  for (int64_t i = 0; i < o.steps; ++i) {
-    MaybeInjectFault(launch->world_rank(), t.step());
-    auto r = t.Step();
-    if (!r) {
-      std::fprintf(stderr, "parallax: rank %d: step %lld failed: %s\n", launch->world_rank(),
-                   static_cast<long long>(t.step()), r.error().message.c_str());
-      std::fflush(stderr);
-      comm.Abort(1);
-      return 1;
-    }
-    losses.push_back(r->loss);
-    times.push_back(r->step_time_s);
-    if (root && !o.json) {
-      std::printf("step %4lld  loss %.6f  grad_norm %.4f  time %.1f ms\n", static_cast<long long>(r->step), r->loss,
-                  r->grad_norm, r->step_time_s * 1e3);
-      std::fflush(stdout);
-    }
-    const bool last = i + 1 == o.steps;
-    if (!o.checkpoint_dir.empty() && (last || (o.checkpoint_every > 0 && (t.step() - first) % o.checkpoint_every == 0))) {
-      if (Status s = t.SaveCheckpoint(o.checkpoint_dir); !s) return fail(s.error());
-    }
-  }
-
-  double peak = static_cast<double>((*backend)->memory().peak_bytes);
-  if (Status s = comm.AllReduce(&peak, 1, executor::ReduceOp::kMax); !s) return fail(s.error());
-  if (!o.trace.empty()) {
-    traces::Tracer tracer("measured");
-    traces::TraceMetadata& meta = tracer.metadata();
-    meta.tool_version = "parallax 0.1.0";
-    meta.plan = TraceMetadataPlan(*plan);
-    meta.model = plan->model.name;
-    meta.world_size = launch->world_size();
-    if (Status s = t.recorder().GatherInto(comm, root ? &tracer : nullptr); !s) return fail(s.error());
-    Status written;
-    if (root) written = traces::WriteChromeTrace(tracer.trace(), o.trace);
-    if (Status s = executor::AgreeOnStatus(comm, written); !s) return fail(s.error());
+  };
+  auto on_step = [&](const executor::StepResult& r) {
+    if (!root || o.json) return;
+    std::printf("step %4lld  loss %.6f  grad_norm %.4f  time %.1f ms%s\n", static_cast<long long>(r.step), r.loss,
+                r.grad_norm, r.step_time_s * 1e3,
+                r.skipped ? "  (fp16 overflow: step skipped, loss scale halved)" : "");
+    std::fflush(stdout);
+  };
+  bool step_failed = false;
+  auto report = executor::RunTraining(*plan, **backend, comm, ro, on_start, on_step, &step_failed);
+  if (!report) {
+    if (!step_failed) return fail(report.error());
+    // A failure inside a step: peers may be blocked in a collective, so end the whole job.
+    std::fprintf(stderr, "parallax: rank %d: step failed: %s\n", launch->world_rank(),
+                 report.error().message.c_str());
+    std::fflush(stderr);
+    comm.Abort(1);
+    return 1;
   }
   if (root) {
-    double mean = 0;
-    for (size_t i = times.size() > 1 ? 1 : 0; i < times.size(); ++i) mean += times[i];
-    mean /= static_cast<double>(times.size() > 1 ? times.size() - 1 : times.size());
     if (o.json) {
-      PrintJson(Json{{"losses", losses},
-                     {"step_times_s", times},
-                     {"peak_memory_bytes", static_cast<int64_t>(peak)},
+      PrintJson(Json{{"losses", report->losses},
+                     {"step_times_s", report->step_times_s},
+                     {"grad_norms", report->grad_norms},
+                     {"skipped_steps", report->skipped},
+                     {"loss_scale", report->loss_scale},
+                     {"peak_memory_bytes", report->peak_memory_bytes},
                      {"layout", LayoutToJson(l)},
                      {"model", plan->model.name},
                      {"world_size", launch->world_size()},
                      {"backend", o.backend},
                      {"precision", ToString(plan->training.precision)},
-                     {"requested_precision", ToString(requested)},
-                     {"first_step", first}});
+                     {"grad_reduce", o.grad_reduce},
+                     {"first_step", report->first_step}});
     } else {
-      std::printf("mean step time %.1f ms (after the first step), peak memory %.2f MiB per rank (max)\n", mean * 1e3,
-                  peak / (1024.0 * 1024.0));
+      std::printf("mean step time %.1f ms (after the first step), peak memory %.2f MiB per rank (max)\n",
+                  report->mean_step_time_s() * 1e3,
+                  static_cast<double>(report->peak_memory_bytes) / (1024.0 * 1024.0));
       if (!o.trace.empty()) std::printf("measured trace: %s\n", o.trace.c_str());
     }
   }
@@ -211,6 +177,9 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--data", o->data, "Byte-level text corpus (default: synthetic token stream)");
   cmd->add_option("--seed", o->seed, "Seed for weights and data (default: the plan's)");
   cmd->add_option("--lr", o->lr, "Learning rate (default: the plan's)");
+  cmd->add_option("--precision", o->precision, "Override the plan's precision: fp32, bf16 or fp16");
+  cmd->add_option("--grad-reduce", o->grad_reduce, "Element type of DP gradient reduction: fp32 or bf16")
+      ->capture_default_str();
   cmd->add_option("--timeout", o->timeout_s, "Seconds a rank waits for a peer before naming it lost")
       ->capture_default_str();
   cmd->callback([o, &state] { state.exit_code = Run(*o); });

@@ -1,77 +1,108 @@
 #pragma once
 // Backend: the one seam between the parallel runtime and the hardware (DESIGN.md "Executor").
-// Memory with per-rank byte accounting, kernels, communicators and timing events. The runtime in
-// executor/runtime/ is written once against this interface; executor/cpu/ implements it with
-// BLAS + MPI, executor/cuda/ will implement it with cuBLAS + NCCL.
+// Typed backend memory with a caching allocator, explicit host<->backend copies, four streams (the
+// trace's tracks) ordered by events, kernels, a communicator whose collectives and grouped
+// send/recv are enqueued on streams (NCCL's model), and timing events resolved once per step.
+// The runtime in executor/runtime/ is written once against this interface and never dereferences
+// backend memory on the host; executor/cpu/ implements it with BLAS + MPI, executor/cuda/ with
+// cuBLAS + NCCL.
 //
-// Conventions: every matrix is row-major fp32; "tokens" are rows laid out sequence-major
-// (row = position * batch + sequence, Megatron's [s, b, h]) so a sequence-parallel shard is a
-// contiguous block of rows. Kernels named *Backward accumulate weight gradients (+=) and
-// overwrite input gradients unless they say otherwise.
+// Conventions: matrices are row-major; "tokens" are rows laid out sequence-major (row = position
+// * batch + sequence, Megatron's [s, b, h]) so a sequence-parallel shard is a contiguous block of
+// rows. Activations and weights are in the compute dtype (fp32, bf16 or fp16); norm statistics,
+// gradients of parameters, main weights and Adam state are fp32. Kernels named *Backward
+// accumulate parameter gradients (+=) and overwrite input gradients unless they say otherwise.
+// Kernels run on the compute stream, in order.
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "executor/dtype.h"
 #include "model/result.h"
+#include "model/training_spec.h"
 
 namespace parallax::executor {
 
 class Backend;
+class LaunchContext;
 
-//! What a buffer holds, for the per-rank memory breakdown (compared with the planner's model).
+//! What a tensor holds, for the per-rank memory breakdown (compared with the planner's model).
 enum class MemoryKind { kWeights, kGradients, kOptimizer, kActivations, kWorkspace };
 inline constexpr int kMemoryKinds = 5;
 const char* ToString(MemoryKind k);
 
 struct MemoryStats {
-  int64_t current_bytes = 0;
+  int64_t current_bytes = 0;  //!< bytes of live tensors
   int64_t peak_bytes = 0;
   std::array<int64_t, kMemoryKinds> current_by_kind{};  //!< bytes now, by MemoryKind
   std::array<int64_t, kMemoryKinds> at_peak_by_kind{};  //!< the breakdown at the moment of the peak
+  int64_t reserved_bytes = 0;       //!< live + cached blocks held from the device
+  int64_t peak_reserved_bytes = 0;
+  int64_t limit_bytes = 0;          //!< the allocator never reserves more than this
 };
 
-//! Owned backend memory (device memory on an accelerator). Move-only; frees itself.
-class Buffer {
+//! Owned backend memory of `numel` elements of one dtype. Move-only; returns itself to the
+//! backend's cache when reset or destroyed.
+class Tensor {
  public:
-  Buffer() = default;
-  Buffer(Backend* backend, void* data, int64_t bytes, MemoryKind kind)
-      : backend_(backend), data_(data), bytes_(bytes), kind_(kind) {}
-  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
-  Buffer& operator=(Buffer&& o) noexcept;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { Reset(); }
+  Tensor() = default;
+  Tensor(Backend* backend, void* data, int64_t numel, DType dtype, MemoryKind kind, int64_t block_bytes)
+      : backend_(backend), data_(data), numel_(numel), dtype_(dtype), kind_(kind), block_bytes_(block_bytes) {}
+  Tensor(Tensor&& o) noexcept { *this = std::move(o); }
+  Tensor& operator=(Tensor&& o) noexcept;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+  ~Tensor() { Reset(); }
 
   void Reset();
-  float* f32() const { return static_cast<float*>(data_); }
-  void* data() const { return data_; }
-  int64_t bytes() const { return bytes_; }
-  int64_t floats() const { return bytes_ / static_cast<int64_t>(sizeof(float)); }
+  DevPtr ptr() const { return DevPtr{data_, dtype_}; }
+  DevPtr at(int64_t element) const { return ptr() + element; }
+  int64_t numel() const { return numel_; }
+  int64_t bytes() const { return numel_ * SizeOf(dtype_); }
+  DType dtype() const { return dtype_; }
   bool empty() const { return data_ == nullptr; }
   MemoryKind kind() const { return kind_; }
 
  private:
   Backend* backend_ = nullptr;
   void* data_ = nullptr;
-  int64_t bytes_ = 0;
+  int64_t numel_ = 0;
+  DType dtype_ = DType::kF32;
   MemoryKind kind_ = MemoryKind::kWorkspace;
+  int64_t block_bytes_ = 0;
 };
 
-//! A collective or point-to-point operation in flight.
-class CommRequest {
+//! The four streams of a rank; each is one track of the trace.
+enum class StreamKind { kCompute, kTpComm, kDpComm, kPpComm };
+inline constexpr int kStreamKinds = 4;
+const char* ToString(StreamKind s);
+
+//! A backend's stream (implementation-specific; the runtime names streams by StreamKind).
+class Stream {
  public:
-  virtual ~CommRequest() = default;
-  //! Blocks (under the communicator's watchdog) until the operation completes.
-  virtual Status Wait() = 0;
+  virtual ~Stream() = default;
+  virtual StreamKind kind() const = 0;
+};
+
+//! A point in a stream: it completes when all work enqueued on that stream before it has
+//! completed. Used to order streams and, resolved once per step, to time ops.
+struct Event {
+  int64_t id = -1;
+  bool valid() const { return id >= 0; }
 };
 
 enum class ReduceOp { kSum, kMax };
 
-//! A group of ranks. Collectives are blocking unless named I*; every blocking wait runs under a
-//! watchdog: a peer that never arrives turns into an error naming it, never a hang.
+//! A group of ranks.
+//! Host plane (control data on the host: losses, norms, status agreement): blocking calls.
+//! Device plane (tensors in backend memory): enqueued on a stream, completing in stream order as
+//! NCCL's do; the caller orders them against other streams with events.
+//! Every wait runs under a watchdog: a peer that never arrives becomes an error naming the lost
+//! rank and the operation, never a hang.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -80,30 +111,30 @@ class Communicator {
   //! World rank of member `r` (for messages that name a lost peer).
   virtual int WorldRank(int r) const = 0;
 
-  virtual Status AllReduce(float* data, int64_t count, ReduceOp op) = 0;
-  virtual Status AllReduce(double* data, int64_t count, ReduceOp op) = 0;
-  //! recv[i] = sum over ranks of send[rank() * recv_count + i]; send holds size() * recv_count.
-  virtual Status ReduceScatter(const float* send, float* recv, int64_t recv_count) = 0;
-  //! recv = concat over ranks of their `send_count` floats. `send` may point into `recv` at this
-  //! rank's block (in place).
-  virtual Status AllGather(const float* send, float* recv, int64_t send_count) = 0;
-  virtual Status Broadcast(float* data, int64_t count, int root) = 0;
-  //! Non-blocking: the data is copied into a buffer the communicator owns, so the caller may
-  //! reuse `data` at once (pipeline schedules rely on this to avoid send/recv deadlocks).
-  virtual Status Send(const float* data, int64_t count, int peer, int tag) = 0;
-  //! Blocking receive of exactly `count` floats from `peer` with `tag`.
-  virtual Status Recv(float* data, int64_t count, int peer, int tag) = 0;
-  //! Waits until every Send of this communicator has been delivered.
-  virtual Status FlushSends() = 0;
+  // ---- host plane ---------------------------------------------------------------------------
+  virtual Status HostAllReduce(double* data, int64_t count, ReduceOp op) = 0;
+  //! recv = concat over ranks of each rank's `bytes` bytes.
+  virtual Status HostAllGather(const void* send, void* recv, int64_t bytes) = 0;
   virtual Status Barrier() = 0;
-  //! Starts an all-reduce (sum) in place; `data` must stay valid until Wait().
-  virtual Result<std::unique_ptr<CommRequest>> IAllReduce(float* data, int64_t count) = 0;
-  //! Starts a reduce-scatter (sum) with ReduceScatter's layout; both buffers must stay valid until
-  //! Wait(). In place when `recv` is this rank's block of `send` (recv == send + rank() * recv_count,
-  //! NCCL's convention; then the rest of `send` is undefined afterwards), which every member must
-  //! then use; otherwise the buffers must not overlap.
-  virtual Result<std::unique_ptr<CommRequest>> IReduceScatter(const float* send, float* recv,
-                                                              int64_t recv_count) = 0;
+
+  // ---- device plane (element type = the DevPtr's dtype; float types only) -----------------------
+  virtual Status AllReduce(DevPtr data, int64_t count, ReduceOp op, Stream& stream) = 0;
+  //! recv[i] = sum over ranks of send[rank() * recv_count + i]. In place when recv is this rank's
+  //! block of send (NCCL's convention; the rest of send is undefined afterwards).
+  virtual Status ReduceScatter(DevPtr send, DevPtr recv, int64_t recv_count, Stream& stream) = 0;
+  //! recv = concat over ranks of their `send_count` elements; send may be this rank's block of recv.
+  virtual Status AllGather(DevPtr send, DevPtr recv, int64_t send_count, Stream& stream) = 0;
+  virtual Status Broadcast(DevPtr data, int64_t count, int root, Stream& stream) = 0;
+  //! Point-to-point, NCCL's semantics: no buffering (the buffer must stay valid until the stream
+  //! has passed the operation). Between GroupStart() and GroupEnd() sends and receives are
+  //! collected and issued together as one stream operation, so paired exchanges cannot deadlock.
+  virtual void GroupStart() = 0;
+  virtual Status GroupEnd() = 0;
+  //! `tag` tells concurrent exchanges between the same pair apart (MPI matches on it; NCCL matches
+  //! by issue order, which the pipeline schedules keep identical on both sides).
+  virtual Status Send(DevPtr data, int64_t count, int peer, int tag, Stream& stream) = 0;
+  virtual Status Recv(DevPtr data, int64_t count, int peer, int tag, Stream& stream) = 0;
+
   //! Collective over this communicator: every member passes the member list (ranks of this
   //! communicator, in the new order) of the group it joins; the groups partition the members.
   virtual Result<std::unique_ptr<Communicator>> Split(const std::vector<int>& ranks) = 0;
@@ -111,12 +142,20 @@ class Communicator {
   virtual void Abort(int exit_code) = 0;
 };
 
-//! A point in time on the backend's compute stream.
-struct Event {
-  int64_t ns = 0;
-};
-
 enum class Trans { kNo, kYes };
+
+//! C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b] for b < batch (row-major, leading dimensions
+//! and element strides between batch entries given). A and B share a dtype; C may be fp32 while
+//! A and B are bf16/fp16 (weight-gradient accumulation into fp32 gradients). Accumulation is fp32.
+struct GemmArgs {
+  Trans ta = Trans::kNo, tb = Trans::kNo;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1, beta = 0;
+  DevPtr a, b, c;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
 
 //! Causal self-attention of one micro-batch on this rank's heads. q: [S*B, heads*D],
 //! k and v: [S*B, kv_heads*D] (grouped-query: head h reads kv head h / (heads/kv_heads)).
@@ -134,112 +173,160 @@ struct AdamWParams {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
-  double weight_decay = 0;
-  int64_t step = 1;          //!< 1-based step for bias correction
-  double grad_scale = 1.0;   //!< multiplies the gradient first (global-norm clipping)
+  double weight_decay = 0;  //!< applied to tensors whose AdamWTensor::decay is set
+  int64_t step = 1;         //!< 1-based step for bias correction
+  double grad_scale = 1.0;  //!< multiplies the gradient first (clipping and loss-scale removal)
+};
+
+//! One tensor of a multi-tensor AdamW launch. `main` (fp32) is updated; when `model` is set it
+//! receives the updated value in its dtype (the bf16/fp16 copy the forward pass reads).
+struct AdamWTensor {
+  DevPtr main, grad, m, v, model;
+  int64_t n = 0;
+  bool decay = false;
+};
+
+struct DevSpan {
+  DevPtr p;
+  int64_t n = 0;
 };
 
 class Backend {
  public:
-  virtual ~Backend() = default;
-  Backend() = default;
+  virtual ~Backend();
+  Backend();
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
   virtual std::string name() const = 0;
+  //! Whether this backend can train in `p` (compute dtype; main weights are fp32 in every case).
+  virtual bool SupportsPrecision(Precision p) const = 0;
+  //! Bytes of memory the device has (host RAM for the CPU backend); the default allocator limit.
+  virtual int64_t DeviceMemoryBytes() const = 0;
+  //! The job's communicator over every rank, for this backend's streams (CPU: MPI or the local
+  //! size-1 communicator; CUDA: NCCL bootstrapped over MPI). Every wait gives up after `timeout_s`.
+  virtual Result<std::unique_ptr<Communicator>> ConnectWorld(LaunchContext& launch, double timeout_s) = 0;
 
   // ---- memory -----------------------------------------------------------------------------
-  //! Allocates `bytes` (zeroed) and counts them against this backend's peak.
-  Result<Buffer> Allocate(int64_t bytes, MemoryKind kind);
-  //! Allocate for `count` floats; programmer errors (out of memory) abort with a message.
-  Buffer AllocateFloats(int64_t count, MemoryKind kind);
+  //! Allocates `numel` elements (contents undefined) from the caching allocator. Out of memory
+  //! (over the limit, or refused by the device) is an error naming the bytes asked for and free.
+  Result<Tensor> Allocate(int64_t numel, DType dtype, MemoryKind kind);
+  //! Allocate, then fill with zeros on the compute stream.
+  Result<Tensor> AllocateZeroed(int64_t numel, DType dtype, MemoryKind kind);
   const MemoryStats& memory() const { return stats_; }
   void ResetPeak();
+  //! Caps reserved memory (live + cached); 0 restores the device's size.
+  void SetMemoryLimit(int64_t bytes);
+  //! Returns cached blocks to the device.
+  void EmptyCache();
 
-  // ---- kernels ----------------------------------------------------------------------------
-  //! C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C (row-major, leading dimensions given).
-  virtual void Gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) = 0;
-  virtual void Fill(float* x, int64_t n, float value) = 0;
-  virtual void Copy(float* dst, const float* src, int64_t n) = 0;
+  //! Host -> backend: `count` elements of `host` (type `host_type`: kF32 or kI32) converted to
+  //! dst's dtype. Returns when the host buffer may be reused.
+  virtual void CopyToDevice(DevPtr dst, const void* host, DType host_type, int64_t count) = 0;
+  //! Backend -> host: waits for the compute stream, converts to `host_type` (kF32, kF64 or kI32).
+  virtual void CopyToHost(void* host, DType host_type, DevPtr src, int64_t count) = 0;
+  //! Raw bytes in the element type of `src`/`dst` (checkpoints keep weights in their dtype).
+  virtual void CopyBytesToHost(void* host, DevPtr src, int64_t count) = 0;
+  virtual void CopyBytesToDevice(DevPtr dst, const void* host, int64_t count) = 0;
+
+  // ---- streams and events -----------------------------------------------------------------
+  virtual Stream& stream(StreamKind s) = 0;
+  //! Marks the current end of stream `s`.
+  virtual Event RecordEvent(StreamKind s) = 0;
+  //! Later work on `waiter` starts after `e` completes (CPU compute: the host waits here).
+  virtual Status WaitEvent(StreamKind waiter, Event e) = 0;
+  //! The host waits until `e` completes.
+  virtual Status SynchronizeEvent(Event e) = 0;
+  //! The host waits until every stream is idle.
+  virtual Status Synchronize() = 0;
+  //! Nanoseconds from `origin` to each of `events` (all must have completed or complete here).
+  virtual Result<std::vector<int64_t>> EventTimesNs(Event origin, std::span<const Event> events) = 0;
+  //! Recycles events; a released event may not be used again.
+  virtual void ReleaseEvents(std::span<const Event> events) = 0;
+
+  // ---- kernels (compute stream) ------------------------------------------------------------
+  virtual void Gemm(const GemmArgs& g) = 0;
+  virtual void Fill(DevPtr x, int64_t n, float value) = 0;
+  //! dst = src, converting between float dtypes (a cast when they differ).
+  virtual void Copy(DevPtr dst, DevPtr src, int64_t n) = 0;
   //! y += alpha * x
-  virtual void Axpy(float* y, const float* x, int64_t n, float alpha) = 0;
-  //! Sum of squares in double.
-  virtual double SumSquares(const float* x, int64_t n) = 0;
+  virtual void Axpy(DevPtr y, DevPtr x, int64_t n, float alpha) = 0;
   //! y[r, :] += bias for each of `rows` rows.
-  virtual void AddBias(float* y, const float* bias, int64_t rows, int64_t cols) = 0;
+  virtual void AddBias(DevPtr y, DevPtr bias, int64_t rows, int64_t cols) = 0;
   //! dbias += column sums of dy.
-  virtual void BiasBackward(const float* dy, float* dbias, int64_t rows, int64_t cols) = 0;
+  virtual void BiasBackward(DevPtr dy, DevPtr dbias, int64_t rows, int64_t cols) = 0;
 
-  //! y = (x - mean) * rstd * gamma + beta per row; saves mean and rstd (`rows` each).
-  virtual void LayerNormForward(const float* x, const float* gamma, const float* beta, float* y, float* mean,
-                                float* rstd, int64_t rows, int64_t cols, float eps) = 0;
+  //! y = (x - mean) * rstd * gamma + beta per row; saves mean and rstd (fp32, `rows` each).
+  virtual void LayerNormForward(DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd,
+                                int64_t rows, int64_t cols, float eps) = 0;
   //! dx = d/dx; dgamma, dbeta += (dbeta may be null for bias-free norms).
-  virtual void LayerNormBackward(const float* dy, const float* x, const float* gamma, const float* mean,
-                                 const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
-                                 int64_t cols) = 0;
+  virtual void LayerNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx,
+                                 DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols) = 0;
   //! y = x * rstd * gamma, rstd = 1/sqrt(mean(x^2) + eps).
-  virtual void RmsNormForward(const float* x, const float* gamma, float* y, float* rstd, int64_t rows,
-                              int64_t cols, float eps) = 0;
-  virtual void RmsNormBackward(const float* dy, const float* x, const float* gamma, const float* rstd, float* dx,
-                               float* dgamma, int64_t rows, int64_t cols) = 0;
+  virtual void RmsNormForward(DevPtr x, DevPtr gamma, DevPtr y, DevPtr rstd, int64_t rows, int64_t cols,
+                              float eps) = 0;
+  virtual void RmsNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dx, DevPtr dgamma,
+                               int64_t rows, int64_t cols) = 0;
 
   //! GELU, tanh approximation (Hendrycks & Gimpel 2016, eq. for GPT-2).
-  virtual void GeluForward(const float* x, float* y, int64_t n) = 0;
-  virtual void GeluBackward(const float* x, const float* dy, float* dx, int64_t n) = 0;
+  virtual void GeluForward(DevPtr x, DevPtr y, int64_t n) = 0;
+  virtual void GeluBackward(DevPtr x, DevPtr dy, DevPtr dx, int64_t n) = 0;
   //! y = silu(gate) * up (Shazeer 2020).
-  virtual void SwigluForward(const float* gate, const float* up, float* y, int64_t n) = 0;
-  virtual void SwigluBackward(const float* gate, const float* up, const float* dy, float* dgate, float* dup,
-                              int64_t n) = 0;
+  virtual void SwigluForward(DevPtr gate, DevPtr up, DevPtr y, int64_t n) = 0;
+  virtual void SwigluBackward(DevPtr gate, DevPtr up, DevPtr dy, DevPtr dgate, DevPtr dup, int64_t n) = 0;
   //! Rotary position embedding in place on [S*B, heads*D] (rotate-half form, base 10000,
   //! Su et al. 2021); `inverse` rotates by -theta, which is the backward pass.
-  virtual void Rotary(float* x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) = 0;
+  virtual void Rotary(DevPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) = 0;
 
   //! Causal softmax attention. `probs` (optional, probs_floats()) keeps the softmax for backward.
-  virtual void AttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v, float* out,
-                                float* probs) = 0;
+  virtual void AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr out,
+                                DevPtr probs) = 0;
   //! dq, dk, dv are overwritten. `probs` null: recomputed from q and k (selective recompute).
-  virtual void AttentionBackward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                                 const float* probs, const float* dout, float* dq, float* dk, float* dv) = 0;
+  virtual void AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr probs, DevPtr dout,
+                                 DevPtr dq, DevPtr dk, DevPtr dv) = 0;
 
-  //! out[t, :] = table[tokens[t] - vocab_begin, :] when the token is in [vocab_begin,
-  //! vocab_begin + table_rows), else 0 (vocab-parallel embedding, Megatron-LM).
-  virtual void EmbeddingForward(const int32_t* tokens, int64_t n, const float* table, int64_t vocab_begin,
-                                int64_t table_rows, int64_t hidden, float* out) = 0;
-  virtual void EmbeddingBackward(const int32_t* tokens, int64_t n, const float* dout, int64_t vocab_begin,
-                                 int64_t table_rows, int64_t hidden, float* dtable) = 0;
-  //! Per row: row_max = max over the local vocabulary slice.
-  virtual void RowMax(const float* logits, int64_t rows, int64_t cols, float* row_max) = 0;
+  //! out[t, :] (+)= table[index[t] - vocab_begin, :] when the index is in [vocab_begin,
+  //! vocab_begin + table_rows), else 0 (+0) (vocab-parallel embedding, Megatron-LM). `index` is
+  //! kI32 in backend memory. With `accumulate` the rows are added to `out` (position embeddings).
+  virtual void EmbeddingForward(DevPtr index, int64_t n, DevPtr table, int64_t vocab_begin, int64_t table_rows,
+                                int64_t hidden, DevPtr out, bool accumulate) = 0;
+  //! dtable[index[t] - vocab_begin, :] += dout[t, :] for local indices, summed in a fixed order
+  //! (deterministic), in one launch.
+  virtual void EmbeddingBackward(DevPtr index, int64_t n, DevPtr dout, int64_t vocab_begin, int64_t table_rows,
+                                 int64_t hidden, DevPtr dtable) = 0;
+  //! Per row: row_max (fp32) = max over the local vocabulary slice.
+  virtual void RowMax(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max) = 0;
   //! Per row, with the global `row_max`: sum_exp = sum exp(l - max) over the local slice, and
-  //! target_logit = l[target - vocab_begin] when the target is local, else 0.
-  virtual void CrossEntropyStats(const float* logits, int64_t rows, int64_t cols, const float* row_max,
-                                 const int32_t* targets, int64_t vocab_begin, float* sum_exp,
-                                 float* target_logit) = 0;
+  //! target_logit = l[target - vocab_begin] when the target is local, else 0 (both fp32).
+  virtual void CrossEntropyStats(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr targets,
+                                 int64_t vocab_begin, DevPtr sum_exp, DevPtr target_logit) = 0;
+  //! loss_sum (one kF64) += sum over rows of log(sum_exp) + row_max - target_logit.
+  virtual void CrossEntropyLoss(DevPtr row_max, DevPtr sum_exp, DevPtr target_logit, int64_t rows,
+                                DevPtr loss_sum) = 0;
   //! dlogits = (softmax - onehot(target)) * scale with the global max and sum_exp.
-  virtual void CrossEntropyBackward(const float* logits, int64_t rows, int64_t cols, const float* row_max,
-                                    const float* sum_exp, const int32_t* targets, int64_t vocab_begin, float scale,
-                                    float* dlogits) = 0;
+  virtual void CrossEntropyBackward(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr sum_exp,
+                                    DevPtr targets, int64_t vocab_begin, float scale, DevPtr dlogits) = 0;
 
-  //! AdamW with decoupled weight decay (Loshchilov & Hutter 2019) and bias correction.
-  virtual void AdamW(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p) = 0;
-  //! Round-to-nearest-even fp32 -> bf16 and back (bf16 as its raw 16 bits).
-  virtual void CastToBf16(const float* x, uint16_t* y, int64_t n) = 0;
-  virtual void CastFromBf16(const uint16_t* x, float* y, int64_t n) = 0;
-
-  // ---- timing -----------------------------------------------------------------------------
-  virtual Event RecordEvent() = 0;
-  //! Seconds between two recorded events (waits for the second to complete).
-  virtual double ElapsedSeconds(const Event& begin, const Event& end) = 0;
-  virtual void Synchronize() = 0;
+  //! AdamW with decoupled weight decay (Loshchilov & Hutter 2019) and bias correction over many
+  //! tensors in one launch.
+  virtual void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) = 0;
+  //! out (one kF64) += sum of squares of every span, in one launch. Non-finite inputs make it
+  //! non-finite (fp16 overflow detection relies on this).
+  virtual void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) = 0;
 
  protected:
-  //! Raw allocation hooks; accounting is done by Allocate()/Buffer.
+  //! Raw device allocation hooks (nullptr when the device refuses); accounting and caching are
+  //! done by Allocate()/Tensor.
   virtual void* RawAllocate(int64_t bytes) = 0;
   virtual void RawFree(void* p) = 0;
+  //! Releases every cached block; derived destructors call it while their device is alive.
+  void ReleaseCache();
 
  private:
-  friend class Buffer;
-  void Release(void* p, int64_t bytes, MemoryKind kind);
+  friend class Tensor;
+  void Release(void* p, int64_t numel_bytes, int64_t block_bytes, MemoryKind kind);
+  struct Cache;
+  std::unique_ptr<Cache> cache_;
   MemoryStats stats_;
 };
 

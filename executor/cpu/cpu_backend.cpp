@@ -1,29 +1,82 @@
-// CpuBackend: memory, events and the small vector helpers. Kernel families live in their own files.
+// CpuBackend: memory, host copies and the small vector helpers. Kernel families live in their own
+// files; the typed (mixed-precision) entry points in typed_kernels.cpp.
 #include "executor/cpu/cpu_backend.h"
 
-#include <chrono>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+
+#include "executor/launch.h"
 
 namespace parallax::executor {
 
 void* CpuBackend::RawAllocate(int64_t bytes) {
   const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (p != nullptr) std::memset(p, 0, rounded);
-  return p;
+  return std::aligned_alloc(64, rounded);
 }
 
 void CpuBackend::RawFree(void* p) { std::free(p); }
 
-Event CpuBackend::RecordEvent() {
-  return Event{std::chrono::duration_cast<std::chrono::nanoseconds>(
-                   std::chrono::steady_clock::now().time_since_epoch())
-                   .count()};
+int64_t CpuBackend::DeviceMemoryBytes() const {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 40;
 }
 
-double CpuBackend::ElapsedSeconds(const Event& begin, const Event& end) {
-  return static_cast<double>(end.ns - begin.ns) * 1e-9;
+Result<std::unique_ptr<Communicator>> CpuBackend::ConnectWorld(LaunchContext& launch, double timeout_s) {
+  return launch.World(timeout_s);
+}
+
+namespace {
+
+float LoadAsFloat(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kBf16: return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kI32: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
+    case DType::kF64: return static_cast<float>(static_cast<const double*>(p)[i]);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void ConvertElements(void* dst, DType dt, const void* src, DType st, int64_t n) {
+  if (dt == st) {
+    std::memmove(dst, src, static_cast<size_t>(n * SizeOf(dt)));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dt) {
+      case DType::kF32: static_cast<float*>(dst)[i] = LoadAsFloat(src, st, i); break;
+      case DType::kBf16: static_cast<uint16_t*>(dst)[i] = FloatToBf16(LoadAsFloat(src, st, i)); break;
+      case DType::kF16: static_cast<uint16_t*>(dst)[i] = FloatToF16(LoadAsFloat(src, st, i)); break;
+      case DType::kI32:
+        static_cast<int32_t*>(dst)[i] = st == DType::kF64 ? static_cast<int32_t>(static_cast<const double*>(src)[i])
+                                                          : static_cast<int32_t>(LoadAsFloat(src, st, i));
+        break;
+      case DType::kF64:
+        static_cast<double*>(dst)[i] = st == DType::kI32 ? static_cast<const int32_t*>(src)[i] : LoadAsFloat(src, st, i);
+        break;
+    }
+  }
+}
+
+void CpuBackend::CopyToDevice(DevPtr dst, const void* host, DType host_type, int64_t count) {
+  if (count > 0) ConvertElements(dst.ptr, dst.dtype, host, host_type, count);
+}
+
+void CpuBackend::CopyToHost(void* host, DType host_type, DevPtr src, int64_t count) {
+  if (count > 0) ConvertElements(host, host_type, src.ptr, src.dtype, count);
+}
+
+void CpuBackend::CopyBytesToHost(void* host, DevPtr src, int64_t count) {
+  if (count > 0) std::memcpy(host, src.ptr, static_cast<size_t>(count * SizeOf(src.dtype)));
+}
+
+void CpuBackend::CopyBytesToDevice(DevPtr dst, const void* host, int64_t count) {
+  if (count > 0) std::memcpy(dst.ptr, host, static_cast<size_t>(count * SizeOf(dst.dtype)));
 }
 
 void CpuBackend::Fill(float* x, int64_t n, float value) {
@@ -59,23 +112,18 @@ void CpuBackend::BiasBackward(const float* dy, float* dbias, int64_t rows, int64
 }
 
 void CpuBackend::CastToBf16(const float* x, uint16_t* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &x[i], 4);
-    if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0) {
-      y[i] = static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN stays NaN
-      continue;
-    }
-    const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-    y[i] = static_cast<uint16_t>((bits + rounding) >> 16);
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = FloatToBf16(x[i]);
 }
 
 void CpuBackend::CastFromBf16(const uint16_t* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
-    std::memcpy(&y[i], &bits, 4);
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = Bf16ToFloat(x[i]);
+}
+
+float* CpuBackend::Scratch::Get(int64_t n) {
+  if (used_ == bufs_.size()) bufs_.emplace_back();
+  std::vector<float>& b = bufs_[used_++];
+  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
+  return b.data();
 }
 
 }  // namespace parallax::executor

@@ -1,57 +1,86 @@
 #include "executor/cpu/local_communicator.h"
 
 #include <cstring>
+#include <functional>
 
+#include "executor/cpu/cpu_streams.h"
 #include "executor/launch.h"
 
 namespace parallax::executor {
 namespace {
-class DoneRequest final : public CommRequest {
+
+//! A stream operation done entirely when it starts.
+class CopyOp final : public CpuStreamOp {
  public:
-  Status Wait() override { return {}; }
+  explicit CopyOp(std::function<Status()> run) : run_(std::move(run)) {}
+  Status Start() override { return run_(); }
+  Result<bool> Test() override { return true; }
+  double timeout_s() const override { return 1e9; }
+  Error TimedOut() override { return Error{"local copy timed out", ErrorKind::kInternal}; }
+
+ private:
+  std::function<Status()> run_;
 };
+
+Status Enqueue(Stream& stream, std::function<Status()> run) {
+  auto* cs = dynamic_cast<CpuStream*>(&stream);
+  if (cs == nullptr) return Error{"the local communicator runs on CPU streams only", ErrorKind::kInternal};
+  return cs->owner()->Enqueue(stream, std::make_unique<CopyOp>(std::move(run)));
+}
+
+Status Move(DevPtr dst, DevPtr src, int64_t count) {
+  if (dst.ptr != src.ptr) std::memmove(dst.ptr, src.ptr, static_cast<size_t>(count * SizeOf(src.dtype)));
+  return {};
+}
+
 }  // namespace
 
-Status SelfCommunicator::ReduceScatter(const float* send, float* recv, int64_t recv_count) {
-  if (send != recv) std::memmove(recv, send, static_cast<size_t>(recv_count) * sizeof(float));
+Status SelfCommunicator::HostAllGather(const void* send, void* recv, int64_t bytes) {
+  if (send != recv) std::memmove(recv, send, static_cast<size_t>(bytes));
   return {};
 }
 
-Status SelfCommunicator::AllGather(const float* send, float* recv, int64_t send_count) {
-  if (send != recv) std::memmove(recv, send, static_cast<size_t>(send_count) * sizeof(float));
-  return {};
+Status SelfCommunicator::AllReduce(DevPtr, int64_t, ReduceOp, Stream& stream) {
+  return Enqueue(stream, [] { return Status(); });
 }
 
-Status SelfCommunicator::Send(const float* data, int64_t count, int peer, int tag) {
+Status SelfCommunicator::ReduceScatter(DevPtr send, DevPtr recv, int64_t recv_count, Stream& stream) {
+  return Enqueue(stream, [=] { return Move(recv, send, recv_count); });
+}
+
+Status SelfCommunicator::AllGather(DevPtr send, DevPtr recv, int64_t send_count, Stream& stream) {
+  return Enqueue(stream, [=] { return Move(recv, send, send_count); });
+}
+
+Status SelfCommunicator::Broadcast(DevPtr, int64_t, int, Stream& stream) {
+  return Enqueue(stream, [] { return Status(); });
+}
+
+Status SelfCommunicator::Send(DevPtr data, int64_t count, int peer, int tag, Stream& stream) {
   if (peer != 0) return Error{"send to rank " + std::to_string(peer) + " in a group of one", ErrorKind::kInternal};
-  queued_[tag].emplace_back(data, data + count);
-  return {};
+  return Enqueue(stream, [=, this] {
+    const auto* p = static_cast<const char*>(data.ptr);
+    queued_[tag].emplace_back(p, p + count * SizeOf(data.dtype));
+    return Status();
+  });
 }
 
-Status SelfCommunicator::Recv(float* data, int64_t count, int peer, int tag) {
-  auto it = queued_.find(tag);
-  if (peer != 0 || it == queued_.end() || it->second.empty()) {
-    return Error{"receive with tag " + std::to_string(tag) + " has no matching send (it would never complete)",
-                 ErrorKind::kInternal};
-  }
-  std::vector<float>& msg = it->second.front();
-  if (static_cast<int64_t>(msg.size()) != count) {
-    return Error{"receive of " + std::to_string(count) + " floats matched a send of " + std::to_string(msg.size()),
-                 ErrorKind::kInternal};
-  }
-  std::memcpy(data, msg.data(), msg.size() * sizeof(float));
-  it->second.pop_front();
-  return {};
-}
-
-Result<std::unique_ptr<CommRequest>> SelfCommunicator::IAllReduce(float*, int64_t) {
-  return std::unique_ptr<CommRequest>(std::make_unique<DoneRequest>());
-}
-
-Result<std::unique_ptr<CommRequest>> SelfCommunicator::IReduceScatter(const float* send, float* recv,
-                                                                      int64_t recv_count) {
-  if (Status s = ReduceScatter(send, recv, recv_count); !s) return s.error();
-  return std::unique_ptr<CommRequest>(std::make_unique<DoneRequest>());
+Status SelfCommunicator::Recv(DevPtr data, int64_t count, int peer, int tag, Stream& stream) {
+  return Enqueue(stream, [=, this]() -> Status {
+    auto it = queued_.find(tag);
+    if (peer != 0 || it == queued_.end() || it->second.empty()) {
+      return Error{"receive with tag " + std::to_string(tag) + " has no matching send (it would never complete)",
+                   ErrorKind::kInternal};
+    }
+    std::vector<char>& msg = it->second.front();
+    if (static_cast<int64_t>(msg.size()) != count * SizeOf(data.dtype)) {
+      return Error{"receive of " + std::to_string(count) + " elements matched a send of another size",
+                   ErrorKind::kInternal};
+    }
+    std::memcpy(data.ptr, msg.data(), msg.size());
+    it->second.pop_front();
+    return Status();
+  });
 }
 
 Result<std::unique_ptr<Communicator>> SelfCommunicator::Split(const std::vector<int>& ranks) {

@@ -1,11 +1,13 @@
 #pragma once
-// Communicator over MPI. Every call is checked (PX_MPI_CHECK: call, file, line, host) and every
-// blocking wait is a non-blocking operation polled under a watchdog: a peer that never answers
-// becomes an error naming it after `timeout_s`, so a lost rank never hangs the job.
+// Communicator over MPI for the CPU backend. Every call is checked (PX_MPI_CHECK: call, file,
+// line, host). Host-plane calls are non-blocking operations polled under a watchdog; device-plane
+// calls become operations of a CPU comm stream (MPI non-blocking collectives and point-to-point,
+// started in stream order and progressed by the stream engine). A peer that never answers becomes
+// an error naming it after `timeout_s`, so a lost rank never hangs the job. Host and device planes
+// use separate MPI communicators, so their collectives never interleave.
 
 #include <mpi.h>
 
-#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +27,7 @@ Error MpiError(int code, const char* call, const char* file, int line);
 
 class MpiCommunicator final : public Communicator {
  public:
-  //! Wraps MPI_COMM_WORLD (not freed) with MPI_ERRORS_RETURN.
+  //! Duplicates MPI_COMM_WORLD (errors returned, not fatal).
   static Result<std::unique_ptr<MpiCommunicator>> World(double timeout_s);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
@@ -35,43 +37,51 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   int WorldRank(int r) const override { return world_ranks_[static_cast<size_t>(r)]; }
 
-  Status AllReduce(float* data, int64_t count, ReduceOp op) override;
-  Status AllReduce(double* data, int64_t count, ReduceOp op) override;
-  Status ReduceScatter(const float* send, float* recv, int64_t recv_count) override;
-  Status AllGather(const float* send, float* recv, int64_t send_count) override;
-  Status Broadcast(float* data, int64_t count, int root) override;
-  Status Send(const float* data, int64_t count, int peer, int tag) override;
-  Status Recv(float* data, int64_t count, int peer, int tag) override;
-  Status FlushSends() override;
+  Status HostAllReduce(double* data, int64_t count, ReduceOp op) override;
+  Status HostAllGather(const void* send, void* recv, int64_t bytes) override;
   Status Barrier() override;
-  Result<std::unique_ptr<CommRequest>> IAllReduce(float* data, int64_t count) override;
-  Result<std::unique_ptr<CommRequest>> IReduceScatter(const float* send, float* recv,
-                                                      int64_t recv_count) override;
+
+  Status AllReduce(DevPtr data, int64_t count, ReduceOp op, Stream& stream) override;
+  Status ReduceScatter(DevPtr send, DevPtr recv, int64_t recv_count, Stream& stream) override;
+  Status AllGather(DevPtr send, DevPtr recv, int64_t send_count, Stream& stream) override;
+  Status Broadcast(DevPtr data, int64_t count, int root, Stream& stream) override;
+  void GroupStart() override;
+  Status GroupEnd() override;
+  Status Send(DevPtr data, int64_t count, int peer, int tag, Stream& stream) override;
+  Status Recv(DevPtr data, int64_t count, int peer, int tag, Stream& stream) override;
+
   Result<std::unique_ptr<Communicator>> Split(const std::vector<int>& ranks) override;
   void Abort(int exit_code) override;
 
-  //! Polls `req` until done or the watchdog fires; `peer` = -1 for collectives (all members named).
+  //! Polls `req` on the host until done or the watchdog fires; `peer` = -1 for collectives.
   Status Wait(MPI_Request* req, const char* what, int peer);
+  //! The watchdog's verdict on an operation that did not complete: names the lost peer.
+  Error Lost(const char* what, int peer) const;
+  double timeout_s() const { return timeout_s_; }
 
  private:
-  MpiCommunicator(MPI_Comm comm, bool owned, double timeout_s);
-  Status Reap();
+  MpiCommunicator(MPI_Comm comm, MPI_Comm host_comm, double timeout_s);
   //! The peers a stuck collective may be waiting on: "rank N", or "one of ranks [..]" (self excluded).
   std::string Members() const;
+  Status EnqueueOp(Stream& stream, std::unique_ptr<class MpiStreamOp> op);
 
-  struct PendingSend {
-    std::vector<float> data;
-    MPI_Request request = MPI_REQUEST_NULL;
+  struct P2p {
+    bool send = false;
+    DevPtr data;
+    int64_t count = 0;
     int peer = 0;
+    int tag = 0;
+    Stream* stream = nullptr;
   };
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  bool owned_ = false;
+  MPI_Comm comm_ = MPI_COMM_NULL;       //!< device plane
+  MPI_Comm host_comm_ = MPI_COMM_NULL;  //!< host plane
   int rank_ = 0;
   int size_ = 1;
   double timeout_s_ = 60;
   std::vector<int> world_ranks_;
-  std::list<PendingSend> sends_;
+  int group_depth_ = 0;
+  std::vector<P2p> group_;
 };
 
 }  // namespace parallax::executor

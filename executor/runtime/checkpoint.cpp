@@ -17,8 +17,10 @@ std::string RankFile(const std::string& dir, int64_t step, int64_t rank) {
   return dir + "/step_" + std::to_string(step) + "/rank_" + std::to_string(rank) + ".bin";
 }
 
-void Append(std::string& out, const float* data, int64_t n) {
-  out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n) * sizeof(float));
+void Append(Backend& be, std::string& out, const Tensor& t) {
+  const size_t at = out.size();
+  out.resize(at + static_cast<size_t>(t.bytes()));
+  be.CopyBytesToHost(out.data() + at, t.ptr(), t.numel());
 }
 
 Status WriteRankFile(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups, const std::string& dir,
@@ -33,18 +35,25 @@ Status WriteRankFile(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups
               {"world_size", ctx.layout.world_size()},
               {"layout", LayoutToString(ctx.layout)},
               {"model", ctx.model.name},
-              {"seed", ctx.training.seed}};
+              {"seed", ctx.training.seed},
+              {"precision", ToString(ctx.training.precision)},
+              {"loss_scale", ctx.scaler.scale},
+              {"loss_scale_clean_steps", ctx.scaler.clean_steps}};
   Json gs = Json::array();
   for (const ParamGroup* g : groups) {
-    gs.push_back({{"name", g->name()}, {"params", g->params_storage_size()}, {"opt", g->opt_size()}});
+    gs.push_back({{"name", g->name()},
+                  {"params", g->params_storage_size()},
+                  {"main", g->main_copy().numel()},
+                  {"opt", g->opt_size()}});
   }
   header["groups"] = gs;
   std::string out = kMagic;
   out += header.dump() + "\n";
-  for (const ParamGroup* g : groups) {
-    Append(out, g->params_storage(), g->params_storage_size());
-    Append(out, g->adam_m(), g->opt_size());
-    Append(out, g->adam_v(), g->opt_size());
+  for (ParamGroup* g : groups) {
+    Append(*ctx.backend, out, g->values());
+    Append(*ctx.backend, out, g->main_copy());
+    Append(*ctx.backend, out, g->adam_m());
+    Append(*ctx.backend, out, g->adam_v());
   }
   return WriteFileAtomic(RankFile(dir, step, ctx.groups->rank), out);
 }
@@ -66,6 +75,10 @@ Result<int64_t> ReadRankFile(RuntimeContext& ctx, const std::vector<ParamGroup*>
   auto header = ParseJsonText(bytes.substr(magic, eol - magic), path);
   if (!header) return header.error();
   const Json& h = *header;
+  if (h.value("precision", "fp32") != std::string(ToString(ctx.training.precision))) {
+    return BadInput(path + ": /precision: written in " + h.value("precision", "fp32") + ", cannot resume in " +
+                    ToString(ctx.training.precision));
+  }
   if (h.value("layout", "") != LayoutToString(ctx.layout) || h.value("world_size", 0) != ctx.layout.world_size()) {
     return BadInput(path + ": written by layout \"" + h.value("layout", "?") + "\", cannot resume under \"" +
                     LayoutToString(ctx.layout) + "\"");
@@ -74,10 +87,10 @@ Result<int64_t> ReadRankFile(RuntimeContext& ctx, const std::vector<ParamGroup*>
     return BadInput(path + ": header does not match this model");
   }
   size_t pos = eol + 1;
-  auto take = [&](float* dst, int64_t n) {
-    const size_t b = static_cast<size_t>(n) * sizeof(float);
+  auto take = [&](Tensor& dst) {
+    const size_t b = static_cast<size_t>(dst.bytes());
     if (pos + b > bytes.size()) return false;
-    std::memcpy(dst, bytes.data() + pos, b);
+    ctx.backend->CopyBytesToDevice(dst.ptr(), bytes.data() + pos, dst.numel());
     pos += b;
     return true;
   };
@@ -85,15 +98,16 @@ Result<int64_t> ReadRankFile(RuntimeContext& ctx, const std::vector<ParamGroup*>
     ParamGroup* g = groups[i];
     const Json& gh = h["groups"][i];
     if (gh.value("name", "") != g->name() || gh.value("params", -1) != g->params_storage_size() ||
-        gh.value("opt", -1) != g->opt_size()) {
+        gh.value("main", int64_t{0}) != g->main_copy().numel() || gh.value("opt", -1) != g->opt_size()) {
       return BadInput(path + ": /groups/" + std::to_string(i) + ": does not match group " + g->name());
     }
-    if (!take(g->params_storage(), g->params_storage_size()) || !take(g->adam_m(), g->opt_size()) ||
-        !take(g->adam_v(), g->opt_size())) {
+    if (!take(g->values()) || !take(g->main_copy()) || !take(g->adam_m()) || !take(g->adam_v())) {
       return BadInput(path + ": truncated");
     }
   }
   if (pos != bytes.size()) return BadInput(path + ": trailing bytes");
+  ctx.scaler.scale = h.value("loss_scale", ctx.scaler.scale);
+  ctx.scaler.clean_steps = h.value("loss_scale_clean_steps", int64_t{0});
   return step;
 }
 

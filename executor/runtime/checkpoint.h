@@ -4,7 +4,8 @@
 // (temp file in the same folder, fsync, rename). Layout on disk:
 //
 //   <dir>/step_<k>/rank_<r>.bin   "PLXCKPT1\n", one JSON header line, then per group the raw
-//                                 little-endian fp32 arrays params | adam_m | adam_v
+//                                 little-endian arrays params (compute dtype) | main (fp32 main
+//                                 weights, mixed precision only) | adam_m | adam_v (fp32)
 //   <dir>/latest                  "step_<k>\n", written by rank 0 after every rank has written
 //
 // A checkpoint resumes only under the layout that wrote it (the header records it).

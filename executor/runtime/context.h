@@ -1,14 +1,45 @@
 #pragma once
-// RuntimeContext: what every runtime component of one rank needs, passed explicitly (no globals).
+// RuntimeContext: what every runtime component of one rank needs, passed explicitly (no globals),
+// and the small helpers the runtime uses to talk to the backend: typed allocation that fails as a
+// value (out of memory included), events kept until the step ends, and collectives run on their
+// comm stream with the compute stream ordered around them.
 
 #include <cstdint>
+#include <vector>
 
 #include "executor/backend.h"
 #include "executor/runtime/op_recorder.h"
 #include "executor/runtime/process_groups.h"
 #include "model/plan.h"
 
+#define PX_CONCAT_INNER(a, b) a##b
+#define PX_CONCAT(a, b) PX_CONCAT_INNER(a, b)
+//! `PX_TRY(status_expr);` returns the error from the enclosing function (Status or Result<T>).
+#define PX_TRY(expr)                                        \
+  do {                                                      \
+    if (::parallax::Status px_s_ = (expr); !px_s_) return px_s_.error(); \
+  } while (0)
+#define PX_ASSIGN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                   \
+  if (!tmp) return tmp.error();        \
+  lhs = std::move(tmp).value()
+//! `PX_ASSIGN(Tensor t, ctx.Act(n));` declares/assigns the value or returns the error.
+#define PX_ASSIGN(lhs, expr) PX_ASSIGN_IMPL(PX_CONCAT(px_r_, __LINE__), lhs, expr)
+
 namespace parallax::executor {
+
+class ParamGroup;
+
+//! fp16 dynamic loss scaling (Micikevicius et al. 2018, section 3.2; Megatron-LM's
+//! DynamicGradScaler): an overflow skips the step and halves the scale; `window` clean steps in a
+//! row double it.
+struct LossScaler {
+  bool enabled = false;
+  double scale = 1;
+  int64_t window = 1000;
+  int64_t clean_steps = 0;
+  double min_scale = 1;
+};
 
 struct RuntimeContext {
   Backend* backend = nullptr;
@@ -18,6 +49,10 @@ struct RuntimeContext {
   TrainingSpec training;
   Layout layout;
 
+  DType compute = DType::kF32;      //!< weights read by the forward pass, and activations
+  DType grad_reduce = DType::kF32;  //!< element type of DP gradient collectives (gradients stay fp32)
+  LossScaler scaler;
+
   int64_t seq = 0;           //!< sequence length of a sample
   int64_t batch = 0;         //!< sequences per micro-batch (layout.micro_batch)
   int64_t tokens = 0;        //!< seq * batch: rows of a full activation
@@ -25,9 +60,36 @@ struct RuntimeContext {
   bool sp = false;           //!< sequence parallelism on (and tp > 1)
   int64_t tp = 1;
   float loss_scale = 1;      //!< d(step loss)/d(token loss) = 1 / (global_batch * seq)
+  Tensor loss_sum;           //!< one fp64 on the backend: this rank's summed token losses of the step
+  //! ZeRO 2/3 groups with a reduce-scatter in flight (at most one: folded at the next flush).
+  std::vector<ParamGroup*> pending_grad_groups;
 
   Communicator& tp_comm() const { return *groups->tp; }
   Communicator& dp_comm() const { return *groups->dp; }
+
+  //! Zero-filled activation of the compute dtype.
+  Result<Tensor> Act(int64_t numel) { return backend->AllocateZeroed(numel, compute, MemoryKind::kActivations); }
+  //! Zero-filled fp32 tensor (norm statistics, loss pieces).
+  Result<Tensor> F32(int64_t numel, MemoryKind kind = MemoryKind::kActivations) {
+    return backend->AllocateZeroed(numel, DType::kF32, kind);
+  }
+  //! Copies host integers (tokens, targets, positions) into a new backend tensor.
+  Result<Tensor> Indices(const std::vector<int32_t>& host);
+
+  //! An event on `s` that lives until EndStep() (ordering only; timing events belong to the recorder).
+  Event Mark(StreamKind s) {
+    step_events_.push_back(backend->RecordEvent(s));
+    return step_events_.back();
+  }
+  //! Work enqueued on `s` from now on starts after the compute stream's work so far.
+  Status AfterCompute(StreamKind s) { return backend->WaitEvent(s, Mark(StreamKind::kCompute)); }
+  //! The compute stream's later work waits for everything enqueued on `s` so far.
+  Status ComputeAfter(StreamKind s) { return backend->WaitEvent(StreamKind::kCompute, Mark(s)); }
+  //! Synchronizes every stream and recycles this step's ordering events.
+  Status EndStep();
+
+ private:
+  std::vector<Event> step_events_;
 };
 
 }  // namespace parallax::executor

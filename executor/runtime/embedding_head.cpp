@@ -58,128 +58,125 @@ std::vector<ParamSpec> HeadSpecs(const ModelSpec& m) {
   return out;
 }
 
-Result<Buffer> Embedding::Forward(RuntimeContext& ctx, const std::vector<int32_t>& tokens, EmbeddingCache& cache) {
+Result<Tensor> Embedding::Forward(RuntimeContext& ctx, const std::vector<int32_t>& tokens, EmbeddingCache& cache) {
   Backend& be = *ctx.backend;
   const int64_t H = ctx.model.hidden, T = ctx.tokens;
   const ParamSpec& w = words_->spec(0);
-  cache.tokens = tokens;
-  Buffer e = be.AllocateFloats(T * H, MemoryKind::kActivations);
+  PX_ASSIGN(cache.tokens, ctx.Indices(tokens));
+  PX_ASSIGN(Tensor e, ctx.Act(T * H));
   {
     auto s = ctx.rec->Op(OpKind::kEmbedding, -1);
-    be.EmbeddingForward(tokens.data(), T, words_->param(0), w.row0, w.local_rows, H, e.f32());
+    be.EmbeddingForward(cache.tokens.ptr(), T, words_->param(0), w.row0, w.local_rows, H, e.ptr(), false);
   }
-  auto local = LeaveRegion(ctx, std::move(e), H, -1);
-  if (!local) return local.error();
+  PX_ASSIGN(Tensor local, LeaveRegion(ctx, std::move(e), H, -1));
   if (positions_ != nullptr) {
     // Rows are sequence-major; under SP this rank holds positions [first, first + local/batch).
-    auto s = ctx.rec->Op(OpKind::kEmbedding, -1);
     const int64_t first_row = ctx.sp ? ctx.groups->coords.tp_idx * ctx.local_tokens : 0;
-    const float* pos = positions_->param(0);
-    for (int64_t r = 0; r < ctx.local_tokens; ++r) {
-      const int64_t p = (first_row + r) / ctx.batch;
-      be.Axpy(local->f32() + r * H, pos + p * H, H, 1.0f);
-    }
+    std::vector<int32_t> pos(static_cast<size_t>(ctx.local_tokens));
+    for (int64_t r = 0; r < ctx.local_tokens; ++r) pos[static_cast<size_t>(r)] = static_cast<int32_t>((first_row + r) / ctx.batch);
+    PX_ASSIGN(cache.positions, ctx.Indices(pos));
+    auto s = ctx.rec->Op(OpKind::kEmbedding, -1);
+    be.EmbeddingForward(cache.positions.ptr(), ctx.local_tokens, positions_->param(0), 0, positions_->spec(0).local_rows, H, local.ptr(),
+                        true);
   }
   return local;
 }
 
-Status Embedding::Backward(RuntimeContext& ctx, EmbeddingCache& cache, Buffer dout) {
+Status Embedding::Backward(RuntimeContext& ctx, EmbeddingCache& cache, Tensor dout) {
   Backend& be = *ctx.backend;
   const int64_t H = ctx.model.hidden;
+  PX_TRY(words_->EnsureGrads());
   if (positions_ != nullptr) {
+    PX_TRY(positions_->EnsureGrads());
     auto s = ctx.rec->Op(OpKind::kEmbedding, -1);
-    const int64_t first_row = ctx.sp ? ctx.groups->coords.tp_idx * ctx.local_tokens : 0;
-    float* dpos = positions_->grad(0);
-    for (int64_t r = 0; r < ctx.local_tokens; ++r) {
-      const int64_t p = (first_row + r) / ctx.batch;
-      be.Axpy(dpos + p * H, dout.f32() + r * H, H, 1.0f);
-    }
+    be.EmbeddingBackward(cache.positions.ptr(), ctx.local_tokens, dout.ptr(), 0, positions_->spec(0).local_rows, H,
+                         positions_->grad(0));
   }
-  auto full = LeaveRegionBackward(ctx, std::move(dout), H, -1);
-  if (!full) return full.error();
+  PX_ASSIGN(Tensor full, LeaveRegionBackward(ctx, std::move(dout), H, -1));
   const ParamSpec& w = words_->spec(0);
   auto s = ctx.rec->Op(OpKind::kEmbedding, -1);
-  be.EmbeddingBackward(cache.tokens.data(), ctx.tokens, full->f32(), w.row0, w.local_rows, H, words_->grad(0));
+  be.EmbeddingBackward(cache.tokens.ptr(), ctx.tokens, full.ptr(), w.row0, w.local_rows, H, words_->grad(0));
   cache = EmbeddingCache{};
   return {};
 }
 
-Result<double> Head::Forward(RuntimeContext& ctx, Buffer x, const std::vector<int32_t>& targets, HeadCache& c) {
+Status Head::Forward(RuntimeContext& ctx, Tensor x, const std::vector<int32_t>& targets, HeadCache& c) {
   Backend& be = *ctx.backend;
   const int64_t H = ctx.model.hidden, T = ctx.tokens, Tl = ctx.local_tokens;
   const ParamSpec& lm = lm_->spec(lm_index_);
   const int64_t V = lm.local_rows;
-  const auto act = MemoryKind::kActivations;
   const bool has_bias = head_->params().size() > 1 && head_->spec(1).name == "final_norm_b";
   c.x = std::move(x);
-  c.targets = targets;
-  Buffer z = be.AllocateFloats(Tl * H, act);
-  c.mean = be.AllocateFloats(Tl, act);
-  c.rstd = be.AllocateFloats(Tl, act);
+  PX_ASSIGN(c.targets, ctx.Indices(targets));
+  PX_ASSIGN(Tensor z, ctx.Act(Tl * H));
+  PX_ASSIGN(c.mean, ctx.F32(Tl));
+  PX_ASSIGN(c.rstd, ctx.F32(Tl));
   {
     auto s = ctx.rec->Op(OpKind::kFinalNorm, -1);
-    NormForward(ctx, c.x.f32(), head_->param(0), has_bias ? head_->param(1) : nullptr, z.f32(), c.mean.f32(),
-                c.rstd.f32(), Tl);
+    NormForward(ctx, c.x.ptr(), head_->param(0), has_bias ? head_->param(1) : DevPtr{}, z.ptr(), c.mean.ptr(),
+                c.rstd.ptr(), Tl);
   }
-  auto zg = EnterRegion(ctx, std::move(z), H, -1, act);
-  if (!zg) return zg.error();
-  c.zg = std::move(zg).value();
-  c.logits = be.AllocateFloats(T * V, act);
+  PX_ASSIGN(c.zg, EnterRegion(ctx, std::move(z), H, -1));
+  PX_ASSIGN(c.logits, ctx.Act(T * V));
   {
     auto s = ctx.rec->Op(OpKind::kLmHead, -1, 2.0 * static_cast<double>(T * V * H));
-    LinearForward(be, c.zg.f32(), lm_->param(lm_index_), nullptr, c.logits.f32(), T, V, H);
+    LinearForward(be, c.zg.ptr(), lm_->param(lm_index_), DevPtr{}, c.logits.ptr(), T, V, H);
   }
-  c.row_max = be.AllocateFloats(T, act);
-  c.sum_exp = be.AllocateFloats(T, act);
-  Buffer stats = be.AllocateFloats(2 * T, MemoryKind::kWorkspace);  // [sum_exp | target_logit]
+  PX_ASSIGN(c.row_max, ctx.F32(T));
+  PX_ASSIGN(c.sum_exp, ctx.F32(T));
+  PX_ASSIGN(Tensor stats, ctx.F32(2 * T, MemoryKind::kWorkspace));  // [sum_exp | target_logit]
   {
+    // Vocab-parallel cross-entropy (Megatron-LM): the TP all-reduces of the row max and of the
+    // (sum_exp, target_logit) pairs are part of the loss op, as the planner counts them.
     auto s = ctx.rec->Op(OpKind::kLoss, -1);
-    be.RowMax(c.logits.f32(), T, V, c.row_max.f32());
+    be.RowMax(c.logits.ptr(), T, V, c.row_max.ptr());
     if (ctx.tp > 1) {
-      if (Status st = ctx.tp_comm().AllReduce(c.row_max.f32(), T, ReduceOp::kMax); !st) return st.error();
+      PX_TRY(ctx.AfterCompute(StreamKind::kTpComm));
+      PX_TRY(ctx.tp_comm().AllReduce(c.row_max.ptr(), T, ReduceOp::kMax, be.stream(StreamKind::kTpComm)));
+      PX_TRY(ctx.ComputeAfter(StreamKind::kTpComm));
     }
-    be.CrossEntropyStats(c.logits.f32(), T, V, c.row_max.f32(), targets.data(), lm.row0, stats.f32(),
-                         stats.f32() + T);
+    be.CrossEntropyStats(c.logits.ptr(), T, V, c.row_max.ptr(), c.targets.ptr(), lm.row0, stats.ptr(),
+                         stats.at(T));
     if (ctx.tp > 1) {
-      if (Status st = ctx.tp_comm().AllReduce(stats.f32(), 2 * T, ReduceOp::kSum); !st) return st.error();
+      PX_TRY(ctx.AfterCompute(StreamKind::kTpComm));
+      PX_TRY(ctx.tp_comm().AllReduce(stats.ptr(), 2 * T, ReduceOp::kSum, be.stream(StreamKind::kTpComm)));
+      PX_TRY(ctx.ComputeAfter(StreamKind::kTpComm));
     }
+    be.Copy(c.sum_exp.ptr(), stats.ptr(), T);
+    be.CrossEntropyLoss(c.row_max.ptr(), stats.ptr(), stats.at(T), T, ctx.loss_sum.ptr());
   }
-  be.Copy(c.sum_exp.f32(), stats.f32(), T);
-  double loss = 0;
-  for (int64_t t = 0; t < T; ++t) {
-    loss += std::log(static_cast<double>(stats.f32()[t])) + c.row_max.f32()[t] - stats.f32()[T + t];
-  }
-  return loss;
+  return {};
 }
 
-Result<Buffer> Head::Backward(RuntimeContext& ctx, HeadCache& c) {
+Result<Tensor> Head::Backward(RuntimeContext& ctx, HeadCache& c) {
   Backend& be = *ctx.backend;
   const int64_t H = ctx.model.hidden, T = ctx.tokens, Tl = ctx.local_tokens;
   const ParamSpec& lm = lm_->spec(lm_index_);
   const int64_t V = lm.local_rows;
-  const auto act = MemoryKind::kActivations;
   const bool has_bias = head_->params().size() > 1 && head_->spec(1).name == "final_norm_b";
-  Buffer dlogits = be.AllocateFloats(T * V, act);
+  PX_TRY(head_->EnsureGrads());
+  PX_TRY(lm_->EnsureGrads());
+  PX_ASSIGN(Tensor dlogits, ctx.Act(T * V));
   {
     auto s = ctx.rec->Op(OpKind::kLoss, -1);
-    be.CrossEntropyBackward(c.logits.f32(), T, V, c.row_max.f32(), c.sum_exp.f32(), c.targets.data(), lm.row0,
-                            ctx.loss_scale, dlogits.f32());
+    const float scale = static_cast<float>(ctx.loss_scale * ctx.scaler.scale);
+    be.CrossEntropyBackward(c.logits.ptr(), T, V, c.row_max.ptr(), c.sum_exp.ptr(), c.targets.ptr(), lm.row0, scale,
+                            dlogits.ptr());
   }
   c.logits.Reset();
-  Buffer dzg = be.AllocateFloats(T * H, act);
+  PX_ASSIGN(Tensor dzg, ctx.Act(T * H));
   {
     auto s = ctx.rec->Op(OpKind::kLmHead, -1, 4.0 * static_cast<double>(T * V * H));
-    LinearBackward(be, dlogits.f32(), c.zg.f32(), lm_->param(lm_index_), lm_->grad(lm_index_), nullptr, dzg.f32(), T,
+    LinearBackward(be, dlogits.ptr(), c.zg.ptr(), lm_->param(lm_index_), lm_->grad(lm_index_), DevPtr{}, dzg.ptr(), T,
                    V, H, false);
   }
   dlogits.Reset();
-  auto dz = EnterRegionBackward(ctx, std::move(dzg), H, -1);
-  if (!dz) return dz.error();
-  Buffer dx = be.AllocateFloats(Tl * H, act);
+  PX_ASSIGN(Tensor dz, EnterRegionBackward(ctx, std::move(dzg), H, -1));
+  PX_ASSIGN(Tensor dx, ctx.Act(Tl * H));
   {
     auto s = ctx.rec->Op(OpKind::kFinalNorm, -1);
-    NormBackward(ctx, dz->f32(), c.x.f32(), head_->param(0), c.mean.f32(), c.rstd.f32(), dx.f32(), head_->grad(0),
-                 has_bias ? head_->grad(1) : nullptr, Tl);
+    NormBackward(ctx, dz.ptr(), c.x.ptr(), head_->param(0), c.mean.ptr(), c.rstd.ptr(), dx.ptr(), head_->grad(0),
+                 has_bias ? head_->grad(1) : DevPtr{}, Tl);
   }
   c = HeadCache{};
   return dx;

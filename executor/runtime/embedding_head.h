@@ -19,20 +19,21 @@ std::vector<ParamSpec> PositionEmbeddingSpecs(const ModelSpec& m);
 std::vector<ParamSpec> HeadSpecs(const ModelSpec& m);
 
 struct EmbeddingCache {
-  std::vector<int32_t> tokens;
+  Tensor tokens;     //!< kI32 on the backend
+  Tensor positions;  //!< kI32 position of each local row (learned positions only)
 };
 
 struct HeadCache {
-  Buffer x, mean, rstd, zg, logits, row_max, sum_exp;
-  std::vector<int32_t> targets;
+  Tensor x, mean, rstd, zg, logits, row_max, sum_exp, targets;
 };
 
 class Embedding {
  public:
   //! `positions` may be null (rotary models have no position table).
   Embedding(ParamGroup* words, ParamGroup* positions) : words_(words), positions_(positions) {}
-  Result<Buffer> Forward(RuntimeContext& ctx, const std::vector<int32_t>& tokens, EmbeddingCache& cache);
-  Status Backward(RuntimeContext& ctx, EmbeddingCache& cache, Buffer dout);
+  //! `tokens` are this micro-batch's inputs on the host; they are copied to the backend.
+  Result<Tensor> Forward(RuntimeContext& ctx, const std::vector<int32_t>& tokens, EmbeddingCache& cache);
+  Status Backward(RuntimeContext& ctx, EmbeddingCache& cache, Tensor dout);
 
  private:
   ParamGroup* words_;
@@ -43,10 +44,11 @@ class Head {
  public:
   //! `lm_weight_group`/`lm_weight_index`: the word embedding when tied, else the head's own weight.
   Head(ParamGroup* head, ParamGroup* lm_group, size_t lm_index) : head_(head), lm_(lm_group), lm_index_(lm_index) {}
-  //! Returns the sum over this micro-batch's tokens of the cross-entropy (identical on every TP rank).
-  Result<double> Forward(RuntimeContext& ctx, Buffer x, const std::vector<int32_t>& targets, HeadCache& cache);
+  //! Adds the sum over this micro-batch's tokens of the cross-entropy to ctx.loss_sum (on the
+  //! backend; identical on every TP rank).
+  Status Forward(RuntimeContext& ctx, Tensor x, const std::vector<int32_t>& targets, HeadCache& cache);
   //! Gradient of (loss_scale * summed loss) w.r.t. the head input.
-  Result<Buffer> Backward(RuntimeContext& ctx, HeadCache& cache);
+  Result<Tensor> Backward(RuntimeContext& ctx, HeadCache& cache);
 
  private:
   ParamGroup* head_;

@@ -1,69 +1,119 @@
 #include "executor/runtime/grad_sync.h"
 
-namespace parallax::executor {
+#include "executor/runtime/tp_ops.h"
 
-Status ReduceSequenceParallelGrads(RuntimeContext& ctx, ParamGroup& g, float* full_grads) {
+namespace parallax::executor {
+namespace {
+
+int32_t DpSize(const ParamGroup& g) { return static_cast<int32_t>(g.zero().dp); }
+
+// ZeRO 2/3: folds a finished reduce-scatter into the gradient shard and frees its buffers.
+Status FoldPending(RuntimeContext& ctx, ParamGroup& g) {
+  for (ParamGroup::PendingSync& p : g.pending) {
+    if (p.part.empty()) continue;
+    PX_TRY(ctx.backend->WaitEvent(StreamKind::kCompute, p.done));
+    ctx.backend->Axpy(g.grads().ptr(), p.part.ptr(), g.shard_size(), 1.0f);
+  }
+  g.pending.clear();
+  return {};
+}
+
+}  // namespace
+
+Status ReduceSequenceParallelGrads(RuntimeContext& ctx, ParamGroup& g, const Tensor& full_grads) {
   if (!ctx.sp) return {};
+  // One all-reduce per partial parameter on the tp stream; the compute stream waits only once.
+  bool any = false;
   for (const ParamSpec& p : g.params()) {
     if (!p.sequence_parallel_partial) continue;
-    auto s = ctx.rec->OpAt(OpKind::kTpAllReduce, ctx.rec->where().microbatch, g.stage, g.layer, Phase::kBwd,
-                           p.numel() * 4, static_cast<int32_t>(ctx.tp));
-    if (Status st = ctx.tp_comm().AllReduce(full_grads + p.offset, p.numel(), ReduceOp::kSum); !st) return st;
+    any = true;
+    PX_TRY(RunCollectiveAt(
+        ctx, OpKind::kTpAllReduce, ctx.rec->where().microbatch, g.stage, g.layer, Phase::kBwd, p.numel() * 4,
+        static_cast<int32_t>(ctx.tp),
+        [&](Stream& s) { return ctx.tp_comm().AllReduce(full_grads.at(p.offset), p.numel(), ReduceOp::kSum, s); },
+        /*compute_waits=*/false));
   }
+  if (any) PX_TRY(ctx.ComputeAfter(StreamKind::kTpComm));
   return {};
 }
 
 Status FlushMicrobatchGrads(RuntimeContext& ctx, ParamGroup& g) {
   if (!g.has_transient_grad()) return {};
-  if (Status s = ReduceSequenceParallelGrads(ctx, g, g.transient_grads()); !s) return s;
+  PX_TRY(ReduceSequenceParallelGrads(ctx, g, g.transient_grads()));
+  // At most one reduce-scatter in flight: with the gradient being accumulated that is two
+  // transient full gradients, the planner's two per-layer buckets.
+  for (ParamGroup* other : ctx.pending_grad_groups) PX_TRY(FoldPending(ctx, *other));
+  ctx.pending_grad_groups.clear();
   const int64_t n = g.shard_size();
   if (g.zero().dp == 1) {
-    ctx.backend->Axpy(g.grads_storage(), g.transient_grads(), n, 1.0f);
-  } else {
-    Buffer part = ctx.backend->AllocateFloats(n, MemoryKind::kGradients);
-    {
-      auto s = ctx.rec->OpAt(OpKind::kDpReduceScatter, ctx.rec->where().microbatch, g.stage, g.layer, Phase::kComm,
-                             g.padded() * 4, static_cast<int32_t>(g.zero().dp));
-      if (Status st = ctx.dp_comm().ReduceScatter(g.transient_grads(), part.f32(), n); !st) return st;
-    }
-    ctx.backend->Axpy(g.grads_storage(), part.f32(), n, 1.0f);
+    ctx.backend->Axpy(g.grads().ptr(), g.transient_grads().ptr(), n, 1.0f);
+    g.transient_grads().Reset();
+    return {};
   }
-  g.FreeTransientGrads();
+  // Asynchronous reduce-scatter on the dp stream (overlapping the next layer's backward); folded
+  // into the shard at this group's next flush or before the optimizer.
+  ParamGroup::PendingSync p;
+  p.transient = g.TakeTransientGrads();
+  PX_ASSIGN(p.part, ctx.backend->Allocate(n, DType::kF32, MemoryKind::kGradients));
+  PX_TRY(RunCollectiveAt(
+      ctx, OpKind::kDpReduceScatter, ctx.rec->where().microbatch, g.stage, g.layer, Phase::kComm, g.padded() * 4,
+      DpSize(g), [&](Stream& s) { return ctx.dp_comm().ReduceScatter(p.transient.ptr(), p.part.ptr(), n, s); },
+      /*compute_waits=*/false));
+  p.done = ctx.Mark(StreamKind::kDpComm);
+  g.pending.push_back(std::move(p));
+  ctx.pending_grad_groups.push_back(&g);
   return {};
 }
 
 Status StartGradSync(RuntimeContext& ctx, ParamGroup& g) {
-  if (Status s = ReduceSequenceParallelGrads(ctx, g, g.grads_storage()); !s) return s;
+  PX_TRY(ReduceSequenceParallelGrads(ctx, g, g.grads()));
   if (g.zero().dp == 1) return {};
+  ParamGroup::PendingSync p;
+  DevPtr buf = g.grads().ptr();
+  if (ctx.grad_reduce != DType::kF32) {
+    // Reduce a low-precision copy (half the bytes on the wire); the sum is widened back after.
+    PX_ASSIGN(p.reduce_buffer, ctx.backend->Allocate(g.padded(), ctx.grad_reduce, MemoryKind::kGradients));
+    ctx.backend->Copy(p.reduce_buffer.ptr(), buf, g.padded());
+    buf = p.reduce_buffer.ptr();
+  }
   // ZeRO-1 as Megatron's distributed optimizer: each rank only needs the sum of its own shard.
-  auto req = g.zero().stage == 0
-                 ? ctx.dp_comm().IAllReduce(g.grads_storage(), g.padded())
-                 : ctx.dp_comm().IReduceScatter(g.grads_storage(), g.grads_storage() + g.shard_begin(),
-                                                g.shard_size());
-  if (!req) return req.error();
-  g.pending_sync = std::move(req).value();
+  const bool all_reduce = g.zero().stage == 0;
+  const OpKind op = all_reduce ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter;
+  PX_TRY(RunCollectiveAt(
+      ctx, op, -1, g.stage, g.layer, Phase::kComm, g.padded() * SizeOf(buf.dtype), DpSize(g),
+      [&](Stream& s) {
+        return all_reduce ? ctx.dp_comm().AllReduce(buf, g.padded(), ReduceOp::kSum, s)
+                          : ctx.dp_comm().ReduceScatter(buf, buf + g.shard_begin(), g.shard_size(), s);
+      },
+      /*compute_waits=*/false));
+  p.done = ctx.Mark(StreamKind::kDpComm);
+  g.pending.push_back(std::move(p));
   return {};
 }
 
 Status FinishGradSync(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups, ParamGroup* tied_words) {
   for (ParamGroup* g : groups) {
-    if (!g->pending_sync) continue;
-    const OpKind op = g->zero().stage == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter;
-    auto s = ctx.rec->OpAt(op, -1, g->stage, g->layer, Phase::kComm, g->padded() * 4,
-                           static_cast<int32_t>(g->zero().dp));
-    Status st = g->pending_sync->Wait();
-    g->pending_sync.reset();
-    if (!st) return st;
+    if (g->zero().stage >= 2) {
+      PX_TRY(FoldPending(ctx, *g));
+      continue;
+    }
+    for (ParamGroup::PendingSync& p : g->pending) {
+      PX_TRY(ctx.backend->WaitEvent(StreamKind::kCompute, p.done));
+      if (!p.reduce_buffer.empty()) {
+        const bool all = g->zero().stage == 0;
+        const int64_t begin = all ? 0 : g->shard_begin(), n = all ? g->padded() : g->shard_size();
+        ctx.backend->Copy(g->grads().at(begin), p.reduce_buffer.at(begin), n);
+      }
+    }
+    g->pending.clear();
   }
+  ctx.pending_grad_groups.clear();
   if (tied_words != nullptr && ctx.groups->embedding) {
     // Megatron's embedding group: first and last stage hold copies of the tied word embedding.
-    auto s = ctx.rec->OpAt(OpKind::kPpSend, -1, tied_words->stage, -1, Phase::kComm,
-                           tied_words->grads_storage_size() * 4, 2);
-    if (Status st = ctx.groups->embedding->AllReduce(tied_words->grads_storage(), tied_words->grads_storage_size(),
-                                                     ReduceOp::kSum);
-        !st) {
-      return st;
-    }
+    const int64_t n = tied_words->grads_storage_size();
+    PX_TRY(RunCollectiveAt(ctx, OpKind::kPpSend, -1, tied_words->stage, -1, Phase::kComm, n * 4, 2, [&](Stream& s) {
+      return ctx.groups->embedding->AllReduce(tied_words->grads().ptr(), n, ReduceOp::kSum, s);
+    }));
   }
   return {};
 }

@@ -19,23 +19,53 @@ traces::Stream StreamOf(OpKind op) {
   }
 }
 
+StreamKind StreamKindOf(OpKind op) {
+  switch (StreamOf(op)) {
+    case traces::Stream::kTpComm: return StreamKind::kTpComm;
+    case traces::Stream::kPpComm: return StreamKind::kPpComm;
+    case traces::Stream::kDpComm: return StreamKind::kDpComm;
+    default: return StreamKind::kCompute;
+  }
+}
+
 OpRecorder::Scope::Scope(OpRecorder* r, OpIdentity id, double flops, int64_t bytes, int32_t group_size)
     : r_(r->enabled_ ? r : nullptr) {
   if (!r_) return;
-  op_.id = id;
-  op_.stream = StreamOf(id.op);
-  op_.flops = flops;
-  op_.bytes = bytes;
-  op_.group_size = group_size;
-  begin_ = r_->backend_->RecordEvent();
+  MeasuredOp op;
+  op.id = id;
+  op.stream = StreamOf(id.op);
+  op.flops = flops;
+  op.bytes = bytes;
+  op.group_size = group_size;
+  index_ = r_->pending_.size();
+  r_->pending_.push_back({r_->ops_.size(), r_->backend_->RecordEvent(StreamKindOf(id.op)), Event{}});
+  r_->ops_.push_back(op);
 }
 
 OpRecorder::Scope::~Scope() {
   if (!r_) return;
-  const Event end = r_->backend_->RecordEvent();
-  op_.start_ns = begin_.ns - r_->epoch_ns_;
-  op_.dur_ns = std::max<int64_t>(0, end.ns - begin_.ns);
-  r_->ops_.push_back(op_);
+  Pending& p = r_->pending_[index_];
+  p.end = r_->backend_->RecordEvent(StreamKindOf(r_->ops_[p.op].id.op));
+}
+
+Status OpRecorder::Resolve() {
+  if (pending_.empty()) return {};
+  std::vector<Event> events;
+  events.reserve(2 * pending_.size());
+  for (const Pending& p : pending_) {
+    events.push_back(p.begin);
+    events.push_back(p.end);
+  }
+  auto times = backend_->EventTimesNs(epoch_, events);
+  backend_->ReleaseEvents(events);
+  if (!times) return times.error();
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    MeasuredOp& op = ops_[pending_[i].op];
+    op.start_ns = (*times)[2 * i];
+    op.dur_ns = std::max<int64_t>(0, (*times)[2 * i + 1] - (*times)[2 * i]);
+  }
+  pending_.clear();
+  return {};
 }
 
 double OpRecorder::ComputeSeconds(int64_t step) const {
@@ -79,21 +109,16 @@ MeasuredOp Unpack(const int64_t* w) {
 }  // namespace
 
 Status OpRecorder::GatherInto(Communicator& world, traces::Tracer* tracer) const {
-  // Fixed-size blocks: every rank pads to the largest op count (int64 words carried bit-exact as
-  // pairs of floats through AllGather).
+  // Fixed-size blocks: every rank pads to the largest op count.
   double count = static_cast<double>(ops_.size());
-  if (Status s = world.AllReduce(&count, 1, ReduceOp::kMax); !s) return s;
+  if (Status s = world.HostAllReduce(&count, 1, ReduceOp::kMax); !s) return s;
   const int64_t max_ops = static_cast<int64_t>(count);
   const int64_t block_words = 1 + max_ops * kWords;
   std::vector<int64_t> mine(static_cast<size_t>(block_words), 0);
   mine[0] = static_cast<int64_t>(ops_.size());
   for (size_t i = 0; i < ops_.size(); ++i) Pack(ops_[i], &mine[1 + i * kWords]);
   std::vector<int64_t> all(static_cast<size_t>(block_words * world.size()));
-  if (Status s = world.AllGather(reinterpret_cast<const float*>(mine.data()), reinterpret_cast<float*>(all.data()),
-                                 block_words * 2);
-      !s) {
-    return s;
-  }
+  if (Status s = world.HostAllGather(mine.data(), all.data(), block_words * 8); !s) return s;
   if (world.rank() != 0 || tracer == nullptr) return {};
   for (int r = 0; r < world.size(); ++r) {
     const int64_t* block = &all[static_cast<size_t>(r * block_words)];

@@ -1,7 +1,9 @@
 #pragma once
 // The optimizer step: global-norm gradient clipping (Pascanu et al. 2013) over every rank's
-// gradients, then AdamW on the range of each group this rank owns (all of it for ZeRO 0, the
-// dp shard for ZeRO >= 1), then ZeRO 1/2 all-gather the updated parameters.
+// gradients (one multi-tensor launch, one readback), fp16 overflow detection from that norm, then
+// one multi-tensor AdamW over the range of each group this rank owns (all of it for ZeRO 0, the dp
+// shard for ZeRO >= 1) on the fp32 main weights, writing the compute-dtype copy, then ZeRO 1/2
+// all-gather the updated compute-dtype parameters.
 
 #include <vector>
 
@@ -11,13 +13,14 @@
 namespace parallax::executor {
 
 struct OptimizerResult {
-  double grad_norm = 0;   //!< before clipping
+  double grad_norm = 0;   //!< before clipping (loss scale removed)
   double clip_scale = 1;  //!< factor applied to the gradients
+  bool skipped = false;   //!< fp16 overflow: no update this step, loss scale halved
 };
 
-//! Sum of squared gradients this rank contributes to the global norm: its dp shard of each group,
+//! The gradient ranges this rank contributes to the global norm: its dp shard of each group,
 //! TP-replicated parameters only on tp rank 0, the tied embedding's second copy not at all.
-double GradSquaresContribution(RuntimeContext& ctx, const ParamGroup& g);
+void AppendGradSquareSpans(RuntimeContext& ctx, const ParamGroup& g, std::vector<DevSpan>* spans);
 
 //! `step` is 1-based (Adam bias correction).
 Result<OptimizerResult> OptimizerStep(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups, int64_t step);

@@ -1,9 +1,12 @@
 #include "executor/runtime/param_group.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 
+#include "executor/runtime/context.h"
 #include "executor/runtime/param_init.h"
+#include "executor/runtime/tp_ops.h"
 
 namespace parallax::executor {
 
@@ -27,15 +30,19 @@ ParamGroup::ParamGroup(std::string name, std::vector<ParamSpec> params, int64_t 
   size_ = offset;
 }
 
-void ParamGroup::Materialize(Backend& backend, const ZeroConfig& zero, int64_t seed) {
+Status ParamGroup::Materialize(Backend& backend, const ZeroConfig& zero, int64_t seed, DType compute) {
   backend_ = &backend;
   zero_ = zero;
+  compute_ = compute;
   padded_ = (size_ + zero.dp - 1) / zero.dp * zero.dp;
   if (padded_ == 0) padded_ = zero.dp;
-  values_ = backend.AllocateFloats(params_storage_size(), MemoryKind::kWeights);
-  grads_ = backend.AllocateFloats(grads_storage_size(), MemoryKind::kGradients);
-  m_ = backend.AllocateFloats(opt_size(), MemoryKind::kOptimizer);
-  v_ = backend.AllocateFloats(opt_size(), MemoryKind::kOptimizer);
+  PX_ASSIGN(values_, backend.AllocateZeroed(params_storage_size(), compute, MemoryKind::kWeights));
+  PX_ASSIGN(grads_, backend.AllocateZeroed(grads_storage_size(), DType::kF32, MemoryKind::kGradients));
+  if (compute != DType::kF32) {
+    PX_ASSIGN(main_, backend.AllocateZeroed(opt_size(), DType::kF32, MemoryKind::kOptimizer));
+  }
+  PX_ASSIGN(m_, backend.AllocateZeroed(opt_size(), DType::kF32, MemoryKind::kOptimizer));
+  PX_ASSIGN(v_, backend.AllocateZeroed(opt_size(), DType::kF32, MemoryKind::kOptimizer));
   // Initialise the elements this rank stores, each from its global index.
   const int64_t begin = zero.stage == 3 ? shard_begin() : 0;
   const int64_t end = zero.stage == 3 ? shard_begin() + shard_size() : padded_;
@@ -56,17 +63,22 @@ void ParamGroup::Materialize(Backend& backend, const ZeroConfig& zero, int64_t s
       host[static_cast<size_t>(i - begin)] = value;
     }
   }
-  backend.Copy(values_.f32(), host.data(), end - begin);
+  backend.CopyToDevice(values_.ptr(), host.data(), DType::kF32, end - begin);
+  if (!main_.empty()) {
+    backend.CopyToDevice(main_.ptr(), host.data() + (opt_begin() - begin), DType::kF32, opt_size());
+  }
+  return {};
 }
 
-Status ParamGroup::Acquire(Communicator& dp, OpRecorder& rec, int64_t trace_layer) {
+Status ParamGroup::Acquire(RuntimeContext& ctx, int64_t trace_layer) {
   if (zero_.stage != 3) return {};
   if (acquired_++ > 0) return {};
-  gathered_ = backend_->AllocateFloats(padded_, MemoryKind::kWeights);
-  float* mine = gathered_.f32() + shard_begin();
-  backend_->Copy(mine, values_.f32(), shard_size());
-  auto scope = rec.Op(OpKind::kDpAllGather, trace_layer, -1, padded_ * 4, static_cast<int32_t>(zero_.dp));
-  return dp.AllGather(mine, gathered_.f32(), shard_size());
+  PX_ASSIGN(gathered_, backend_->Allocate(padded_, compute_, MemoryKind::kWeights));
+  const DevPtr mine = gathered_.at(shard_begin());
+  backend_->Copy(mine, values_.ptr(), shard_size());
+  return RunCollective(ctx, OpKind::kDpAllGather, trace_layer, padded_ * SizeOf(compute_),
+                       static_cast<int32_t>(zero_.dp),
+                       [&](Stream& s) { return ctx.dp_comm().AllGather(mine, gathered_.ptr(), shard_size(), s); });
 }
 
 void ParamGroup::Release() {
@@ -74,19 +86,30 @@ void ParamGroup::Release() {
   if (--acquired_ == 0) gathered_.Reset();
 }
 
-float* ParamGroup::param(size_t i) const {
-  if (zero_.stage != 3) return values_.f32() + specs_[i].offset;
+DevPtr ParamGroup::param(size_t i) const {
+  if (zero_.stage != 3) return values_.at(specs_[i].offset);
   if (gathered_.empty()) {
     std::fprintf(stderr, "parallax: internal error: ZeRO-3 group %s used without Acquire\n", name_.c_str());
     std::abort();
   }
-  return gathered_.f32() + specs_[i].offset;
+  return gathered_.at(specs_[i].offset);
 }
 
-float* ParamGroup::grad(size_t i) {
-  if (zero_.stage < 2) return grads_.f32() + specs_[i].offset;
-  if (grad_temp_.empty()) grad_temp_ = backend_->AllocateFloats(padded_, MemoryKind::kGradients);
-  return grad_temp_.f32() + specs_[i].offset;
+Status ParamGroup::EnsureGrads() {
+  if (zero_.stage >= 2 && grad_temp_.empty()) {
+    PX_ASSIGN(grad_temp_, backend_->AllocateZeroed(padded_, DType::kF32, MemoryKind::kGradients));
+  }
+  return {};
+}
+
+DevPtr ParamGroup::grad(size_t i) const {
+  if (zero_.stage < 2) return grads_.at(specs_[i].offset);
+  if (grad_temp_.empty()) {
+    std::fprintf(stderr, "parallax: internal error: ZeRO-%d group %s: gradient used before EnsureGrads\n",
+                 static_cast<int>(zero_.stage), name_.c_str());
+    std::abort();
+  }
+  return grad_temp_.at(specs_[i].offset);
 }
 
 }  // namespace parallax::executor

@@ -4,7 +4,7 @@
 // group is also the unit of ZeRO partitioning (padded to a multiple of dp, split into dp equal
 // shards) and the bucket of DP gradient synchronisation.
 //
-//   zero 0: full params, full grads, full Adam state
+//   zero 0: full params, full grads, full Adam state (and full fp32 main weights in mixed precision)
 //   zero 1: full params, full grads, Adam state of this rank's shard (Rajbhandari et al. 2020, P_os);
 //           after the step's DP reduce-scatter only the shard of the gradient buffer is meaningful
 //   zero 2: + gradients kept only for the shard; a full gradient exists transiently while one
@@ -18,6 +18,10 @@
 
 #include "executor/backend.h"
 #include "executor/runtime/op_recorder.h"
+
+namespace parallax::executor {
+struct RuntimeContext;
+}
 
 namespace parallax::executor {
 
@@ -59,10 +63,13 @@ class ParamGroup {
   const std::vector<ParamSpec>& params() const { return specs_; }
   const ParamSpec& spec(size_t i) const { return specs_[i]; }
 
-  //! Allocates and initialises this rank's storage from `seed` (counter-based, layout independent).
-  void Materialize(Backend& backend, const ZeroConfig& zero, int64_t seed);
+  //! Allocates and initialises this rank's storage from `seed` (counter-based, layout
+  //! independent): model weights in `compute` dtype, and with a half `compute` a separate fp32
+  //! main copy over the optimizer's range (Megatron's mixed precision: 2 + 4 + 12 bytes per
+  //! parameter, the 12 of main weights and Adam moments sharded from ZeRO-1).
+  Status Materialize(Backend& backend, const ZeroConfig& zero, int64_t seed, DType compute);
 
-  int64_t size() const { return size_; }        //!< floats of this rank's TP shards
+  int64_t size() const { return size_; }        //!< elements of this rank's TP shards
   int64_t padded() const { return padded_; }    //!< size rounded up to a multiple of dp
   int64_t shard_size() const { return padded_ / zero_.dp; }
   int64_t shard_begin() const { return zero_.dp_idx * shard_size(); }
@@ -70,26 +77,38 @@ class ParamGroup {
   int64_t opt_begin() const { return zero_.stage == 0 ? 0 : shard_begin(); }
   int64_t opt_size() const { return zero_.stage == 0 ? padded_ : shard_size(); }
   const ZeroConfig& zero() const { return zero_; }
+  DType compute() const { return compute_; }
+  bool has_main_copy() const { return !main_.empty(); }
 
-  //! Makes full parameters available (ZeRO-3: all-gather over dp into a transient buffer;
-  //! reference counted). Other stages: no-op.
-  Status Acquire(Communicator& dp, OpRecorder& rec, int64_t trace_layer);
+  //! Makes full parameters available (ZeRO-3: all-gather over dp into a transient buffer, on the
+  //! dp stream, reference counted; the compute stream waits for it). Other stages: no-op.
+  Status Acquire(RuntimeContext& ctx, int64_t trace_layer);
   void Release();
-  //! Parameter `i` (valid while acquired under ZeRO-3).
-  float* param(size_t i) const;
-  //! Gradient of parameter `i` for accumulation (+=). ZeRO 2/3: a transient full gradient,
-  //! allocated zeroed on first use and reduced into the shard by FlushGradients().
-  float* grad(size_t i);
+  //! Parameter `i` in the compute dtype (valid while acquired under ZeRO-3).
+  DevPtr param(size_t i) const;
+  //! Before a backward pass: ZeRO 2/3 allocate the transient full gradient (zeroed) if absent;
+  //! FlushMicrobatchGrads() reduces it into the shard.
+  Status EnsureGrads();
+  //! fp32 gradient of parameter `i` for accumulation (+=); call EnsureGrads() first.
+  DevPtr grad(size_t i) const;
   bool has_transient_grad() const { return !grad_temp_.empty(); }
 
   // Storage the optimizer, grad sync and checkpoints work on.
-  float* params_storage() const { return values_.f32(); }  //!< full (zero<3) or shard (zero 3)
-  float* grads_storage() const { return grads_.f32(); }    //!< full (zero<2) or shard (zero>=2)
-  float* transient_grads() const { return grad_temp_.f32(); }
-  void FreeTransientGrads() { grad_temp_.Reset(); }
-  float* adam_m() const { return m_.f32(); }
-  float* adam_v() const { return v_.f32(); }
-  //! Offset of flat element `i` in params_storage() (shard-relative under ZeRO-3).
+  //! Model weights (compute dtype): full (zero<3) or shard (zero 3).
+  const Tensor& values() const { return values_; }
+  Tensor& values() { return values_; }
+  //! fp32 main weights over the optimizer's range (the model weights themselves in fp32 training).
+  DevPtr main_at(int64_t flat) const {
+    return has_main_copy() ? main_.at(flat - opt_begin()) : values_.at(param_storage_index(flat));
+  }
+  const Tensor& main_copy() const { return main_; }
+  Tensor& main_copy() { return main_; }
+  const Tensor& grads() const { return grads_; }       //!< fp32: full (zero<2) or shard (zero>=2)
+  Tensor& transient_grads() { return grad_temp_; }
+  Tensor TakeTransientGrads() { return std::move(grad_temp_); }
+  Tensor& adam_m() { return m_; }
+  Tensor& adam_v() { return v_; }
+  //! Offset of flat element `i` in values() (shard-relative under ZeRO-3).
   int64_t param_storage_index(int64_t i) const { return zero_.stage == 3 ? i - shard_begin() : i; }
   int64_t grad_storage_index(int64_t i) const { return zero_.stage >= 2 ? i - shard_begin() : i; }
   int64_t params_storage_size() const { return zero_.stage == 3 ? shard_size() : padded_; }
@@ -98,10 +117,19 @@ class ParamGroup {
   //! Whether this copy counts in the global gradient norm (false for the last stage's copy of
   //! a tied word embedding, which the first stage already counts).
   bool counts_in_norm = true;
-  //! Pending asynchronous DP gradient sync (ZeRO-0 all-reduce, ZeRO-1 reduce-scatter).
-  std::unique_ptr<CommRequest> pending_sync;
   int64_t layer = -1;  //!< global layer for trace identities (-1: embedding/head)
   int64_t stage = -1;  //!< model stage that holds the group
+
+  //! DP gradient sync in flight: completes at `done` (an event on the dp stream); `reduce_buffer`
+  //! holds the low-precision copy when gradients are reduced in bf16/fp16; ZeRO-2/3 keep the
+  //! transient gradient and the received shard alive until the sync is folded in.
+  struct PendingSync {
+    Event done;
+    Tensor reduce_buffer;
+    Tensor transient;
+    Tensor part;
+  };
+  std::vector<PendingSync> pending;
 
  private:
   std::string name_;
@@ -109,13 +137,15 @@ class ParamGroup {
   int64_t size_ = 0;
   int64_t padded_ = 0;
   ZeroConfig zero_;
+  DType compute_ = DType::kF32;
   Backend* backend_ = nullptr;
-  Buffer values_;
-  Buffer gathered_;  // ZeRO-3 transient full parameters
+  Tensor values_;
+  Tensor main_;
+  Tensor gathered_;  // ZeRO-3 transient full parameters
   int acquired_ = 0;
-  Buffer grads_;
-  Buffer grad_temp_;
-  Buffer m_, v_;
+  Tensor grads_;
+  Tensor grad_temp_;
+  Tensor m_, v_;
 };
 
 }  // namespace parallax::executor

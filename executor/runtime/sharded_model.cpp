@@ -10,13 +10,13 @@ ParamGroup* ShardedModel::AddGroup(RuntimeContext& ctx, std::string name, std::v
   g->stage = stage;
   g->layer = layer;
   ZeroConfig z{ctx.layout.zero_stage, ctx.layout.dp, ctx.groups->coords.dp_idx};
-  g->Materialize(*ctx.backend, z, ctx.training.seed);
+  if (Status st = g->Materialize(*ctx.backend, z, ctx.training.seed, ctx.compute); !st && status_) status_ = st;
   groups_.push_back(std::move(g));
   group_ptrs_.push_back(groups_.back().get());
   return groups_.back().get();
 }
 
-std::unique_ptr<ShardedModel> ShardedModel::Build(RuntimeContext& ctx) {
+Result<std::unique_ptr<ShardedModel>> ShardedModel::Build(RuntimeContext& ctx) {
   auto sm = std::unique_ptr<ShardedModel>(new ShardedModel());
   const Layout& l = ctx.layout;
   const ModelSpec& m = ctx.model;
@@ -65,6 +65,7 @@ std::unique_ptr<ShardedModel> ShardedModel::Build(RuntimeContext& ctx) {
   if (sm->tied_pair_ == nullptr && sm->words_ != nullptr && m.tie_embeddings && l.pp > 1) {
     sm->tied_pair_ = sm->words_;  // first stage's side of the pair
   }
+  if (!sm->status_) return sm->status_.error();
   return sm;
 }
 

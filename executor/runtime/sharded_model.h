@@ -27,8 +27,8 @@ struct Chunk {
 
 class ShardedModel {
  public:
-  //! Builds and initialises this rank's groups (collective-free).
-  static std::unique_ptr<ShardedModel> Build(RuntimeContext& ctx);
+  //! Builds and initialises this rank's groups (collective-free); out of memory is an error.
+  static Result<std::unique_ptr<ShardedModel>> Build(RuntimeContext& ctx);
 
   std::vector<Chunk>& chunks() { return chunks_; }
   const std::vector<ParamGroup*>& groups() const { return group_ptrs_; }
@@ -56,6 +56,7 @@ class ShardedModel {
   ParamGroup* head_group_ = nullptr;
   ParamGroup* tied_pair_ = nullptr;
   ParamGroup* lm_group_ = nullptr;
+  Status status_;  //!< the first allocation failure while building
 };
 
 }  // namespace parallax::executor

@@ -1,49 +1,76 @@
 #include "executor/runtime/tp_ops.h"
 
 namespace parallax::executor {
+
 namespace {
 
-Result<Buffer> Gather(RuntimeContext& ctx, Buffer x, int64_t cols, int64_t layer, MemoryKind kind) {
+template <class MakeScope>
+Status RunOn(RuntimeContext& ctx, OpKind op, bool compute_waits, MakeScope make_scope,
+             const std::function<Status(Stream&)>& enqueue) {
+  const StreamKind s = StreamKindOf(op);
+  PX_TRY(ctx.AfterCompute(s));
+  {
+    auto scope = make_scope();
+    PX_TRY(enqueue(ctx.backend->stream(s)));
+  }
+  if (compute_waits) PX_TRY(ctx.ComputeAfter(s));
+  return {};
+}
+
+Result<Tensor> Gather(RuntimeContext& ctx, Tensor x, int64_t cols, int64_t layer) {
   if (!ctx.sp) return x;
-  Buffer out = ctx.backend->AllocateFloats(ctx.tokens * cols, kind);
+  PX_ASSIGN(Tensor out, ctx.Act(ctx.tokens * cols));
   const int64_t n = ctx.local_tokens * cols;
-  auto scope = ctx.rec->Op(OpKind::kTpAllGather, layer, -1, ctx.tokens * cols * 4, static_cast<int32_t>(ctx.tp));
-  if (Status s = ctx.tp_comm().AllGather(x.f32(), out.f32(), n); !s) return s.error();
+  PX_TRY(RunCollective(ctx, OpKind::kTpAllGather, layer, ctx.tokens * cols * SizeOf(ctx.compute),
+                       static_cast<int32_t>(ctx.tp),
+                       [&](Stream& s) { return ctx.tp_comm().AllGather(x.ptr(), out.ptr(), n, s); }));
   return out;
 }
 
-Result<Buffer> Reduce(RuntimeContext& ctx, Buffer partial, int64_t cols, int64_t layer) {
+Result<Tensor> Reduce(RuntimeContext& ctx, Tensor partial, int64_t cols, int64_t layer) {
   if (ctx.tp == 1) return partial;
+  const int64_t bytes = ctx.tokens * cols * SizeOf(ctx.compute);
   if (!ctx.sp) {
-    auto scope = ctx.rec->Op(OpKind::kTpAllReduce, layer, -1, ctx.tokens * cols * 4, static_cast<int32_t>(ctx.tp));
-    if (Status s = ctx.tp_comm().AllReduce(partial.f32(), ctx.tokens * cols, ReduceOp::kSum); !s) return s.error();
+    PX_TRY(RunCollective(ctx, OpKind::kTpAllReduce, layer, bytes, static_cast<int32_t>(ctx.tp), [&](Stream& s) {
+      return ctx.tp_comm().AllReduce(partial.ptr(), ctx.tokens * cols, ReduceOp::kSum, s);
+    }));
     return partial;
   }
-  Buffer out = ctx.backend->AllocateFloats(ctx.local_tokens * cols, partial.kind());
-  auto scope =
-      ctx.rec->Op(OpKind::kTpReduceScatter, layer, -1, ctx.tokens * cols * 4, static_cast<int32_t>(ctx.tp));
-  if (Status s = ctx.tp_comm().ReduceScatter(partial.f32(), out.f32(), ctx.local_tokens * cols); !s) {
-    return s.error();
-  }
+  PX_ASSIGN(Tensor out, ctx.Act(ctx.local_tokens * cols));
+  PX_TRY(RunCollective(ctx, OpKind::kTpReduceScatter, layer, bytes, static_cast<int32_t>(ctx.tp), [&](Stream& s) {
+    return ctx.tp_comm().ReduceScatter(partial.ptr(), out.ptr(), ctx.local_tokens * cols, s);
+  }));
   return out;
 }
 
 }  // namespace
 
-Result<Buffer> EnterRegion(RuntimeContext& ctx, Buffer x, int64_t cols, int64_t layer, MemoryKind kind) {
-  return Gather(ctx, std::move(x), cols, layer, kind);
+Status RunCollective(RuntimeContext& ctx, OpKind op, int64_t layer, int64_t bytes, int32_t group_size,
+                     const std::function<Status(Stream&)>& enqueue, bool compute_waits) {
+  return RunOn(ctx, op, compute_waits, [&] { return ctx.rec->Op(op, layer, -1, bytes, group_size); }, enqueue);
 }
 
-Result<Buffer> EnterRegionBackward(RuntimeContext& ctx, Buffer partial, int64_t cols, int64_t layer) {
+Status RunCollectiveAt(RuntimeContext& ctx, OpKind op, int64_t microbatch, int64_t stage, int64_t layer, Phase phase,
+                       int64_t bytes, int32_t group_size, const std::function<Status(Stream&)>& enqueue,
+                       bool compute_waits) {
+  return RunOn(ctx, op, compute_waits,
+               [&] { return ctx.rec->OpAt(op, microbatch, stage, layer, phase, bytes, group_size); }, enqueue);
+}
+
+Result<Tensor> EnterRegion(RuntimeContext& ctx, Tensor x, int64_t cols, int64_t layer) {
+  return Gather(ctx, std::move(x), cols, layer);
+}
+
+Result<Tensor> EnterRegionBackward(RuntimeContext& ctx, Tensor partial, int64_t cols, int64_t layer) {
   return Reduce(ctx, std::move(partial), cols, layer);
 }
 
-Result<Buffer> LeaveRegion(RuntimeContext& ctx, Buffer partial, int64_t cols, int64_t layer) {
+Result<Tensor> LeaveRegion(RuntimeContext& ctx, Tensor partial, int64_t cols, int64_t layer) {
   return Reduce(ctx, std::move(partial), cols, layer);
 }
 
-Result<Buffer> LeaveRegionBackward(RuntimeContext& ctx, Buffer dy, int64_t cols, int64_t layer) {
-  return Gather(ctx, std::move(dy), cols, layer, MemoryKind::kActivations);
+Result<Tensor> LeaveRegionBackward(RuntimeContext& ctx, Tensor dy, int64_t cols, int64_t layer) {
+  return Gather(ctx, std::move(dy), cols, layer);
 }
 
 }  // namespace parallax::executor

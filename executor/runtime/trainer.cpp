@@ -1,6 +1,7 @@
 #include "executor/runtime/trainer.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/grad_sync.h"
@@ -37,7 +38,12 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
 Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& backend, Communicator& world,
                                                  const TrainerOptions& options) {
   if (Status s = ValidateForExecution(plan, world.size()); !s) return s.error();
+  if (!backend.SupportsPrecision(plan.training.precision)) {
+    return BadInput(std::string("plan: precision ") + ToString(plan.training.precision) + " is not supported by the " +
+                    backend.name() + " backend");
+  }
   auto t = std::unique_ptr<Trainer>(new Trainer(backend, world.rank()));
+  t->options_ = options;
   auto groups = CreateProcessGroups(plan.layout, world, plan.model.tie_embeddings);
   if (!groups) return groups.error();
   t->groups_ = std::move(groups).value();
@@ -55,47 +61,76 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
   c.sp = plan.layout.sequence_parallel && c.tp > 1;
   c.local_tokens = c.sp ? c.tokens / c.tp : c.tokens;
   c.loss_scale = static_cast<float>(1.0 / static_cast<double>(plan.layout.global_batch * c.seq));
+  switch (plan.training.precision) {
+    case Precision::kFp32: c.compute = DType::kF32; break;
+    case Precision::kBf16: c.compute = DType::kBf16; break;
+    case Precision::kFp16: c.compute = DType::kF16; break;
+  }
+  c.grad_reduce = options.grad_reduce;
+  if (plan.training.precision == Precision::kFp16) {
+    c.scaler.enabled = true;
+    c.scaler.scale = options.initial_loss_scale;
+    c.scaler.window = options.loss_scale_window;
+  }
   t->rec_.set_enabled(options.record_ops);
   auto data = DataSource::Create(options.data, plan.model.vocab, c.seq);
   if (!data) return data.error();
   t->data_ = std::move(data).value();
-  t->model_ = ShardedModel::Build(c);
+  auto model = ShardedModel::Build(c);
+  if (!model) return model.error();
+  t->model_ = std::move(model).value();
   // Common time origin for every rank's op timestamps.
   if (Status s = world.Barrier(); !s) return s.error();
-  t->rec_.set_epoch(backend.RecordEvent().ns);
+  t->rec_.set_epoch(backend.RecordEvent(StreamKind::kCompute));
   return t;
 }
 
 Result<double> Trainer::ComputeGradients() {
+  Backend& be = *ctx_.backend;
   rec_.set_step(step_);
-  for (ParamGroup* g : model_->groups()) ctx_.backend->Fill(g->grads_storage(), g->grads_storage_size(), 0.0f);
-  auto local_loss = RunPipelineStep(ctx_, *model_, *data_, step_);
-  if (!local_loss) return local_loss.error();
+  for (ParamGroup* g : model_->groups()) be.Fill(g->grads().ptr(), g->grads().numel(), 0.0f);
+  PX_ASSIGN(ctx_.loss_sum, be.AllocateZeroed(1, DType::kF64, MemoryKind::kWorkspace));
+  PX_TRY(RunPipelineStep(ctx_, *model_, *data_, step_));
   ParamGroup* tied = groups_.embedding ? model_->tied_pair() : nullptr;
-  if (Status s = FinishGradSync(ctx_, model_->groups(), tied); !s) return s.error();
-  // Every last-stage TP rank 0 holds its replica's micro-batch losses.
+  PX_TRY(FinishGradSync(ctx_, model_->groups(), tied));
+  // Every last-stage TP rank 0 holds its replica's micro-batch losses: one readback per step.
   const bool owner = groups_.coords.pp_idx == ctx_.layout.pp - 1 && groups_.coords.tp_idx == 0;
-  double loss = owner ? *local_loss : 0.0;
-  if (Status s = groups_.world->AllReduce(&loss, 1, ReduceOp::kSum); !s) return s.error();
+  double loss = 0;
+  if (owner) be.CopyToHost(&loss, DType::kF64, ctx_.loss_sum.ptr(), 1);
+  ctx_.loss_sum.Reset();
+  PX_TRY(groups_.world->HostAllReduce(&loss, 1, ReduceOp::kSum));
+  if (step_ == options_.inject_overflow_step) {
+    const float inf = std::numeric_limits<float>::infinity();
+    ParamGroup* g = model_->groups().front();
+    be.CopyToDevice(g->grads().ptr(), &inf, DType::kF32, 1);
+  }
   return loss / static_cast<double>(ctx_.layout.global_batch * ctx_.seq);
 }
 
 Result<StepResult> Trainer::Step() {
   Backend& be = *ctx_.backend;
-  const Event begin = be.RecordEvent();
+  const Event begin = be.RecordEvent(StreamKind::kCompute);
   auto loss = ComputeGradients();
   if (!loss) return loss.error();
   auto opt = OptimizerStep(ctx_, model_->groups(), step_ + 1);
   if (!opt) return opt.error();
-  be.Synchronize();
-  double seconds = be.ElapsedSeconds(begin, be.RecordEvent());
-  if (Status s = groups_.world->AllReduce(&seconds, 1, ReduceOp::kMax); !s) return s.error();
+  PX_TRY(ctx_.EndStep());
+  const Event end = be.RecordEvent(StreamKind::kCompute);
+  const Event both[] = {begin, end};
+  auto times = be.EventTimesNs(begin, both);
+  be.ReleaseEvents(both);
+  if (!times) return times.error();
+  PX_TRY(rec_.Resolve());
+  double seconds = static_cast<double>((*times)[1]) * 1e-9;
+  PX_TRY(groups_.world->HostAllReduce(&seconds, 1, ReduceOp::kMax));
 
   StepResult r;
   r.step = step_;
   r.loss = *loss;
   r.step_time_s = seconds;
   r.grad_norm = opt->grad_norm;
+  r.skipped = opt->skipped;
+  r.loss_scale = ctx_.scaler.scale;
   ++step_;
   return r;
 }

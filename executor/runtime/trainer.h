@@ -23,6 +23,14 @@ namespace parallax::executor {
 struct TrainerOptions {
   DataOptions data;
   bool record_ops = false;  //!< keep every op's timing and identity (for --trace)
+  //! Element type of DP gradient collectives: kF32 (default, Megatron's accumulate and reduce in
+  //! fp32) or kBf16 (halves the bytes on the wire; gradients stay fp32 in memory).
+  DType grad_reduce = DType::kF32;
+  double initial_loss_scale = 65536;  //!< fp16 only (2^16, apex's default)
+  int64_t loss_scale_window = 1000;   //!< fp16: clean steps before the scale doubles (Megatron's default)
+  //! Test hook: at this step (0-based) one gradient element becomes +inf before the optimizer, as
+  //! an fp16 overflow would make it (-1: never).
+  int64_t inject_overflow_step = -1;
 };
 
 struct StepResult {
@@ -30,6 +38,8 @@ struct StepResult {
   double loss = 0;         //!< mean cross-entropy over the global batch (identical on every rank)
   double step_time_s = 0;  //!< slowest rank's wall time of the step
   double grad_norm = 0;
+  bool skipped = false;    //!< fp16 overflow: no update, loss scale halved
+  double loss_scale = 1;   //!< fp16 loss scale after the step (1 otherwise)
 };
 
 //! Checks a plan for the executor: the layout against the model and `world_size`, plus what the
@@ -62,6 +72,7 @@ class Trainer {
  private:
   Trainer(Backend& backend, int64_t rank) : rec_(&backend, rank) {}
   ProcessGroups groups_;
+  TrainerOptions options_;
   OpRecorder rec_;
   RuntimeContext ctx_;
   std::unique_ptr<ShardedModel> model_;

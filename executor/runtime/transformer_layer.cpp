@@ -11,43 +11,40 @@ namespace {
 
 // Sequence parallel keeps a column-parallel GEMM's input sharded over the sequence and gathers it
 // again for the weight gradient in backward (Korthikanti et al. 2022, section 4.2.2).
-Buffer KeepLocalCopy(RuntimeContext& ctx, const Buffer& local, int64_t cols) {
-  if (!ctx.sp) return Buffer();
-  Buffer copy = ctx.backend->AllocateFloats(ctx.local_tokens * cols, MemoryKind::kActivations);
-  ctx.backend->Copy(copy.f32(), local.f32(), ctx.local_tokens * cols);
+Result<Tensor> KeepLocalCopy(RuntimeContext& ctx, const Tensor& local, int64_t cols) {
+  if (!ctx.sp) return Tensor();
+  PX_ASSIGN(Tensor copy, ctx.Act(ctx.local_tokens * cols));
+  ctx.backend->Copy(copy.ptr(), local.ptr(), ctx.local_tokens * cols);
   return copy;
 }
 
-Result<Buffer> Regather(RuntimeContext& ctx, const Buffer& local, int64_t cols, int64_t layer) {
-  Buffer copy = KeepLocalCopy(ctx, local, cols);
-  return EnterRegion(ctx, std::move(copy), cols, layer, MemoryKind::kActivations);
+Result<Tensor> Regather(RuntimeContext& ctx, const Tensor& local, int64_t cols, int64_t layer) {
+  PX_ASSIGN(Tensor copy, KeepLocalCopy(ctx, local, cols));
+  return EnterRegion(ctx, std::move(copy), cols, layer);
 }
 
 constexpr float kNormEps = 1e-5f;
 
 // A sub-block's pre-norm and its entry into the TP region: `mean`/`rstd` kept for backward, the
 // normalised input kept local (sequence parallel) and gathered (or passed on) into `region`.
-Status NormIntoRegion(RuntimeContext& ctx, OpKind op, int64_t layer, const float* x, const float* gamma,
-                      const float* beta, Buffer& mean, Buffer& rstd, Buffer& local, Buffer& region) {
+Status NormIntoRegion(RuntimeContext& ctx, OpKind op, int64_t layer, DevPtr x, DevPtr gamma, DevPtr beta,
+                      Tensor& mean, Tensor& rstd, Tensor& local, Tensor& region) {
   const int64_t H = ctx.model.hidden, Tl = ctx.local_tokens;
-  const auto act = MemoryKind::kActivations;
-  Buffer y = ctx.backend->AllocateFloats(Tl * H, act);
-  mean = ctx.backend->AllocateFloats(Tl, act);
-  rstd = ctx.backend->AllocateFloats(Tl, act);
+  PX_ASSIGN(Tensor y, ctx.Act(Tl * H));
+  PX_ASSIGN(mean, ctx.F32(Tl));
+  PX_ASSIGN(rstd, ctx.F32(Tl));
   {
     auto s = ctx.rec->Op(op, layer);
-    NormForward(ctx, x, gamma, beta, y.f32(), mean.f32(), rstd.f32(), Tl);
+    NormForward(ctx, x, gamma, beta, y.ptr(), mean.ptr(), rstd.ptr(), Tl);
   }
-  local = KeepLocalCopy(ctx, y, H);
-  auto gathered = EnterRegion(ctx, std::move(y), H, layer, act);
-  if (!gathered) return gathered.error();
-  region = std::move(gathered).value();
+  PX_ASSIGN(local, KeepLocalCopy(ctx, y, H));
+  PX_ASSIGN(region, EnterRegion(ctx, std::move(y), H, layer));
   return {};
 }
 }
 
-void NormForward(RuntimeContext& ctx, const float* x, const float* gamma, const float* beta, float* y, float* mean,
-                 float* rstd, int64_t rows) {
+void NormForward(RuntimeContext& ctx, DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd,
+                 int64_t rows) {
   const int64_t h = ctx.model.hidden;
   if (ctx.model.norm == NormKind::kLayerNorm) {
     ctx.backend->LayerNormForward(x, gamma, beta, y, mean, rstd, rows, h, kNormEps);
@@ -56,8 +53,8 @@ void NormForward(RuntimeContext& ctx, const float* x, const float* gamma, const 
   }
 }
 
-void NormBackward(RuntimeContext& ctx, const float* dy, const float* x, const float* gamma, const float* mean,
-                  const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows) {
+void NormBackward(RuntimeContext& ctx, DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx,
+                  DevPtr dgamma, DevPtr dbeta, int64_t rows) {
   const int64_t h = ctx.model.hidden;
   if (ctx.model.norm == NormKind::kLayerNorm) {
     ctx.backend->LayerNormBackward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, h);
@@ -66,17 +63,53 @@ void NormBackward(RuntimeContext& ctx, const float* dy, const float* x, const fl
   }
 }
 
-void LinearForward(Backend& be, const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t n,
-                   int64_t k) {
-  be.Gemm(Trans::kNo, Trans::kYes, rows, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
+void LinearForward(Backend& be, DevPtr x, DevPtr w, DevPtr bias, DevPtr y, int64_t rows, int64_t n, int64_t k) {
+  GemmArgs g;
+  g.ta = Trans::kNo;
+  g.tb = Trans::kYes;
+  g.m = rows;
+  g.n = n;
+  g.k = k;
+  g.a = x;
+  g.lda = k;
+  g.b = w;
+  g.ldb = k;
+  g.c = y;
+  g.ldc = n;
+  be.Gemm(g);
   if (bias) be.AddBias(y, bias, rows, n);
 }
 
-void LinearBackward(Backend& be, const float* dy, const float* x, const float* w, float* dw, float* dbias, float* dx,
-                    int64_t rows, int64_t n, int64_t k, bool accumulate_dx) {
-  be.Gemm(Trans::kYes, Trans::kNo, n, k, rows, 1.0f, dy, n, x, k, 1.0f, dw, k);
+void LinearBackward(Backend& be, DevPtr dy, DevPtr x, DevPtr w, DevPtr dw, DevPtr dbias, DevPtr dx, int64_t rows,
+                    int64_t n, int64_t k, bool accumulate_dx) {
+  GemmArgs wg;  // dW (fp32) += dy^T x
+  wg.ta = Trans::kYes;
+  wg.m = n;
+  wg.n = k;
+  wg.k = rows;
+  wg.beta = 1.0f;
+  wg.a = dy;
+  wg.lda = n;
+  wg.b = x;
+  wg.ldb = k;
+  wg.c = dw;
+  wg.ldc = k;
+  be.Gemm(wg);
   if (dbias) be.BiasBackward(dy, dbias, rows, n);
-  if (dx) be.Gemm(Trans::kNo, Trans::kNo, rows, k, n, 1.0f, dy, n, w, k, accumulate_dx ? 1.0f : 0.0f, dx, k);
+  if (dx) {
+    GemmArgs xg;  // dx = dy W
+    xg.m = rows;
+    xg.n = k;
+    xg.k = n;
+    xg.beta = accumulate_dx ? 1.0f : 0.0f;
+    xg.a = dy;
+    xg.lda = n;
+    xg.b = w;
+    xg.ldb = k;
+    xg.c = dx;
+    xg.ldc = k;
+    be.Gemm(xg);
+  }
 }
 
 std::vector<ParamSpec> LayerParamSpecs(const ModelSpec& m, int64_t layer, LayerParamIndex* ix) {
@@ -125,11 +158,11 @@ std::vector<ParamSpec> LayerParamSpecs(const ModelSpec& m, int64_t layer, LayerP
   return out;
 }
 
-Result<Buffer> TransformerLayer::Forward(RuntimeContext& ctx, Buffer x, LayerCache& cache) {
+Result<Tensor> TransformerLayer::Forward(RuntimeContext& ctx, Tensor x, LayerCache& cache) {
   const Recompute mode = ctx.layout.recompute;
   auto out = Run(ctx, std::move(x), cache, mode == Recompute::kNone);
   if (out && mode == Recompute::kFull) {
-    Buffer keep = std::move(cache.x);
+    Tensor keep = std::move(cache.x);
     cache = LayerCache{};
     cache.x = std::move(keep);
     cache.dropped = true;
@@ -137,96 +170,99 @@ Result<Buffer> TransformerLayer::Forward(RuntimeContext& ctx, Buffer x, LayerCac
   return out;
 }
 
-Result<Buffer> TransformerLayer::Run(RuntimeContext& ctx, Buffer x, LayerCache& c, bool keep_probs) {
+Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& c, bool keep_probs) {
   Backend& be = *ctx.backend;
   OpRecorder& rec = *ctx.rec;
   const ModelSpec& m = ctx.model;
   const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, D = m.head_dim();
   const int64_t nq = m.heads / ctx.tp, nkv = m.kv_heads / ctx.tp, Q = nq * D, K = nkv * D;
   const int64_t F = m.ffn_hidden / ctx.tp;
-  const auto act = MemoryKind::kActivations;
   const double t = static_cast<double>(T);
   c.x = std::move(x);
 
-  if (Status st = NormIntoRegion(ctx, OpKind::kAttnNorm, layer_, c.x.f32(), P(ix_.ln1_w), P(ix_.ln1_b), c.n1_mean,
+  if (Status st = NormIntoRegion(ctx, OpKind::kAttnNorm, layer_, c.x.ptr(), P(ix_.ln1_w), P(ix_.ln1_b), c.n1_mean,
                                  c.n1_rstd, c.ag_local, c.ag);
       !st) {
     return st.error();
   }
 
-  c.q = be.AllocateFloats(T * Q, act);
-  c.k = be.AllocateFloats(T * K, act);
-  c.v = be.AllocateFloats(T * K, act);
+  PX_ASSIGN(c.q, ctx.Act(T * Q));
+  PX_ASSIGN(c.k, ctx.Act(T * K));
+  PX_ASSIGN(c.v, ctx.Act(T * K));
   {
     auto s = rec.Op(OpKind::kQkv, layer_, 2.0 * t * static_cast<double>(H * (Q + 2 * K)));
-    LinearForward(be, c.ag.f32(), P(ix_.wq), P(ix_.bq), c.q.f32(), T, Q, H);
-    LinearForward(be, c.ag.f32(), P(ix_.wk), P(ix_.bk), c.k.f32(), T, K, H);
-    LinearForward(be, c.ag.f32(), P(ix_.wv), P(ix_.bv), c.v.f32(), T, K, H);
+    LinearForward(be, c.ag.ptr(), P(ix_.wq), P(ix_.bq), c.q.ptr(), T, Q, H);
+    LinearForward(be, c.ag.ptr(), P(ix_.wk), P(ix_.bk), c.k.ptr(), T, K, H);
+    LinearForward(be, c.ag.ptr(), P(ix_.wv), P(ix_.bv), c.v.ptr(), T, K, H);
     if (m.position == PositionKind::kRotary) {
-      be.Rotary(c.q.f32(), ctx.seq, ctx.batch, nq, D, false);
-      be.Rotary(c.k.f32(), ctx.seq, ctx.batch, nkv, D, false);
+      be.Rotary(c.q.ptr(), ctx.seq, ctx.batch, nq, D, false);
+      be.Rotary(c.k.ptr(), ctx.seq, ctx.batch, nkv, D, false);
     }
   }
   if (ctx.sp) c.ag.Reset();
   const AttentionShape shape{ctx.batch, ctx.seq, nq, nkv, D};
-  c.ctx = be.AllocateFloats(T * Q, act);
-  if (keep_probs) c.probs = be.AllocateFloats(shape.probs_floats(), act);
+  PX_ASSIGN(c.ctx, ctx.Act(T * Q));
+  if (keep_probs) {
+    PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));
+  }
   {
     auto s = rec.Op(OpKind::kAttnCore, layer_,
                     2.0 * static_cast<double>(ctx.batch * nq * ctx.seq * ctx.seq * D));  // causal half of 4bs^2d
-    be.AttentionForward(shape, c.q.f32(), c.k.f32(), c.v.f32(), c.ctx.f32(), keep_probs ? c.probs.f32() : nullptr);
+    be.AttentionForward(shape, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.ctx.ptr(), keep_probs ? c.probs.ptr() : DevPtr{});
   }
-  Buffer o = be.AllocateFloats(T * H, act);
+  PX_ASSIGN(Tensor o, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kAttnOut, layer_, 2.0 * t * static_cast<double>(Q * H));
-    LinearForward(be, c.ctx.f32(), P(ix_.wo), nullptr, o.f32(), T, H, Q);
+    LinearForward(be, c.ctx.ptr(), P(ix_.wo), DevPtr{}, o.ptr(), T, H, Q);
   }
   auto o2 = LeaveRegion(ctx, std::move(o), H, layer_);
   if (!o2) return o2.error();
-  c.h = be.AllocateFloats(Tl * H, act);
-  be.Copy(c.h.f32(), c.x.f32(), Tl * H);
-  be.Axpy(c.h.f32(), o2->f32(), Tl * H, 1.0f);
-  if (ix_.bo >= 0) be.AddBias(c.h.f32(), P(ix_.bo), Tl, H);
+  PX_ASSIGN(c.h, ctx.Act(Tl * H));
+  be.Copy(c.h.ptr(), c.x.ptr(), Tl * H);
+  be.Axpy(c.h.ptr(), o2->ptr(), Tl * H, 1.0f);
+  if (ix_.bo >= 0) be.AddBias(c.h.ptr(), P(ix_.bo), Tl, H);
   o2->Reset();
 
-  if (Status st = NormIntoRegion(ctx, OpKind::kMlpNorm, layer_, c.h.f32(), P(ix_.ln2_w), P(ix_.ln2_b), c.n2_mean,
+  if (Status st = NormIntoRegion(ctx, OpKind::kMlpNorm, layer_, c.h.ptr(), P(ix_.ln2_w), P(ix_.ln2_b), c.n2_mean,
                                  c.n2_rstd, c.mg_local, c.mg);
       !st) {
     return st.error();
   }
   const bool swiglu = m.mlp == MlpKind::kSwiglu;
-  c.f1 = be.AllocateFloats(T * F, act);
-  if (swiglu) c.up = be.AllocateFloats(T * F, act);
+  PX_ASSIGN(c.f1, ctx.Act(T * F));
+  if (swiglu) {
+    PX_ASSIGN(c.up, ctx.Act(T * F));
+  }
   {
     auto s = rec.Op(OpKind::kFc1, layer_, 2.0 * t * static_cast<double>(H * F * (swiglu ? 2 : 1)));
-    LinearForward(be, c.mg.f32(), P(ix_.fc1), P(ix_.b1), c.f1.f32(), T, F, H);
-    if (swiglu) LinearForward(be, c.mg.f32(), P(ix_.up), P(ix_.bup), c.up.f32(), T, F, H);
+    LinearForward(be, c.mg.ptr(), P(ix_.fc1), P(ix_.b1), c.f1.ptr(), T, F, H);
+    if (swiglu) LinearForward(be, c.mg.ptr(), P(ix_.up), P(ix_.bup), c.up.ptr(), T, F, H);
   }
   if (ctx.sp) c.mg.Reset();
-  c.act = be.AllocateFloats(T * F, act);
+  PX_ASSIGN(c.act, ctx.Act(T * F));
   {
     auto s = rec.Op(OpKind::kAct, layer_);
     if (swiglu) {
-      be.SwigluForward(c.f1.f32(), c.up.f32(), c.act.f32(), T * F);
+      be.SwigluForward(c.f1.ptr(), c.up.ptr(), c.act.ptr(), T * F);
     } else {
-      be.GeluForward(c.f1.f32(), c.act.f32(), T * F);
+      be.GeluForward(c.f1.ptr(), c.act.ptr(), T * F);
     }
   }
-  Buffer y = be.AllocateFloats(T * H, act);
+  PX_ASSIGN(Tensor y, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kFc2, layer_, 2.0 * t * static_cast<double>(F * H));
-    LinearForward(be, c.act.f32(), P(ix_.fc2), nullptr, y.f32(), T, H, F);
+    LinearForward(be, c.act.ptr(), P(ix_.fc2), DevPtr{}, y.ptr(), T, H, F);
   }
   auto y2 = LeaveRegion(ctx, std::move(y), H, layer_);
   if (!y2) return y2.error();
-  Buffer out = be.AllocateFloats(Tl * H, act);
-  be.Copy(out.f32(), c.h.f32(), Tl * H);
-  be.Axpy(out.f32(), y2->f32(), Tl * H, 1.0f);
-  if (ix_.b2 >= 0) be.AddBias(out.f32(), P(ix_.b2), Tl, H);
+  PX_ASSIGN(Tensor out, ctx.Act(Tl * H));
+  be.Copy(out.ptr(), c.h.ptr(), Tl * H);
+  be.Axpy(out.ptr(), y2->ptr(), Tl * H, 1.0f);
+  if (ix_.b2 >= 0) be.AddBias(out.ptr(), P(ix_.b2), Tl, H);
   return out;
 }
 
-Result<Buffer> TransformerLayer::Backward(RuntimeContext& ctx, LayerCache& cache, Buffer dout) {
+Result<Tensor> TransformerLayer::Backward(RuntimeContext& ctx, LayerCache& cache, Tensor dout) {
   if (!cache.dropped) {
     auto dx = Grad(ctx, cache, std::move(dout));
     cache = LayerCache{};
@@ -247,38 +283,38 @@ Result<Buffer> TransformerLayer::Backward(RuntimeContext& ctx, LayerCache& cache
   return dx;
 }
 
-Result<Buffer> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Buffer dout) {
+Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor dout) {
   Backend& be = *ctx.backend;
   OpRecorder& rec = *ctx.rec;
   const ModelSpec& m = ctx.model;
   const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, D = m.head_dim();
   const int64_t nq = m.heads / ctx.tp, nkv = m.kv_heads / ctx.tp, Q = nq * D, K = nkv * D;
   const int64_t F = m.ffn_hidden / ctx.tp;
-  const auto act = MemoryKind::kActivations;
   const double t = static_cast<double>(T);
   const bool swiglu = m.mlp == MlpKind::kSwiglu;
+  PX_TRY(group_->EnsureGrads());
 
   // MLP block: out = h + fc2(act(fc1(norm2(h)))) + b2.
-  Buffer dh = be.AllocateFloats(Tl * H, act);
-  be.Copy(dh.f32(), dout.f32(), Tl * H);
-  if (ix_.b2 >= 0) be.BiasBackward(dout.f32(), G(ix_.b2), Tl, H);
+  PX_ASSIGN(Tensor dh, ctx.Act(Tl * H));
+  be.Copy(dh.ptr(), dout.ptr(), Tl * H);
+  if (ix_.b2 >= 0) be.BiasBackward(dout.ptr(), G(ix_.b2), Tl, H);
   auto dy = LeaveRegionBackward(ctx, std::move(dout), H, layer_);
   if (!dy) return dy.error();
-  Buffer dact = be.AllocateFloats(T * F, act);
+  PX_ASSIGN(Tensor dact, ctx.Act(T * F));
   {
     auto s = rec.Op(OpKind::kFc2, layer_, 4.0 * t * static_cast<double>(F * H));
-    LinearBackward(be, dy->f32(), c.act.f32(), P(ix_.fc2), G(ix_.fc2), nullptr, dact.f32(), T, H, F, false);
+    LinearBackward(be, dy->ptr(), c.act.ptr(), P(ix_.fc2), G(ix_.fc2), DevPtr{}, dact.ptr(), T, H, F, false);
   }
   dy->Reset();
-  Buffer df = be.AllocateFloats(T * F, act);
-  Buffer dup;
+  PX_ASSIGN(Tensor df, ctx.Act(T * F));
+  Tensor dup;
   {
     auto s = rec.Op(OpKind::kAct, layer_);
     if (swiglu) {
-      dup = be.AllocateFloats(T * F, act);
-      be.SwigluBackward(c.f1.f32(), c.up.f32(), dact.f32(), df.f32(), dup.f32(), T * F);
+      PX_ASSIGN(dup, ctx.Act(T * F));
+      be.SwigluBackward(c.f1.ptr(), c.up.ptr(), dact.ptr(), df.ptr(), dup.ptr(), T * F);
     } else {
-      be.GeluBackward(c.f1.f32(), dact.f32(), df.f32(), T * F);
+      be.GeluBackward(c.f1.ptr(), dact.ptr(), df.ptr(), T * F);
     }
   }
   dact.Reset();
@@ -288,38 +324,40 @@ Result<Buffer> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Buffer
     c.mg = std::move(mg).value();
     c.mg_local.Reset();
   }
-  Buffer dmg = be.AllocateFloats(T * H, act);
+  PX_ASSIGN(Tensor dmg, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kFc1, layer_, 4.0 * t * static_cast<double>(H * F * (swiglu ? 2 : 1)));
-    LinearBackward(be, df.f32(), c.mg.f32(), P(ix_.fc1), G(ix_.fc1), G(ix_.b1), dmg.f32(), T, F, H, false);
-    if (swiglu) LinearBackward(be, dup.f32(), c.mg.f32(), P(ix_.up), G(ix_.up), G(ix_.bup), dmg.f32(), T, F, H, true);
+    LinearBackward(be, df.ptr(), c.mg.ptr(), P(ix_.fc1), G(ix_.fc1), G(ix_.b1), dmg.ptr(), T, F, H, false);
+    if (swiglu) LinearBackward(be, dup.ptr(), c.mg.ptr(), P(ix_.up), G(ix_.up), G(ix_.bup), dmg.ptr(), T, F, H, true);
   }
   df.Reset();
   dup.Reset();
   auto dm = EnterRegionBackward(ctx, std::move(dmg), H, layer_);
   if (!dm) return dm.error();
   {
-    Buffer tmp = be.AllocateFloats(Tl * H, act);
+    PX_ASSIGN(Tensor tmp, ctx.Act(Tl * H));
     auto s = rec.Op(OpKind::kMlpNorm, layer_);
-    NormBackward(ctx, dm->f32(), c.h.f32(), P(ix_.ln2_w), c.n2_mean.f32(), c.n2_rstd.f32(), tmp.f32(), G(ix_.ln2_w),
+    NormBackward(ctx, dm->ptr(), c.h.ptr(), P(ix_.ln2_w), c.n2_mean.ptr(), c.n2_rstd.ptr(), tmp.ptr(), G(ix_.ln2_w),
                  G(ix_.ln2_b), Tl);
-    be.Axpy(dh.f32(), tmp.f32(), Tl * H, 1.0f);
+    be.Axpy(dh.ptr(), tmp.ptr(), Tl * H, 1.0f);
   }
   dm->Reset();
 
   // Attention block: h = x + wo(attn(qkv(norm1(x)))) + bo.
-  Buffer dx = be.AllocateFloats(Tl * H, act);
-  be.Copy(dx.f32(), dh.f32(), Tl * H);
-  if (ix_.bo >= 0) be.BiasBackward(dh.f32(), G(ix_.bo), Tl, H);
+  PX_ASSIGN(Tensor dx, ctx.Act(Tl * H));
+  be.Copy(dx.ptr(), dh.ptr(), Tl * H);
+  if (ix_.bo >= 0) be.BiasBackward(dh.ptr(), G(ix_.bo), Tl, H);
   auto dof = LeaveRegionBackward(ctx, std::move(dh), H, layer_);
   if (!dof) return dof.error();
-  Buffer dctx = be.AllocateFloats(T * Q, act);
+  PX_ASSIGN(Tensor dctx, ctx.Act(T * Q));
   {
     auto s = rec.Op(OpKind::kAttnOut, layer_, 4.0 * t * static_cast<double>(Q * H));
-    LinearBackward(be, dof->f32(), c.ctx.f32(), P(ix_.wo), G(ix_.wo), nullptr, dctx.f32(), T, H, Q, false);
+    LinearBackward(be, dof->ptr(), c.ctx.ptr(), P(ix_.wo), G(ix_.wo), DevPtr{}, dctx.ptr(), T, H, Q, false);
   }
   dof->Reset();
-  Buffer dq = be.AllocateFloats(T * Q, act), dk = be.AllocateFloats(T * K, act), dv = be.AllocateFloats(T * K, act);
+  PX_ASSIGN(Tensor dq, ctx.Act(T * Q));
+  PX_ASSIGN(Tensor dk, ctx.Act(T * K));
+  PX_ASSIGN(Tensor dv, ctx.Act(T * K));
   const AttentionShape shape{ctx.batch, ctx.seq, nq, nkv, D};
   if (c.probs.empty()) {
     // Selective recompute: rebuild the attention probabilities dropped in forward.
@@ -327,17 +365,17 @@ Result<Buffer> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Buffer
     OpRecorder::Where again = where;
     again.phase = Phase::kRecompute;
     rec.set_where(again);
-    c.probs = be.AllocateFloats(shape.probs_floats(), act);
-    Buffer scratch = be.AllocateFloats(T * Q, act);
+    PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));
+    PX_ASSIGN(Tensor scratch, ctx.Act(T * Q));
     {
       auto s = rec.Op(OpKind::kAttnCore, layer_, 2.0 * static_cast<double>(ctx.batch * nq * ctx.seq * ctx.seq * D));
-      be.AttentionForward(shape, c.q.f32(), c.k.f32(), c.v.f32(), scratch.f32(), c.probs.f32());
+      be.AttentionForward(shape, c.q.ptr(), c.k.ptr(), c.v.ptr(), scratch.ptr(), c.probs.ptr());
     }
     rec.set_where(where);
   }
   {
     auto s = rec.Op(OpKind::kAttnCore, layer_, 4.0 * static_cast<double>(ctx.batch * nq * ctx.seq * ctx.seq * D));
-    be.AttentionBackward(shape, c.q.f32(), c.k.f32(), c.v.f32(), c.probs.f32(), dctx.f32(), dq.f32(), dk.f32(), dv.f32());
+    be.AttentionBackward(shape, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.probs.ptr(), dctx.ptr(), dq.ptr(), dk.ptr(), dv.ptr());
   }
   dctx.Reset();
   if (ctx.sp) {
@@ -346,16 +384,16 @@ Result<Buffer> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Buffer
     c.ag = std::move(ag).value();
     c.ag_local.Reset();
   }
-  Buffer dag = be.AllocateFloats(T * H, act);
+  PX_ASSIGN(Tensor dag, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kQkv, layer_, 4.0 * t * static_cast<double>(H * (Q + 2 * K)));
     if (m.position == PositionKind::kRotary) {
-      be.Rotary(dq.f32(), ctx.seq, ctx.batch, nq, D, true);
-      be.Rotary(dk.f32(), ctx.seq, ctx.batch, nkv, D, true);
+      be.Rotary(dq.ptr(), ctx.seq, ctx.batch, nq, D, true);
+      be.Rotary(dk.ptr(), ctx.seq, ctx.batch, nkv, D, true);
     }
-    LinearBackward(be, dq.f32(), c.ag.f32(), P(ix_.wq), G(ix_.wq), G(ix_.bq), dag.f32(), T, Q, H, false);
-    LinearBackward(be, dk.f32(), c.ag.f32(), P(ix_.wk), G(ix_.wk), G(ix_.bk), dag.f32(), T, K, H, true);
-    LinearBackward(be, dv.f32(), c.ag.f32(), P(ix_.wv), G(ix_.wv), G(ix_.bv), dag.f32(), T, K, H, true);
+    LinearBackward(be, dq.ptr(), c.ag.ptr(), P(ix_.wq), G(ix_.wq), G(ix_.bq), dag.ptr(), T, Q, H, false);
+    LinearBackward(be, dk.ptr(), c.ag.ptr(), P(ix_.wk), G(ix_.wk), G(ix_.bk), dag.ptr(), T, K, H, true);
+    LinearBackward(be, dv.ptr(), c.ag.ptr(), P(ix_.wv), G(ix_.wv), G(ix_.bv), dag.ptr(), T, K, H, true);
   }
   dq.Reset();
   dk.Reset();
@@ -363,11 +401,11 @@ Result<Buffer> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Buffer
   auto da = EnterRegionBackward(ctx, std::move(dag), H, layer_);
   if (!da) return da.error();
   {
-    Buffer tmp = be.AllocateFloats(Tl * H, act);
+    PX_ASSIGN(Tensor tmp, ctx.Act(Tl * H));
     auto s = rec.Op(OpKind::kAttnNorm, layer_);
-    NormBackward(ctx, da->f32(), c.x.f32(), P(ix_.ln1_w), c.n1_mean.f32(), c.n1_rstd.f32(), tmp.f32(), G(ix_.ln1_w),
+    NormBackward(ctx, da->ptr(), c.x.ptr(), P(ix_.ln1_w), c.n1_mean.ptr(), c.n1_rstd.ptr(), tmp.ptr(), G(ix_.ln1_w),
                  G(ix_.ln1_b), Tl);
-    be.Axpy(dx.f32(), tmp.f32(), Tl * H, 1.0f);
+    be.Axpy(dx.ptr(), tmp.ptr(), Tl * H, 1.0f);
   }
   return dx;
 }

@@ -26,11 +26,11 @@ std::vector<ParamSpec> LayerParamSpecs(const ModelSpec& m, int64_t layer, LayerP
 
 //! Saved activations of one layer for one micro-batch.
 struct LayerCache {
-  Buffer x;  //!< layer input [local_tokens, hidden] (kept under every recompute mode)
-  Buffer n1_mean, n1_rstd, ag, q, k, v, probs, ctx, h, n2_mean, n2_rstd, mg, f1, up, act;
+  Tensor x;  //!< layer input [local_tokens, hidden] (kept under every recompute mode)
+  Tensor n1_mean, n1_rstd, ag, q, k, v, probs, ctx, h, n2_mean, n2_rstd, mg, f1, up, act;
   //! Sequence parallel: the local [local_tokens, hidden] inputs of QKV and fc1, re-gathered for the
   //! weight gradients in backward instead of keeping the gathered [tokens, hidden] `ag`/`mg`.
-  Buffer ag_local, mg_local;
+  Tensor ag_local, mg_local;
   bool dropped = false;  //!< full recompute: only x is kept
 };
 
@@ -43,15 +43,15 @@ class TransformerLayer {
   ParamGroup& group() const { return *group_; }
 
   //! x: [local_tokens, hidden], moved into the cache. Returns the layer output.
-  Result<Buffer> Forward(RuntimeContext& ctx, Buffer x, LayerCache& cache);
+  Result<Tensor> Forward(RuntimeContext& ctx, Tensor x, LayerCache& cache);
   //! dout: gradient of the output. Accumulates parameter gradients; returns d(input). Frees the cache.
-  Result<Buffer> Backward(RuntimeContext& ctx, LayerCache& cache, Buffer dout);
+  Result<Tensor> Backward(RuntimeContext& ctx, LayerCache& cache, Tensor dout);
 
  private:
-  Result<Buffer> Run(RuntimeContext& ctx, Buffer x, LayerCache& c, bool keep_probs);
-  Result<Buffer> Grad(RuntimeContext& ctx, LayerCache& c, Buffer dout);
-  float* P(int i) const { return i < 0 ? nullptr : group_->param(static_cast<size_t>(i)); }
-  float* G(int i) const { return i < 0 ? nullptr : group_->grad(static_cast<size_t>(i)); }
+  Result<Tensor> Run(RuntimeContext& ctx, Tensor x, LayerCache& c, bool keep_probs);
+  Result<Tensor> Grad(RuntimeContext& ctx, LayerCache& c, Tensor dout);
+  DevPtr P(int i) const { return i < 0 ? DevPtr{} : group_->param(static_cast<size_t>(i)); }
+  DevPtr G(int i) const { return i < 0 ? DevPtr{} : group_->grad(static_cast<size_t>(i)); }
 
   int64_t layer_;
   ParamGroup* group_;
@@ -59,15 +59,14 @@ class TransformerLayer {
 };
 
 //! Norm forward/backward for the model's kind (LayerNorm or RMSNorm); `beta`/`dbeta` may be null.
-void NormForward(RuntimeContext& ctx, const float* x, const float* gamma, const float* beta, float* y, float* mean,
-                 float* rstd, int64_t rows);
-void NormBackward(RuntimeContext& ctx, const float* dy, const float* x, const float* gamma, const float* mean,
-                  const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows);
+void NormForward(RuntimeContext& ctx, DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd,
+                 int64_t rows);
+void NormBackward(RuntimeContext& ctx, DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx,
+                  DevPtr dgamma, DevPtr dbeta, int64_t rows);
 //! y[rows, n] = x[rows, k] W^T (+ bias) with W [n, k].
-void LinearForward(Backend& be, const float* x, const float* w, const float* bias, float* y, int64_t rows,
-                   int64_t n, int64_t k);
-//! dW += dy^T x, dbias += colsum(dy); dx = dy W (+= when accumulate_dx).
-void LinearBackward(Backend& be, const float* dy, const float* x, const float* w, float* dw, float* dbias, float* dx,
-                    int64_t rows, int64_t n, int64_t k, bool accumulate_dx);
+void LinearForward(Backend& be, DevPtr x, DevPtr w, DevPtr bias, DevPtr y, int64_t rows, int64_t n, int64_t k);
+//! dW (fp32) += dy^T x, dbias += colsum(dy); dx = dy W (+= when accumulate_dx).
+void LinearBackward(Backend& be, DevPtr dy, DevPtr x, DevPtr w, DevPtr dw, DevPtr dbias, DevPtr dx, int64_t rows,
+                    int64_t n, int64_t k, bool accumulate_dx);
 
 }  // namespace parallax::executor

@@ -350,25 +350,5 @@ TEST_F(CpuKernels, BiasAndVectorHelpers) {
   EXPECT_NEAR(be.SumSquares(y.data(), 6), Dot(y, y), 1e-5);
 }
 
-TEST(BackendMemory, CountsCurrentAndPeakBytesByKind) {
-  CpuBackend be;
-  {
-    Buffer a = be.AllocateFloats(100, MemoryKind::kWeights);
-    EXPECT_EQ(be.memory().current_bytes, 400);
-    {
-      Buffer b = be.AllocateFloats(50, MemoryKind::kActivations);
-      EXPECT_EQ(be.memory().current_bytes, 600);
-      EXPECT_EQ(b.f32()[49], 0.0f);  // zeroed
-    }
-    EXPECT_EQ(be.memory().current_bytes, 400);
-    Buffer c = std::move(a);
-    EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move)
-    EXPECT_EQ(be.memory().current_bytes, 400);
-  }
-  EXPECT_EQ(be.memory().current_bytes, 0);
-  EXPECT_EQ(be.memory().peak_bytes, 600);
-  EXPECT_EQ(be.memory().at_peak_by_kind[static_cast<size_t>(MemoryKind::kActivations)], 200);
-}
-
 }  // namespace
 }  // namespace parallax::executor

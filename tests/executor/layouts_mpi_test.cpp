@@ -1,6 +1,7 @@
 // Correctness contract (issue 5): for the same seed and data, every layout's first 10 losses equal
-// the single-process reference within 1e-4 relative. Runs under mpirun; each rank also trains the
-// reference itself on a one-rank communicator. A layout whose world size differs from the
+// the single-process reference within 1e-4 relative in fp32, and within 1e-3 in bf16 against the
+// bf16 single-process reference. Runs under mpirun; each rank also trains the reference itself on a
+// one-rank communicator. A layout whose world size differs from the
 // launch's is skipped (ctest starts this binary once per world size with a matching filter).
 #include <gtest/gtest.h>
 
@@ -31,14 +32,19 @@ constexpr int kSteps = 10;
 constexpr int64_t kGlobalBatch = 8;
 std::unique_ptr<Communicator> g_world;
 
-const testing::TrainOutcome& Reference(int64_t global_batch) {
-  static std::map<int64_t, testing::TrainOutcome> cache;
-  auto it = cache.find(global_batch);
+Plan InPrecision(Plan p, Precision precision) {
+  p.training.precision = precision;
+  return p;
+}
+
+const testing::TrainOutcome& Reference(int64_t global_batch, Precision precision = Precision::kFp32) {
+  static std::map<std::pair<int64_t, Precision>, testing::TrainOutcome> cache;
+  auto it = cache.find({global_batch, precision});
   if (it != cache.end()) return it->second;
   auto local = LocalCommunicator();
-  auto r = Train(TinyPlan("micro_batch=2", global_batch), *local, kSteps);
+  auto r = Train(InPrecision(TinyPlan("micro_batch=2", global_batch), precision), *local, kSteps);
   if (!r) throw std::runtime_error(r.error().message);
-  return cache[global_batch] = *r;
+  return cache[{global_batch, precision}] = *r;
 }
 
 struct Case {
@@ -46,26 +52,34 @@ struct Case {
   const char* layout;
 };
 
-class Layouts : public ::testing::TestWithParam<std::tuple<Case, const char*>> {};
+class Layouts : public ::testing::TestWithParam<std::tuple<Case, const char*, Precision>> {};
 
 TEST_P(Layouts, LossesMatchSingleProcessReference) {
-  const auto [c, recompute] = GetParam();
-  Plan plan = TinyPlan(std::string(c.layout) + ",recompute=" + recompute, kGlobalBatch);
+  const auto [c, recompute, precision] = GetParam();
+  Plan plan = InPrecision(TinyPlan(std::string(c.layout) + ",recompute=" + recompute, kGlobalBatch), precision);
   if (plan.layout.world_size() != g_world->size()) GTEST_SKIP() << "needs " << plan.layout.world_size() << " ranks";
   auto r = Train(plan, *g_world, kSteps);
   ASSERT_TRUE(r) << r.error().message;
-  const testing::TrainOutcome& reference = Reference(kGlobalBatch);
+  const testing::TrainOutcome& reference = Reference(kGlobalBatch, precision);
+  const double tolerance = precision == Precision::kFp32 ? 1e-4 : 1e-3;
   const std::vector<double>& ref = reference.losses;
   const double diff = MaxRelDiff(r->losses, ref);
   // Losses alone cannot see a gradient scaled by a constant (AdamW normalises it away); the global
-  // gradient norm before clipping can.
-  const double norm_diff = MaxRelDiff(r->grad_norms, reference.grad_norms);
+  // gradient norm before clipping can. In bf16 a 1e-7 difference in an fp32 main weight (another
+  // summation order) can flip the rounding of its bf16 copy by one unit (2^-8 relative), and the
+  // norm, a sum over every weight's gradient, drifts by up to ~1% over 10 steps while losses stay
+  // within 1e-3; so bf16 holds the first step's norm (where a scale error would show) to the
+  // tolerance and prints the later drift (1-2.3% seen) without asserting it.
+  const double norm_diff = precision == Precision::kFp32
+                               ? MaxRelDiff(r->grad_norms, reference.grad_norms)
+                               : MaxRelDiff({r->grad_norms.front()}, {reference.grad_norms.front()});
+  const double norm_drift = MaxRelDiff(r->grad_norms, reference.grad_norms);
   if (g_world->rank() == 0) {
-    std::printf("%-28s %-5s loss[0]=%.6f loss[9]=%.6f ref[9]=%.6f max rel diff %.2e, grad norm %.2e\n", c.name,
-                recompute, r->losses[0], r->losses[9], ref[9], diff, norm_diff);
+    std::printf("%-28s %-5s %-4s loss[0]=%.6f loss[9]=%.6f ref[9]=%.6f max rel diff %.2e, grad norm %.2e (%.2e)\n",
+                c.name, recompute, ToString(precision), r->losses[0], r->losses[9], ref[9], diff, norm_diff, norm_drift);
   }
-  EXPECT_LT(diff, 1e-4) << c.layout;
-  EXPECT_LT(norm_diff, 1e-4) << c.layout << ": gradient norms differ from the reference";
+  EXPECT_LT(diff, tolerance) << c.layout;
+  EXPECT_LT(norm_diff, tolerance) << c.layout << ": gradient norms differ from the reference";
   EXPECT_LT(ref[9], ref[0] - 0.05) << "reference does not learn; the comparison would be weak";
 }
 
@@ -87,10 +101,11 @@ const Case kCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Executor, Layouts,
-                         ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values("none", "full")),
+                         ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values("none", "full"),
+                                            ::testing::Values(Precision::kFp32, Precision::kBf16)),
                          [](const auto& param_info) {
                            return std::string(std::get<0>(param_info.param).name) + "_" +
-                                  std::get<1>(param_info.param);
+                                  std::get<1>(param_info.param) + "_" + ToString(std::get<2>(param_info.param));
                          });
 
 // Memory truth on multi-rank layouts: every rank's measured peak vs the planner's estimate for its
@@ -128,15 +143,19 @@ INSTANTIATE_TEST_SUITE_P(ZeroBuckets, MemoryTruthMultiRank,
                          ::testing::Combine(::testing::Values("dp=2,micro_batch=2,zero=2", "dp=2,micro_batch=2,zero=3"),
                                             ::testing::Bool()));
 
-// IReduceScatter against the sum computed here: every rank regenerates every rank's random input.
-TEST(MultiRank, IReduceScatterEqualsTheSumOfEveryRanksBlock) {
+// Reduce-scatter on the dp stream against the sum computed here: every rank regenerates every
+// rank's random input. Out of place and in place (NCCL's convention: recv is this rank's block).
+TEST(MultiRank, ReduceScatterOnAStreamEqualsTheSumOfEveryRanksBlock) {
   const int n = g_world->size(), me = g_world->rank();
+  CpuBackend be;
+  Stream& dp = be.stream(StreamKind::kDpComm);
   for (const int64_t count : {int64_t{1}, int64_t{37}, int64_t{4099}}) {
     std::vector<std::vector<float>> inputs(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) {
-      std::mt19937 gen(static_cast<uint32_t>(1000 * count + r));
-      std::normal_distribution<float> normal(0.0f, 1.0f);
-      for (int64_t i = 0; i < count * n; ++i) inputs[static_cast<size_t>(r)].push_back(normal(gen));
+      std::mt19937 rng(static_cast<unsigned>(1000 * count + r));
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      inputs[static_cast<size_t>(r)].resize(static_cast<size_t>(n * count));
+      for (float& x : inputs[static_cast<size_t>(r)]) x = u(rng);
     }
     std::vector<double> expect(static_cast<size_t>(count), 0.0);
     for (int r = 0; r < n; ++r) {
@@ -144,25 +163,28 @@ TEST(MultiRank, IReduceScatterEqualsTheSumOfEveryRanksBlock) {
         expect[static_cast<size_t>(i)] += inputs[static_cast<size_t>(r)][static_cast<size_t>(me * count + i)];
       }
     }
-    auto check = [&](const float* got, const char* mode) {
+    auto check = [&](DevPtr got_dev, const char* mode) {
+      std::vector<float> got(static_cast<size_t>(count));
+      be.CopyToHost(got.data(), DType::kF32, got_dev, count);
       double err = 0, ref = 0;
       for (int64_t i = 0; i < count; ++i) {
-        err += std::pow(got[i] - expect[static_cast<size_t>(i)], 2);
+        err += std::pow(got[static_cast<size_t>(i)] - expect[static_cast<size_t>(i)], 2);
         ref += std::pow(expect[static_cast<size_t>(i)], 2);
       }
       EXPECT_LT(std::sqrt(err / ref), 1e-6) << mode << " count " << count << " rank " << me;
     };
     const std::vector<float>& mine = inputs[static_cast<size_t>(me)];
-    std::vector<float> out(static_cast<size_t>(count), 0.0f);
-    auto req = g_world->IReduceScatter(mine.data(), out.data(), count);
-    ASSERT_TRUE(req) << req.error().message;
-    ASSERT_TRUE((*req)->Wait());
-    check(out.data(), "out of place");
-    std::vector<float> whole = mine;  // in place: the result lands in this rank's block
-    float* block = whole.data() + me * count;
-    auto req2 = g_world->IReduceScatter(whole.data(), block, count);
-    ASSERT_TRUE(req2) << req2.error().message;
-    ASSERT_TRUE((*req2)->Wait());
+    auto send = be.Allocate(n * count, DType::kF32, MemoryKind::kWorkspace);
+    auto out = be.Allocate(count, DType::kF32, MemoryKind::kWorkspace);
+    ASSERT_TRUE(send && out);
+    be.CopyToDevice(send->ptr(), mine.data(), DType::kF32, n * count);
+    ASSERT_TRUE(g_world->ReduceScatter(send->ptr(), out->ptr(), count, dp));
+    ASSERT_TRUE(be.SynchronizeEvent(be.RecordEvent(StreamKind::kDpComm)));
+    check(out->ptr(), "out of place");
+    be.CopyToDevice(send->ptr(), mine.data(), DType::kF32, n * count);
+    const DevPtr block = send->at(me * count);
+    ASSERT_TRUE(g_world->ReduceScatter(send->ptr(), block, count, dp));
+    ASSERT_TRUE(be.Synchronize());
     check(block, "in place");
   }
 }
@@ -301,7 +323,7 @@ int main(int argc, char** argv) {
   const int rc = RUN_ALL_TESTS();
   // Every rank must agree: a failure on any rank fails the job.
   double failed = rc;
-  (void)parallax::executor::g_world->AllReduce(&failed, 1, parallax::executor::ReduceOp::kMax);
+  (void)parallax::executor::g_world->HostAllReduce(&failed, 1, parallax::executor::ReduceOp::kMax);
   parallax::executor::g_world.reset();
   return failed > 0 ? 1 : 0;
 }

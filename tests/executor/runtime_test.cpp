@@ -104,54 +104,74 @@ TEST(Data, ByteCorpusReadsWindowsOfTheFile) {
   EXPECT_FALSE(DataSource::Create({"/nonexistent/corpus", 1}, 256, 8));     // missing file
 }
 
+// Host copy of `n` elements at `p` (the runtime itself never reads backend memory directly).
+std::vector<float> Host(Backend& be, DevPtr p, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  be.CopyToHost(out.data(), DType::kF32, p, n);
+  return out;
+}
+
 TEST(ParamGroup, TensorAndZeroShardsAreSlicesOfTheFullParameters) {
   CpuBackend be;
   const ModelSpec m = *ModelPreset("gpt-tiny");
   LayerParamIndex ix;
   ParamGroup full("layer1", LayerParamSpecs(m, 1, &ix), 1, 0);
-  full.Materialize(be, {0, 1, 0}, 9);
+  ASSERT_TRUE(full.Materialize(be, {0, 1, 0}, 9, DType::kF32));
+  const std::vector<float> all = Host(be, full.values().ptr(), full.values().numel());
   for (int64_t tp_idx = 0; tp_idx < 2; ++tp_idx) {
     ParamGroup shard("layer1", LayerParamSpecs(m, 1, &ix), 2, tp_idx);
-    shard.Materialize(be, {0, 1, 0}, 9);
+    ASSERT_TRUE(shard.Materialize(be, {0, 1, 0}, 9, DType::kF32));
+    const std::vector<float> mine = Host(be, shard.values().ptr(), shard.values().numel());
     // wq is split by rows (heads): local row r is global row tp_idx*rows/2 + r.
     const ParamSpec& wq = shard.spec(static_cast<size_t>(ix.wq));
     for (int64_t r = 0; r < wq.local_rows; ++r) {
       for (int64_t c = 0; c < wq.local_cols; ++c) {
-        ASSERT_EQ(shard.param(static_cast<size_t>(ix.wq))[r * wq.local_cols + c],
-                  full.param(static_cast<size_t>(ix.wq))[(wq.row0 + r) * wq.cols + c]);
+        ASSERT_EQ(mine[static_cast<size_t>(wq.offset + r * wq.local_cols + c)],
+                  all[static_cast<size_t>(full.spec(static_cast<size_t>(ix.wq)).offset + (wq.row0 + r) * wq.cols + c)]);
       }
     }
     // wo is split by columns.
     const ParamSpec& wo = shard.spec(static_cast<size_t>(ix.wo));
     for (int64_t r = 0; r < wo.local_rows; ++r) {
       for (int64_t c = 0; c < wo.local_cols; ++c) {
-        ASSERT_EQ(shard.param(static_cast<size_t>(ix.wo))[r * wo.local_cols + c],
-                  full.param(static_cast<size_t>(ix.wo))[r * wo.cols + wo.col0 + c]);
+        ASSERT_EQ(mine[static_cast<size_t>(wo.offset + r * wo.local_cols + c)],
+                  all[static_cast<size_t>(full.spec(static_cast<size_t>(ix.wo)).offset + r * wo.cols + wo.col0 + c)]);
       }
     }
   }
   // ZeRO-3 shards hold consecutive slices of the flat buffer.
   for (int64_t dp_idx = 0; dp_idx < 3; ++dp_idx) {
     ParamGroup z("layer1", LayerParamSpecs(m, 1, &ix), 1, 0);
-    z.Materialize(be, {3, 3, dp_idx}, 9);
+    ASSERT_TRUE(z.Materialize(be, {3, 3, dp_idx}, 9, DType::kF32));
     EXPECT_EQ(z.params_storage_size(), z.shard_size());
+    const std::vector<float> zs = Host(be, z.values().ptr(), z.shard_size());
     for (int64_t i = 0; i < z.shard_size() && z.shard_begin() + i < full.size(); ++i) {
-      ASSERT_EQ(z.params_storage()[i], full.params_storage()[z.shard_begin() + i]);
+      ASSERT_EQ(zs[static_cast<size_t>(i)], all[static_cast<size_t>(z.shard_begin() + i)]);
     }
   }
 }
 
 TEST(SelfCommunicator, QueuesSendsByTag) {
+  CpuBackend be;
   SelfCommunicator c;
-  const float a[2] = {1, 2}, b[2] = {3, 4};
-  ASSERT_TRUE(c.Send(a, 2, 0, 5));
-  ASSERT_TRUE(c.Send(b, 2, 0, 6));
-  float out[2];
-  ASSERT_TRUE(c.Recv(out, 2, 0, 6));
-  EXPECT_EQ(out[0], 3);
-  ASSERT_TRUE(c.Recv(out, 2, 0, 5));
-  EXPECT_EQ(out[1], 2);
-  EXPECT_FALSE(c.Recv(out, 2, 0, 5));  // nothing left: an error, not a hang
+  Stream& s = be.stream(StreamKind::kPpComm);
+  auto a = be.Allocate(2, DType::kF32, MemoryKind::kWorkspace), b = be.Allocate(2, DType::kF32, MemoryKind::kWorkspace);
+  auto out = be.Allocate(2, DType::kF32, MemoryKind::kWorkspace);
+  ASSERT_TRUE(a && b && out);
+  const float av[2] = {1, 2}, bv[2] = {3, 4};
+  be.CopyToDevice(a->ptr(), av, DType::kF32, 2);
+  be.CopyToDevice(b->ptr(), bv, DType::kF32, 2);
+  ASSERT_TRUE(c.Send(a->ptr(), 2, 0, 5, s));
+  ASSERT_TRUE(c.Send(b->ptr(), 2, 0, 6, s));
+  ASSERT_TRUE(c.Recv(out->ptr(), 2, 0, 6, s));
+  ASSERT_TRUE(be.Synchronize());
+  EXPECT_EQ(Host(be, out->ptr(), 2)[0], 3);
+  ASSERT_TRUE(c.Recv(out->ptr(), 2, 0, 5, s));
+  ASSERT_TRUE(be.Synchronize());
+  EXPECT_EQ(Host(be, out->ptr(), 2)[1], 2);
+  // Nothing left to receive: an error (sticky on the stream), not a hang.
+  Status st = c.Recv(out->ptr(), 2, 0, 5, s);
+  EXPECT_FALSE(st && be.Synchronize());
 }
 
 // Whole-model check: the analytic gradient of the step loss w.r.t. the largest-gradient elements
@@ -165,7 +185,7 @@ void ExpectGradientsMatchFiniteDifferences(const Plan& plan) {
   ASSERT_TRUE(tr.ComputeGradients());
   int checked = 0;
   for (ParamGroup* g : tr.model().groups()) {
-    std::vector<float> grads(g->grads_storage(), g->grads_storage() + g->grads_storage_size());
+    const std::vector<float> grads = Host(be, g->grads().ptr(), g->grads().numel());
     for (size_t pi = 0; pi < g->params().size(); ++pi) {
       const ParamSpec& p = g->spec(pi);
       // The largest-magnitude gradient element of this parameter.
@@ -176,13 +196,14 @@ void ExpectGradientsMatchFiniteDifferences(const Plan& plan) {
       });
       for (int k = 0; k < std::min<int64_t>(1, p.numel()); ++k) {
         const int64_t i = idx[static_cast<size_t>(k)];
-        float* w = g->params_storage() + i;
-        const float keep = *w, h = 2e-3f;
-        *w = keep + h;
+        const DevPtr w = g->values().at(i);
+        const float keep = Host(be, w, 1)[0], h = 2e-3f;
+        auto set = [&](float v) { be.CopyToDevice(w, &v, DType::kF32, 1); };
+        set(keep + h);
         const double up = *tr.ComputeGradients();
-        *w = keep - h;
+        set(keep - h);
         const double down = *tr.ComputeGradients();
-        *w = keep;
+        set(keep);
         const double fd = (up - down) / (2.0 * h), an = grads[static_cast<size_t>(i)];
         EXPECT_NEAR(an, fd, 0.05 * std::abs(fd) + 2e-5) << g->name() << " " << p.name << " element " << i - p.offset;
         ++checked;
@@ -194,6 +215,59 @@ void ExpectGradientsMatchFiniteDifferences(const Plan& plan) {
 
 TEST(Training, WholeModelGradientsMatchFiniteDifferences) {
   ExpectGradientsMatchFiniteDifferences(TinyPlan("micro_batch=2", 4));
+}
+
+// fp16 dynamic loss scaling: an overflow skips exactly that step (no update) and halves the scale;
+// the run then continues in step with the same data.
+TEST(MixedPrecision, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
+  auto world = LocalCommunicator();
+  Plan plan = TinyPlan("micro_batch=2", 4);
+  plan.training.precision = Precision::kFp16;
+  auto run = [&](int64_t inject) {
+    CpuBackend be;
+    TrainerOptions o;
+    o.inject_overflow_step = inject;
+    auto t = Trainer::Create(plan, be, *world, o);
+    EXPECT_TRUE(t);
+    std::vector<StepResult> out;
+    for (int i = 0; i < 4; ++i) {
+      auto r = (*t)->Step();
+      EXPECT_TRUE(r) << r.error().message;
+      out.push_back(*r);
+    }
+    return out;
+  };
+  const auto clean = run(-1), hit = run(1);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(hit[static_cast<size_t>(i)].skipped, i == 1) << "step " << i;
+    EXPECT_FALSE(clean[static_cast<size_t>(i)].skipped);
+    EXPECT_EQ(clean[static_cast<size_t>(i)].loss_scale, 65536.0);
+  }
+  EXPECT_EQ(hit[0].loss_scale, 65536.0);
+  EXPECT_EQ(hit[1].loss_scale, 32768.0);
+  EXPECT_EQ(hit[3].loss_scale, 32768.0);
+  // Step 1 changed nothing: step 2 of the hit run sees the weights after step 0, so its forward
+  // loss equals what the clean run would compute for step 2's data from step-1 weights -- which
+  // differs from the clean run's step 2. Step 0 and step 1 losses (computed before any skip) agree.
+  EXPECT_DOUBLE_EQ(hit[0].loss, clean[0].loss);
+  EXPECT_DOUBLE_EQ(hit[1].loss, clean[1].loss);
+  EXPECT_NE(hit[2].loss, clean[2].loss);
+}
+
+// bf16 and fp16 training follow fp32's loss curve (fp32 main weights, fp32 gradients).
+TEST(MixedPrecision, HalfPrecisionFollowsFp32) {
+  auto world = LocalCommunicator();
+  auto losses = [&](Precision p) {
+    Plan plan = TinyPlan("micro_batch=2", 4);
+    plan.training.precision = p;
+    auto r = Train(plan, *world, 10);
+    EXPECT_TRUE(r) << r.error().message;
+    return r->losses;
+  };
+  const auto f32 = losses(Precision::kFp32), bf16 = losses(Precision::kBf16), f16 = losses(Precision::kFp16);
+  EXPECT_LT(MaxRelDiff(bf16, f32), 2e-3);
+  EXPECT_LT(MaxRelDiff(f16, f32), 2e-3);
+  EXPECT_NE(bf16, f32);  // it really ran in bf16
 }
 
 TEST(Training, LossStartsNearUniformAndDecreases) {

@@ -1,0 +1,101 @@
+#include "executor/runtime/training_loop.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include "executor/runtime/checkpoint.h"
+#include "executor/runtime/collective_status.h"
+#include "traces/chrome_writer.h"
+#include "traces/tracer.h"
+
+namespace parallax::executor {
+namespace {
+
+void MaybeInjectFault(const std::string& spec, int rank, int64_t step) {
+  if (spec.empty()) return;
+  int r = -1;
+  long long s = -1;
+  if (std::sscanf(spec.c_str(), "rank=%d,step=%lld", &r, &s) == 2 && r == rank && s == step) std::raise(SIGKILL);
+}
+
+}  // namespace
+
+double TrainingReport::mean_step_time_s() const {
+  if (step_times_s.empty()) return 0;
+  const size_t first = step_times_s.size() > 1 ? 1 : 0;
+  double sum = 0;
+  for (size_t i = first; i < step_times_s.size(); ++i) sum += step_times_s[i];
+  return sum / static_cast<double>(step_times_s.size() - first);
+}
+
+Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communicator& world,
+                                   const TrainingRunOptions& o, const StartCallback& on_start,
+                                   const StepCallback& on_step, bool* step_failed) {
+  *step_failed = false;
+  if (o.steps <= 0) return BadInput("--steps must be > 0");
+  if (o.resume && o.checkpoint_dir.empty()) return BadInput("--resume needs --checkpoint-dir");
+  std::string fault = o.fault_inject;
+  if (fault.empty()) {
+    if (const char* env = std::getenv("PARALLAX_FAULT_INJECT")) fault = env;
+  }
+  TrainerOptions topt = o.trainer;
+  topt.record_ops = topt.record_ops || !o.trace_path.empty();
+  auto created = Trainer::Create(plan, backend, world, topt);
+  // Plan errors are identical everywhere; a failing data file or allocation may not be: agree.
+  if (Status agreed = AgreeOnStatus(world, created ? Status() : Status(created.error())); !agreed) {
+    return created ? agreed.error() : created.error();
+  }
+  Trainer& t = **created;
+  TrainingReport report;
+  if (!o.checkpoint_dir.empty()) {
+    PX_TRY(PrepareCheckpointDir(world, o.checkpoint_dir));
+    if (o.resume) {
+      PX_TRY(t.LoadCheckpoint(o.checkpoint_dir));
+      report.resumed = true;
+    }
+  }
+  report.first_step = t.step();
+  report.data_description = t.data().Describe();
+  if (on_start) on_start(t);
+
+  for (int64_t i = 0; i < o.steps; ++i) {
+    MaybeInjectFault(fault, world.rank(), t.step());
+    auto r = t.Step();
+    if (!r) {
+      *step_failed = true;
+      return r.error();
+    }
+    report.losses.push_back(r->loss);
+    report.step_times_s.push_back(r->step_time_s);
+    report.grad_norms.push_back(r->grad_norm);
+    report.skipped.push_back(r->skipped);
+    report.loss_scale = r->loss_scale;
+    if (on_step) on_step(*r);
+    const bool last = i + 1 == o.steps;
+    if (!o.checkpoint_dir.empty() &&
+        (last || (o.checkpoint_every > 0 && (t.step() - report.first_step) % o.checkpoint_every == 0))) {
+      PX_TRY(t.SaveCheckpoint(o.checkpoint_dir));
+    }
+  }
+
+  double peak = static_cast<double>(backend.memory().peak_bytes);
+  PX_TRY(world.HostAllReduce(&peak, 1, ReduceOp::kMax));
+  report.peak_memory_bytes = static_cast<int64_t>(peak);
+  if (!o.trace_path.empty()) {
+    const bool root = world.rank() == 0;
+    traces::Tracer tracer("measured");
+    traces::TraceMetadata& meta = tracer.metadata();
+    meta.tool_version = "parallax 0.1.0";
+    meta.plan = PlanToJson(plan);
+    meta.model = plan.model.name;
+    meta.world_size = world.size();
+    PX_TRY(t.recorder().GatherInto(world, root ? &tracer : nullptr));
+    Status written;
+    if (root) written = traces::WriteChromeTrace(tracer.trace(), o.trace_path);
+    PX_TRY(AgreeOnStatus(world, written));
+  }
+  return report;
+}
+
+}  // namespace parallax::executor

@@ -1,0 +1,55 @@
+#pragma once
+// The training loop of `parallax run`, written once for every backend: create the trainer, resume,
+// run the steps (with the fault-injection test hook), checkpoint on its cadence, gather the
+// measured trace, and report. The CLI only parses options and prints what this returns.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "executor/backend.h"
+#include "executor/runtime/trainer.h"
+#include "model/plan.h"
+
+namespace parallax::executor {
+
+struct TrainingRunOptions {
+  int64_t steps = 10;
+  std::string checkpoint_dir;  //!< empty: no checkpoints
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  std::string trace_path;  //!< measured trace (Chrome JSON, .gz ok); empty: none
+  TrainerOptions trainer;
+  //! Test hook "rank=R,step=S": rank R kills itself (SIGKILL) at the start of step S.
+  //! Defaults to the PARALLAX_FAULT_INJECT environment variable.
+  std::string fault_inject;
+};
+
+struct TrainingReport {
+  std::vector<double> losses;
+  std::vector<double> step_times_s;
+  std::vector<double> grad_norms;
+  std::vector<bool> skipped;  //!< fp16 overflow steps
+  int64_t first_step = 0;
+  int64_t peak_memory_bytes = 0;  //!< max over ranks
+  double loss_scale = 1;
+  std::string data_description;
+  bool resumed = false;
+  //! Mean step time without the first (warm-up) step when there are several.
+  double mean_step_time_s() const;
+};
+
+//! Called on every rank after each step (the CLI prints on rank 0).
+using StepCallback = std::function<void(const StepResult&)>;
+//! Called once the trainer exists (data description, resume point), before the first step.
+using StartCallback = std::function<void(const Trainer&)>;
+
+//! Collective over `world`. Bad input (plan, data, checkpoint) comes back as an error that every
+//! rank agrees on; a failure inside a step is returned on the rank that saw it (the caller ends the
+//! job, since its peers may be blocked in a collective).
+Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communicator& world,
+                                   const TrainingRunOptions& options, const StartCallback& on_start,
+                                   const StepCallback& on_step, bool* step_failed);
+
+}  // namespace parallax::executor
