@@ -40,7 +40,7 @@ void PrintLayerBreakdown(const Plan& plan, const SimResult& sim, const CostDb* d
   std::printf("first row, step %.3f s: compute %.1f%%, tp comm %.1f%%, dp comm %.1f%%, pp comm %.1f%%, bubble %.1f%%\n",
               step, 100 * b.compute_s / step, 100 * b.tp_comm_s / step, 100 * b.dp_comm_s / step,
               100 * b.pp_comm_s / step, 100 * b.bubble_s / step);
-  CostContext ctx(plan.cluster, plan.training.precision, db);
+  CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
   const UnitOps& layer = ctx.Units(plan.model, plan.layout, plan.model.seq_len).layer;
   double flops = 0, time = 0;
   for (const auto* ops : {&layer.fwd, &layer.bwd}) {
