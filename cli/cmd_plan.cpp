@@ -23,6 +23,7 @@ struct CommonOptions {
   int64_t nodes = 0;
   int64_t global_batch = 0;
   std::string precision = "bf16";
+  std::string implementation;  //!< profile preset or JSON file; empty: the plan's / parallax
   bool json = false;
 };
 
@@ -49,6 +50,8 @@ void AddCommon(CLI::App* cmd, CommonOptions& o, bool model_required) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--precision", o.precision, "Training precision")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   cmd->add_option("--costdb", o.costdb, "Measured costs (parallax calibrate / nccl-tests import)");
+  cmd->add_option("--implementation", o.implementation,
+                  "What runs the plan: parallax, megatron-core, megatron-2021, deepspeed, or a profile JSON");
   cmd->add_flag("--json", o.json, "Print one JSON object");
 }
 
@@ -107,6 +110,9 @@ int RunPlan(const PlanOptions& o) {
   so.threads = o.threads;
   so.fix = *fix;
   so.db = *db ? &**db : nullptr;
+  auto impl = ResolveImplementation(o.implementation);
+  if (!impl) return ReportError(impl.error(), o.json);
+  so.implementation = *impl;
   so.progress = [](int64_t done, int64_t total) {
     if (total >= 200000) std::fprintf(stderr, "\rparallax plan: %lld / %lld layouts", (long long)done, (long long)total);
     if (total >= 200000 && done == total) std::fprintf(stderr, "\n");
@@ -128,6 +134,7 @@ int RunPlan(const PlanOptions& o) {
   best.model = *model;
   best.cluster = *cluster;
   best.training = training;
+  best.implementation = *impl;
   best.layout = r->plans.front().layout;
   best.training.global_batch = best.layout.global_batch;
   best.prediction = planner::PredictionToJson(r->plans.front().prediction);
@@ -138,14 +145,16 @@ int RunPlan(const PlanOptions& o) {
     const auto args = planner::ExportMegatron(best);
     for (const auto& w : args.warnings) std::fprintf(stderr, "parallax plan: megatron export: %s\n", w.c_str());
     if (o.json) {
-      PrintJson(Json{{"megatron_args", args.args}, {"warnings", args.warnings}});
+      PrintJson(Json{{"megatron_args", args.args}, {"warnings", args.warnings}, {"implementation", impl->name}});
     } else {
-      std::printf("%s\n", args.CommandLine().c_str());
+      std::printf("# predicted with implementation profile %s\n%s\n", impl->name.c_str(), args.CommandLine().c_str());
     }
     return 0;
   }
   if (o.export_kind == "deepspeed") {
-    PrintJson(planner::ExportDeepSpeed(best));
+    Json ds = planner::ExportDeepSpeed(best);
+    ds["parallax_implementation"] = impl->name;  // the profile the prediction used
+    PrintJson(ds);
     return 0;
   }
   if (o.json) {
@@ -189,6 +198,11 @@ int RunSimulate(const SimulateOptions& o) {
   training.global_batch = o.global_batch;
   auto plan = ResolvePlan(o.plan, model ? &*model : nullptr, cluster ? &*cluster : nullptr, training);
   if (!plan) return ReportError(plan.error(), o.json);
+  if (!o.implementation.empty()) {
+    auto impl = ResolveImplementation(o.implementation);
+    if (!impl) return ReportError(impl.error(), o.json);
+    plan->implementation = *impl;
+  }
   if (Status st = ValidateLayout(plan->layout, plan->model, plan->cluster); !st) return ReportError(st.error(), o.json);
   auto db = LoadDb(o.costdb, plan->cluster);
   if (!db) return ReportError(db.error(), o.json);
@@ -207,9 +221,16 @@ int RunSimulate(const SimulateOptions& o) {
     for (int64_t r = 0; r < plan->layout.pp; ++r) {
       const auto b = planner::EstimateRankMemory(*plan, r);
       mem.push_back({{"pp_rank", r}, {"weights", b.weights}, {"gradients", b.gradients}, {"optimizer", b.optimizer},
-                     {"activations", b.activations}, {"workspace", b.workspace}, {"total", b.total}});
+                     {"activations", b.activations}, {"workspace", b.workspace}, {"reserve", b.reserve},
+                     {"total", b.total}});
     }
     j["memory_per_pp_rank"] = mem;
+    j["implementation"] = plan->implementation.name;
+    if (TpSpansNodes(plan->layout, plan->cluster)) {
+      j["notes"] = Json::array({"tp=" + std::to_string(plan->layout.tp) + " spans " +
+                                std::to_string(plan->layout.tp / plan->cluster.gpus_per_node) +
+                                " nodes: TP collectives are costed over the inter-node links"});
+    }
     j["events"] = sim->events;
     if (!o.trace.empty()) j["trace"] = o.trace;
     PrintJson(j);
@@ -218,6 +239,11 @@ int RunSimulate(const SimulateOptions& o) {
   std::printf("%s on %lld x %s: %s\n", plan->model.name.c_str(), (long long)plan->cluster.total_gpus(),
               plan->cluster.device.name.c_str(), LayoutToString(plan->layout).c_str());
   PrintPrediction(p);
+  std::printf("implementation   %s\n", plan->implementation.name.c_str());
+  if (TpSpansNodes(plan->layout, plan->cluster)) {
+    std::printf("note             tp=%lld spans %lld nodes: TP collectives are costed over the inter-node links\n",
+                (long long)plan->layout.tp, (long long)(plan->layout.tp / plan->cluster.gpus_per_node));
+  }
   for (int64_t r = 0; r < plan->layout.pp; ++r) {
     const auto b = planner::EstimateRankMemory(*plan, r);
     std::printf("  pp rank %-4lld weights %s, grads %s, optimizer %s, activations %s, workspace %s, total %s\n",

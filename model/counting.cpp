@@ -1,5 +1,7 @@
 #include "model/counting.h"
 
+#include "model/op_catalogue.h"
+
 namespace parallax {
 
 int64_t NormParams(const ModelSpec& m) { return m.norm == NormKind::kLayerNorm ? 2 * m.hidden : m.hidden; }
@@ -13,20 +15,29 @@ int64_t SeqOf(const ModelSpec& m, int64_t seq_len) { return seq_len > 0 ? seq_le
 
 ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
   const double s = static_cast<double>(SeqOf(m, seq_len));
-  const double h = static_cast<double>(m.hidden);
   const int64_t qkv_out = m.hidden + 2 * m.kv_dim();
   const int64_t bias = m.bias ? 1 : 0;
   ModelCounts c;
   c.layer_ops = {
       {"attn_norm", NormParams(m), 0},
-      {"qkv", m.hidden * qkv_out + bias * qkv_out, 2.0 * h * static_cast<double>(qkv_out)},
-      {"attn_core", 0, 4.0 * s * h},  // QK^T (2sh) + AV (2sh), full s x s square
-      {"attn_out", m.hidden * m.hidden + bias * m.hidden, 2.0 * h * h},
+      {"qkv", m.hidden * qkv_out + bias * qkv_out, 0},
+      {"attn_core", 0, 0},
+      {"attn_out", m.hidden * m.hidden + bias * m.hidden, 0},
       {"mlp_norm", NormParams(m), 0},
-      {"fc1", m.hidden * FcInWidth(m) + bias * FcInWidth(m), 2.0 * h * static_cast<double>(FcInWidth(m))},
+      {"fc1", m.hidden * FcInWidth(m) + bias * FcInWidth(m), 0},
       {"act", 0, 0},
-      {"fc2", m.ffn_hidden * m.hidden + bias * m.hidden, 2.0 * static_cast<double>(m.ffn_hidden) * h},
+      {"fc2", m.ffn_hidden * m.hidden + bias * m.hidden, 0},
   };
+  // FLOPs from the op catalogue (one micro-batch of one sequence, tp 1): its convention counts
+  // attention over the full s x s square, whatever kernel runs it.
+  OpShapeKey key;
+  key.seq_len = static_cast<int64_t>(s);
+  const OpCatalogue cat = BuildOpCatalogue(m, key, DefaultImplementation());
+  for (const OpSpec& o : cat.layer.fwd) {
+    for (auto& op : c.layer_ops) {
+      if (op.name == ToString(o.op)) op.fwd_flops_per_token += o.flops / s;
+    }
+  }
   for (const auto& op : c.layer_ops) {
     c.params_per_layer += op.params;
     c.fwd_flops_per_token_per_layer += op.fwd_flops_per_token;
@@ -34,7 +45,8 @@ ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
   c.params_embedding = m.vocab * m.hidden + (m.position == PositionKind::kLearned ? m.seq_len * m.hidden : 0);
   c.params_lm_head = m.tie_embeddings ? 0 : m.vocab * m.hidden;
   c.params_final_norm = NormParams(m);
-  c.fwd_flops_per_token_head = 2.0 * h * static_cast<double>(m.vocab);
+  c.fwd_flops_per_token_head = 0;
+  for (const OpSpec& o : cat.head.fwd) c.fwd_flops_per_token_head += o.flops / s;
   c.outer_ops = {{"embedding", c.params_embedding, 0},
                  {"final_norm", c.params_final_norm, 0},
                  {"lm_head", c.params_lm_head, c.fwd_flops_per_token_head}};
@@ -44,7 +56,10 @@ ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
 }
 
 double AttentionCoreFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
-  return 4.0 * static_cast<double>(SeqOf(m, seq_len)) * static_cast<double>(m.hidden);
+  for (const OpCount& op : CountModel(m, seq_len).layer_ops) {
+    if (op.name == "attn_core") return op.fwd_flops_per_token;
+  }
+  return 0;
 }
 
 double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute recompute) {

@@ -57,13 +57,48 @@ Result<DeviceSpec> DeviceFromJson(const Json& j, const std::string& file, const 
     }
     d.memory_GiB = r.PositiveNumber("memory_GiB");
     d.hbm_GBps = r.PositiveNumber("hbm_GBps");
+    if (r.Has("microarch")) {
+      ObjectReader a = r.Object("microarch");
+      Microarch& m = d.arch;
+      m.sm_count = a.NonNegativeInt("sm_count", 0);
+      m.l2_MiB = a.NonNegativeNumber("l2_MiB", 0);
+      if (a.Has("gemm_tiles")) {
+        const Json& tiles = a.Raw("gemm_tiles");
+        if (!tiles.is_array()) a.Fail("gemm_tiles", "expected an array of {m, n, k, stages}");
+        for (size_t i = 0; i < tiles.size(); ++i) {
+          ObjectReader t(tiles[i], r.file(), a.PathOf("gemm_tiles") + "/" + std::to_string(i));
+          GemmTile g;
+          g.m = t.PositiveInt("m");
+          g.n = t.PositiveInt("n");
+          g.k = t.PositiveInt("k");
+          g.stages = t.NonNegativeInt("stages", 0);
+          t.Finish();
+          m.gemm_tiles.push_back(g);
+        }
+      }
+      m.peak_clock_MHz = a.NonNegativeNumber("peak_clock_MHz", 0);
+      m.sustained_clock_MHz = a.NonNegativeNumber("sustained_clock_MHz", m.peak_clock_MHz);
+      m.sfu_ops_per_clock_per_sm = a.NonNegativeNumber("sfu_ops_per_clock_per_sm", 0);
+      m.warp_specialized_mma = a.Bool("warp_specialized_mma", false);
+      m.dram_fraction = a.PositiveNumber("dram_fraction", 1.0);
+      if (m.dram_fraction > 1.0) a.Fail("dram_fraction", "must be <= 1");
+      m.dram_latency_us = a.NonNegativeNumber("dram_latency_us", 0);
+      m.kernel_overhead_us = a.NonNegativeNumber("kernel_overhead_us", 0);
+      m.nccl_channels = a.NonNegativeInt("nccl_channels", 0);
+      m.context_reserve_MiB = a.NonNegativeNumber("context_reserve_MiB", 0);
+      m.blas_workspace_MiB = a.NonNegativeNumber("blas_workspace_MiB", 0);
+      if (m.sustained_clock_MHz > m.peak_clock_MHz && m.peak_clock_MHz > 0) {
+        a.Fail("sustained_clock_MHz", "must not exceed peak_clock_MHz");
+      }
+      a.Finish();
+    }
     r.Finish();
     return d;
   });
 }
 
 Json DeviceToJson(const DeviceSpec& d) {
-  return Json{{"name", d.name},
+  Json j{{"name", d.name},
               {"peak_tflops",
                {{"fp32", d.peak_tflops.fp32},
                 {"tf32", d.peak_tflops.tf32},
@@ -72,6 +107,23 @@ Json DeviceToJson(const DeviceSpec& d) {
                 {"fp8", d.peak_tflops.fp8}}},
               {"memory_GiB", d.memory_GiB},
               {"hbm_GBps", d.hbm_GBps}};
+  const Microarch& m = d.arch;
+  Json tiles = Json::array();
+  for (const GemmTile& t : m.gemm_tiles) tiles.push_back({{"m", t.m}, {"n", t.n}, {"k", t.k}, {"stages", t.stages}});
+  j["microarch"] = {{"sm_count", m.sm_count},
+                    {"l2_MiB", m.l2_MiB},
+                    {"gemm_tiles", tiles},
+                    {"peak_clock_MHz", m.peak_clock_MHz},
+                    {"sustained_clock_MHz", m.sustained_clock_MHz},
+                    {"sfu_ops_per_clock_per_sm", m.sfu_ops_per_clock_per_sm},
+                    {"warp_specialized_mma", m.warp_specialized_mma},
+                    {"dram_fraction", m.dram_fraction},
+                    {"dram_latency_us", m.dram_latency_us},
+                    {"kernel_overhead_us", m.kernel_overhead_us},
+                    {"nccl_channels", m.nccl_channels},
+                    {"context_reserve_MiB", m.context_reserve_MiB},
+                    {"blas_workspace_MiB", m.blas_workspace_MiB}};
+  return j;
 }
 
 }  // namespace parallax

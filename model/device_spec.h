@@ -1,7 +1,9 @@
 #pragma once
 // DeviceSpec: one accelerator (or the CPU) with datasheet figures.
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/json_io.h"
 
@@ -19,11 +21,36 @@ struct PeakTflops {
   double For(DType t) const;
 };
 
+//! A CTA tile the GEMM library picks from (cuBLAS/CUTLASS kernels of the architecture).
+struct GemmTile {
+  int64_t m = 128, n = 128, k = 32;  //!< CTA tile; k = one main-loop step
+  int64_t stages = 3;                //!< software pipeline depth (fill/drain cost per tile, in k steps)
+};
+
+//! Micro-architecture the datasheet peak does not carry; presets cite their sources
+//! (model/presets.cpp). A device without it (sm_count 0) gets no tile/wave quantization.
+struct Microarch {
+  int64_t sm_count = 0;
+  double l2_MiB = 0;
+  std::vector<GemmTile> gemm_tiles;  //!< candidate CTA tiles; the fastest is taken (cuBLAS heuristics)
+  double peak_clock_MHz = 0;         //!< clock the datasheet tensor peak assumes
+  double sustained_clock_MHz = 0;    //!< clock under sustained dense MMA at the power limit
+  double sfu_ops_per_clock_per_sm = 0;  //!< special-function (exp) throughput, per SM per clock
+  bool warp_specialized_mma = false;  //!< async MMA (wgmma + TMA): softmax overlaps the GEMMs (FA3)
+  double dram_fraction = 1.0;         //!< fraction of hbm_GBps a streaming kernel reaches
+  double dram_latency_us = 0;         //!< loaded DRAM latency (Little's law: bytes in flight)
+  double kernel_overhead_us = 0;      //!< GPU-side cost of one kernel: launch to first instruction + tail
+  int64_t nccl_channels = 0;          //!< SMs NCCL occupies while communication overlaps compute
+  double context_reserve_MiB = 0;     //!< CUDA context + loaded modules, outside the allocator
+  double blas_workspace_MiB = 0;      //!< cuBLAS/cuBLASLt workspace per handle and stream
+};
+
 struct DeviceSpec {
   std::string name;
   PeakTflops peak_tflops;
   double memory_GiB = 0;  //!< usable device memory
   double hbm_GBps = 0;    //!< memory bandwidth, GB/s (1e9 bytes)
+  Microarch arch;
 
   int64_t memory_bytes() const { return static_cast<int64_t>(memory_GiB * 1024.0 * 1024.0 * 1024.0); }
 };

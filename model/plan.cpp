@@ -145,11 +145,13 @@ Status ValidateLayout(const Layout& l, const ModelSpec& m, const ClusterSpec& c,
   if (m.heads % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide heads=" + s(m.heads));
   if (m.kv_heads % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide kv_heads=" + s(m.kv_heads));
   if (m.ffn_hidden % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide ffn_hidden=" + s(m.ffn_hidden));
-  if (placed && l.tp > c.gpus_per_node) {
+  // A TP group larger than a node must span whole nodes (tp=16 on 8-GPU nodes runs, over the
+  // inter-node links); a smaller one must tile a node.
+  if (placed && l.tp > c.gpus_per_node && l.tp % c.gpus_per_node != 0) {
     return fail("tp=" + s(l.tp) + " exceeds gpus_per_node=" + s(c.gpus_per_node) +
-                " (tensor-parallel groups stay inside a node)");
+                " and is not a multiple of it (a tensor-parallel group spans whole nodes)");
   }
-  if (placed && c.gpus_per_node % l.tp != 0) {
+  if (placed && l.tp <= c.gpus_per_node && c.gpus_per_node % l.tp != 0) {
     return fail("tp=" + s(l.tp) + " does not divide gpus_per_node=" + s(c.gpus_per_node));
   }
   if (l.pp > m.layers) return fail("pp=" + s(l.pp) + " exceeds layers=" + s(m.layers));
@@ -191,6 +193,18 @@ Result<Plan> PlanFromJson(const Json& j, const std::string& file) {
     if (!l) return l.error();
     p.layout = *l;
     if (p.layout.global_batch == 0) p.layout.global_batch = p.training.global_batch;
+    if (r.Has("implementation")) {
+      const Json& impl = r.Raw("implementation");
+      if (impl.is_string()) {
+        auto pr = ImplementationPreset(impl.get<std::string>());
+        if (!pr) r.Fail("implementation", pr.error().message.substr(pr.error().message.find(": ") + 2));
+        p.implementation = *pr;
+      } else {
+        auto pr = ImplementationFromJson(impl, file, "/implementation");
+        if (!pr) return pr.error();
+        p.implementation = *pr;
+      }
+    }
     if (r.Has("prediction")) {
       const Json& pred = r.Raw("prediction");
       if (!pred.is_object()) r.Fail("prediction", "expected an object");
@@ -211,6 +225,13 @@ Json PlanToJson(const Plan& p) {
          {"training", TrainingToJson(p.training)},
          {"cluster", ClusterToJson(p.cluster)},
          {"layout", LayoutToJson(p.layout)}};
+  // A preset by name; anything else (a profile read from a file) in full.
+  auto preset = ImplementationPreset(p.implementation.name);
+  if (preset && ImplementationToJson(*preset) == ImplementationToJson(p.implementation)) {
+    j["implementation"] = p.implementation.name;
+  } else {
+    j["implementation"] = ImplementationToJson(p.implementation);
+  }
   if (p.prediction) j["prediction"] = *p.prediction;
   return j;
 }

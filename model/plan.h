@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/cluster_spec.h"
+#include "model/implementation.h"
 #include "model/json_io.h"
 #include "model/model_spec.h"
 #include "model/schedule.h"
@@ -39,6 +40,8 @@ struct Plan {
   TrainingSpec training;
   ClusterSpec cluster;
   Layout layout;
+  //! What runs the plan (model/implementation.h); JSON: a preset name or a full profile object.
+  ImplementationProfile implementation = DefaultImplementation();
   std::optional<Json> prediction;  //!< what the planner predicted; carried, not interpreted
 };
 
@@ -47,6 +50,9 @@ struct Plan {
 inline int64_t GlobalRank(const Layout& l, int64_t tp_idx, int64_t dp_idx, int64_t pp_idx) {
   return tp_idx + l.tp * (dp_idx + l.dp * pp_idx);
 }
+
+//! Whether the layout's tensor-parallel groups span nodes (tp a multiple of gpus_per_node above it).
+inline bool TpSpansNodes(const Layout& l, const ClusterSpec& c) { return l.tp > c.gpus_per_node; }
 
 const char* ToString(Recompute r);
 Result<Recompute> RecomputeFromString(const std::string& s);

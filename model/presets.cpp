@@ -95,15 +95,78 @@ DeviceSpec Device(const std::string& name, PeakTflops peak, double memory_GiB, d
   return d;
 }
 
+// Micro-architecture (DeviceSpec::arch), each figure with its source:
+//   SMs, L2: NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs, 40 MB L2); NVIDIA H100
+//     Tensor Core GPU Architecture whitepaper (132 SMs on H100 SXM5, 50 MB L2).
+//   GEMM tiles: Ampere: CUTLASS 2.x default tensor-op tiles (cutlass/gemm/device/default_gemm_configuration.h,
+//     128x256x32 / 256x128x32 3 stages, 128x128x32 4, 128x64x32 4, 64x64x32 5). Hopper: CUTLASS 3.x
+//     warp-specialized wgmma tiles (cutlass/gemm/collective/builders/sm90_gmma_builder.inl; cuBLAS sm90
+//     kernel names sm90_xmma_gemm_*_128x256x64 / 256x128x64 / 128x128x64), k = 64 per stage, 4 stages.
+//   Clocks: datasheet peaks assume 1410 MHz (A100) and 1830 MHz (H100: 528 tensor cores x 1024 FLOP/clk
+//     x 1.83 GHz = 989.4 TFLOP/s, glennklockwood.com/garden/peak-FLOPS). Sustained under dense MMA at
+//     the power limit: A100 ~1275 MHz at 400 W (ml-engineering MAMF table: 267.9 of 312 TFLOP/s at
+//     6912x16384x2048, with this tile model's 4.5% pipeline fill: 0.859 / 0.955 = 0.90 of 1410 MHz);
+//     GH100 at 700 W ~1450 MHz (ml-engineering mamf-finder MSMF on H200 SXM, same GH100 die and TDP:
+//     702.9 TFLOP/s sustained at 1440-1465 MHz, compute/accelerator/benchmarks/README.md).
+//   SFU: 16 exp2/ex2 results per clock per SM on compute capability 8.0 and 9.0 (CUDA C++ Programming
+//     Guide, "Arithmetic Instructions" throughput table); H100: 3.9 TFLOP/s of special functions
+//     (Shah et al. 2024, FlashAttention-3, section 3.1), which is 132 x 16 x 1.83 GHz.
+//   warp_specialized_mma: Hopper's asynchronous wgmma + TMA let a kernel overlap softmax with the GEMMs
+//     (FlashAttention-3, section 3.1); Ampere's mma.sync does not (FlashAttention-2).
+//   dram_fraction 0.88: STREAM-class copy kernels reach ~88% of HBM2e/HBM3 pin bandwidth (refresh +
+//     bus turnaround); dram_latency 0.6 us loaded (Little's law bytes in flight = bandwidth x latency).
+//   kernel_overhead 2 us: launch-to-start + tail of a kernel on a busy stream.
+//   nccl_channels 8: NCCL's default channel count on NVSwitch systems (one CTA = one SM each).
+//   context_reserve 723 MiB: the first CUDA call of a PyTorch process takes 723 MiB of device memory
+//     (discuss.pytorch.org/t/what-is-the-reason-for-pytorchs-gpu-memory-floor/73021); our executor
+//     loads fewer modules (lazy loading), so this is an upper bound until a GPU run measures it.
+//   blas_workspace: cuBLAS recommends 4 MiB of workspace per handle before Hopper and 32 MiB on Hopper
+//     (cuBLAS docs, cublasSetWorkspace; PyTorch CUDABlas.cpp follows it since PR #120925).
+Microarch Ampere() {
+  Microarch a;
+  a.sm_count = 108;
+  a.l2_MiB = 40;
+  a.gemm_tiles = {GemmTile{256, 128, 32, 3}, GemmTile{128, 256, 32, 3}, GemmTile{128, 128, 32, 4},
+                  GemmTile{128, 64, 32, 4}, GemmTile{64, 64, 32, 5}};
+  a.peak_clock_MHz = 1410;
+  a.sustained_clock_MHz = 1275;
+  a.sfu_ops_per_clock_per_sm = 16;
+  a.warp_specialized_mma = false;
+  a.dram_fraction = 0.88;
+  a.dram_latency_us = 0.6;
+  a.kernel_overhead_us = 2;
+  a.nccl_channels = 8;
+  a.context_reserve_MiB = 723;
+  a.blas_workspace_MiB = 4;
+  return a;
+}
+
+Microarch Hopper() {
+  Microarch a = Ampere();
+  a.sm_count = 132;
+  a.l2_MiB = 50;
+  a.gemm_tiles = {GemmTile{128, 256, 64, 4}, GemmTile{256, 128, 64, 4}, GemmTile{128, 128, 64, 4},
+                  GemmTile{64, 128, 64, 4}};
+  a.peak_clock_MHz = 1830;
+  a.sustained_clock_MHz = 1450;
+  a.warp_specialized_mma = true;
+  a.blas_workspace_MiB = 32;
+  return a;
+}
+
 const std::map<std::string, DeviceSpec>& Devices() {
   static const auto* devices = [] {
     auto* d = new std::map<std::string, DeviceSpec>;  // NOLINT: immortal preset table
     const PeakTflops a100{19.5, 156, 312, 312, 0};
     const PeakTflops h100{66.9, 494.7, 989.4, 989.4, 1978.9};
-    d->emplace("a100-sxm-40g", Device("a100-sxm-40g", a100, 40, 1555));
-    d->emplace("a100-sxm-80g", Device("a100-sxm-80g", a100, 80, 2039));
-    d->emplace("h100-sxm-80g", Device("h100-sxm-80g", h100, 80, 3350));
-    d->emplace("h200-sxm-141g", Device("h200-sxm-141g", h100, 140.4, 4800));
+    auto with = [](DeviceSpec dev, Microarch a) {
+      dev.arch = std::move(a);
+      return dev;
+    };
+    d->emplace("a100-sxm-40g", with(Device("a100-sxm-40g", a100, 40, 1555), Ampere()));
+    d->emplace("a100-sxm-80g", with(Device("a100-sxm-80g", a100, 80, 2039), Ampere()));
+    d->emplace("h100-sxm-80g", with(Device("h100-sxm-80g", h100, 80, 3350), Hopper()));
+    d->emplace("h200-sxm-141g", with(Device("h200-sxm-141g", h100, 140.4, 4800), Hopper()));
     // Nominal figures for a 2-core AVX2 machine (2 cores x 2.5 GHz x 32 fp32 FLOP/cycle); meant to
     // be replaced by `parallax calibrate --backend cpu`, which measures the machine it runs on.
     d->emplace("cpu", Device("cpu", PeakTflops{0.16, 0, 0, 0, 0}, 16, 20));

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace parallax::planner {
 
-CollectiveModel::CollectiveModel(const ClusterSpec& cluster, const CostDb* db) : cluster_(cluster), db_(db) {
+CollectiveModel::CollectiveModel(const ClusterSpec& cluster, const CostDb* db, DpAlgorithm spanning)
+    : cluster_(cluster), db_(db), spanning_(spanning) {
   intra_Bps_ = cluster.intra_node.bandwidth_GBps * 1e9 * kNvlinkEfficiency;
   inter_Bps_ = cluster.inter_node.bandwidth_GBps * 1e9 * kInfinibandEfficiency;
   intra_lat_s_ = cluster.intra_node.latency_us * 1e-6;
@@ -23,6 +25,44 @@ double CollectiveModel::BusFactor(CollectiveKind op, int64_t n) {
     case CollectiveKind::kSendRecv: return 1.0;
   }
   return 1.0;
+}
+
+namespace {
+
+// NVIDIA/nccl src/graph/tuning.cc (2.8-2.12): latencies in us, [algorithm][protocol],
+// algorithms {tree, ring}, protocols {LL, LL128, Simple}.
+constexpr double kBaseLat[2][3] = {{4.4, 4.4, 0}, {3.6, 10.0, 8.4}};
+constexpr double kNvlinkLat[2][3] = {{0.52, 1.2, 28}, {0.47, 1.9, 3.4}};
+constexpr double kNetLat[2][3] = {{5.0, 8.5, 50}, {2.7, 4.0, 9.6}};
+
+}  // namespace
+
+double CollectiveModel::NcclTime(CollectiveKind op, double bytes, int64_t ranks, int64_t nodes, double bus_Bps) {
+  if (ranks <= 1) return 0;
+  const bool ar = op == CollectiveKind::kAllReduce;
+  const double n = static_cast<double>(ranks), N = static_cast<double>(std::max<int64_t>(nodes, 1));
+  const double steps = ar ? 2 * (n - 1) : (op == CollectiveKind::kReduceScatter || op == CollectiveKind::kAllGather) ? n - 1 : n;
+  const double inter_steps = ar ? 2 * (N - 1) : (op == CollectiveKind::kReduceScatter || op == CollectiveKind::kAllGather) ? N - 1 : N;
+  const double bus_GBps = bus_Bps / 1e9;
+  double best = std::numeric_limits<double>::infinity();
+  for (int p = 0; p < 3; ++p) {
+    // Ring: bus bandwidth by protocol (LL: 8-byte lines carry 4 bytes of data, one fourth usable
+    // across nodes or for all-reduce, else a third; LL128: 120 of 128 bytes, x0.92).
+    double bw = bus_GBps * (p == 0 ? (nodes > 1 || ar ? 0.25 : 1.0 / 3.0) : p == 1 ? 0.92 : 1.0);
+    const double intra_lat = kNvlinkLat[1][p] * (nodes > 1 && p == 0 ? 1.8 : 1.0);
+    double lat = kBaseLat[1][p] + (steps - inter_steps) * intra_lat + inter_steps * kNetLat[1][p];
+    if (ar && p == 2 && nodes > 1 && bytes >= n / 16.0 * 65536) lat *= 1.9;  // ring plateau effect
+    const double algbw = bw * n / steps;  // GB/s
+    best = std::min(best, lat * 1e-6 + bytes / (algbw * 1e9));
+    if (ar && nodes > 1) {
+      // Tree (all-reduce): 0.9 of the bus bandwidth (LL 1/3.8, LL128 0.915 of it), algbw half of it.
+      double tbw = bus_GBps * 0.9 * (p == 0 ? 1.0 / 3.8 : p == 1 ? 0.915 : 1.0);
+      const double ppn = n / N;
+      const double tlat = kBaseLat[0][p] + 2 * ((ppn - 1) * kNvlinkLat[0][p] + std::log2(N) * kNetLat[0][p]);
+      best = std::min(best, tlat * 1e-6 + bytes / (0.5 * tbw * 1e9));
+    }
+  }
+  return best;
 }
 
 double CollectiveModel::Flat(CollectiveKind op, double bytes, int64_t n, double bw_Bps, double latency_s) const {
@@ -85,8 +125,14 @@ double CollectiveModel::Time(CollectiveKind op, double bytes, const PlacedGroup&
   const double gpn = static_cast<double>(std::max<int64_t>(g.gpus_per_node, 1));
   // This group's share of the node's NICs (the other groups of its kind communicate concurrently).
   const double inter_share_Bps = inter_Bps_ * static_cast<double>(k) / gpn;
-  if (!g.spans_nodes()) return Flat(op, bytes, g.size, intra_Bps_, intra_lat_s_);
-  if (op == CollectiveKind::kSendRecv) return Flat(op, bytes, 2, inter_Bps_ / gpn, inter_lat_s_);
+  if (op == CollectiveKind::kSendRecv) {
+    return g.spans_nodes() ? Flat(op, bytes, 2, inter_Bps_ / gpn, inter_lat_s_) : Flat(op, bytes, 2, intra_Bps_, intra_lat_s_);
+  }
+  if (!g.spans_nodes()) return NcclTime(op, bytes, g.size, 1, intra_Bps_);
+  if (spanning_ == DpAlgorithm::kNccl && op != CollectiveKind::kAllToAll) {
+    // One ring over every rank: its slowest hop is the group's share of the node's NICs.
+    return NcclTime(op, bytes, g.size, g.nodes, std::min(intra_Bps_, inter_share_Bps));
+  }
   const int64_t nodes = g.nodes;
   switch (op) {
     case CollectiveKind::kAllReduce:

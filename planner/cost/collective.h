@@ -1,8 +1,14 @@
 #pragma once
 // Collective cost over a placed group (DESIGN.md "Cost model: collectives").
 //
-// alpha-beta: time = steps x latency + bytes x busbw_factor / bus_bandwidth, with nccl-tests'
-// bus-bandwidth factors (all-reduce 2(n-1)/n; reduce-scatter, all-gather, all-to-all (n-1)/n;
+// NCCL's cost model (NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel / ncclTopoGetAlgoTime):
+// per algorithm (ring; tree for all-reduce) and protocol (LL, LL128, Simple) a latency that grows
+// with the ring's steps (intra-node hops at NVLink latency, inter-node hops at network latency;
+// the tree's with log2(nodes)) plus bytes over the protocol's share of the bus bandwidth; NCCL
+// picks the fastest, so small messages go LL / tree and large ones Simple / ring. The profile's
+// DP algorithm may instead ask for the hierarchical form on groups that span nodes.
+// Send/recv and the hierarchical form: alpha-beta, time = steps x latency + bytes x busbw_factor /
+// bus_bandwidth, with nccl-tests' bus-bandwidth factors (all-reduce 2(n-1)/n; reduce-scatter, all-gather, all-to-all (n-1)/n;
 // broadcast, send/recv 1). Inside a node the bus bandwidth is the per-GPU NVLink figure; across
 // nodes a group gets its share of the node's NICs (ranks_per_node / gpus_per_node of them, all
 // groups of a kind communicate at once). A group that spans nodes is hierarchical: intra-node
@@ -15,6 +21,7 @@
 
 #include "model/cluster_spec.h"
 #include "model/cost_db.h"
+#include "model/implementation.h"
 #include "planner/cost/placement.h"
 
 namespace parallax::planner {
@@ -28,13 +35,20 @@ inline constexpr double kInfinibandEfficiency = (64.0 / 66.0) * (4096.0 / 4122.0
 class CollectiveModel {
  public:
   //! `db` may be null; it must outlive the model.
-  explicit CollectiveModel(const ClusterSpec& cluster, const CostDb* db = nullptr);
+  //! `spanning`: how a group that spans nodes runs its collectives (the profile's DP algorithm).
+  explicit CollectiveModel(const ClusterSpec& cluster, const CostDb* db = nullptr,
+                           DpAlgorithm spanning = DpAlgorithm::kNccl);
 
   //! Seconds for collective `op` of `bytes` (nccl-tests "size": the full buffer) over `group`.
   double Time(CollectiveKind op, double bytes, const PlacedGroup& group) const;
 
   //! nccl-tests bus-bandwidth factor for `op` over n ranks.
   static double BusFactor(CollectiveKind op, int64_t n);
+
+  //! NCCL's own cost model (src/graph/tuning.cc): ring with LL / LL128 / Simple, and tree for
+  //! all-reduce, each latency + bytes / algbw; NCCL runs the fastest, so the minimum is returned.
+  //! `bus_Bps`: the ring's per-rank bus bandwidth (the slowest link it crosses).
+  static double NcclTime(CollectiveKind op, double bytes, int64_t ranks, int64_t nodes, double bus_Bps);
 
  private:
   double Flat(CollectiveKind op, double bytes, int64_t n, double bw_Bps, double latency_s) const;
@@ -43,6 +57,7 @@ class CollectiveModel {
 
   ClusterSpec cluster_;
   const CostDb* db_ = nullptr;
+  DpAlgorithm spanning_ = DpAlgorithm::kNccl;
   double intra_Bps_ = 0;   // per GPU, one direction, achievable
   double inter_Bps_ = 0;   // per node, one direction, achievable
   double intra_lat_s_ = 0;

@@ -151,6 +151,19 @@ double ComputeModel::GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch
   return vsum / wsum;
 }
 
+double ComputeModel::FlashAttention(const FlashShape& f) const {
+  if (f.batch <= 0 || f.seq_q <= 0 || f.seq_kv <= 0 || f.head_dim <= 0) return 0;
+  // Causal: key blocks on and below the diagonal (128-row query tiles).
+  const double blocks = static_cast<double>(std::max<int64_t>(f.seq_q / 128, 1));
+  const double causal = f.causal ? 0.5 + 0.5 / blocks : 1.0;
+  const double products = f.backward ? 5.0 : 2.0;  // fwd QK^T, PV; bwd + dP, dV, dQ, dK (S recomputed)
+  const int64_t k = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(f.seq_kv) * products * causal));
+  const double mma_s = Gemm(f.seq_q, f.head_dim, k, f.batch);
+  const double exps = static_cast<double>(f.batch) * static_cast<double>(f.seq_q) * static_cast<double>(f.seq_kv) * causal;
+  const double exp_s = traits_.sfu_ops_per_s > 0 ? exps / traits_.sfu_ops_per_s : 0;
+  return traits_.warp_specialized_mma ? std::max(mma_s, exp_s) : mma_s + exp_s;
+}
+
 double ComputeModel::RooflineMemory(double bytes) const {
   return (bytes + traits_.dram_bytes_in_flight) / (hbm_Bps_ * traits_.dram_fraction) + traits_.kernel_overhead_s;
 }

@@ -29,6 +29,7 @@
 
 #include "model/cost_db.h"
 #include "model/device_spec.h"
+#include "model/op_catalogue.h"
 #include "planner/cost/device_traits.h"
 
 namespace parallax::planner {
@@ -44,6 +45,11 @@ class ComputeModel {
   double RooflineGemm(int64_t m, int64_t n, int64_t k, int64_t batch = 1) const;
   //! The roofline alone for a memory-bound kernel.
   double RooflineMemory(double bytes) const;
+  //! Seconds for a fused (flash) attention kernel: its GEMM work through the tile model as one
+  //! main loop per query tile (m = seq_q, n = head_dim, k = seq_kv x products x causal share),
+  //! plus the softmax exponentials on the SFUs, overlapped with the MMAs only on devices with
+  //! warp-specialized async MMA (FlashAttention-3, Shah et al. 2024, section 3; FA2 serialises them).
+  double FlashAttention(const FlashShape& f) const;
   //! Seconds for a memory-bound kernel of family `op` (an OpKind name) moving `bytes`.
   double MemoryBound(std::string_view op, double bytes) const;
 

@@ -2,15 +2,14 @@
 // The ops of one transformer layer, the embedding and the LM head for one micro-batch, each
 // costed (compute model + TP collectives). One list, two users: the closed form sums it, the
 // simulator schedules it op by op and names trace slices after it (OpKind / Phase of
-// model/op_identity.h). Op shapes follow Megatron-LM's column/row-parallel layer
-// (Shoeybi et al. 2019, fig. 3) and sequence parallelism (Korthikanti et al. 2022, fig. 5);
-// attention is the unfused 2021 kernel (scores, fused scale-mask-softmax, dropout, AV), matching
-// the activation counts of model/counting.h.
+// model/op_identity.h). The ops themselves (shapes, FLOPs, bytes, kernels) are the op catalogue's
+// (model/op_catalogue.h); this file only prices them.
 
 #include <array>
 #include <cstdint>
 #include <vector>
 
+#include "model/implementation.h"
 #include "model/op_identity.h"
 #include "model/plan.h"
 #include "planner/cost/collective.h"
@@ -54,8 +53,11 @@ struct UnitCosts {
   UnitOps head;       //!< last stage: final norm, LM head, loss
 };
 
-//! Costs every unit of `model` for `key`; `tp_group` is the placed TP group.
+//! Costs every unit of `model` for `key` as `impl` runs it; `tp_group` is the placed TP group.
+//! The ops, shapes, FLOPs and bytes come from the op catalogue (model/op_catalogue.h); each op
+//! costs max(GPU time, kernels x the profile's host launch overhead) (a host-bound floor).
 UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const ComputeModel& compute,
-                         const CollectiveModel& collectives, const PlacedGroup& tp_group);
+                         const CollectiveModel& collectives, const PlacedGroup& tp_group,
+                         const ImplementationProfile& impl);
 
 }  // namespace parallax::planner

@@ -16,11 +16,13 @@ DType ComputeDType(Precision p) {
   return DType::kBf16;
 }
 
-CostContext::CostContext(const ClusterSpec& cluster, Precision precision, const CostDb* db)
+CostContext::CostContext(const ClusterSpec& cluster, Precision precision, const CostDb* db,
+                         const ImplementationProfile* impl)
     : cluster_(cluster),
       precision_(precision),
+      impl_(impl ? *impl : DefaultImplementation()),
       compute_(cluster.device, ComputeDType(precision), db),
-      collectives_(cluster, db) {}
+      collectives_(cluster, db, impl_.dp_algorithm.value) {}
 
 const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int64_t seq_len) {
   const ModelSpec& c = cached_model_;
@@ -34,7 +36,7 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
   for (const auto& [k, u] : cache_) {
     if (k == key) return u;
   }
-  cache_.emplace_back(key, BuildUnitCosts(model, key, compute_, collectives_, PlaceGroup(l, cluster_, GroupKind::kTp)));
+  cache_.emplace_back(key, BuildUnitCosts(model, key, compute_, collectives_, PlaceGroup(l, cluster_, GroupKind::kTp), impl_));
   return cache_.back().second;
 }
 
@@ -46,14 +48,22 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   const CollectiveModel& coll = ctx.collectives();
   const ComputeModel& comp = ctx.compute();
   const double e = static_cast<double>(comp.element_bytes());
-  const double grad_e = plan.training.precision == Precision::kFp32 ? 4.0 : 2.0;
+  const ImplementationProfile& impl = ctx.implementation();
+  // Gradient bytes on the wire: fp32 training sends 4 B; 16-bit training sends what the profile
+  // reduces (fp32 main_grad buffers in Megatron-Core, the 16-bit gradients in 2021 / DeepSpeed).
+  const double grad_e = plan.training.precision == Precision::kFp32 || impl.grad_reduce_dtype.value == GradDType::kFp32
+                            ? 4.0
+                            : 2.0;
+  const double param_e = plan.training.precision == Precision::kFp32 ? 4.0 : 2.0;  // gathered weights
   const int64_t stages = ModelStages(l);
 
   PlanCosts pc;
   pc.units = &u;
   pc.microbatches = l.num_microbatches();
   pc.contention = comp.contention_factor();
-  pc.dp_overlapped = l.dp > 1;
+  pc.dp_overlapped = l.dp > 1 && impl.overlap_dp_reduce.value;
+  pc.dp_after_backward = !impl.overlap_dp_reduce.value && l.zero_stage <= 1;
+  pc.blocking_p2p = impl.pipeline_p2p.value == P2pSemantics::kBlocking;
 
   // Send/recv between stages: Megatron's scatter/gather (Narayanan et al. SC'21, section 4.1)
   // sends 1/tp of the activation per TP rank, then all-gathers it over NVLink. Each boundary is
@@ -110,9 +120,9 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     if (l.dp > 1) {
       rc.dp.grad_layer_s = coll.Time(grad_coll, grad_e * layer_params, dpg);
       rc.dp.grad_outer_s = coll.Time(grad_coll, grad_e * outer_params, dpg);
-      if (l.zero_stage == 3) rc.dp.gather_layer_s = coll.Time(CollectiveKind::kAllGather, grad_e * layer_params, dpg);
+      if (l.zero_stage == 3) rc.dp.gather_layer_s = coll.Time(CollectiveKind::kAllGather, param_e * layer_params, dpg);
       if (l.zero_stage == 1 || l.zero_stage == 2) {
-        rc.dp.gather_after_s = coll.Time(CollectiveKind::kAllGather, grad_e * static_cast<double>(rc.params), dpg);
+        rc.dp.gather_after_s = coll.Time(CollectiveKind::kAllGather, param_e * static_cast<double>(rc.params), dpg);
       }
     }
     if (m.tie_embeddings && l.pp > 1 && (r == 0 || r == l.pp - 1)) {
@@ -124,7 +134,9 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     // (28 B/param); fp32 reads 4 x 4 and writes 3 x 4 (28 B/param). Grad-norm reads the grads once.
     const double shard = static_cast<double>(rc.params) / static_cast<double>(l.zero_stage >= 1 ? l.dp : 1);
     const double grad_shard = static_cast<double>(rc.params) / static_cast<double>(l.zero_stage >= 2 ? l.dp : 1);
-    rc.optimizer_s = comp.MemoryBound("optimizer", 28.0 * shard) + comp.MemoryBound("grad_clip", grad_e * grad_shard);
+    // Per-tensor AdamW (no multi-tensor kernel) re-reads each moment in its own pass: ~2x the bytes.
+    const double adam_bytes = impl.optimizer.value == OptimizerKind::kPerTensor ? 56.0 : 28.0;
+    rc.optimizer_s = comp.MemoryBound("optimizer", adam_bytes * shard) + comp.MemoryBound("grad_clip", grad_e * grad_shard);
   }
   return pc;
 }

@@ -21,7 +21,9 @@ namespace parallax::planner {
 //! context per thread).
 class CostContext {
  public:
-  CostContext(const ClusterSpec& cluster, Precision precision, const CostDb* db = nullptr);
+  //! `impl` null: the default profile (our executor).
+  CostContext(const ClusterSpec& cluster, Precision precision, const CostDb* db = nullptr,
+              const ImplementationProfile* impl = nullptr);
 
   //! Unit costs for `model` under `layout`'s tp / micro-batch / SP / recompute (cached).
   const UnitCosts& Units(const ModelSpec& model, const Layout& layout, int64_t seq_len);
@@ -30,10 +32,12 @@ class CostContext {
   const CollectiveModel& collectives() const { return collectives_; }
   const ClusterSpec& cluster() const { return cluster_; }
   Precision precision() const { return precision_; }
+  const ImplementationProfile& implementation() const { return impl_; }
 
  private:
   ClusterSpec cluster_;
   Precision precision_;
+  ImplementationProfile impl_;
   ComputeModel compute_;
   CollectiveModel collectives_;
   ModelSpec cached_model_;
@@ -84,6 +88,11 @@ struct PlanCosts {
   int64_t microbatches = 1;
   double contention = 1.0;  //!< compute slowdown while DP collectives overlap it
   bool dp_overlapped = false;  //!< some DP collectives overlap compute (dp > 1)
+  //! The profile reduces gradients only after the whole backward (Megatron-LM 2021): ZeRO 0/1
+  //! gradient collectives start when the pipeline has drained, not per layer.
+  bool dp_after_backward = false;
+  //! Pipeline sends block the sender until they complete (the profile's p2p semantics).
+  bool blocking_p2p = false;
 };
 
 //! Costs `plan` (which must pass ValidateLayout). `ctx` must be built for the plan's cluster and precision.

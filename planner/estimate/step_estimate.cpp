@@ -63,6 +63,13 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
       contention_extra[static_cast<size_t>(r)] += cb;
       // A backlog that outgrows a micro-batch's compute stretches the step (handled at the end).
     }
+    if (pc.blocking_p2p && p > 1) {
+      // A blocking send holds the sender for the transfer of each chunk pass it sends on.
+      for (const ChunkCost& cc : rc.chunks) {
+        if (cc.stage + 1 < p * v) f += pc.boundary_p2p_s[static_cast<size_t>(cc.stage)];
+        if (cc.stage > 0) b += pc.boundary_p2p_s[static_cast<size_t>(cc.stage - 1)];
+      }
+    }
     F[static_cast<size_t>(r)] = f;
     B[static_cast<size_t>(r)] = b;
   }
@@ -132,7 +139,15 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
     for (int64_t q = 0; q < r; ++q) before += B[static_cast<size_t>(q)] / static_cast<double>(v) + hop(q);
     const double end = pipe - before;
     double tail = 0;
-    if (dp && l.zero_stage <= 2) {
+    if (dp && pc.dp_after_backward) {
+      int64_t layers = 0;
+      bool outer = false;
+      for (const ChunkCost& cc : rc.chunks) {
+        layers += cc.layers.count;
+        outer = outer || cc.embedding || cc.head;
+      }
+      tail = static_cast<double>(layers) * rc.dp.grad_layer_s + (outer ? rc.dp.grad_outer_s : 0.0);
+    } else if (dp && l.zero_stage <= 2) {
       // Buckets of the last backward pass of this rank (chunk 0 for interleaved): flow shop of
       // n layer backwards (beta each) feeding n reductions (R each), then the outer buckets.
       const ChunkCost& cc = rc.chunks.front();
@@ -181,7 +196,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
 
 Result<Prediction> Estimate(const Plan& plan, const CostDb* db) {
   if (Status st = ValidateLayout(plan.layout, plan.model, plan.cluster); !st) return st.error();
-  CostContext ctx(plan.cluster, plan.training.precision, db);
+  CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
   const PlanCosts pc = CostPlan(ctx, plan);
   const StepTime st = EstimateStepTime(plan, pc);
   return FinishPrediction(plan, st.step_time_s, st.breakdown);

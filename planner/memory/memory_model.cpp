@@ -21,9 +21,12 @@ struct StateBytes {
   int64_t weight = 2, grad = 2, optim = 12;
 };
 
-StateBytes BytesPerParam(Precision p) {
+//! Megatron-LM docs/source/api-guide/distributed_optimizer.md: 16-bit weights (2), fp32 or 16-bit
+//! gradient buffer (4 / 2, the profile's), fp32 main weights + Adam m and v (12); fp32 training
+//! 4 + 4 + 8 (no separate main copy).
+StateBytes BytesPerParam(Precision p, const ImplementationProfile& impl) {
   if (p == Precision::kFp32) return {4, 4, 8};
-  return {2, 2, 12};
+  return {2, impl.grad_buffer_dtype.value == GradDType::kFp32 ? 4 : 2, 12};
 }
 
 int64_t SeqLen(const Plan& p) { return p.training.seq_len > 0 ? p.training.seq_len : p.model.seq_len; }
@@ -76,7 +79,7 @@ std::vector<int64_t> InFlightPerChunk(ScheduleKind kind, int64_t pp, int64_t pp_
 MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   const ModelSpec& m = plan.model;
   const Layout& l = plan.layout;
-  const StateBytes sb = BytesPerParam(plan.training.precision);
+  const StateBytes sb = BytesPerParam(plan.training.precision, plan.implementation);
   const int64_t e = BytesPerElement(plan.training.precision);
   const int64_t phi = RankParams(m, l, pp_rank);
   const int64_t dp = l.dp;
@@ -125,8 +128,19 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   }
   const int64_t modelled = r.weights + r.gradients + r.optimizer + r.activations;
   r.workspace = transient + static_cast<int64_t>(kAllocatorMargin * static_cast<double>(modelled));
-  r.total = modelled + r.workspace;
+  r.reserve = RuntimeReserveBytes(plan);
+  r.total = modelled + r.workspace + r.reserve;
   return r;
+}
+
+int64_t RuntimeReserveBytes(const Plan& plan) {
+  const Microarch& a = plan.cluster.device.arch;
+  const Layout& l = plan.layout;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  // Communicators this rank joins: TP, DP, the two pipeline neighbours, the world (grad-norm).
+  int64_t comms = (l.tp > 1 ? 1 : 0) + (l.dp > 1 ? 1 : 0) + (l.pp > 1 ? 2 : 0) + (l.world_size() > 1 ? 1 : 0);
+  const double nccl = static_cast<double>(comms * a.nccl_channels * 2) * kNcclBuffMiB;  // send + recv per channel
+  return static_cast<int64_t>((a.context_reserve_MiB + a.blas_workspace_MiB + nccl) * kMiB);
 }
 
 int64_t PeakMemoryBytes(const Plan& plan) {

@@ -2,10 +2,15 @@
 // Peak device memory of one rank (DESIGN.md "Memory"). Used by the search to prune layouts and
 // by the executor's memory-truth test; a plan called feasible must not run out of memory.
 //
-// Model states (Rajbhandari et al., ZeRO, SC'20, section 3.1), per parameter of this rank's shard:
-//   mixed precision (bf16/fp16): 2 B weights + 2 B gradients + 12 B optimizer (4 fp32 master + 8 Adam)
-//   fp32:                        4 B weights + 4 B gradients +  8 B optimizer (Adam, no master copy)
+// Model states per parameter of this rank's shard (Megatron-LM docs/source/api-guide/
+// distributed_optimizer.md; Rajbhandari et al., ZeRO, SC'20, section 3.1):
+//   mixed precision (bf16/fp16): 2 B weights + 4 B fp32 gradient buffer (2 B where the profile keeps
+//                                16-bit gradients: megatron-2021, deepspeed) + 12 B optimizer
+//                                (4 fp32 main weights + 8 Adam): 18 B, 6 + 12/dp with ZeRO-1
+//   fp32:                        4 B weights + 4 B gradients +  8 B optimizer (Adam, no main copy)
 // ZeRO-1 shards the optimizer over dp, ZeRO-2 also the gradients, ZeRO-3 also the weights.
+// On top: the runtime reserve (RuntimeReserveBytes), so the total is an upper bound of what the
+// device shows in use.
 // Activations: Korthikanti et al. 2022 per layer and micro-batch (model/counting.h), times the
 // micro-batches in flight on the rank under its schedule (InFlightPerChunk).
 
@@ -22,11 +27,18 @@ struct MemoryBreakdown {
   int64_t optimizer = 0;
   int64_t activations = 0;  //!< kept activations of all in-flight micro-batches + recompute working set
   int64_t workspace = 0;    //!< transient buffers (logit grads, ZeRO-3 gathers, DP buckets) + allocator margin
+  int64_t reserve = 0;      //!< outside the allocator: CUDA context, cuBLAS workspace, NCCL buffers
   int64_t total = 0;
 };
 
 //! Peak bytes of pipeline rank `pp_rank` (0..pp-1); every tp/dp rank of a stage holds the same.
 MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank);
+//! Device memory outside the caching allocator (0 on a device without microarch, e.g. the CPU):
+//! the CUDA context, one cuBLAS workspace, and per NCCL communicator the send and receive buffers
+//! of each channel (NCCL_BUFFSIZE). Sources in model/presets.cpp and below.
+int64_t RuntimeReserveBytes(const Plan& plan);
+//! NCCL_BUFFSIZE default: 4 MiB per channel and direction (NCCL docs, Environment Variables).
+inline constexpr double kNcclBuffMiB = 4.0;
 //! Max of EstimateRankMemory(plan, r).total over the pipeline ranks.
 int64_t PeakMemoryBytes(const Plan& plan);
 

@@ -45,6 +45,14 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
   // A fixed dimension is enumerated at exactly its value, whatever the default grid holds.
   const std::vector<int64_t> micro_batches =
       o.fix.micro_batch ? std::vector<int64_t>{*o.fix.micro_batch} : std::vector<int64_t>{1, 2, 4, 8, 16, 32};
+  // Tensor parallelism across nodes (tp a multiple of gpus_per_node above it) runs and `simulate`
+  // predicts it, but the search does not enumerate it: counted as a rejection.
+  for (int64_t tp = 2 * c.gpus_per_node; tp <= world; tp += c.gpus_per_node) {
+    if (world % tp != 0 || tp % c.gpus_per_node != 0 || (o.fix.tp && *o.fix.tp != tp)) continue;
+    if (m.heads % tp != 0 || m.kv_heads % tp != 0 || m.ffn_hidden % tp != 0) continue;
+    ++searched;
+    rej.Add("tp_spans_nodes");
+  }
   for (int64_t tp = 1; tp <= c.gpus_per_node; ++tp) {
     if (c.gpus_per_node % tp != 0 || world % tp != 0) continue;
     if (o.fix.tp && *o.fix.tp != tp) continue;
@@ -168,11 +176,12 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
   const size_t keep = static_cast<size_t>(std::max<int64_t>(options.top_k, 1));
 
   auto worker = [&](int tid) {
-    CostContext ctx(cluster, training.precision, options.db);
+    CostContext ctx(cluster, training.precision, options.db, &options.implementation);
     Plan plan;
     plan.model = model;
     plan.cluster = cluster;
     plan.training = training;
+    plan.implementation = options.implementation;
     std::vector<Scored> local;
     int64_t local_oom = 0, local_short = std::numeric_limits<int64_t>::max();
     Layout local_short_layout;
@@ -221,7 +230,8 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
   plan.model = model;
   plan.cluster = cluster;
   plan.training = training;
-  CostContext ctx(cluster, training.precision, options.db);
+  plan.implementation = options.implementation;
+  CostContext ctx(cluster, training.precision, options.db, &options.implementation);
   for (const Scored& s : best) {
     plan.layout = s.layout;
     plan.training.global_batch = s.layout.global_batch;

@@ -24,6 +24,8 @@ struct SearchOptions {
   int threads = 0;  //!< 0: std::thread::hardware_concurrency()
   Constraints fix;
   const CostDb* db = nullptr;
+  //! What runs the plans (model/implementation.h); the default is our executor.
+  ImplementationProfile implementation = DefaultImplementation();
   //! Global batches (sequences) to try when the TrainingSpec gives none: powers of two whose
   //! tokens fall in [min_batch_tokens, max_batch_tokens] (GPT-3 trained with 0.5M-3.2M tokens).
   int64_t min_batch_tokens = 512 * 1024;

@@ -60,6 +60,17 @@ class StepSimulator {
       RankState& s = ranks_[static_cast<size_t>(r)];
       const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
       pipe_end[static_cast<size_t>(r)] = s.t;
+      if (pc_.dp_after_backward && plan_.layout.dp > 1) {
+        // One reduction of the whole gradient buffer once the backward is over (no overlap).
+        int64_t layers = 0;
+        bool outer = false;
+        for (const ChunkCost& cc : rc.chunks) {
+          layers += cc.layers.count;
+          outer = outer || cc.embedding || cc.head;
+        }
+        const double d = static_cast<double>(layers) * rc.dp.grad_layer_s + (outer ? rc.dp.grad_outer_s : 0.0);
+        DpOp(r, s.t, d, plan_.layout.zero_stage == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter, -1, -1);
+      }
       if (rc.dp.tied_embedding_s > 0) DpOp(r, s.t, rc.dp.tied_embedding_s, OpKind::kDpAllReduce, -1, -1);
       barrier = std::max(barrier, std::max(s.t, s.dp_free));
     }
@@ -179,6 +190,7 @@ class StepSimulator {
       s.send_fwd_free = start + c;
       fwd_sent_[Idx(stage + 1, mb)] = t;
       fwd_arrival_[Idx(stage + 1, mb)] = s.send_fwd_free;
+      if (pc_.blocking_p2p) s.t = s.send_fwd_free;
       if (c > 0) Record(r, traces::Stream::kPpComm, OpKind::kPpSend, Phase::kFwd, mb, stage, -1, start, c);
     } else if (!fwd && stage > 0) {
       const double c = pc_.boundary_p2p_s[static_cast<size_t>(stage - 1)];
@@ -186,6 +198,7 @@ class StepSimulator {
       s.send_bwd_free = start + c;
       bwd_sent_[Idx(stage - 1, mb)] = t;
       bwd_arrival_[Idx(stage - 1, mb)] = s.send_bwd_free;
+      if (pc_.blocking_p2p) s.t = s.send_bwd_free;
       if (c > 0) Record(r, traces::Stream::kPpComm, OpKind::kPpSend, Phase::kBwd, mb, stage, -1, start, c);
     }
     return true;
@@ -200,7 +213,8 @@ class StepSimulator {
     const bool fwd = op.kind == PipeOpKind::kForward;
     const int64_t mb = op.microbatch;
     const int64_t zero = plan_.layout.zero_stage;
-    const bool grads_now = zero >= 2 || last_bwd;  // ZeRO-0/1 reduce once, after the last backward
+    // ZeRO-0/1 reduce once, after the last backward (or after the whole pipeline: dp_after_backward).
+    const bool grads_now = zero >= 2 || (last_bwd && !pc_.dp_after_backward);
     const bool dp = plan_.layout.dp > 1;
     const int64_t n = cc.layers.count;
     // ZeRO-3: gather of layer i is issued when layer i-1 starts (prefetch one ahead).
@@ -253,7 +267,7 @@ class StepSimulator {
 
 Result<SimResult> Simulate(const Plan& plan, const CostDb* db, const SimOptions& options) {
   if (Status st = ValidateLayout(plan.layout, plan.model, plan.cluster); !st) return st.error();
-  CostContext ctx(plan.cluster, plan.training.precision, db);
+  CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
   const PlanCosts pc = CostPlan(ctx, plan);
   std::optional<TraceRecorder> rec;
   if (options.record_trace) rec.emplace(plan, options);

@@ -29,8 +29,10 @@ TEST(Layout, NamesTheBrokenRule) {
   EXPECT_EQ(Check("dp=3,tp=2,pp=1,global_batch=6"),
             "plan: dp*tp*pp = 3*2*1 = 6 does not equal the cluster's GPU count 16");
   EXPECT_EQ(Check("dp=16,tp=1,pp=1,global_batch=64", "gpt-tiny", 2), "ok");
-  EXPECT_EQ(Check("dp=1,tp=16,pp=1,global_batch=64", "gpt3-175b"),
-            "plan: tp=16 exceeds gpus_per_node=8 (tensor-parallel groups stay inside a node)");
+  // tp=16 on 8-GPU nodes spans two whole nodes: allowed (its collectives cross nodes); tp=12 is not.
+  EXPECT_EQ(Check("dp=1,tp=16,pp=1,global_batch=64", "gpt3-175b"), "ok");
+  EXPECT_EQ(Check("dp=1,tp=12,pp=1,global_batch=64", "gpt3-175b"),
+            "plan: tp=12 exceeds gpus_per_node=8 and is not a multiple of it (a tensor-parallel group spans whole nodes)");
   EXPECT_EQ(Check("dp=2,tp=8,pp=1,global_batch=64", "gpt-tiny"), "plan: tp=8 does not divide heads=4");
   EXPECT_EQ(Check("dp=1,tp=16,pp=1,global_batch=64"), "plan: tp=16 does not divide kv_heads=8");
   EXPECT_EQ(Check("dp=2,tp=1,pp=8,global_batch=64", "gpt-tiny"), "plan: pp=8 exceeds layers=4");

@@ -1,0 +1,286 @@
+// Implementation profiles. Each preset's facts cite where they come from; file and symbol names
+// refer to the named repository at the release the profile describes.
+#include "model/implementation.h"
+
+#include <map>
+
+namespace parallax {
+namespace {
+
+constexpr const char* kPytorchEager =
+    "PyTorch eager dispatch + cudaLaunchKernel: ~10 us of host time per op (Horace He, 'Making Deep "
+    "Learning Go Brrrr From First Principles', 2022, section 'Overhead')";
+
+ImplementationProfile Parallax() {
+  ImplementationProfile p;
+  p.name = "parallax";
+  p.description = "this repository's executor (executor/runtime), whose costs `parallax calibrate`/`refine` measure";
+  p.attention = {AttentionKernel::kUnfused,
+                 "executor/backend.h AttentionForward: causal softmax attention keeping the probabilities for backward"};
+  p.fused_bias_activation = {false, "executor/runtime/transformer_layer.cpp: bias add and activation are separate kernels"};
+  p.fused_bias_dropout_add = {false, "executor/runtime/transformer_layer.cpp: no dropout; residual add is its own kernel"};
+  p.grad_buffer_dtype = {GradDType::kFp32,
+                         "agreed with the executor: fp32 gradient buffers for 16-bit training, as Megatron-Core "
+                         "(Megatron-LM docs/source/api-guide/distributed_optimizer.md)"};
+  p.grad_reduce_dtype = {GradDType::kFp32, "executor/runtime/grad_sync.cpp reduces the fp32 gradient buffer"};
+  p.dp_algorithm = {DpAlgorithm::kNccl, "executor/cuda: ncclAllReduce / ncclReduceScatter over the DP communicator"};
+  p.dp_bucket_MiB = {0, "executor/runtime/param_group.h: one bucket per parameter group (a layer); 0 = per layer"};
+  p.zero3_prefetch_layers = {1, "issue 13 item 3: the executor gathers the next layer's parameters one layer ahead"};
+  p.overlap_tp_comm = {false, "executor/runtime/tp_ops.cpp: TP collectives run between the GEMMs, on the critical path"};
+  p.overlap_dp_reduce = {true, "executor/runtime/grad_sync.h: StartGradSync is asynchronous, waited before the optimizer"};
+  p.overlap_param_gather = {true, "issue 13 item 3: ZeRO-3 gathers prefetched one layer ahead on the dp stream"};
+  p.launch_overhead_us = {5.0,
+                          "C++ host loop, no Python: cudaLaunchKernel ~5 us per launch (CUDA C++ Best Practices "
+                          "Guide, 'Kernel launch overhead' is on the order of microseconds); our own calibration overrides"};
+  p.optimizer = {OptimizerKind::kFusedMultiTensor, "executor/runtime/optimizer.cpp: one multi-tensor AdamW kernel per group"};
+  p.pipeline_p2p = {P2pSemantics::kAsync, "executor/runtime/pipeline_runner.cpp: sends on the pp-comm stream"};
+  return p;
+}
+
+ImplementationProfile MegatronCore() {
+  ImplementationProfile p;
+  p.name = "megatron-core";
+  p.description = "Megatron-LM with Megatron-Core r0.8+ and Transformer Engine on Hopper (2024)";
+  p.attention = {AttentionKernel::kFlash,
+                 "transformer_engine/pytorch/attention.py DotProductAttention: cuDNN fused / flash-attn backend"};
+  p.fused_bias_activation = {true, "megatron/core/fusions/fused_bias_gelu.py, fused_bias_swiglu.py"};
+  p.fused_bias_dropout_add = {true, "megatron/core/fusions/fused_bias_dropout.py"};
+  p.grad_buffer_dtype = {GradDType::kFp32,
+                         "docs/source/api-guide/distributed_optimizer.md: bf16 params, fp32 grads (18 B/param, "
+                         "6 + 12/d distributed); megatron/training/arguments.py forces "
+                         "accumulate_allreduce_grads_in_fp32 for bf16"};
+  p.grad_reduce_dtype = {GradDType::kFp32,
+                         "megatron/core/distributed/distributed_data_parallel_config.py grad_reduce_in_fp32 "
+                         "(the fp32 main_grad buffer is what is reduced)"};
+  p.dp_algorithm = {DpAlgorithm::kNccl, "megatron/core/distributed/param_and_grad_buffer.py: torch.distributed "
+                                        "reduce_scatter/all_reduce on the DP group (NCCL picks ring or tree)"};
+  p.dp_bucket_MiB = {153, "megatron/core/distributed/distributed_data_parallel.py: bucket_size = max(40,000,000, "
+                          "1,000,000 x dp) parameters = 160 MB of fp32 gradients"};
+  p.zero3_prefetch_layers = {1, "param_and_grad_buffer.py: overlap_param_gather launches the next bucket group's "
+                                "all-gather while the current one computes"};
+  p.overlap_tp_comm = {true, "--tp-comm-overlap (Transformer Engine userbuffers), as in the published H100 runs "
+                             "(Megatron-LM README, Performance Benchmarking)"};
+  p.overlap_dp_reduce = {true, "--overlap-grad-reduce (Megatron-LM README, Performance Benchmarking)"};
+  p.overlap_param_gather = {true, "--overlap-param-gather (Megatron-LM README, Performance Benchmarking)"};
+  p.launch_overhead_us = {10.0, kPytorchEager};
+  p.optimizer = {OptimizerKind::kFusedMultiTensor, "megatron/core/optimizer/__init__.py: TE/apex FusedAdam"};
+  p.pipeline_p2p = {P2pSemantics::kAsync, "megatron/core/pipeline_parallel/p2p_communication.py: batched "
+                                          "isend/irecv, overlap_p2p_comm for the interleaved schedule"};
+  return p;
+}
+
+ImplementationProfile Megatron2021() {
+  ImplementationProfile p;
+  p.name = "megatron-2021";
+  p.description = "Megatron-LM v2.x as run for Narayanan et al. SC'21 (fp16, A100)";
+  p.attention = {AttentionKernel::kUnfused,
+                 "megatron/model/transformer.py ParallelAttention.forward (v2.5): baddbmm QK^T, "
+                 "FusedScaleMaskSoftmax, attention_dropout, bmm with V"};
+  p.fused_bias_activation = {true, "megatron/model/fused_bias_gelu.py (--bias-gelu-fusion, on by default)"};
+  p.fused_bias_dropout_add = {true, "megatron/model/transformer.py bias_dropout_add_fused_train (--bias-dropout-fusion)"};
+  p.grad_buffer_dtype = {GradDType::kParam,
+                         "megatron/arguments.py (v2.5): accumulate_allreduce_grads_in_fp32 defaults to False and "
+                         "is forced only for bf16; fp16 runs keep fp16 main_grad buffers"};
+  p.grad_reduce_dtype = {GradDType::kParam, "megatron/model/distributed.py allreduce_gradients: the fp16 buffer"};
+  p.dp_algorithm = {DpAlgorithm::kNccl, "megatron/model/distributed.py: torch.distributed.all_reduce (NCCL)"};
+  p.dp_bucket_MiB = {0, "megatron/model/distributed.py: one all-reduce over the contiguous gradient buffer"};
+  p.zero3_prefetch_layers = {0, "no ZeRO-3 in Megatron-LM v2.x"};
+  p.overlap_tp_comm = {false, "megatron/mpu/mappings.py: TP all-reduces are synchronous autograd functions"};
+  p.overlap_dp_reduce = {false, "megatron/training.py train_step: model.allreduce_gradients() after the whole "
+                                "forward_backward_func, not overlapped with backward"};
+  p.overlap_param_gather = {false, "no distributed optimizer in v2.x"};
+  p.launch_overhead_us = {10.0, kPytorchEager};
+  p.optimizer = {OptimizerKind::kFusedMultiTensor, "megatron/optimizer/__init__.py: apex.optimizers.FusedAdam"};
+  p.pipeline_p2p = {P2pSemantics::kBlocking, "megatron/p2p_communication.py (v2.5): batch_isend_irecv, wait on "
+                                             "every request, then torch.cuda.synchronize()"};
+  return p;
+}
+
+ImplementationProfile DeepSpeed() {
+  ImplementationProfile p;
+  p.name = "deepspeed";
+  p.description = "DeepSpeed ZeRO (stage 1-3) with Megatron-DeepSpeed models (2022-2023)";
+  p.attention = {AttentionKernel::kUnfused,
+                 "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention (flash only with --use-flash-attn)"};
+  p.fused_bias_activation = {true, "Megatron-DeepSpeed megatron/model/fused_bias_gelu.py"};
+  p.fused_bias_dropout_add = {true, "Megatron-DeepSpeed megatron/model/transformer.py bias_dropout_add_fused_train"};
+  p.grad_buffer_dtype = {GradDType::kParam,
+                         "Rajbhandari et al. SC'20 section 3.1: 2 + 2 + K (K = 12) bytes per parameter, fp16 grads"};
+  p.grad_reduce_dtype = {GradDType::kParam,
+                         "DeepSpeed config docs: communication_data_type defaults to the model's fp16/bf16"};
+  p.dp_algorithm = {DpAlgorithm::kNccl,
+                    "deepspeed/runtime/zero/partitioned_param_coordinator.py: flat all_gather over the whole DP group"};
+  p.dp_bucket_MiB = {954, "DeepSpeed config docs: reduce_bucket_size default 5e8 elements (2 B each)"};
+  p.zero3_prefetch_layers = {1, "DeepSpeed config docs: stage3_prefetch_bucket_size default 5e7 parameters "
+                                "(about one layer ahead for billion-parameter models)"};
+  p.overlap_tp_comm = {false, "Megatron-DeepSpeed: TP all-reduces on the critical path"};
+  p.overlap_dp_reduce = {true, "DeepSpeed config docs: overlap_comm (true by default for ZeRO-3)"};
+  p.overlap_param_gather = {true, "partitioned_param_coordinator.py: prefetches the next modules' parameters"};
+  p.launch_overhead_us = {15.0, std::string(kPytorchEager) +
+                                    " + ZeRO-3 module pre/post-forward hooks on every submodule"};
+  p.optimizer = {OptimizerKind::kFusedMultiTensor, "deepspeed/ops/adam/fused_adam.py (multi_tensor_adam.cu)"};
+  p.pipeline_p2p = {P2pSemantics::kBlocking, "deepspeed/runtime/pipe/p2p.py: blocking dist.send / dist.recv"};
+  return p;
+}
+
+const std::map<std::string, ImplementationProfile>& Presets() {
+  static const auto* presets = [] {
+    auto* m = new std::map<std::string, ImplementationProfile>;  // NOLINT: immortal preset table
+    for (auto p : {Parallax(), MegatronCore(), Megatron2021(), DeepSpeed()}) m->emplace(p.name, p);
+    return m;
+  }();
+  return *presets;
+}
+
+std::string KnownNames() {
+  std::string s;
+  for (const auto& n : ImplementationNames()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// Fact readers: each fact is {"value": ..., "source": "..."}, both required.
+class FactReader {
+ public:
+  explicit FactReader(ObjectReader& facts) : facts_(facts) {}
+
+  template <class T, class Parse>
+  void Read(const char* key, Fact<T>& out, Parse parse) {
+    if (!facts_.Has(key)) return;
+    ObjectReader f = facts_.Object(key);
+    if (!f.Has("value")) f.Fail("value", "missing (a fact needs a value and a source)");
+    out.value = parse(f);
+    out.source = f.String("source");
+    if (out.source.empty()) f.Fail("source", "must not be empty");
+    f.Finish();
+  }
+
+  template <class E>
+  void Enum(const char* key, Fact<E>& out, std::initializer_list<E> values) {
+    Read(key, out, [&](ObjectReader& f) {
+      const std::string s = f.String("value");
+      std::string list;
+      for (E v : values) {
+        if (s == ToString(v)) return v;
+        list += (list.empty() ? "" : ", ") + std::string(ToString(v));
+      }
+      f.Fail("value", "unknown value \"" + s + "\" (expected one of " + list + ")");
+    });
+  }
+  void Bool(const char* key, Fact<bool>& out) {
+    Read(key, out, [](ObjectReader& f) { return f.Bool("value", false); });
+  }
+  void Int(const char* key, Fact<int64_t>& out) {
+    Read(key, out, [](ObjectReader& f) { return f.NonNegativeInt("value", 0); });
+  }
+  void Number(const char* key, Fact<double>& out) {
+    Read(key, out, [](ObjectReader& f) { return f.NonNegativeNumber("value"); });
+  }
+
+ private:
+  ObjectReader& facts_;
+};
+
+template <class T>
+Json FactJson(const Fact<T>& f) {
+  return Json{{"value", f.value}, {"source", f.source}};
+}
+template <class E>
+Json EnumJson(const Fact<E>& f) {
+  return Json{{"value", ToString(f.value)}, {"source", f.source}};
+}
+
+}  // namespace
+
+const char* ToString(AttentionKernel k) { return k == AttentionKernel::kFlash ? "flash" : "unfused"; }
+const char* ToString(GradDType d) { return d == GradDType::kFp32 ? "fp32" : "param"; }
+const char* ToString(DpAlgorithm a) { return a == DpAlgorithm::kNccl ? "nccl" : "hierarchical"; }
+const char* ToString(OptimizerKind k) { return k == OptimizerKind::kFusedMultiTensor ? "fused_multi_tensor" : "per_tensor"; }
+const char* ToString(P2pSemantics p) { return p == P2pSemantics::kAsync ? "async" : "blocking"; }
+
+std::vector<std::string> ImplementationNames() {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : Presets()) out.push_back(k);
+  return out;
+}
+
+Result<ImplementationProfile> ImplementationPreset(const std::string& name) {
+  auto it = Presets().find(name);
+  if (it == Presets().end()) {
+    return BadInput("--implementation: unknown implementation \"" + name + "\" (known: " + KnownNames() + ")");
+  }
+  return it->second;
+}
+
+ImplementationProfile DefaultImplementation() { return Parallax(); }
+
+Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::string& file, const std::string& path) {
+  return CatchJsonErrors([&]() -> Result<ImplementationProfile> {
+    ObjectReader r(j, file, path);
+    if (path.empty()) r.Header("implementation", 1);
+    ImplementationProfile p = Parallax();
+    if (r.Has("base")) {
+      const std::string base = r.String("base");
+      auto it = Presets().find(base);
+      if (it == Presets().end()) r.Fail("base", "unknown implementation \"" + base + "\" (known: " + KnownNames() + ")");
+      p = it->second;
+    }
+    p.name = r.String("name");
+    p.description = r.String("description", p.description);
+    if (r.Has("facts")) {
+      ObjectReader facts = r.Object("facts");
+      FactReader f(facts);
+      f.Enum("attention", p.attention, {AttentionKernel::kUnfused, AttentionKernel::kFlash});
+      f.Bool("fused_bias_activation", p.fused_bias_activation);
+      f.Bool("fused_bias_dropout_add", p.fused_bias_dropout_add);
+      f.Enum("grad_buffer_dtype", p.grad_buffer_dtype, {GradDType::kFp32, GradDType::kParam});
+      f.Enum("grad_reduce_dtype", p.grad_reduce_dtype, {GradDType::kFp32, GradDType::kParam});
+      f.Enum("dp_algorithm", p.dp_algorithm, {DpAlgorithm::kNccl, DpAlgorithm::kHierarchical});
+      f.Int("dp_bucket_MiB", p.dp_bucket_MiB);
+      f.Int("zero3_prefetch_layers", p.zero3_prefetch_layers);
+      f.Bool("overlap_tp_comm", p.overlap_tp_comm);
+      f.Bool("overlap_dp_reduce", p.overlap_dp_reduce);
+      f.Bool("overlap_param_gather", p.overlap_param_gather);
+      f.Number("launch_overhead_us", p.launch_overhead_us);
+      f.Enum("optimizer", p.optimizer, {OptimizerKind::kFusedMultiTensor, OptimizerKind::kPerTensor});
+      f.Enum("pipeline_p2p", p.pipeline_p2p, {P2pSemantics::kAsync, P2pSemantics::kBlocking});
+      facts.Finish();
+    }
+    r.Finish();
+    return p;
+  });
+}
+
+Json ImplementationToJson(const ImplementationProfile& p) {
+  return Json{{"kind", "implementation"},
+              {"version", 1},
+              {"name", p.name},
+              {"description", p.description},
+              {"facts",
+               {{"attention", EnumJson(p.attention)},
+                {"fused_bias_activation", FactJson(p.fused_bias_activation)},
+                {"fused_bias_dropout_add", FactJson(p.fused_bias_dropout_add)},
+                {"grad_buffer_dtype", EnumJson(p.grad_buffer_dtype)},
+                {"grad_reduce_dtype", EnumJson(p.grad_reduce_dtype)},
+                {"dp_algorithm", EnumJson(p.dp_algorithm)},
+                {"dp_bucket_MiB", FactJson(p.dp_bucket_MiB)},
+                {"zero3_prefetch_layers", FactJson(p.zero3_prefetch_layers)},
+                {"overlap_tp_comm", FactJson(p.overlap_tp_comm)},
+                {"overlap_dp_reduce", FactJson(p.overlap_dp_reduce)},
+                {"overlap_param_gather", FactJson(p.overlap_param_gather)},
+                {"launch_overhead_us", FactJson(p.launch_overhead_us)},
+                {"optimizer", EnumJson(p.optimizer)},
+                {"pipeline_p2p", EnumJson(p.pipeline_p2p)}}}};
+}
+
+Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_file) {
+  const std::string name = name_or_file.empty() ? kDefaultImplementation : name_or_file;
+  if (Presets().count(name) != 0) return Presets().at(name);
+  if (name.size() > 5 && name.substr(name.size() - 5) == ".json") {
+    auto j = LoadJsonFile(name);
+    if (!j) return j.error();
+    return ImplementationFromJson(*j, name);
+  }
+  return ImplementationPreset(name);
+}
+
+}  // namespace parallax

@@ -1,0 +1,83 @@
+#pragma once
+// ImplementationProfile: what runs the plan (DESIGN.md "Implementation profiles"). The same layout
+// runs at different speeds under Megatron-LM of 2021, Megatron-Core with Transformer Engine,
+// DeepSpeed ZeRO or our own executor; a profile states the facts that make the difference, each
+// with its source. Device physics and measured costs are shared by all profiles.
+//
+// File form (kind "implementation"): {"kind":"implementation","version":1,"name":...,
+//   "base": "megatron-core" (optional: start from a preset), "description": ...,
+//   "facts": {"attention": {"value": "flash", "source": "..."}, ...}}
+// Every fact is an object with "value" and "source"; unknown keys are errors.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/json_io.h"
+
+namespace parallax {
+
+//! Attention core kernel: unfused = QK^T GEMM, fused scale-mask-softmax (+ dropout), AV GEMM with
+//! the s x s scores in HBM (Megatron-LM 2021); flash = one tiled kernel, scores never leave the SM
+//! (Dao et al. 2022/2023; cuDNN fused attention in Transformer Engine), causal blocks skipped.
+enum class AttentionKernel { kUnfused, kFlash };
+//! Element type of the DP gradient buffer and of the gradient reduction.
+enum class GradDType { kFp32, kParam };  //!< kParam: the 16-bit compute type (2 B)
+//! DP collective: NCCL over the whole group (ring or tree, as NCCL picks) or hierarchical
+//! (intra-node reduce-scatter, inter-node collective on 1/k, intra-node all-gather).
+enum class DpAlgorithm { kNccl, kHierarchical };
+//! AdamW implementation: one fused multi-tensor kernel (apex/TE FusedAdam) or one pass per
+//! tensor and per moment (torch.optim.AdamW foreach=False).
+enum class OptimizerKind { kFusedMultiTensor, kPerTensor };
+//! Pipeline send/recv: overlapped with compute (async, batched isend/irecv waited just before
+//! use) or blocking (the rank waits for its send to complete before computing on).
+enum class P2pSemantics { kAsync, kBlocking };
+
+template <class T>
+struct Fact {
+  T value{};
+  std::string source;  //!< where the fact comes from (file and line, paper section, docs page)
+};
+
+struct ImplementationProfile {
+  std::string name;
+  std::string description;
+  Fact<AttentionKernel> attention;
+  Fact<bool> fused_bias_activation;   //!< bias + GeLU / SwiGLU in one kernel
+  Fact<bool> fused_bias_dropout_add;  //!< bias + dropout + residual add in one kernel
+  Fact<GradDType> grad_buffer_dtype;  //!< what the DP gradient buffer holds (memory)
+  Fact<GradDType> grad_reduce_dtype;  //!< what the DP reduction sends (communication)
+  Fact<DpAlgorithm> dp_algorithm;
+  Fact<int64_t> dp_bucket_MiB;        //!< gradient bucket size (reduction granularity, staging memory)
+  Fact<int64_t> zero3_prefetch_layers;  //!< ZeRO-3: layers gathered ahead of the one computing (0: none)
+  Fact<bool> overlap_tp_comm;         //!< TP collectives overlap the GEMMs next to them
+  Fact<bool> overlap_dp_reduce;       //!< DP gradient reduction overlaps backward
+  Fact<bool> overlap_param_gather;    //!< ZeRO parameter all-gather overlaps compute
+  Fact<double> launch_overhead_us;    //!< host time to launch one kernel (floor on a kernel's time)
+  Fact<OptimizerKind> optimizer;
+  Fact<P2pSemantics> pipeline_p2p;
+};
+
+//! Built-in profiles: parallax, megatron-core, megatron-2021, deepspeed.
+std::vector<std::string> ImplementationNames();
+//! A preset by name; an unknown name is bad input listing the known ones.
+Result<ImplementationProfile> ImplementationPreset(const std::string& name);
+//! The preset used when nothing is named: our own executor.
+inline constexpr const char* kDefaultImplementation = "parallax";
+//! The default preset (our executor).
+ImplementationProfile DefaultImplementation();
+
+//! Parses {"kind":"implementation",...}; `file` names the origin in messages.
+Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::string& file,
+                                                     const std::string& path = "");
+Json ImplementationToJson(const ImplementationProfile& p);
+//! A preset name or a profile JSON file.
+Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_file);
+
+const char* ToString(AttentionKernel k);
+const char* ToString(GradDType d);
+const char* ToString(DpAlgorithm a);
+const char* ToString(OptimizerKind k);
+const char* ToString(P2pSemantics p);
+
+}  // namespace parallax

@@ -1,0 +1,231 @@
+#include "model/op_catalogue.h"
+
+#include <algorithm>
+#include <array>
+
+namespace parallax {
+namespace {
+
+class Catalogue {
+ public:
+  Catalogue(const ModelSpec& m, const OpShapeKey& k, const ImplementationProfile& impl) : m_(m), k_(k), impl_(impl) {
+    s_ = k.seq_len > 0 ? k.seq_len : m.seq_len;
+    T_ = k.micro_batch * s_;
+    t_ = k.tp;
+    h_ = m.hidden;
+    e_ = static_cast<double>(k.element_bytes);
+    sT_ = k.sequence_parallel ? T_ / t_ : T_;
+    drop_ = m.dropout ? 1.0 : 0.0;
+    flash_ = impl.attention.value == AttentionKernel::kFlash;
+  }
+
+  OpSpec Gemm(OpKind op, Phase ph, std::initializer_list<GemmShape> shapes, double extra_bytes = 0,
+              int64_t extra_kernels = 0) const {
+    OpSpec o;
+    o.op = op;
+    o.phase = ph;
+    for (const GemmShape& g : shapes) {
+      o.gemms.push_back(g);
+      o.flops += g.flops();
+      ++o.kernels;
+    }
+    o.executed_flops = o.flops;
+    o.bytes = extra_bytes;
+    o.kernels += extra_bytes > 0 ? extra_kernels : 0;
+    return o;
+  }
+  OpSpec Mem(OpKind op, Phase ph, double bytes, int64_t kernels = 1) const {
+    OpSpec o;
+    o.op = op;
+    o.phase = ph;
+    o.bytes = bytes;
+    o.kernels = kernels;
+    return o;
+  }
+  void AddTp(std::vector<OpSpec>& out, CollectiveKind kind, Phase ph, double bytes) const {
+    if (t_ <= 1) return;
+    const OpKind op = kind == CollectiveKind::kAllGather       ? OpKind::kTpAllGather
+                      : kind == CollectiveKind::kReduceScatter ? OpKind::kTpReduceScatter
+                                                               : OpKind::kTpAllReduce;
+    OpSpec o;
+    o.op = op;
+    o.phase = ph;
+    o.bytes = bytes;
+    o.kernels = 1;
+    o.tp_collective = kind;
+    out.push_back(o);
+  }
+
+  // Bias + dropout + residual add after a row-parallel GEMM: one kernel when fused (read x and
+  // residual, write out, + mask), else bias add, dropout and add as three (Megatron-LM
+  // megatron/model/transformer.py bias_dropout_add vs its fused variant).
+  double ResidualBytes(bool bwd) const {
+    const double fused = bwd ? (2 * e_ + drop_) : (3 * e_ + drop_);
+    const double unfused = bwd ? (4 * e_ + drop_) : (7 * e_ + drop_);
+    return (impl_.fused_bias_dropout_add.value ? fused : unfused) * sT_ * h_;
+  }
+  int64_t ResidualKernels() const { return impl_.fused_bias_dropout_add.value ? 1 : 3; }
+
+  OpSpec AttnCore(Phase ph, bool bwd) const {
+    const int64_t d = m_.head_dim();
+    const int64_t batch = k_.micro_batch * m_.heads / t_;
+    const double scores = static_cast<double>(batch) * s_ * s_;
+    if (flash_) {
+      // One fused kernel (three with FA2's backward preprocessing and dQ conversion); only Q, K,
+      // V, O (and their gradients) touch HBM. Full-square FLOPs by convention; causal executes
+      // the blocks on and below the diagonal (~half).
+      OpSpec o;
+    o.op = OpKind::kAttnCore;
+    o.phase = ph;
+      o.flash = FlashShape{batch, s_, s_, d, true, bwd};
+      const double square = 4.0 * scores * static_cast<double>(d);  // QK^T + AV
+      o.flops = bwd ? 2 * square : square;
+      const double causal = 0.5 + 0.5 / static_cast<double>(std::max<int64_t>(s_ / 128, 1));
+      o.executed_flops = (bwd ? 2.5 : 1.0) * square * causal;  // backward recomputes QK^T
+      const double qkvo = 4.0 * e_ * static_cast<double>(T_) * static_cast<double>(h_ / t_);
+      o.bytes = bwd ? 2 * qkvo : qkvo;
+      o.kernels = bwd ? 3 : 1;
+      return o;
+    }
+    // Unfused (Megatron-LM 2021): QK^T batched GEMM, fused scale-mask-softmax (+ dropout) over the
+    // s x s scores in HBM, AV batched GEMM.
+    if (!bwd) {
+      return Gemm(OpKind::kAttnCore, ph, {{s_, s_, d, batch}, {s_, d, s_, batch}},
+                  scores * (2 * e_ + drop_ * (2 * e_ + 1)), m_.dropout ? 2 : 1);
+    }
+    return Gemm(OpKind::kAttnCore, ph, {{s_, d, s_, batch}, {s_, d, s_, batch}, {s_, s_, d, batch}, {s_, d, s_, batch}},
+                scores * (3 * e_ + drop_ * (2 * e_ + 1)), m_.dropout ? 2 : 1);
+  }
+
+  std::vector<OpSpec> LayerFwd(Phase ph) const {
+    const int64_t kv = m_.kv_dim();
+    const int64_t f = m_.ffn_hidden;
+    const int64_t fin = m_.mlp == MlpKind::kSwiglu ? 2 * f : f;
+    const double Th = static_cast<double>(T_) * static_cast<double>(h_);
+    const CollectiveKind out_coll = k_.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
+    const bool fused_act = impl_.fused_bias_activation.value;
+    std::vector<OpSpec> o;
+    o.push_back(Mem(OpKind::kAttnNorm, ph, 2 * e_ * sT_ * h_));
+    if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
+    o.push_back(Gemm(OpKind::kQkv, ph, {{T_, (h_ + 2 * kv) / t_, h_, 1}}));
+    o.push_back(AttnCore(ph, false));
+    o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, h_, h_ / t_, 1}}, ResidualBytes(false), ResidualKernels()));
+    AddTp(o, out_coll, ph, e_ * Th);
+    o.push_back(Mem(OpKind::kMlpNorm, ph, 2 * e_ * sT_ * h_));
+    if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
+    o.push_back(Gemm(OpKind::kFc1, ph, {{T_, fin / t_, h_, 1}}));
+    // Bias + activation: read and write the fc1 output once when fused, twice when not.
+    const double act = (m_.mlp == MlpKind::kSwiglu ? 3 : 2) * e_ * static_cast<double>(T_) * static_cast<double>(f / t_);
+    o.push_back(Mem(OpKind::kAct, ph, fused_act || !m_.bias ? act : 2 * act, fused_act || !m_.bias ? 1 : 2));
+    o.push_back(Gemm(OpKind::kFc2, ph, {{T_, h_, f / t_, 1}}, ResidualBytes(false), ResidualKernels()));
+    AddTp(o, out_coll, ph, e_ * Th);
+    return o;
+  }
+
+  std::vector<OpSpec> LayerBwd() const {
+    const Phase ph = Phase::kBwd;
+    const int64_t kv = m_.kv_dim();
+    const int64_t f = m_.ffn_hidden;
+    const int64_t fin = m_.mlp == MlpKind::kSwiglu ? 2 * f : f;
+    const double Th = static_cast<double>(T_) * static_cast<double>(h_);
+    const bool sp = k_.sequence_parallel;
+    const bool fused_act = impl_.fused_bias_activation.value;
+    std::vector<OpSpec> o;
+    if (k_.recompute == Recompute::kFull) {
+      o = LayerFwd(Phase::kRecompute);
+    } else if (k_.recompute == Recompute::kSelective) {
+      o.push_back(AttnCore(Phase::kRecompute, false));
+    }
+    // Backward of a reduce-scatter is an all-gather (SP); of an all-reduce "g", the identity.
+    if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
+    o.push_back(Gemm(OpKind::kFc2, ph, {{T_, f / t_, h_, 1}, {f / t_, h_, T_, 1}}, ResidualBytes(true), ResidualKernels()));
+    const double act = (m_.mlp == MlpKind::kSwiglu ? 5 : 3) * e_ * static_cast<double>(T_) * static_cast<double>(f / t_);
+    o.push_back(Mem(OpKind::kAct, ph, fused_act || !m_.bias ? act : 1.5 * act, fused_act || !m_.bias ? 1 : 2));
+    // SP keeps fc1's input sharded and gathers it again for the weight gradient (Korthikanti et al.
+    // 2022, section 4.2.2); counted exposed, as the executor runs it.
+    if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
+    o.push_back(Gemm(OpKind::kFc1, ph, {{T_, h_, fin / t_, 1}, {fin / t_, h_, T_, 1}}));
+    AddTp(o, sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, ph, e_ * Th);
+    o.push_back(Mem(OpKind::kMlpNorm, ph, 4 * e_ * sT_ * h_));
+    if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
+    o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, h_ / t_, h_, 1}, {h_ / t_, h_, T_, 1}}, ResidualBytes(true),
+                     ResidualKernels()));
+    o.push_back(AttnCore(ph, true));
+    if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);  // QKV input again (as fc1's)
+    o.push_back(Gemm(OpKind::kQkv, ph, {{T_, h_, (h_ + 2 * kv) / t_, 1}, {(h_ + 2 * kv) / t_, h_, T_, 1}}));
+    AddTp(o, sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, ph, e_ * Th);
+    o.push_back(Mem(OpKind::kAttnNorm, ph, 4 * e_ * sT_ * h_));
+    return o;
+  }
+
+  UnitOpSpecs Embedding() const {
+    UnitOpSpecs u;
+    const double Th = static_cast<double>(T_) * static_cast<double>(h_);
+    // Vocab-parallel lookup (+ learned positions, dropout), then the TP all-reduce of the partial rows.
+    u.fwd.push_back(Mem(OpKind::kEmbedding, Phase::kFwd, (3 * e_ + drop_) * Th));
+    AddTp(u.fwd, k_.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, Phase::kFwd,
+          e_ * Th);
+    // Backward of the SP reduce-scatter is an all-gather of the output gradient.
+    if (k_.sequence_parallel) AddTp(u.bwd, CollectiveKind::kAllGather, Phase::kBwd, e_ * Th);
+    u.bwd.push_back(Mem(OpKind::kEmbedding, Phase::kBwd, (3 * e_ + drop_) * Th));
+    return u;
+  }
+
+  UnitOpSpecs Head() const {
+    UnitOpSpecs u;
+    const int64_t v = m_.vocab;
+    const double Th = static_cast<double>(T_) * static_cast<double>(h_);
+    const double Tv = static_cast<double>(T_) * static_cast<double>(v / t_);
+    const bool sp = k_.sequence_parallel;
+    u.fwd.push_back(Mem(OpKind::kFinalNorm, Phase::kFwd, 2 * e_ * sT_ * h_));
+    if (sp) AddTp(u.fwd, CollectiveKind::kAllGather, Phase::kFwd, e_ * Th);
+    u.fwd.push_back(Gemm(OpKind::kLmHead, Phase::kFwd, {{T_, v / t_, h_, 1}}));
+    // Vocab-parallel cross-entropy: logits read twice, fp32 softmax written; max/sum/target all-reduces.
+    u.fwd.push_back(Mem(OpKind::kLoss, Phase::kFwd, (2 * e_ + 4) * Tv, 3));
+    AddTp(u.fwd, CollectiveKind::kAllReduce, Phase::kFwd, 3 * 4 * static_cast<double>(T_));
+    u.bwd.push_back(Mem(OpKind::kLoss, Phase::kBwd, (4 + e_) * Tv));
+    u.bwd.push_back(Gemm(OpKind::kLmHead, Phase::kBwd, {{T_, h_, v / t_, 1}, {v / t_, h_, T_, 1}}));
+    AddTp(u.bwd, sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, Phase::kBwd, e_ * Th);
+    u.bwd.push_back(Mem(OpKind::kFinalNorm, Phase::kBwd, 4 * e_ * sT_ * h_));
+    return u;
+  }
+
+ private:
+  const ModelSpec& m_;
+  const OpShapeKey& k_;
+  const ImplementationProfile& impl_;
+  int64_t s_ = 0, T_ = 0, t_ = 1, h_ = 0;
+  double e_ = 2, sT_ = 0, drop_ = 0;
+  bool flash_ = false;
+};
+
+}  // namespace
+
+OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, const ImplementationProfile& impl) {
+  Catalogue c(model, key, impl);
+  OpCatalogue out;
+  out.layer.fwd = c.LayerFwd(Phase::kFwd);
+  out.layer.bwd = c.LayerBwd();
+  out.embedding = c.Embedding();
+  out.head = c.Head();
+  return out;
+}
+
+std::optional<OpSpec> OpCatalogueEntry(const OpCatalogue& c, OpKind op, Phase phase, bool in_layer) {
+  const std::array<const UnitOpSpecs*, 2> outer{&c.embedding, &c.head};
+  auto find = [&](const UnitOpSpecs& u) -> std::optional<OpSpec> {
+    for (const auto* list : {&u.fwd, &u.bwd}) {
+      for (const OpSpec& o : *list) {
+        if (o.op == op && o.phase == phase) return o;
+      }
+    }
+    return std::nullopt;
+  };
+  if (in_layer) return find(c.layer);
+  for (const auto* u : outer) {
+    if (auto o = find(*u)) return o;
+  }
+  return std::nullopt;
+}
+
+}  // namespace parallax

@@ -1,0 +1,77 @@
+#pragma once
+// The op catalogue (DESIGN.md "One op catalogue"): every op of a transformer layer, the
+// embedding and the LM head for one micro-batch on one TP rank, with its identity (OpKind,
+// Phase), GEMM shapes, FLOPs, HBM bytes and kernel launches, defined once. Users:
+//   - model/counting (FLOPs per token: the catalogue at micro-batch 1, tp 1),
+//   - the planner's cost model (planner/cost/layer_ops costs each entry),
+//   - the executor's recorder (OpCatalogueEntry gives the flops/bytes it tags a measured op with).
+// Shapes follow Megatron-LM's column/row-parallel layer (Shoeybi et al. 2019, fig. 3) and sequence
+// parallelism (Korthikanti et al. 2022, fig. 5). FLOPs follow Megatron's convention (Narayanan et
+// al. SC'21, appendix): a GEMM m x n x k is 2mnk and attention counts the full s x s square; a
+// flash kernel that skips causally masked blocks executes fewer (`executed_flops`).
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "model/cost_db.h"
+#include "model/implementation.h"
+#include "model/model_spec.h"
+#include "model/op_identity.h"
+#include "model/plan.h"
+
+namespace parallax {
+
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  double flops() const { return 2.0 * static_cast<double>(m) * n * k * batch; }
+};
+
+//! A fused attention kernel (flash): batch = micro-batch x heads on this rank.
+struct FlashShape {
+  int64_t batch = 0, seq_q = 0, seq_kv = 0, head_dim = 0;
+  bool causal = true;
+  bool backward = false;  //!< backward: recomputes the scores, five products instead of two
+};
+
+struct OpSpec {
+  OpKind op = OpKind::kQkv;
+  Phase phase = Phase::kFwd;
+  std::vector<GemmShape> gemms;       //!< cuBLAS GEMMs of the op (none for memory-bound ops)
+  std::optional<FlashShape> flash;    //!< the fused attention kernel, when the profile uses one
+  double flops = 0;                   //!< Megatron's convention (full s x s attention square)
+  double executed_flops = 0;          //!< what the kernels execute
+  double bytes = 0;                   //!< HBM bytes of the memory-bound part; message bytes of a collective
+  int64_t kernels = 0;                //!< kernel launches (host launch overhead applies per kernel)
+  std::optional<CollectiveKind> tp_collective;  //!< a TP collective over the TP group
+};
+
+struct UnitOpSpecs {
+  std::vector<OpSpec> fwd;
+  std::vector<OpSpec> bwd;  //!< starts with the recompute ops (phase kRecompute) when recompute is on
+};
+
+//! What the shapes depend on.
+struct OpShapeKey {
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;  //!< 0 = the model's
+  int64_t tp = 1;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::kNone;
+  int64_t element_bytes = 2;  //!< activation element size (2 for bf16/fp16, 4 for fp32)
+};
+
+struct OpCatalogue {
+  UnitOpSpecs layer;
+  UnitOpSpecs embedding;  //!< first stage
+  UnitOpSpecs head;       //!< last stage: final norm, LM head, loss
+};
+
+//! The catalogue of `model` for `key` as `impl` runs it (attention kernel, fusions).
+OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, const ImplementationProfile& impl);
+
+//! The entry the executor's recorder tags a measured op with: first match of (op, phase) in the
+//! layer, embedding or head lists (nullopt for DP/PP/optimizer ops, which the catalogue does not hold).
+std::optional<OpSpec> OpCatalogueEntry(const OpCatalogue& c, OpKind op, Phase phase, bool in_layer);
+
+}  // namespace parallax

@@ -1,0 +1,113 @@
+// Issue 13: implementation profiles, memory as an upper bound, TP across nodes, ZeRO-3 at scale.
+#include <gtest/gtest.h>
+
+#include "model/implementation.h"
+#include "model/presets.h"
+#include "planner/estimate/step_estimate.h"
+#include "planner/memory/memory_model.h"
+#include "planner/sim/simulator.h"
+
+namespace parallax::planner {
+namespace {
+
+Plan MakePlan(const char* model, const char* cluster, int64_t nodes, const char* layout, Precision p,
+              const char* impl = "parallax") {
+  Plan plan;
+  plan.model = *ModelPreset(model);
+  plan.cluster = *ClusterPreset(cluster);
+  plan.cluster.nodes = nodes;
+  plan.layout = *ParseInlineLayout(layout);
+  plan.training.precision = p;
+  plan.training.global_batch = plan.layout.global_batch;
+  plan.implementation = *ImplementationPreset(impl);
+  return plan;
+}
+
+double StateBytesPerParam(const Plan& plan) {
+  const auto m = EstimateRankMemory(plan, 0);
+  return static_cast<double>(m.weights + m.gradients + m.optimizer) / static_cast<double>(RankParams(plan.model, plan.layout, 0));
+}
+
+// Megatron-LM docs/source/api-guide/distributed_optimizer.md: bf16 params + fp32 grads = 18 B/param,
+// 6 + 12/dp distributed; fp32 16; a profile with 16-bit gradients 16.
+TEST(Predictions, BytesPerParameterFollowTheDistributedOptimizerTable) {
+  EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,global_batch=64", Precision::kBf16,
+                                          "megatron-core")), 18.0, 1e-3);
+  EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,zero=1,global_batch=64", Precision::kBf16,
+                                          "megatron-core")), 6.0 + 12.0 / 8, 1e-3);
+  EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,global_batch=64", Precision::kFp32)), 16.0, 1e-3);
+  EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,global_batch=64", Precision::kFp16,
+                                          "megatron-2021")), 16.0, 1e-3);
+}
+
+TEST(Predictions, RuntimeReserveOnGpusOnly) {
+  const Plan gpu = MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=4,tp=2,global_batch=64", Precision::kBf16);
+  // 723 MiB context + 32 MiB cuBLAS + (tp, dp, world) x 8 channels x 2 x 4 MiB.
+  EXPECT_EQ(RuntimeReserveBytes(gpu), static_cast<int64_t>((723 + 32 + 3 * 8 * 2 * 4) * 1024.0 * 1024.0));
+  EXPECT_EQ(EstimateRankMemory(gpu, 0).reserve, RuntimeReserveBytes(gpu));
+  const Plan cpu = MakePlan("gpt-tiny", "local-cpu", 1, "dp=4,global_batch=8", Precision::kFp32);
+  EXPECT_EQ(RuntimeReserveBytes(cpu), 0);
+}
+
+TEST(Predictions, ProfilesChangeTheSpeedOfTheSameLayout) {
+  Plan p = MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,micro_batch=4,global_batch=256", Precision::kBf16, "megatron-2021");
+  const double old_step = Estimate(p)->step_time_s;
+  p.implementation = *ImplementationPreset("megatron-core");
+  const double new_step = Estimate(p)->step_time_s;
+  EXPECT_LT(new_step, old_step) << "flash attention and overlapped DP reduction must be faster";
+}
+
+TEST(Predictions, ProfileJsonRoundTripsAndNamesBadFacts) {
+  for (const auto& name : ImplementationNames()) {
+    auto p = *ImplementationPreset(name);
+    auto back = ImplementationFromJson(ImplementationToJson(p), "p.json");
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(ImplementationToJson(*back), ImplementationToJson(p));
+  }
+  auto bad_key = ImplementationFromJson(
+      Json::parse(R"({"kind":"implementation","version":1,"name":"x","facts":{"atention":{"value":"flash","source":"s"}}})"),
+      "p.json");
+  ASSERT_FALSE(bad_key);
+  EXPECT_NE(bad_key.error().message.find("p.json: /facts/atention: unknown key"), std::string::npos) << bad_key.error().message;
+  auto no_value = ImplementationFromJson(
+      Json::parse(R"({"kind":"implementation","version":1,"name":"x","facts":{"attention":{"source":"s"}}})"), "p.json");
+  ASSERT_FALSE(no_value);
+  EXPECT_NE(no_value.error().message.find("p.json: /facts/attention/value: missing"), std::string::npos)
+      << no_value.error().message;
+  auto unknown = ImplementationPreset("megatron");
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message.find("known: deepspeed, megatron-2021, megatron-core, parallax"), std::string::npos);
+}
+
+// tp=16 on 8-GPU nodes runs (and was measured); simulate predicts it with TP over the inter-node links.
+TEST(Predictions, TensorParallelAcrossNodesIsPredicted) {
+  const Plan wide = MakePlan("gpt3-175b", "dgx-a100", 16, "dp=1,tp=16,pp=8,micro_batch=1,global_batch=64", Precision::kBf16);
+  const Plan node = MakePlan("gpt3-175b", "dgx-a100", 16, "dp=1,tp=8,pp=16,micro_batch=1,global_batch=64", Precision::kBf16);
+  auto a = Simulate(wide), b = Simulate(node);
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_GT(a->prediction.breakdown.tp_comm_s, 2 * b->prediction.breakdown.tp_comm_s);
+}
+
+// ZeRO-3 with flat all-gathers over the whole DP group: at a fixed global batch, more DP ranks
+// mean fewer tokens per gathered layer, so per-GPU throughput falls on 200 Gb/s links; a tp x pp
+// layout of the same model holds.
+TEST(Predictions, Zero3ThroughputFallsWithDpWhileTpPpHolds) {
+  std::vector<double> zero3, tppp;
+  for (int64_t dp : {64, 128, 256, 512}) {
+    const std::string l = "dp=" + std::to_string(dp) + ",zero=3,micro_batch=" + std::to_string(512 / dp) +
+                          ",global_batch=512,recompute=full";
+    const Plan z = MakePlan("gpt3-175b", "dgx-a100", dp / 8, l.c_str(), Precision::kBf16, "deepspeed");
+    zero3.push_back(Estimate(z)->model_tflops_per_gpu);
+    const std::string l2 = "dp=" + std::to_string(dp / 64) + ",tp=8,pp=8,micro_batch=1,global_batch=512,recompute=full";
+    const Plan t = MakePlan("gpt3-175b", "dgx-a100", dp / 8, l2.c_str(), Precision::kBf16, "megatron-2021");
+    tppp.push_back(Estimate(t)->model_tflops_per_gpu);
+    std::printf("gpus %4lld: zero-3 %.1f TFLOP/s per GPU, tp8 pp8 %.1f\n", (long long)dp, zero3.back(), tppp.back());
+  }
+  for (size_t i = 1; i < zero3.size(); ++i) EXPECT_LT(zero3[i], zero3[i - 1]);
+  // Measured ZeRO-3 runs fall much faster than this model's 5% over 8x DP (see docs/planner.md).
+  EXPECT_GT(tppp.back(), 0.8 * tppp.front());
+}
+
+}  // namespace
+}  // namespace parallax::planner
