@@ -26,8 +26,8 @@ struct GemmSample {
   int64_t batch = 1;
   DType dtype = DType::kBf16;
   double time_s = 0;
-  MeasurementStats stats;
-  std::string source;  //!< "calibrate", "refine" (empty: unknown)
+  MeasurementStats stats{};
+  std::string source{};  //!< "calibrate", "refine" (empty: unknown)
   double tflops() const { return 2.0 * static_cast<double>(m) * n * k * batch / time_s / 1e12; }
 };
 
@@ -36,8 +36,8 @@ struct KernelSample {
   std::string op;  //!< an OpKind name ("attn_norm", "act", "optimizer", ...) or "attn_core"
   int64_t bytes = 0;  //!< bytes read + written
   double time_s = 0;
-  MeasurementStats stats;
-  std::string source;  //!< "calibrate", "refine" (empty: unknown)
+  MeasurementStats stats{};
+  std::string source{};  //!< "calibrate", "refine" (empty: unknown)
 };
 
 //! One point of a collective's bandwidth-vs-size curve, nccl-tests definitions.
@@ -46,7 +46,7 @@ struct CollectivePoint {
   double time_s = 0;
   double algbw_GBps = 0;
   double busbw_GBps = 0;
-  MeasurementStats stats;
+  MeasurementStats stats{};
 };
 
 enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kSendRecv };
@@ -56,8 +56,8 @@ struct CollectiveCurve {
   int64_t group_size = 0;
   bool spans_nodes = false;  //!< group crosses node boundaries
   std::string source;        //!< "calibrate", "nccl-tests", "refine"
-  std::string origin;        //!< where it came from (an imported file's name); may be empty
-  std::string placement;     //!< "in-place", "out-of-place" or empty (unknown / not applicable)
+  std::string origin{};      //!< where it came from (an imported file's name); may be empty
+  std::string placement{};   //!< "in-place", "out-of-place" or empty (unknown / not applicable)
   std::vector<CollectivePoint> points;  //!< sorted by bytes
 };
 
@@ -82,8 +82,8 @@ struct CostDb {
   std::vector<KernelSample> kernels;
   std::vector<CollectiveCurve> collectives;
   double contention_factor = 1.0;  //!< compute slowdown while communication overlaps (>= 1)
-  ContentionFit contention;        //!< how contention_factor was obtained (empty source: not fitted)
-  std::vector<SkippedMeasurement> skipped;
+  ContentionFit contention{};      //!< how contention_factor was obtained (empty source: not fitted)
+  std::vector<SkippedMeasurement> skipped{};
 };
 
 const char* ToString(CollectiveKind k);

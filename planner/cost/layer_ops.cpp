@@ -37,12 +37,17 @@ class Builder {
                 const char* extra_kind = "") const {
     CostedOp o{op, ph};
     for (const auto& g : shapes) {
-      o.time_s += c_.Gemm(static_cast<int64_t>(g[0]), static_cast<int64_t>(g[1]), static_cast<int64_t>(g[2]),
-                          static_cast<int64_t>(g[3]));
+      GemmPart part{static_cast<int64_t>(g[0]), static_cast<int64_t>(g[1]), static_cast<int64_t>(g[2]),
+                    static_cast<int64_t>(g[3])};
+      part.time_s = c_.Gemm(part.m, part.n, part.k, part.batch);
+      o.time_s += part.time_s;
       o.flops += 2.0 * g[0] * g[1] * g[2] * g[3];
+      o.gemms.push_back(part);
     }
     if (extra_bytes > 0) {
-      o.time_s += c_.MemoryBound(extra_kind, extra_bytes);
+      o.memory_family = extra_kind;
+      o.memory_time_s = c_.MemoryBound(extra_kind, extra_bytes);
+      o.time_s += o.memory_time_s;
       o.bytes += extra_bytes;
     }
     return o;
@@ -50,7 +55,9 @@ class Builder {
   CostedOp Mem(OpKind op, Phase ph, double bytes) const {
     CostedOp o{op, ph};
     o.bytes = bytes;
-    o.time_s = c_.MemoryBound(ToString(op), bytes);
+    o.memory_family = ToString(op);
+    o.memory_time_s = c_.MemoryBound(o.memory_family, bytes);
+    o.time_s = o.memory_time_s;
     return o;
   }
   CostedOp Tp(CollectiveKind kind, Phase ph, double bytes) const {

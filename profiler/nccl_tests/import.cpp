@@ -79,12 +79,13 @@ Result<NcclTestsImport> ImportNcclTests(const NcclTestsOutput& out) {
   return imp;
 }
 
-Status ImportNcclTestsFiles(const std::vector<std::string>& files, CostDb& db) {
+Status ImportNcclTestsFiles(const std::vector<std::string>& files, CostDb& db, const std::string& device_override) {
   for (const std::string& f : files) {
     auto out = ReadNcclTestsFile(f);
     if (!out) return out.error();
     auto imp = ImportNcclTests(*out);
     if (!imp) return imp.error();
+    if (!device_override.empty()) imp->device = device_override;
     if (db.device.empty()) db.device = imp->device;
     if (imp->device != db.device) {
       return BadInput(f + ": measured on \"" + imp->device + "\" but the cost database is for \"" + db.device +

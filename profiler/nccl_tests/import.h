@@ -33,7 +33,8 @@ Result<NcclTestsImport> ImportNcclTests(const NcclTestsOutput& out);
 
 //! Reads each file and adds its curves and skipped rows to `db`. `db.device` empty: it takes the
 //! files' device; otherwise every file must have been measured on that device (exit-2 error naming
-//! the file otherwise).
-Status ImportNcclTestsFiles(const std::vector<std::string>& files, CostDb& db);
+//! the file otherwise). `device_override` non-empty: the files are taken as measured on that device
+//! whatever GPU their rank lines name (e.g. 40 GB outputs for an 80 GB part on the same NVLink).
+Status ImportNcclTestsFiles(const std::vector<std::string>& files, CostDb& db, const std::string& device_override = "");
 
 }  // namespace parallax::profiler
