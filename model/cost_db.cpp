@@ -22,6 +22,18 @@ const Json& ArrayAt(ObjectReader& r, std::string_view key) {
   return a;
 }
 
+MeasurementStats ReadStats(ObjectReader& r) {
+  MeasurementStats s;
+  s.repetitions = r.NonNegativeInt("repetitions", 0);
+  s.spread_s = r.NonNegativeNumber("spread_s", 0);
+  return s;
+}
+
+void WriteStats(Json& j, const MeasurementStats& s) {
+  if (s.repetitions > 0) j["repetitions"] = s.repetitions;
+  if (s.spread_s > 0) j["spread_s"] = s.spread_s;
+}
+
 }  // namespace
 
 const char* ToString(CollectiveKind k) {
@@ -61,6 +73,8 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
         if (!dt) g.Fail("dtype", dt.error().message);
         s.dtype = *dt;
         s.time_s = g.PositiveNumber("time_s");
+        s.stats = ReadStats(g);
+        s.source = g.String("source", "");
         g.Finish();
         db.gemms.push_back(s);
       }
@@ -73,6 +87,8 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
         s.op = g.String("op");
         s.bytes = g.PositiveInt("bytes");
         s.time_s = g.PositiveNumber("time_s");
+        s.stats = ReadStats(g);
+        s.source = g.String("source", "");
         g.Finish();
         db.kernels.push_back(s);
       }
@@ -90,6 +106,8 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
         if (curve.group_size < 2) c.Fail("group_size", "must be >= 2");
         curve.spans_nodes = c.Bool("spans_nodes", false);
         curve.source = c.String("source", "calibrate");
+        curve.origin = c.String("origin", "");
+        curve.placement = c.Choice("placement", {"in-place", "out-of-place"}, "");
         const Json& pts = ArrayAt(c, "points");
         for (size_t k = 0; k < pts.size(); ++k) {
           ObjectReader p(pts[k], file, c.PathOf("points") + "/" + std::to_string(k));
@@ -98,6 +116,7 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
           pt.time_s = p.PositiveNumber("time_s");
           pt.algbw_GBps = p.NonNegativeNumber("algbw_GBps", 0);
           pt.busbw_GBps = p.NonNegativeNumber("busbw_GBps", 0);
+          pt.stats = ReadStats(p);
           p.Finish();
           curve.points.push_back(pt);
         }
@@ -106,6 +125,24 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
                   [](const CollectivePoint& x, const CollectivePoint& y) { return x.bytes < y.bytes; });
         c.Finish();
         db.collectives.push_back(std::move(curve));
+      }
+    }
+    if (r.Has("contention")) {
+      ObjectReader c = r.Object("contention");
+      db.contention.source = c.String("source");
+      db.contention.samples = c.NonNegativeInt("samples", 0);
+      db.contention.spread = c.NonNegativeNumber("spread", 0);
+      c.Finish();
+    }
+    if (r.Has("skipped")) {
+      const Json& a = ArrayAt(r, "skipped");
+      for (size_t i = 0; i < a.size(); ++i) {
+        ObjectReader k(a[i], file, r.PathOf("skipped") + "/" + std::to_string(i));
+        SkippedMeasurement s;
+        s.what = k.String("what");
+        s.reason = k.String("reason");
+        k.Finish();
+        db.skipped.push_back(std::move(s));
       }
     }
     r.Finish();
@@ -118,24 +155,44 @@ Json CostDbToJson(const CostDb& db) {
   for (const auto& g : db.gemms) {
     Json s{{"m", g.m}, {"n", g.n}, {"k", g.k}, {"dtype", ToString(g.dtype)}, {"time_s", g.time_s}};
     if (g.batch != 1) s["batch"] = g.batch;
+    WriteStats(s, g.stats);
+    if (!g.source.empty()) s["source"] = g.source;
     gemms.push_back(std::move(s));
   }
   Json kernels = Json::array();
-  for (const auto& k : db.kernels) kernels.push_back({{"op", k.op}, {"bytes", k.bytes}, {"time_s", k.time_s}});
+  for (const auto& k : db.kernels) {
+    Json s{{"op", k.op}, {"bytes", k.bytes}, {"time_s", k.time_s}};
+    WriteStats(s, k.stats);
+    if (!k.source.empty()) s["source"] = k.source;
+    kernels.push_back(std::move(s));
+  }
   Json colls = Json::array();
   for (const auto& c : db.collectives) {
     Json pts = Json::array();
     for (const auto& p : c.points) {
-      pts.push_back({{"bytes", p.bytes}, {"time_s", p.time_s}, {"algbw_GBps", p.algbw_GBps},
-                     {"busbw_GBps", p.busbw_GBps}});
+      Json pt{{"bytes", p.bytes}, {"time_s", p.time_s}, {"algbw_GBps", p.algbw_GBps}, {"busbw_GBps", p.busbw_GBps}};
+      WriteStats(pt, p.stats);
+      pts.push_back(std::move(pt));
     }
-    colls.push_back({{"op", ToString(c.op)}, {"group_size", c.group_size}, {"spans_nodes", c.spans_nodes},
-                     {"source", c.source}, {"points", pts}});
+    Json curve{{"op", ToString(c.op)}, {"group_size", c.group_size}, {"spans_nodes", c.spans_nodes},
+               {"source", c.source}, {"points", pts}};
+    if (!c.origin.empty()) curve["origin"] = c.origin;
+    if (!c.placement.empty()) curve["placement"] = c.placement;
+    colls.push_back(std::move(curve));
   }
   Json j{{"kind", "costdb"}, {"version", kCostDbVersion}, {"device", db.device},
          {"contention_factor", db.contention_factor}, {"gemm", gemms}, {"kernels", kernels},
          {"collectives", colls}};
   if (!db.cluster.empty()) j["cluster"] = db.cluster;
+  if (!db.contention.source.empty()) {
+    j["contention"] = {{"source", db.contention.source}, {"samples", db.contention.samples},
+                       {"spread", db.contention.spread}};
+  }
+  if (!db.skipped.empty()) {
+    Json skipped = Json::array();
+    for (const auto& s : db.skipped) skipped.push_back({{"what", s.what}, {"reason", s.reason}});
+    j["skipped"] = skipped;
+  }
   return j;
 }
 

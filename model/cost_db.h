@@ -11,6 +11,14 @@
 
 namespace parallax {
 
+//! How a measured time was obtained: a median over `repetitions` timed runs (after warm-up) and
+//! the interquartile range of those runs. Both 0 when unknown (files written before they existed,
+//! imports that print one averaged figure).
+struct MeasurementStats {
+  int64_t repetitions = 0;
+  double spread_s = 0;  //!< q3 - q1 of the repetitions, seconds
+};
+
 //! One measured GEMM: `batch` independent C[m,n] = A[m,k] B[k,n] in `dtype` (one strided-batched
 //! call when batch > 1, as attention's score and context products run).
 struct GemmSample {
@@ -18,6 +26,8 @@ struct GemmSample {
   int64_t batch = 1;
   DType dtype = DType::kBf16;
   double time_s = 0;
+  MeasurementStats stats{};
+  std::string source{};  //!< "calibrate", "refine" (empty: unknown)
   double tflops() const { return 2.0 * static_cast<double>(m) * n * k * batch / time_s / 1e12; }
 };
 
@@ -26,6 +36,8 @@ struct KernelSample {
   std::string op;  //!< an OpKind name ("attn_norm", "act", "optimizer", ...) or "attn_core"
   int64_t bytes = 0;  //!< bytes read + written
   double time_s = 0;
+  MeasurementStats stats{};
+  std::string source{};  //!< "calibrate", "refine" (empty: unknown)
 };
 
 //! One point of a collective's bandwidth-vs-size curve, nccl-tests definitions.
@@ -34,6 +46,7 @@ struct CollectivePoint {
   double time_s = 0;
   double algbw_GBps = 0;
   double busbw_GBps = 0;
+  MeasurementStats stats{};
 };
 
 enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kSendRecv };
@@ -43,7 +56,23 @@ struct CollectiveCurve {
   int64_t group_size = 0;
   bool spans_nodes = false;  //!< group crosses node boundaries
   std::string source;        //!< "calibrate", "nccl-tests", "refine"
+  std::string origin{};      //!< where it came from (an imported file's name); may be empty
+  std::string placement{};   //!< "in-place", "out-of-place" or empty (unknown / not applicable)
   std::vector<CollectivePoint> points;  //!< sorted by bytes
+};
+
+//! A measurement that could not be taken (out of memory at a large shape, a failed validation
+//! row in an import): kept so the database says what is missing and why.
+struct SkippedMeasurement {
+  std::string what;    //!< "gemm m=65536 n=65536 k=8192 bf16", "all_reduce 8 ranks 8 B (file:line)"
+  std::string reason;
+};
+
+//! Compute slowdown while communication overlaps it, as fitted from measurements.
+struct ContentionFit {
+  std::string source;   //!< "calibrate", "refine"
+  int64_t samples = 0;  //!< overlapped op instances the factor was fitted on
+  double spread = 0;    //!< interquartile range of the per-op slowdowns
 };
 
 struct CostDb {
@@ -53,6 +82,8 @@ struct CostDb {
   std::vector<KernelSample> kernels;
   std::vector<CollectiveCurve> collectives;
   double contention_factor = 1.0;  //!< compute slowdown while communication overlaps (>= 1)
+  ContentionFit contention{};      //!< how contention_factor was obtained (empty source: not fitted)
+  std::vector<SkippedMeasurement> skipped{};
 };
 
 const char* ToString(CollectiveKind k);

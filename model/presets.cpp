@@ -10,6 +10,9 @@
 //   Llama 2 (2023), Llama 3 (Meta 2024) configs.
 #include "model/presets.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <map>
 
 namespace parallax {
@@ -167,12 +170,25 @@ const std::map<std::string, DeviceSpec>& Devices() {
     d->emplace("a100-sxm-80g", with(Device("a100-sxm-80g", a100, 80, 2039), Ampere()));
     d->emplace("h100-sxm-80g", with(Device("h100-sxm-80g", h100, 80, 3350), Hopper()));
     d->emplace("h200-sxm-141g", with(Device("h200-sxm-141g", h100, 140.4, 4800), Hopper()));
-    // Nominal figures for a 2-core AVX2 machine (2 cores x 2.5 GHz x 32 fp32 FLOP/cycle); meant to
-    // be replaced by `parallax calibrate --backend cpu`, which measures the machine it runs on.
-    d->emplace("cpu", Device("cpu", PeakTflops{0.16, 0, 0, 0, 0}, 16, 20));
+    // One core of an AVX2 machine, the device one CPU rank runs on: 2.5 GHz x 32 fp32 FLOP/cycle
+    // (two 8-lane FMA units: 2 x 8 x 2) = 0.08 TFLOP/s, and a core's share (half) of a two-channel
+    // DDR4 host's nominal 20 GB/s; 8 GiB. Nominal figures, meant to be replaced by
+    // `parallax calibrate --backend cpu`, which measures the machine it runs on.
+    d->emplace("cpu", Device("cpu", PeakTflops{0.08, 0, 0, 0, 0}, 8, 10));
     return d;
   }();
   return *devices;
+}
+
+//! Cores this process may run on (sysconf(_SC_NPROCESSORS_ONLN)), at least 1.
+int64_t LocalCores() { return std::max<int64_t>(1, static_cast<int64_t>(::sysconf(_SC_NPROCESSORS_ONLN))); }
+
+//! Physical memory of this host in GiB (0 when the system does not say).
+double LocalMemoryGiB() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<double>(pages) * static_cast<double>(page) / (1024.0 * 1024.0 * 1024.0);
 }
 
 ClusterSpec Cluster(const std::string& name, int64_t gpus_per_node, const std::string& device, LinkSpec intra,
@@ -194,8 +210,12 @@ const std::map<std::string, ClusterSpec>& Clusters() {
     c->emplace("dgx-a100", Cluster("dgx-a100", 8, "a100-sxm-80g", {300, 3}, {200, 5}));
     c->emplace("dgx-h100", Cluster("dgx-h100", 8, "h100-sxm-80g", {450, 3}, {400, 5}));
     c->emplace("dgx-h200", Cluster("dgx-h200", 8, "h200-sxm-141g", {450, 3}, {400, 5}));
-    // One host, MPI ranks over shared memory; a 10 GbE link between hosts.
-    c->emplace("local-cpu", Cluster("local-cpu", 4, "cpu", {5, 1}, {1.25, 20}));
+    // This host: one device per online core (one MPI rank each, over shared memory), each with its
+    // share of the host's memory; a 10 GbE link between hosts. Compute and link figures stay nominal
+    // until `parallax calibrate --cluster-out` measures them.
+    ClusterSpec local = Cluster("local-cpu", LocalCores(), "cpu", {5, 1}, {1.25, 20});
+    if (const double mem = LocalMemoryGiB(); mem > 0) local.device.memory_GiB = mem / static_cast<double>(LocalCores());
+    c->emplace("local-cpu", local);
     return c;
   }();
   return *clusters;

@@ -11,7 +11,7 @@ bin="$PWD/build/cli/parallax"
 out="$PWD/build/demo"
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ranks=4
+ranks=$(nproc)  # local-cpu has one device per core of this machine
 
 echo
 echo "== 1. parallax model show llama3-8b"

@@ -38,10 +38,20 @@ class Pricer {
       o.tp_comm = true;
       return o;
     }
-    for (const GemmShape& g : s.gemms) o.time_s += c_.Gemm(g.m, g.n, g.k, g.batch);
+    for (const GemmShape& g : s.gemms) {
+      GemmPart part{static_cast<int64_t>(g.m), static_cast<int64_t>(g.n), static_cast<int64_t>(g.k),
+                    static_cast<int64_t>(g.batch)};
+      part.time_s = c_.Gemm(g.m, g.n, g.k, g.batch);
+      o.time_s += part.time_s;
+      o.gemms.push_back(part);  // refine samples measured times at these shapes
+    }
     if (s.flash) o.time_s += c_.FlashAttention(*s.flash);
     // Memory-bound part: the op's own family (an OpKind name), as CostDb kernels are keyed.
-    if (s.bytes > 0 && !s.flash) o.time_s += c_.MemoryBound(ToString(s.op), s.bytes);
+    if (s.bytes > 0 && !s.flash) {
+      o.memory_family = ToString(s.op);
+      o.memory_time_s = c_.MemoryBound(o.memory_family, s.bytes);
+      o.time_s += o.memory_time_s;
+    }
     o.flops = s.gemms.empty() && !s.flash ? 0 : s.executed_flops;
     o.time_s = std::max(o.time_s, static_cast<double>(s.kernels) * impl_.launch_overhead_us.value * 1e-6);
     return o;

@@ -17,6 +17,12 @@
 
 namespace parallax::planner {
 
+//! One GEMM of an op as it was priced: the shape `refine` turns a measured time into a sample at.
+struct GemmPart {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  double time_s = 0;
+};
+
 struct CostedOp {
   OpKind op = OpKind::kQkv;
   Phase phase = Phase::kFwd;
@@ -24,6 +30,9 @@ struct CostedOp {
   double flops = 0;      //!< floating-point work (GEMMs); 0 for memory-bound ops and comm
   double bytes = 0;      //!< bytes moved (memory-bound) or message size (comm)
   bool tp_comm = false;  //!< a TP collective: on the critical path, drawn on the tp-comm track
+  std::vector<GemmPart> gemms{};         //!< the op's GEMMs (empty for memory-bound ops and comm)
+  const char* memory_family = nullptr;   //!< CostDb kernel family of its memory-bound part (`bytes`)
+  double memory_time_s = 0;              //!< time of that part
 };
 
 //! One micro-batch through one unit (a layer, the embedding or the head), forward and backward.

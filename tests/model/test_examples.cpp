@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "model/cost_db.h"
+#include "model/implementation.h"
 #include "model/load.h"
 
 namespace parallax {
@@ -22,6 +23,9 @@ TEST(Examples, EveryExampleLoads) {
     else if (kind == "cluster") EXPECT_TRUE(LoadClusterFile(path)) << LoadClusterFile(path).error().message;
     else if (kind == "plan") EXPECT_TRUE(LoadPlanFile(path)) << LoadPlanFile(path).error().message;
     else if (kind == "costdb") EXPECT_TRUE(LoadCostDbFile(path)) << LoadCostDbFile(path).error().message;
+    else if (kind == "implementation") {
+      EXPECT_TRUE(ResolveImplementation(path)) << ResolveImplementation(path).error().message;
+    }
     else ADD_FAILURE() << "unknown kind " << kind;
     ++n;
   }

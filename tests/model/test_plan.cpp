@@ -31,7 +31,7 @@ TEST(Layout, NamesTheBrokenRule) {
   EXPECT_EQ(Check("dp=16,tp=1,pp=1,global_batch=64", "gpt-tiny", 2), "ok");
   // tp=16 on 8-GPU nodes spans two whole nodes: allowed (its collectives cross nodes); tp=12 is not.
   EXPECT_EQ(Check("dp=1,tp=16,pp=1,global_batch=64", "gpt3-175b"), "ok");
-  EXPECT_EQ(Check("dp=1,tp=12,pp=1,global_batch=64", "gpt3-175b"),
+  EXPECT_EQ(Check("dp=2,tp=12,pp=1,global_batch=64", "gpt3-175b", 3),
             "plan: tp=12 exceeds gpus_per_node=8 and is not a multiple of it (a tensor-parallel group spans whole nodes)");
   EXPECT_EQ(Check("dp=2,tp=8,pp=1,global_batch=64", "gpt-tiny"), "plan: tp=8 does not divide heads=4");
   EXPECT_EQ(Check("dp=1,tp=16,pp=1,global_batch=64"), "plan: tp=16 does not divide kv_heads=8");

@@ -1,5 +1,6 @@
 // Presets agree with the published tables they come from.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
@@ -78,6 +79,22 @@ TEST(Presets, UnknownNamesListTheKnownOnes) {
   auto c = ResolveCluster("dgx-b200");
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("dgx-h100"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace parallax
+
+namespace parallax {
+namespace {
+
+// Issue 10 item 7: the local CPU cluster is this machine (one device per online core), not a
+// fixed 4 devices.
+TEST(Presets, LocalCpuHasOneDevicePerCoreOfThisMachine) {
+  const auto c = *ClusterPreset("local-cpu");
+  EXPECT_EQ(c.nodes, 1);
+  EXPECT_EQ(c.gpus_per_node, static_cast<int64_t>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  EXPECT_GT(c.device.memory_GiB, 0);
+  EXPECT_EQ(c.device.name, "cpu");
 }
 
 }  // namespace

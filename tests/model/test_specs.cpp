@@ -67,6 +67,7 @@ TEST(Specs, PlanRoundTripsThroughAFile) {
   Plan p;
   p.model = *ModelPreset("gpt-tiny");
   p.cluster = *ClusterPreset("local-cpu");
+  p.cluster.gpus_per_node = 4;  // local-cpu has this machine's core count; the plan needs 4 ranks
   p.training.global_batch = 8;
   p.training.precision = Precision::kFp32;
   p.layout = *ParseInlineLayout("dp=2,tp=2,pp=1,zero=1,micro_batch=2,global_batch=8,recompute=full,sp=1");

@@ -1,0 +1,19 @@
+#pragma once
+// Adds refined samples to a cost database. A sample at a shape the database already holds
+// replaces it (the newer measurement of the same shape wins); a collective point joins the curve
+// the planner reads for its (op, group size, node span), or starts a "refine" curve.
+
+#include "model/cost_db.h"
+#include "profiler/refine/sample_fit.h"
+
+namespace parallax::profiler {
+
+struct MergeCounts {
+  int64_t gemms_added = 0, gemms_replaced = 0;
+  int64_t kernels_added = 0, kernels_replaced = 0;
+  int64_t collective_points_added = 0, collective_points_replaced = 0;
+};
+
+MergeCounts MergeSamples(const FittedSamples& fitted, CostDb& db);
+
+}  // namespace parallax::profiler

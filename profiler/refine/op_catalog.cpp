@@ -1,0 +1,122 @@
+#include "profiler/refine/op_catalog.h"
+
+#include "planner/memory/memory_model.h"
+
+namespace parallax::profiler {
+namespace {
+
+const std::vector<planner::CostedOp>* ListFor(const planner::UnitOps& u, Phase phase) {
+  if (phase == Phase::kFwd) return &u.fwd;
+  if (phase == Phase::kBwd || phase == Phase::kRecompute) return &u.bwd;
+  return nullptr;
+}
+
+}  // namespace
+
+OpCatalog::OpCatalog(const Plan& plan, const CostDb* db) : plan_(plan), ctx_(plan.cluster, plan.training.precision, db) {
+  const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
+  units_ = &ctx_.Units(plan.model, plan.layout, seq);
+}
+
+std::optional<ComputeDescription> OpCatalog::FromCostedOp(const OpIdentity& id) const {
+  const planner::UnitOps* unit = &units_->layer;
+  if (id.layer < 0) {
+    if (id.op == OpKind::kEmbedding) {
+      unit = &units_->embedding;
+    } else if (id.op == OpKind::kFinalNorm || id.op == OpKind::kLmHead || id.op == OpKind::kLoss) {
+      unit = &units_->head;
+    } else {
+      return std::nullopt;
+    }
+  }
+  const auto* list = ListFor(*unit, id.phase);
+  if (list == nullptr) return std::nullopt;
+  for (const planner::CostedOp& o : *list) {
+    if (o.op != id.op || o.phase != id.phase || o.tp_comm) continue;
+    ComputeDescription d;
+    d.gemms = o.gemms;
+    if (o.memory_family != nullptr && o.bytes > 0) {
+      d.memory.push_back({o.memory_family, static_cast<int64_t>(o.bytes), o.memory_time_s});
+    }
+    d.time_s = o.time_s;
+    return d;
+  }
+  return std::nullopt;
+}
+
+ComputeDescription OpCatalog::Optimizer(int64_t pp_rank) const {
+  // As planner/cost/plan_costs.cpp prices it: AdamW over the rank's shard (28 B/param) plus the
+  // grad-norm read of its gradient shard.
+  const Layout& l = plan_.layout;
+  const double params = static_cast<double>(planner::RankParams(plan_.model, l, pp_rank));
+  const double grad_e = plan_.training.precision == Precision::kFp32 ? 4.0 : 2.0;
+  const double shard = params / static_cast<double>(l.zero_stage >= 1 ? l.dp : 1);
+  const double grad_shard = params / static_cast<double>(l.zero_stage >= 2 ? l.dp : 1);
+  ComputeDescription d;
+  const auto& c = ctx_.compute();
+  d.memory.push_back({"optimizer", static_cast<int64_t>(28.0 * shard), c.MemoryBound("optimizer", 28.0 * shard)});
+  d.memory.push_back({"grad_clip", static_cast<int64_t>(grad_e * grad_shard), c.MemoryBound("grad_clip", grad_e * grad_shard)});
+  d.time_s = d.memory[0].time_s + d.memory[1].time_s;
+  return d;
+}
+
+OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes) const {
+  OpDescription out;
+  const Layout& l = plan_.layout;
+  switch (id.op) {
+    case OpKind::kTpAllReduce:
+    case OpKind::kTpAllGather:
+    case OpKind::kTpReduceScatter: {
+      if (predicted_bytes <= 0) {
+        out.not_sampled = "the predicted slice carries no message size";
+        return out;
+      }
+      CollectiveDescription c;
+      c.kind = id.op == OpKind::kTpAllReduce   ? CollectiveKind::kAllReduce
+               : id.op == OpKind::kTpAllGather ? CollectiveKind::kAllGather
+                                               : CollectiveKind::kReduceScatter;
+      c.bytes = predicted_bytes;
+      c.group = planner::PlaceGroup(l, plan_.cluster, planner::GroupKind::kTp);
+      out.collective = c;
+      return out;
+    }
+    case OpKind::kPpSend: {
+      if (l.tp > 1 && !l.sequence_parallel) {
+        out.not_sampled = "the planner prices the send together with a TP all-gather (Megatron scatter/gather)";
+        return out;
+      }
+      const int64_t seq = plan_.training.seq_len > 0 ? plan_.training.seq_len : plan_.model.seq_len;
+      const double e = static_cast<double>(ctx_.compute().element_bytes());
+      const int64_t pp_rank = id.stage % l.pp;
+      const int64_t peer = id.phase == Phase::kBwd ? (pp_rank - 1 + l.pp) % l.pp : (pp_rank + 1) % l.pp;
+      CollectiveDescription c;
+      c.kind = CollectiveKind::kSendRecv;
+      c.bytes = static_cast<int64_t>(e * static_cast<double>(l.micro_batch * seq * plan_.model.hidden) /
+                                     static_cast<double>(l.tp));
+      c.group = planner::PlacePipelineHop(l, plan_.cluster, pp_rank, peer);
+      out.collective = c;
+      return out;
+    }
+    case OpKind::kPpRecv:
+      out.not_sampled = "a receive's time includes waiting for the sender (pipeline bubble)";
+      return out;
+    case OpKind::kDpAllReduce:
+    case OpKind::kDpReduceScatter:
+    case OpKind::kDpAllGather:
+      out.not_sampled = "DP collectives are not sampled yet (their bucket sizes are not in the predicted trace)";
+      return out;
+    case OpKind::kGradClip:
+      out.not_sampled = "the planner prices the grad-norm as a 4-byte all-reduce; the measured slice also computes "
+                        "the norm";
+      return out;
+    case OpKind::kOptimizer:
+      out.compute = Optimizer(id.rank / (l.tp * l.dp));
+      return out;
+    default: break;
+  }
+  out.compute = FromCostedOp(id);
+  if (!out.compute) out.not_sampled = "the planner has no costed op for this identity";
+  return out;
+}
+
+}  // namespace parallax::profiler

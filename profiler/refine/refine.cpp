@@ -1,0 +1,221 @@
+#include "profiler/refine/refine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <unordered_map>
+
+#include "planner/sim/simulator.h"
+#include "profiler/refine/op_catalog.h"
+#include "profiler/refine/sample_fit.h"
+
+namespace parallax::profiler {
+namespace {
+
+double Rel(double predicted, double measured) { return measured > 0 ? (predicted - measured) / measured : 0; }
+
+//! Checks what the measured trace says it ran against the plan; adopts its training precision.
+Status MatchRecordedPlan(const traces::Trace& measured, const std::string& file, Plan& plan) {
+  const Json& rec = measured.metadata.plan;
+  if (rec.is_object() && rec.contains("layout")) {
+    auto rec_layout = rec["layout"];
+    const Json want = LayoutToJson(plan.layout);
+    if (rec_layout != want) {
+      const std::string ran = rec_layout.dump();
+      return BadInput(file + ": /otherData/plan/layout: the trace is of another plan: it ran " + ran +
+                      ", the plan to refine is " + want.dump());
+    }
+    if (rec.contains("training") && rec["training"].is_object() && rec["training"].contains("precision")) {
+      const std::string p = rec["training"]["precision"].is_string() ? rec["training"]["precision"].get<std::string>() : "";
+      if (p == "fp32") plan.training.precision = Precision::kFp32;
+      if (p == "bf16") plan.training.precision = Precision::kBf16;
+      if (p == "fp16") plan.training.precision = Precision::kFp16;
+    }
+  }
+  if (measured.metadata.model.is_string() && measured.metadata.model.get<std::string>() != plan.model.name) {
+    return BadInput(file + ": /otherData/model: the trace ran model \"" + measured.metadata.model.get<std::string>() +
+                    "\", the plan's model is \"" + plan.model.name + "\"");
+  }
+  return Status::Ok();
+}
+
+//! Per rank, the measured DP-communication intervals, sorted by start.
+std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> DpIntervals(const traces::Trace& t) {
+  std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> out;
+  for (size_t i = 0; i < t.slices().size(); ++i) {
+    const traces::Slice& s = t.slice(i);
+    const traces::Track& tr = t.track(s.track);
+    if (tr.stream != traces::Stream::kDpComm || s.dur_ns <= 0) continue;
+    out[tr.rank].push_back({s.start_ns, s.end_ns()});
+  }
+  for (auto& [r, v] : out) std::sort(v.begin(), v.end());
+  return out;
+}
+
+//! True when [b, e) intersects one of `v` (slices of one stream: sorted by start and by end).
+bool Overlaps(const std::vector<std::pair<int64_t, int64_t>>& v, int64_t b, int64_t e) {
+  auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(e, int64_t{0}));
+  return it != v.begin() && std::prev(it)->second > b;
+}
+
+std::map<std::string, std::pair<int64_t, std::pair<double, double>>> ByFamily(const traces::TraceDiff& d) {
+  std::map<std::string, std::pair<int64_t, std::pair<double, double>>> f;  // op -> matched, (pred, meas)
+  for (const auto& o : d.per_op) {
+    auto& e = f[o.op];
+    e.first += o.matched;
+    e.second.first += static_cast<double>(o.predicted_ns) * 1e-9;
+    e.second.second += static_cast<double>(o.measured_ns) * 1e-9;
+  }
+  return f;
+}
+
+Result<traces::Trace> Predict(const Plan& plan, const CostDb& db) {
+  planner::SimOptions so;
+  so.record_trace = true;
+  so.all_ranks = true;
+  auto sim = planner::Simulate(plan, &db, so);
+  if (!sim) return sim.error();
+  return std::move(*sim->trace);
+}
+
+}  // namespace
+
+Result<RefineResult> Refine(const Plan& plan_in, const traces::Trace& measured, const std::string& trace_file,
+                            const CostDb& db_in) {
+  RefineResult r;
+  r.plan = plan_in;
+  if (Status s = MatchRecordedPlan(measured, trace_file, r.plan); !s) return s.error();
+  auto predicted = Predict(r.plan, db_in);
+  if (!predicted) return predicted.error();
+  const traces::Alignment al = traces::AlignSlices(*predicted, measured);
+  if (al.mode != traces::AlignMode::kIdentity) {
+    return BadInput(trace_file + ": its slices carry no op identities (record it with `parallax run --trace`)");
+  }
+  if (al.pairs.empty()) {
+    return BadInput(trace_file + ": no measured op matches an op identity of the plan (" +
+                    LayoutToString(r.plan.layout) + "): the trace is of another plan");
+  }
+  const double matched_share =
+      static_cast<double>(al.pairs.size()) / static_cast<double>(al.pairs.size() + static_cast<size_t>(al.only_measured));
+  if (matched_share < 0.5) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.0f%%", matched_share * 100);
+    return BadInput(trace_file + ": only " + buf + " of its measured ops match the plan's op identities (" +
+                    LayoutToString(r.plan.layout) + "): the trace is of another plan");
+  }
+
+  const auto dp = DpIntervals(measured);
+  std::vector<OpInstance> instances;
+  instances.reserve(al.pairs.size());
+  for (const auto& [pi, mi] : al.pairs) {
+    const traces::Slice& ps = predicted->slice(pi);
+    const traces::Slice& ms = measured.slice(mi);
+    OpInstance in;
+    in.id = *predicted->identity(ps);
+    const traces::SliceArgs* args = predicted->args(ps);
+    in.predicted_bytes = args ? args->bytes : -1;
+    in.measured_s = static_cast<double>(ms.dur_ns) * 1e-9;
+    const traces::Track& tr = measured.track(ms.track);
+    if (tr.stream == traces::Stream::kCompute) {
+      auto it = dp.find(tr.rank);
+      in.overlapped = it != dp.end() && Overlaps(it->second, ms.start_ns, ms.end_ns());
+    }
+    instances.push_back(in);
+  }
+
+  OpCatalog catalog(r.plan, &db_in);
+  const FittedSamples fitted = FitSamples(catalog, instances);
+  r.instances_used = fitted.instances_used;
+  r.not_sampled = fitted.not_sampled;
+  r.contention_refitted = fitted.contention_factor.has_value();
+  r.db = db_in;
+  r.merged = MergeSamples(fitted, r.db);
+
+  r.before = traces::DiffTraces(*predicted, measured);
+  auto after = Predict(r.plan, r.db);
+  if (!after) return after.error();
+  r.after = traces::DiffTraces(*after, measured);
+  const auto fb = ByFamily(r.before);
+  const auto fa = ByFamily(r.after);
+  for (const auto& [op, e] : fb) {
+    OpFamilyError f;
+    f.op = op;
+    f.matched = e.first;
+    f.measured_s = e.second.second;
+    f.predicted_before_s = e.second.first;
+    auto it = fa.find(op);
+    f.predicted_after_s = it != fa.end() ? it->second.second.first : 0;
+    f.error_before = Rel(f.predicted_before_s, f.measured_s);
+    f.error_after = Rel(f.predicted_after_s, f.measured_s);
+    r.families.push_back(f);
+  }
+  std::sort(r.families.begin(), r.families.end(),
+            [](const OpFamilyError& a, const OpFamilyError& b) { return a.measured_s > b.measured_s; });
+  return r;
+}
+
+Json RefineToJson(const RefineResult& r) {
+  Json fam = Json::array();
+  for (const auto& f : r.families) {
+    fam.push_back({{"op", f.op}, {"matched", f.matched}, {"measured_s", f.measured_s},
+                   {"predicted_before_s", f.predicted_before_s}, {"predicted_after_s", f.predicted_after_s},
+                   {"error_before", f.error_before}, {"error_after", f.error_after}});
+  }
+  Json not_sampled = Json::object();
+  for (const auto& [why, n] : r.not_sampled) not_sampled[why] = n;
+  const auto& m = r.merged;
+  return Json{{"layout", LayoutToString(r.plan.layout)},
+              {"step_time", {{"measured_s", static_cast<double>(r.before.measured_step_ns) * 1e-9},
+                             {"predicted_before_s", static_cast<double>(r.before.predicted_step_ns) * 1e-9},
+                             {"predicted_after_s", static_cast<double>(r.after.predicted_step_ns) * 1e-9},
+                             {"error_before", r.before.step_time_error},
+                             {"error_after", r.after.step_time_error},
+                             {"measured_steps", r.before.measured_steps}}},
+              {"families", fam},
+              {"samples", {{"instances", r.instances_used},
+                           {"gemms_added", m.gemms_added}, {"gemms_replaced", m.gemms_replaced},
+                           {"kernels_added", m.kernels_added}, {"kernels_replaced", m.kernels_replaced},
+                           {"collective_points_added", m.collective_points_added},
+                           {"collective_points_replaced", m.collective_points_replaced}}},
+              {"not_sampled", not_sampled},
+              {"contention", {{"refitted", r.contention_refitted}, {"factor", r.db.contention_factor}}}};
+}
+
+std::string FormatRefine(const RefineResult& r) {
+  std::string out;
+  char buf[256];
+  const double meas = static_cast<double>(r.before.measured_step_ns) * 1e-9;
+  std::snprintf(buf, sizeof buf, "refine %s on %zu measured step(s)\n", LayoutToString(r.plan.layout).c_str(),
+                r.before.measured_steps.size());
+  out += buf;
+  std::snprintf(buf, sizeof buf, "step time: measured %.3f ms, predicted %.3f ms (%+.1f%%) before, %.3f ms (%+.1f%%) after\n",
+                meas * 1e3, static_cast<double>(r.before.predicted_step_ns) * 1e-6, r.before.step_time_error * 100,
+                static_cast<double>(r.after.predicted_step_ns) * 1e-6, r.after.step_time_error * 100);
+  out += buf;
+  std::snprintf(buf, sizeof buf, "%-14s %8s %12s %10s %10s\n", "op", "matched", "measured", "before", "after");
+  out += buf;
+  for (const auto& f : r.families) {
+    std::snprintf(buf, sizeof buf, "%-14s %8lld %9.3f ms %+9.1f%% %+9.1f%%\n", f.op.c_str(),
+                  static_cast<long long>(f.matched), f.measured_s * 1e3, f.error_before * 100, f.error_after * 100);
+    out += buf;
+  }
+  const auto& m = r.merged;
+  std::snprintf(buf, sizeof buf,
+                "samples from %lld op instances: GEMM %lld new / %lld replaced, kernels %lld / %lld, collective points "
+                "%lld / %lld; contention %s (%.3f)\n",
+                static_cast<long long>(r.instances_used), static_cast<long long>(m.gemms_added),
+                static_cast<long long>(m.gemms_replaced), static_cast<long long>(m.kernels_added),
+                static_cast<long long>(m.kernels_replaced), static_cast<long long>(m.collective_points_added),
+                static_cast<long long>(m.collective_points_replaced),
+                r.contention_refitted ? "re-fitted" : "unchanged (no op ran both overlapped and alone)",
+                r.db.contention_factor);
+  out += buf;
+  for (const auto& [why, n] : r.not_sampled) {
+    std::snprintf(buf, sizeof buf, "  not sampled: %lld x %s\n", static_cast<long long>(n), why.c_str());
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace parallax::profiler

@@ -1,0 +1,130 @@
+#include "profiler/refine/sample_fit.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "profiler/calibrate/measurement.h"
+
+namespace parallax::profiler {
+namespace {
+
+struct Group {
+  OpDescription desc;
+  std::vector<double> alone;
+  std::vector<double> overlapped;
+};
+
+std::string KeyOf(const OpInstance& in, const OpDescription& d) {
+  if (d.collective) {
+    const auto& c = *d.collective;
+    return std::string("coll/") + ToString(c.kind) + "/" + std::to_string(c.bytes) + "/" + std::to_string(c.group.size) +
+           (c.group.spans_nodes() ? "/inter" : "/intra");
+  }
+  std::string k = std::string("op/") + ToString(in.id.op) + "/" + ToString(in.id.phase) + (in.id.layer < 0 ? "/outer" : "/layer");
+  if (in.id.op == OpKind::kOptimizer) k += "/rank" + std::to_string(in.id.rank);
+  return k;
+}
+
+//! An estimate of one shape's time from one op group (several groups may share a shape).
+struct Estimate {
+  double time_s = 0;
+  double spread_s = 0;
+  int64_t repetitions = 0;
+};
+
+Measurement Pool(const std::vector<Estimate>& est) {
+  std::vector<double> t, s;
+  int64_t reps = 0;
+  for (const auto& e : est) {
+    t.push_back(e.time_s);
+    s.push_back(e.spread_s);
+    reps += e.repetitions;
+  }
+  std::sort(t.begin(), t.end());
+  std::sort(s.begin(), s.end());
+  Measurement m;
+  m.median_s = Quantile(t, 0.5);
+  m.spread_s = Quantile(s, 0.5);
+  m.repetitions = reps;
+  return m;
+}
+
+}  // namespace
+
+FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>& instances) {
+  FittedSamples out;
+  std::map<std::string, Group> groups;
+  for (const OpInstance& in : instances) {
+    OpDescription d = catalog.Describe(in.id, in.predicted_bytes);
+    if (!d.not_sampled.empty()) {
+      ++out.not_sampled[std::string(ToString(in.id.op)) + ": " + d.not_sampled];
+      continue;
+    }
+    if (in.measured_s <= 0) {
+      ++out.not_sampled["zero-length measured slices"];
+      continue;
+    }
+    ++out.instances_used;
+    Group& g = groups[KeyOf(in, d)];
+    if (g.alone.empty() && g.overlapped.empty()) g.desc = std::move(d);
+    (in.overlapped && !g.desc.collective ? g.overlapped : g.alone).push_back(in.measured_s);
+  }
+
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<Estimate>> gemm_est;
+  std::map<std::pair<std::string, int64_t>, std::vector<Estimate>> kernel_est;
+  std::vector<double> ratios;
+  for (auto& [key, g] : groups) {
+    const Measurement alone = Summarize(g.alone);
+    const Measurement over = Summarize(g.overlapped);
+    if (g.desc.collective) {
+      CollectiveSample s;
+      s.what = *g.desc.collective;
+      s.point.bytes = s.what.bytes;
+      s.point.time_s = alone.median_s;
+      s.point.algbw_GBps = static_cast<double>(s.what.bytes) / alone.median_s / 1e9;
+      s.point.busbw_GBps =
+          s.point.algbw_GBps * planner::CollectiveModel::BusFactor(s.what.kind, std::max<int64_t>(s.what.group.size, 2));
+      s.point.stats = alone.stats();
+      out.collectives.push_back(s);
+      continue;
+    }
+    if (!g.alone.empty() && !g.overlapped.empty()) {
+      ratios.push_back(over.median_s / alone.median_s);
+      out.contention.samples += static_cast<int64_t>(g.overlapped.size());
+    }
+    const Measurement m = g.alone.empty() ? over : alone;
+    const ComputeDescription& c = *g.desc.compute;
+    if (c.time_s <= 0) continue;
+    for (const auto& part : c.gemms) {
+      const double share = part.time_s / c.time_s;
+      gemm_est[{part.m, part.n, part.k, part.batch}].push_back({m.median_s * share, m.spread_s * share, m.repetitions});
+    }
+    for (const auto& part : c.memory) {
+      const double share = part.time_s / c.time_s;
+      kernel_est[{part.family, part.bytes}].push_back({m.median_s * share, m.spread_s * share, m.repetitions});
+    }
+  }
+  for (const auto& [shape, est] : gemm_est) {
+    const Measurement m = Pool(est);
+    GemmSample s;
+    std::tie(s.m, s.n, s.k, s.batch) = shape;
+    s.dtype = catalog.dtype();
+    s.time_s = m.median_s;
+    s.stats = m.stats();
+    s.source = "refine";
+    out.gemms.push_back(s);
+  }
+  for (const auto& [key, est] : kernel_est) {
+    const Measurement m = Pool(est);
+    out.kernels.push_back({key.first, key.second, m.median_s, m.stats(), "refine"});
+  }
+  if (!ratios.empty()) {
+    std::sort(ratios.begin(), ratios.end());
+    out.contention_factor = std::max(1.0, Quantile(ratios, 0.5));
+    out.contention.source = "refine";
+    out.contention.spread = Quantile(ratios, 0.75) - Quantile(ratios, 0.25);
+  }
+  return out;
+}
+
+}  // namespace parallax::profiler

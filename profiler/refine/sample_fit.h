@@ -1,0 +1,45 @@
+#pragma once
+// Measured op instances -> CostDb samples at the planner's shapes. Instances of the same op
+// description (every layer, micro-batch, rank and step of one op) pool into one median with its
+// interquartile range. A compute op's measured time is shared among its GEMMs and memory-bound
+// parts in proportion to their predicted times (the only apportioning there is: an op that is one
+// GEMM becomes exactly one sample at that GEMM's shape). Compute instances overlapped by measured
+// DP communication on their rank are kept apart: the samples come from the others, and the ratio
+// overlapped / alone of the ops that have both is the contention factor.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/cost_db.h"
+#include "profiler/refine/op_catalog.h"
+
+namespace parallax::profiler {
+
+struct OpInstance {
+  OpIdentity id;
+  int64_t predicted_bytes = -1;  //!< bytes arg of the predicted slice
+  double measured_s = 0;
+  bool overlapped = false;  //!< a DP-communication slice of the same rank overlaps it (measured)
+};
+
+struct CollectiveSample {
+  CollectiveDescription what;
+  CollectivePoint point;
+};
+
+struct FittedSamples {
+  std::vector<GemmSample> gemms;
+  std::vector<KernelSample> kernels;
+  std::vector<CollectiveSample> collectives;
+  std::optional<double> contention_factor;  //!< when some op ran both overlapped and alone
+  ContentionFit contention;
+  std::map<std::string, int64_t> not_sampled;  //!< reason -> op instances left out for it
+  int64_t instances_used = 0;
+};
+
+FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>& instances);
+
+}  // namespace parallax::profiler

@@ -1,0 +1,129 @@
+// The calibration loop with measure callbacks whose timings are scripted: warm-up discarded,
+// median and IQR, noisy points measured again, failures skipped with their reason, a stop flag
+// ends the run without results; the progress bar's ETA extrapolates by weight.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <deque>
+
+#include "profiler/calibrate/calibrator.h"
+
+namespace parallax::profiler {
+namespace {
+
+//! A measure callback that returns scripted batches of timings and counts its calls.
+struct Script {
+  std::deque<std::vector<double>> batches;
+  std::vector<int64_t> calls;
+  MeasureFn Fn() {
+    return [this](int64_t n) -> Result<std::vector<double>> {
+      calls.push_back(n);
+      if (batches.empty()) return std::vector<double>(static_cast<size_t>(n), 1.0);
+      auto b = batches.front();
+      batches.pop_front();
+      return b;
+    };
+  }
+};
+
+TEST(Measurement, MedianAndInterquartileRange) {
+  const Measurement m = Summarize({5, 1, 4, 2, 3});
+  EXPECT_DOUBLE_EQ(m.median_s, 3);
+  EXPECT_DOUBLE_EQ(m.spread_s, 2);  // q3 = 4, q1 = 2 (numpy linear)
+  EXPECT_EQ(m.repetitions, 5);
+  EXPECT_DOUBLE_EQ(Summarize({1, 2, 3, 4}).median_s, 2.5);
+}
+
+TEST(Calibrator, WarmUpIsDiscardedAndTheMedianRecorded) {
+  Script s;
+  s.batches = {{100, 100}, {1.0, 1.1, 0.9, 1.0, 50.0}};  // warm-up, then 5 runs with one outlier
+  CalibratorOptions o;
+  o.warmup = 2;
+  o.repetitions = 5;
+  o.max_relative_spread = 0.25;
+  Calibrator c(o);
+  std::vector<Measurement> got;
+  c.Add({"gemm", 0, s.Fn(), [&](const Measurement& m) { got.push_back(m); }});
+  auto r = c.Run();
+  ASSERT_TRUE(r);
+  EXPECT_EQ((std::vector<int64_t>{2, 5}), s.calls);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_DOUBLE_EQ(got[0].median_s, 1.0);
+  EXPECT_NEAR(got[0].spread_s, 0.1, 1e-12);
+  EXPECT_EQ(got[0].remeasured, 0);
+  EXPECT_EQ(r->measured, 1);
+}
+
+TEST(Calibrator, NoisyPointsAreMeasuredAgainAndTheQuietestKept) {
+  Script s;
+  s.batches = {{1}, {1, 2, 3, 4, 5}, {2.0, 2.0, 2.1, 2.0, 2.0}};
+  CalibratorOptions o;
+  o.warmup = 1;
+  o.repetitions = 5;
+  o.max_relative_spread = 0.1;
+  o.max_remeasures = 3;
+  Calibrator c(o);
+  Measurement got;
+  c.Add({"noisy", 0, s.Fn(), [&](const Measurement& m) { got = m; }});
+  auto r = c.Run();
+  ASSERT_TRUE(r);
+  EXPECT_EQ((std::vector<int64_t>{1, 5, 5}), s.calls);  // stops once quiet
+  EXPECT_DOUBLE_EQ(got.median_s, 2.0);
+  EXPECT_EQ(got.remeasured, 1);
+  EXPECT_EQ(r->remeasured, 1);
+  EXPECT_EQ(r->still_noisy, 0);
+}
+
+TEST(Calibrator, PointsThatCannotRunAreSkippedWithTheReason) {
+  CalibratorOptions o;
+  o.warmup = 1;
+  o.repetitions = 3;
+  Calibrator c(o);
+  int recorded = 0;
+  c.Add({"gemm m=65536 n=65536 k=65536 bf16", 0,
+         [](int64_t) -> Result<std::vector<double>> { return Error{"out of memory: 24 GiB requested", ErrorKind::kIo}; },
+         [&](const Measurement&) { ++recorded; }});
+  Script ok;
+  c.Add({"small", 0, ok.Fn(), [&](const Measurement&) { ++recorded; }});
+  auto r = c.Run();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(recorded, 1);
+  ASSERT_EQ(r->skipped.size(), 1u);
+  EXPECT_EQ(r->skipped[0].what, "gemm m=65536 n=65536 k=65536 bf16");
+  EXPECT_EQ(r->skipped[0].reason, "out of memory: 24 GiB requested");
+}
+
+TEST(Calibrator, AStopFlagEndsTheRunWithAnError) {
+  std::atomic<bool> stop{false};
+  CalibratorOptions o;
+  o.warmup = 0;
+  o.repetitions = 2;
+  o.stop = &stop;
+  Calibrator c(o);
+  int recorded = 0;
+  c.Add({"first", 0,
+         [&](int64_t n) -> Result<std::vector<double>> {
+           stop = true;  // as SIGINT would, mid-run
+           return std::vector<double>(static_cast<size_t>(n), 1.0);
+         },
+         [&](const Measurement&) { ++recorded; }});
+  Script never;
+  c.Add({"second", 0, never.Fn(), [&](const Measurement&) { ++recorded; }});
+  auto r = c.Run();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "interrupted: nothing written");
+  EXPECT_TRUE(never.calls.empty());
+}
+
+TEST(ProgressBar, EtaExtrapolatesTheElapsedTimeByWeight) {
+  double now = 100;
+  ProgressBar bar(nullptr, "calibrate", 10.0, [&] { return now; });
+  now = 130;  // 30 s for the first 3 units
+  EXPECT_DOUBLE_EQ(bar.EtaSeconds(3), 70);
+  EXPECT_EQ(bar.Line(3, "gemm 512"), "calibrate [#######.................]  30% ETA 1m10s  gemm 512");
+  EXPECT_EQ(FormatDuration(42), "42s");
+  EXPECT_EQ(FormatDuration(3725), "1h02m");
+}
+
+}  // namespace
+}  // namespace parallax::profiler

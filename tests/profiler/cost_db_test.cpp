@@ -1,0 +1,69 @@
+// CostDb extensions (spread, repetitions, sources, placement, skipped list, contention fit) round-
+// trip through JSON, and a file written before they existed still reads the same.
+#include <gtest/gtest.h>
+
+#include "model/cost_db.h"
+
+namespace parallax {
+namespace {
+
+TEST(CostDbExtensions, RoundTrip) {
+  CostDb db;
+  db.device = "cpu";
+  GemmSample g;
+  g.m = 64;
+  g.n = 128;
+  g.k = 32;
+  g.dtype = DType::kFp32;
+  g.time_s = 2e-5;
+  g.stats = {11, 1e-6};
+  g.source = "refine";
+  db.gemms.push_back(g);
+  db.kernels.push_back({"attn_norm", 4096, 1e-6, {5, 2e-8}, "calibrate"});
+  CollectiveCurve c;
+  c.op = CollectiveKind::kAllGather;
+  c.group_size = 2;
+  c.source = "nccl-tests";
+  c.origin = "all_gather_perf.txt";
+  c.placement = "out-of-place";
+  c.points.push_back({1024, 1e-5, 0.1, 0.05, {20, 1e-7}});
+  db.collectives.push_back(c);
+  db.contention_factor = 1.2;
+  db.contention = {"refine", 40, 0.05};
+  db.skipped.push_back({"gemm m=1 n=1 k=1 fp32", "out of memory"});
+  const Json j = CostDbToJson(db);
+  auto back = CostDbFromJson(j, "db.json");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(CostDbToJson(*back), j);
+  EXPECT_EQ(back->gemms[0].stats.repetitions, 11);
+  EXPECT_EQ(back->kernels[0].source, "calibrate");
+  EXPECT_EQ(back->collectives[0].placement, "out-of-place");
+  EXPECT_EQ(back->skipped[0].reason, "out of memory");
+  EXPECT_EQ(back->contention.samples, 40);
+}
+
+TEST(CostDbExtensions, OlderFilesReadUnchanged) {
+  const Json old = Json::parse(R"({"kind":"costdb","version":1,"device":"a100-sxm-80g","contention_factor":1.0,
+    "gemm":[{"m":8,"n":8,"k":8,"dtype":"bf16","time_s":1e-5}],"kernels":[{"op":"act","bytes":64,"time_s":1e-6}],
+    "collectives":[{"op":"all_reduce","group_size":8,"spans_nodes":false,"source":"calibrate",
+      "points":[{"bytes":1024,"time_s":1e-5,"algbw_GBps":0.1,"busbw_GBps":0.175}]}]})");
+  auto db = CostDbFromJson(old, "old.json");
+  ASSERT_TRUE(db) << db.error().message;
+  EXPECT_EQ(db->gemms[0].stats.repetitions, 0);
+  EXPECT_TRUE(db->collectives[0].placement.empty());
+  EXPECT_TRUE(db->skipped.empty());
+  EXPECT_EQ(CostDbToJson(*db), old);  // nothing new is written for what was not there
+}
+
+TEST(CostDbExtensions, BadPlacementNamesThePath) {
+  const Json bad = Json::parse(R"({"kind":"costdb","version":1,"device":"x","collectives":[{"op":"all_reduce",
+    "group_size":2,"placement":"sideways","points":[{"bytes":8,"time_s":1e-5}]}]})");
+  auto db = CostDbFromJson(bad, "bad.json");
+  ASSERT_FALSE(db);
+  EXPECT_EQ(db.error().message,
+            "bad.json: /collectives/0/placement: unknown value \"sideways\" (expected one of \"in-place\", "
+            "\"out-of-place\")");
+}
+
+}  // namespace
+}  // namespace parallax
