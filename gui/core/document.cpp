@@ -65,6 +65,9 @@ Result<DocumentKind> SniffKind(const std::string& path) {
   if (head.size() >= 2 && static_cast<uint8_t>(head[0]) == 0x1f && static_cast<uint8_t>(head[1]) == 0x8b) {
     return DocumentKind::kTrace;
   }
+  // JSON writers that sort keys (nlohmann) put "candidates" first and "kind" far behind it.
+  static const std::regex candidates_first(R"re(^\s*\{\s*"candidates"\s*:)re");
+  if (std::regex_search(head, candidates_first)) return DocumentKind::kCandidates;
   static const std::regex kind(R"re("kind"\s*:\s*"([a-z]+)")re");
   std::smatch m;
   if (std::regex_search(head, m, kind)) {

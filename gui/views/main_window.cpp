@@ -50,6 +50,12 @@ QTableView* MakeTable(QAbstractItemModel* model, QWidget* parent, bool sortable)
   return t;
 }
 
+//! Fits a table's name column to its contents, at most 420 px (kernel names run to 1,000 chars).
+void FitNameColumn(QTableView* t) {
+  t->resizeColumnToContents(0);
+  if (t->columnWidth(0) > 420) t->setColumnWidth(0, 420);
+}
+
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
@@ -163,12 +169,16 @@ void MainWindow::BuildUi() {
   controls->addWidget(y_combo_);
   controls->addWidget(new QLabel("colour by:"));
   controls->addWidget(color_combo_);
+  controls->addStretch(1);
+  plans_layout->addLayout(controls);
+  auto* filters = new QHBoxLayout;
+  filters->addWidget(new QLabel("filters:"));
   for (Dimension d : kAllDimensions) {
     auto* c = new QComboBox;
     c->setToolTip(QString("filter: ") + ToString(d));
     filter_combos_.push_back(c);
-    controls->addWidget(new QLabel(QString(ToString(d)) + ":"));
-    controls->addWidget(c);
+    filters->addWidget(new QLabel(QString(ToString(d)) + ":"));
+    filters->addWidget(c);
     connect(c, &QComboBox::activated, this, [this] {
       CandidateFilter f;
       for (size_t i = 0; i < filter_combos_.size(); ++i) {
@@ -178,8 +188,8 @@ void MainWindow::BuildUi() {
       scatter_->SetFilter(f);
     });
   }
-  controls->addStretch(1);
-  plans_layout->addLayout(controls);
+  filters->addStretch(1);
+  plans_layout->addLayout(filters);
   scatter_ = new ScatterView;
   plans_layout->addWidget(scatter_, 1);
   plans_label_ = new QLabel("Click a point to simulate it and open its predicted timeline.");
@@ -348,7 +358,7 @@ void MainWindow::Install(Document doc) {
   stats_ = std::make_unique<traces::TraceStats>(traces::ComputeStats(*doc_.trace, {.top_names = 500}));
   breakdown_->SetBreakdown(stats_->per_rank);
   stats_model_->SetStats(stats_->names);
-  stats_table_->resizeColumnToContents(0);
+  FitNameColumn(stats_table_);
   aggregate_model_->SetRows({});
   details_->setRowCount(0);
   ShowTab(kTimelineTab);
@@ -383,7 +393,7 @@ void MainWindow::ApplyCompare() {
     return TimelineView::SliceStyle{ErrorColor(e), false};
   });
   compare_model_->SetState(st);
-  compare_table_->resizeColumnToContents(0);
+  FitNameColumn(compare_table_);
   compare_label_->setText(QString("%1 alignment, %2 matched ops, %3 only predicted, %4 only measured; colour: "
                                   "blue predicted shorter, red predicted longer, hatched unmatched")
                               .arg(ToString(st->mode()))
@@ -415,7 +425,7 @@ void MainWindow::UpdateAggregates() {
   if (!range || !doc_.trace) return;
   aggregate_model_->SetRows(
       AggregateRange(*doc_.trace, *doc_.index, timeline_->range_rows(), range->first, range->second));
-  aggregate_table_->resizeColumnToContents(0);
+  FitNameColumn(aggregate_table_);
 }
 
 void MainWindow::RunSearch(int direction) {

@@ -76,7 +76,7 @@ void ScatterView::Paint(QPainter& p, QSize size) const {
   const double lim = a.XOfValue(static_cast<double>(set_->device_memory_bytes) / (1024.0 * 1024.0 * 1024.0));
   p.setPen(QPen(QColor(200, 30, 30), 1.5, Qt::DashLine));
   p.drawLine(QPointF(lim, a.top), QPointF(lim, a.top + a.height));
-  p.drawText(QPointF(lim + 4, a.top + 14), "device memory");
+  p.drawText(QRectF(lim - 204, a.top + 2, 200, 16), Qt::AlignRight | Qt::AlignVCenter, "device memory limit");
   // Points, coloured by the chosen dimension; legend.
   const auto values = DistinctValues(*set_, color_by_);
   p.setRenderHint(QPainter::Antialiasing, true);
@@ -92,11 +92,11 @@ void ScatterView::Paint(QPainter& p, QSize size) const {
   p.setRenderHint(QPainter::Antialiasing, false);
   int ly = a.top + 8;
   p.setPen(QColor(30, 30, 30));
-  p.drawText(QPointF(a.left + a.width - 150, ly + 4), QString("colour: ") + ToString(color_by_));
+  p.drawText(QPointF(a.left + a.width - 260, ly + 4), QString("colour: ") + ToString(color_by_));
   for (size_t k = 0; k < values.size() && k < 12; ++k) {
     ly += 16;
-    p.fillRect(a.left + a.width - 150, ly - 5, 10, 10, QColor::fromRgb(CategoryColor(k)));
-    p.drawText(QPointF(a.left + a.width - 134, ly + 4), QString::fromStdString(ValueLabel(color_by_, values[k])));
+    p.fillRect(a.left + a.width - 260, ly - 5, 10, 10, QColor::fromRgb(CategoryColor(k)));
+    p.drawText(QPointF(a.left + a.width - 244, ly + 4), QString::fromStdString(ValueLabel(color_by_, values[k])));
   }
 }
 
