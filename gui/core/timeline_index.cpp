@@ -11,6 +11,42 @@ constexpr int kMaxDepth = 63;  // deeper nesting is drawn on the last row
 
 bool Cancelled(const std::atomic<bool>* cancel) { return cancel && cancel->load(std::memory_order_relaxed); }
 
+int32_t Saturate(int64_t v) { return static_cast<int32_t>(std::min<int64_t>(v, INT32_MAX)); }
+
+//! Adds the slice at position `pos` of a row to the row's finest summary level.
+void AddToFinestGroup(std::vector<SliceGroup>& fine, size_t pos, const traces::Slice& s, int64_t& prev_end) {
+  if ((pos & ((size_t{1} << kGroupShift[0]) - 1)) == 0) {
+    fine.push_back(SliceGroup{s.start_ns, s.end_ns(), Saturate(s.dur_ns), 0});
+  } else {
+    SliceGroup& g = fine.back();
+    g.last_end_ns = s.end_ns();
+    g.max_dur_ns = std::max(g.max_dur_ns, Saturate(s.dur_ns));
+    g.max_gap_ns = std::max(g.max_gap_ns, Saturate(s.start_ns - prev_end));
+  }
+  prev_end = s.end_ns();
+}
+
+//! The coarser summary levels of a row from its finest one.
+void BuildCoarseGroups(TimelineRow& row) {
+  for (size_t lv = 1; lv < std::size(kGroupShift); ++lv) {
+    const auto& lower = row.groups[lv - 1];
+    auto& upper = row.groups[lv];
+    const size_t per = size_t{1} << (kGroupShift[lv] - kGroupShift[lv - 1]);
+    upper.resize((lower.size() + per - 1) / per);
+    for (size_t k = 0; k < lower.size(); ++k) {
+      SliceGroup& u = upper[k / per];
+      const SliceGroup& l = lower[k];
+      if (k % per == 0) {
+        u = l;
+      } else {
+        u.max_gap_ns = std::max({u.max_gap_ns, l.max_gap_ns, Saturate(l.first_start_ns - u.last_end_ns)});
+        u.max_dur_ns = std::max(u.max_dur_ns, l.max_dur_ns);
+        u.last_end_ns = l.last_end_ns;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<TimelineIndex> TimelineIndex::Build(const traces::Trace& trace, const std::atomic<bool>* cancel) {
@@ -34,30 +70,49 @@ std::optional<TimelineIndex> TimelineIndex::Build(const traces::Trace& trace, co
   }
   if (Cancelled(cancel)) return std::nullopt;
 
-  // 2. Per track: sort by (start, longer first) unless the file already did (ours and Kineto's do),
-  //    then assign nesting depths with a stack of open ends.
-  auto before = [&](uint32_t a, uint32_t b) {
-    const traces::Slice& x = slices[a];
-    const traces::Slice& y = slices[b];
-    return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.dur_ns > y.dur_ns;
+  // 2. Per track: nesting depths with a stack of open ends, counts and the finest summary level
+  //    per depth, in one pass. Tracks come sorted by (start, longer first) from our writer and
+  //    Kineto; a track found out of order is sorted and walked again.
+  auto before = [&](uint32_t x, uint32_t y) {
+    const traces::Slice& a = slices[x];
+    const traces::Slice& b = slices[y];
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.dur_ns > b.dur_ns;
   };
   std::vector<uint8_t> depth(n);
   std::vector<std::vector<uint32_t>> per_depth_count(tracks);
-  std::vector<int64_t> open_ends;
+  std::vector<std::vector<std::vector<SliceGroup>>> per_depth_groups(tracks);
+  std::vector<int64_t> open_ends, prev_end;
   for (size_t t = 0; t < tracks; ++t) {
-    auto first = order.begin() + begin[t], last = order.begin() + begin[t + 1];
-    if (!std::is_sorted(first, last, before)) std::sort(first, last, before);
     if (Cancelled(cancel)) return std::nullopt;
-    open_ends.clear();
-    auto& counts = per_depth_count[t];
-    for (uint32_t p = begin[t]; p < begin[t + 1]; ++p) {
-      const traces::Slice& s = slices[order[p]];
-      while (!open_ends.empty() && open_ends.back() <= s.start_ns) open_ends.pop_back();
-      const int d = std::min<int>(static_cast<int>(open_ends.size()), kMaxDepth);
-      if (static_cast<int>(open_ends.size()) < kMaxDepth) open_ends.push_back(s.end_ns());
-      depth[p] = static_cast<uint8_t>(d);
-      if (counts.size() <= static_cast<size_t>(d)) counts.resize(static_cast<size_t>(d) + 1, 0);
-      ++counts[static_cast<size_t>(d)];
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      open_ends.clear();
+      prev_end.clear();
+      auto& counts = per_depth_count[t];
+      auto& groups = per_depth_groups[t];
+      counts.clear();
+      groups.clear();
+      bool sorted = true;
+      for (uint32_t p = begin[t]; p < begin[t + 1]; ++p) {
+        if (attempt == 0 && p > begin[t] && before(order[p], order[p - 1])) {
+          sorted = false;
+          break;
+        }
+        const traces::Slice& s = slices[order[p]];
+        while (!open_ends.empty() && open_ends.back() <= s.start_ns) open_ends.pop_back();
+        const int d = std::min<int>(static_cast<int>(open_ends.size()), kMaxDepth);
+        if (static_cast<int>(open_ends.size()) < kMaxDepth) open_ends.push_back(s.end_ns());
+        depth[p] = static_cast<uint8_t>(d);
+        const auto du = static_cast<size_t>(d);
+        if (counts.size() <= du) {
+          counts.resize(du + 1, 0);
+          groups.resize(du + 1);
+          prev_end.resize(du + 1, 0);
+        }
+        AddToFinestGroup(groups[du], counts[du], s, prev_end[du]);
+        ++counts[du];
+      }
+      if (sorted) break;
+      std::sort(order.begin() + begin[t], order.begin() + begin[t + 1], before);
     }
   }
 
@@ -70,12 +125,18 @@ std::optional<TimelineIndex> TimelineIndex::Build(const traces::Trace& trace, co
       row.track = static_cast<traces::TrackId>(t);
       row.depth = static_cast<int>(d);
       row.slices.reserve(per_depth_count[t][d]);
+      row.groups[0] = std::move(per_depth_groups[t][d]);
+      row.groups[0].shrink_to_fit();
       ix.rows_.push_back(std::move(row));
     }
     for (uint32_t p = begin[t]; p < begin[t + 1]; ++p) ix.rows_[ix.rows_of_track_[t][depth[p]]].slices.push_back(order[p]);
   }
   std::vector<uint32_t>().swap(order);
   std::vector<uint8_t>().swap(depth);
+  for (auto& row : ix.rows_) {
+    if (Cancelled(cancel)) return std::nullopt;
+    BuildCoarseGroups(row);
+  }
   if (Cancelled(cancel)) return std::nullopt;
 
   // 4. Counter series per (pid, name, series), by time.
@@ -185,7 +246,10 @@ std::optional<size_t> TimelineIndex::TopRowOfTrack(traces::TrackId track) const 
 
 size_t TimelineIndex::MemoryBytes() const {
   size_t b = sizeof(*this) + rows_.capacity() * sizeof(TimelineRow) + lanes_.capacity() * sizeof(Lane);
-  for (const auto& r : rows_) b += r.slices.capacity() * sizeof(uint32_t);
+  for (const auto& r : rows_) {
+    b += r.slices.capacity() * sizeof(uint32_t);
+    for (const auto& g : r.groups) b += g.capacity() * sizeof(SliceGroup);
+  }
   for (const auto& r : counter_rows_) b += sizeof(CounterRow) + r.samples.capacity() * sizeof(uint32_t);
   for (const auto& l : lanes_) b += l.rows.capacity() * sizeof(size_t) + l.label.capacity();
   for (const auto& t : rows_of_track_) b += sizeof(t) + t.capacity() * sizeof(size_t);

@@ -240,32 +240,53 @@ void TimelineView::PaintSlices(QPainter& p, const RowGeom& g, int y, int w) cons
   const QFontMetrics fm = p.fontMetrics();
   const bool searching = search_.active();
   const int top = y + 1, hh = g.h - 2;
+  // Busy blocks (merged sub-pixel slices) share one colour and are coalesced into one rectangle
+  // per contiguous run, so a dense row at full zoom-out costs a handful of fills.
+  constexpr QRgb kBusy = 0xff7d8aa3;
+  int run_x0 = 0, run_x1 = -1;
+  auto flush = [&] {
+    if (run_x1 >= run_x0) p.fillRect(QRect(run_x0, top, run_x1 - run_x0 + 1, hh), QColor::fromRgb(kBusy));
+    run_x1 = run_x0 - 1;
+  };
   index_->Visit(*trace_, g.index, t0, t1, npp, [&](const DrawBox& b) {
-    const double x0 = std::max(axis_.ToPx(static_cast<double>(b.start_ns)), -2.0);
-    const double x1 = std::min(axis_.ToPx(static_cast<double>(b.end_ns)), w + 2.0);
-    const double bw = std::max(x1 - x0, 1.0);
+    const double fx0 = std::max(axis_.ToPx(static_cast<double>(b.start_ns)), -2.0);
+    const double fx1 = std::min(axis_.ToPx(static_cast<double>(b.end_ns)), w + 2.0);
+    const int x0 = static_cast<int>(std::floor(fx0));
+    const int x1 = std::max(static_cast<int>(std::ceil(fx1)) - 1, x0);  // inclusive
     const traces::Slice& s = trace_->slice(b.slice);
+    if (b.count > 1 && !style_ && !searching) {
+      if (x0 <= run_x1 + 1) {
+        run_x1 = std::max(run_x1, x1);
+      } else {
+        flush();
+        run_x0 = x0;
+        run_x1 = x1;
+      }
+      return;
+    }
+    flush();
     SliceStyle st = style_ ? style_(b.slice) : SliceStyle{colors_[s.name], false};
-    QRgb c = st.fill;
-    if (b.count > 1) c = Darker(c, 82);
+    QRgb c = b.count > 1 ? Darker(st.fill, 82) : st.fill;
     if (searching && !search_.IsMatch(s.name)) c = 0xffdcdce0;
-    const QRectF r(x0, top, bw, hh);
+    const QRect r(x0, top, x1 - x0 + 1, hh);
     p.fillRect(r, QColor::fromRgb(c));
     if (st.hatched) p.fillRect(r, QBrush(QColor(90, 90, 90), Qt::BDiagPattern));
     if (static_cast<int64_t>(b.slice) == selected_ && b.count == 1) {
       p.setPen(QPen(QColor(0, 0, 0), 2));
       p.drawRect(r.adjusted(1, 1, -1, -1));
     }
+    const double bw = fx1 - fx0;
     if (b.count == 1 && bw > 24) {
       const int nw = NameWidth(s.name, fm);
       if (nw + 6 <= bw) {
         p.setPen(QColor(20, 20, 28));
-        const double tx = std::max(x0, 0.0) + 3;
-        p.drawText(QPointF(std::min(tx, x1 - nw - 3), top + hh - 3),
+        const double tx = std::max(fx0, 0.0) + 3;
+        p.drawText(QPointF(std::min(tx, fx1 - nw - 3), top + hh - 3),
                    QString::fromUtf8(trace_->Str(s.name).data(), static_cast<qsizetype>(trace_->Str(s.name).size())));
       }
     }
   });
+  flush();
 }
 
 void TimelineView::PaintCounter(QPainter& p, const RowGeom& g, int y, int w) const {

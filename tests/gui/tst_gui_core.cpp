@@ -134,7 +134,7 @@ class TstGuiCore : public QObject {
     // 10 gemm slices of 100 ns, 100 ns apart, in [1000, 2900).
     QTest::newRow("1 ns/px: every slice") << 1.0 << 10 << 0;
     QTest::newRow("100 ns/px: still wide enough") << 100.0 << 10 << 0;
-    QTest::newRow("250 ns/px: merged") << 250.0 << 5 << 10;
+    QTest::newRow("250 ns/px: gaps sub-pixel, one block") << 250.0 << 1 << 10;
     QTest::newRow("10 us/px: one block") << 10000.0 << 1 << 10;
   }
   void levelOfDetail() {
@@ -153,6 +153,77 @@ class TstGuiCore : public QObject {
     QCOMPARE(n, boxes);
     QCOMPARE(merged, merged_slices);
     QCOMPARE(covered, 10);  // nothing is lost
+  }
+
+  void unsortedTrackIsSortedAndNested() {
+    traces::Tracer tr;
+    const auto c = tr.Track(0, traces::Stream::kCompute);
+    tr.Record(c, tr.Intern("child"), 150, 20);   // recorded before its parent
+    tr.Record(c, tr.Intern("late"), 500, 10);
+    tr.Record(c, tr.Intern("parent"), 100, 100);
+    const traces::Trace t = tr.Take();
+    auto ix = TimelineIndex::Build(t);
+    QCOMPARE(ix->rows().size(), size_t{2});
+    QCOMPARE(ix->rows()[0].slices, (std::vector<uint32_t>{2, 1}));  // parent, late
+    QCOMPARE(ix->rows()[1].slices, (std::vector<uint32_t>{0}));     // child at depth 1
+    QCOMPARE(ix->rows()[0].groups[0].size(), size_t{1});
+    QCOMPARE(ix->rows()[0].groups[0][0].max_gap_ns, 300);
+    QCOMPARE(ix->rows()[0].groups[0][0].max_dur_ns, 100);
+  }
+
+  void lodMergesWithinAPixel() {
+    // Two bursts of five 10-ns slices 20 ns apart, 10 us between the bursts.
+    traces::Tracer tr;
+    const auto c = tr.Track(0, traces::Stream::kCompute);
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int64_t k = 0; k < 5; ++k) tr.Record(c, tr.Intern("k"), b * 10000 + 20 * k, 10);
+    }
+    const traces::Trace t = tr.Take();
+    auto ix = TimelineIndex::Build(t);
+    std::vector<DrawBox> boxes;
+    ix->Visit(t, 0, 0, 100000, 100.0, [&](const DrawBox& b) { boxes.push_back(b); });
+    QCOMPARE(boxes.size(), size_t{2});
+    QCOMPARE(boxes[0].count, 5u);
+    QCOMPARE(boxes[1].start_ns, int64_t{10000});
+    boxes.clear();
+    ix->Visit(t, 0, 0, 100000, 1e5, [&](const DrawBox& b) { boxes.push_back(b); });
+    QCOMPARE(boxes.size(), size_t{1});  // the 10 us gap is sub-pixel too
+    QCOMPARE(boxes[0].count, 10u);
+  }
+
+  //! Property on a real trace: at any zoom the boxes account for every slice in view exactly
+  //! once, in time order, and a box never starts after the slices it stands for.
+  void lodAccountsForEverySlice_data() {
+    QTest::addColumn<double>("ns_per_px");
+    for (double z : {1.0, 100.0, 1e4, 1e5, 1e6, 1e8}) QTest::newRow(qPrintable(QString::number(z))) << z;
+  }
+  void lodAccountsForEverySlice() {
+    QFETCH(double, ns_per_px);
+    static auto t = traces::ReadChromeTrace(test::KinetoTrace().toStdString());
+    QVERIFY(t);
+    static auto ix = TimelineIndex::Build(*t);
+    const int64_t span = ix->last_ns() - ix->first_ns();
+    for (int64_t k = 0; k < 4; ++k) {
+      const int64_t t0 = ix->first_ns() + span / 4 * k;
+      const int64_t t1 = t0 + static_cast<int64_t>(ns_per_px * 1500);
+      for (size_t r = 0; r < ix->rows().size(); ++r) {
+        const auto& ids = ix->rows()[r].slices;
+        size_t expected_first = ix->FirstEndingAfter(*t, r, t0), pos = expected_first;
+        int64_t last_start = INT64_MIN;
+        ix->Visit(*t, r, t0, t1, ns_per_px, [&](const DrawBox& b) {
+          QCOMPARE(b.slice, ids[pos]);
+          QVERIFY(b.start_ns <= t->slice(ids[pos]).start_ns && b.start_ns >= last_start);
+          QVERIFY(b.end_ns >= t->slice(ids[pos + b.count - 1]).end_ns());
+          last_start = b.start_ns;
+          pos += b.count;
+        });
+        // Everything up to the first slice starting after t1 was accounted for (a last box may
+        // reach beyond t1).
+        size_t expected_end = expected_first;
+        while (expected_end < ids.size() && t->slice(ids[expected_end]).start_ns <= t1) ++expected_end;
+        QVERIFY(pos >= expected_end);
+      }
+    }
   }
 
   void visitClipsToRange() {
