@@ -100,6 +100,6 @@ int main(int argc, char** argv) {
   }
   QApplication::processEvents();
   const QImage img = w.grab().toImage();
-  if (!img.save(cli.value(screenshot))) return Fail("cannot write " + cli.value(screenshot).toStdString(), 1);
+  if (!img.save(cli.value(screenshot), nullptr, 0))  // 0: smallest PNG return Fail("cannot write " + cli.value(screenshot).toStdString(), 1);
   return 0;
 }

@@ -86,9 +86,10 @@ Rgb ColorOfName(std::string_view name) {
               static_cast<int>(base & 255) + d);
 }
 
-Rgb ErrorColor(double rel_error, double full_scale) {
-  const double t = std::clamp(std::fabs(rel_error) / full_scale, 0.0, 1.0);
-  const int fade = static_cast<int>(235 - 185 * t);
+Rgb ErrorColor(double rel_error, double full_scale_ratio) {
+  const double ratio = std::max(1.0 + rel_error, 1e-9);  // predicted / measured
+  const double t = std::clamp(std::fabs(std::log(ratio)) / std::log(full_scale_ratio), 0.0, 1.0);
+  const int fade = static_cast<int>(235 - 145 * t);
   // Predicted longer than measured (err > 0): red; shorter: blue.
   return rel_error >= 0 ? Make(235, fade, fade) : Make(fade, fade, 235);
 }

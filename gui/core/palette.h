@@ -20,9 +20,10 @@ enum class OpFamily : uint8_t { kGemm, kAttention, kPointwise, kTpComm, kDpComm,
 OpFamily FamilyOfName(std::string_view name);
 //! The colour of a name: its family's base shade varied by a hash of the name.
 Rgb ColorOfName(std::string_view name);
-//! Signed relative error -> colour: blue (predicted too short) .. white (0) .. red (too long),
-//! saturating at |err| = `full_scale`.
-Rgb ErrorColor(double rel_error, double full_scale = 0.5);
+//! Signed relative error (predicted - measured) / measured -> colour: blue (predicted too short)
+//! .. white (exact) .. red (too long), on a log scale of predicted/measured that saturates at a
+//! factor of `full_scale_ratio` either way (errors span orders of magnitude on new hardware).
+Rgb ErrorColor(double rel_error, double full_scale_ratio = 8.0);
 Rgb Darker(Rgb c, int percent);  //!< percent of the original brightness (e.g. 70)
 
 //! One colour per interned string of a trace (index = StringId), computed once.

@@ -41,21 +41,22 @@ std::string FormatDuration(double ns) {
 
 namespace {
 
-std::string TickLabel(int64_t rel_ns, double step_ns) {
+//! Labels in one unit for the whole ruler, chosen by the largest label (so "36.5 ms", not
+//! "36500 us"), with as many decimals as the step needs.
+std::string TickLabel(int64_t rel_ns, double step_ns, double max_abs_ns) {
   char buf[48];
   const char* unit = "ns";
   double scale = 1;
-  if (step_ns >= 1e9) {
+  if (max_abs_ns >= 1e9) {
     unit = "s", scale = 1e9;
-  } else if (step_ns >= 1e6) {
+  } else if (max_abs_ns >= 1e6) {
     unit = "ms", scale = 1e6;
-  } else if (step_ns >= 1e3) {
+  } else if (max_abs_ns >= 1e3) {
     unit = "us", scale = 1e3;
   }
-  const double v = static_cast<double>(rel_ns) / scale;
   const double step_units = step_ns / scale;
-  const int decimals = step_units >= 1 ? 0 : step_units >= 0.1 ? 1 : 2;
-  std::snprintf(buf, sizeof buf, "%.*f %s", decimals, v, unit);
+  const int decimals = step_units >= 1 ? 0 : step_units >= 0.1 ? 1 : step_units >= 0.01 ? 2 : 3;
+  std::snprintf(buf, sizeof buf, "%.*f %s", decimals, static_cast<double>(rel_ns) / scale, unit);
   return buf;
 }
 
@@ -73,11 +74,14 @@ std::vector<RulerTick> RulerTicks(const TimeAxis& axis, int width_px, int64_t or
   const int64_t istep = static_cast<int64_t>(std::llround(step));
   const double t_first = axis.ToNs(0) - static_cast<double>(origin_ns);
   int64_t rel = static_cast<int64_t>(std::ceil(t_first / static_cast<double>(istep))) * istep;
+  double max_abs = 0;
   for (;; rel += istep) {
     const double x = axis.ToPx(static_cast<double>(origin_ns + rel));
     if (x >= width_px) break;
-    out.push_back({origin_ns + rel, x, TickLabel(rel, static_cast<double>(istep))});
+    out.push_back({origin_ns + rel, x, ""});
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(rel)));
   }
+  for (RulerTick& t : out) t.label = TickLabel(t.ns - origin_ns, static_cast<double>(istep), max_abs);
   return out;
 }
 

@@ -135,7 +135,7 @@ void MainWindow::BuildUi() {
   cmp_split->addWidget(compare_timeline_);
   cmp_split->addWidget(compare_table_);
   cmp_split->setStretchFactor(0, 3);
-  cmp_split->setStretchFactor(1, 1);
+  cmp_split->setStretchFactor(1, 2);
   cmp_layout->addWidget(cmp_split, 1);
   tabs_->addTab(cmp_page, "Compare");
   connect(step_combo_, &QComboBox::activated, this, [this](int i) {
@@ -146,6 +146,7 @@ void MainWindow::BuildUi() {
   connect(compare_table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& cur) {
             if (const ComparedOp* op = compare_model_->OpAt(cur.row())) {
+              compare_timeline_->SetPartner(op->display_measured);
               compare_timeline_->SelectSlice(op->display_predicted, true);
               ShowSliceDetails(compare_timeline_, op->display_predicted);
             }

@@ -34,6 +34,7 @@ void TimelineView::SetTrace(const traces::Trace* trace, const TimelineIndex* ind
   colors_ = trace ? ColorTable(*trace) : std::vector<QRgb>{};
   name_width_.assign(colors_.size(), -1);
   selected_ = -1;
+  partner_ = -1;
   range_.reset();
   range_rows_.clear();
   search_.Clear();
@@ -271,7 +272,7 @@ void TimelineView::PaintSlices(QPainter& p, const RowGeom& g, int y, int w) cons
     const QRect r(x0, top, x1 - x0 + 1, hh);
     p.fillRect(r, QColor::fromRgb(c));
     if (st.hatched) p.fillRect(r, QBrush(QColor(90, 90, 90), Qt::BDiagPattern));
-    if (static_cast<int64_t>(b.slice) == selected_ && b.count == 1) {
+    if ((static_cast<int64_t>(b.slice) == selected_ || static_cast<int64_t>(b.slice) == partner_) && b.count == 1) {
       p.setPen(QPen(QColor(0, 0, 0), 2));
       p.drawRect(r.adjusted(1, 1, -1, -1));
     }

@@ -48,6 +48,12 @@ class TimelineView : public QWidget {
 
   void SelectSlice(int64_t slice, bool center = false);  //!< -1 clears
   int64_t selected_slice() const { return selected_; }
+  //! A second slice drawn as selected (the other side of a compared op); -1: none.
+  void SetPartner(int64_t slice) {
+    partner_ = slice;
+    update();
+  }
+  int64_t partner_slice() const { return partner_; }
   //! Time range selection over rows; aggregates are emitted with rangeSelected.
   void SelectRange(int64_t t0_ns, int64_t t1_ns, std::vector<size_t> rows);
   std::optional<std::pair<int64_t, int64_t>> selected_range() const { return range_; }
@@ -105,6 +111,7 @@ class TimelineView : public QWidget {
   int v_offset_ = 0;
   TimeAxis axis_;
   int64_t selected_ = -1;
+  int64_t partner_ = -1;
   std::optional<std::pair<int64_t, int64_t>> range_;
   std::vector<size_t> range_rows_;
   SliceSearch search_;

@@ -74,10 +74,17 @@ class TstGuiCore : public QObject {
     QTest::addColumn<QString>("second_label");
     QTest::newRow("1 ns/px") << 1.0 << 100LL << "100 ns";
     QTest::newRow("1 us/px") << 1000.0 << 100000LL << "100 us";
-    QTest::newRow("3 us/px") << 3000.0 << 500000LL << "500 us";
+    QTest::newRow("3 us/px: ms labels") << 3000.0 << 500000LL << "0.5 ms";
     QTest::newRow("1 ms/px") << 1e6 << 100000000LL << "100 ms";
     QTest::newRow("40 ms/px") << 4e7 << 5000000000LL << "5 s";
   }
+  void rulerUnitFollowsLargestLabel() {
+    TimeAxis a(36e6, 4930);  // 36 .. 41.5 ms in view, 500 us steps
+    const auto ticks = RulerTicks(a, 1200, 0, 90);
+    QCOMPARE(QString::fromStdString(ticks[0].label), QString("36.0 ms"));
+    QCOMPARE(QString::fromStdString(ticks[1].label), QString("36.5 ms"));
+  }
+
   void rulerTicks() {
     QFETCH(double, ns_per_px);
     QFETCH(qlonglong, step_ns);
@@ -364,6 +371,10 @@ class TstGuiCore : public QObject {
     QCOMPARE(FamilyOfName("ncclDevKernel_AllReduce_Sum_bf16_RING_LL"), OpFamily::kComm);
     QCOMPARE(FamilyOfName("Memcpy HtoD (Pinned -> Device)"), OpFamily::kMemory);
     QVERIFY(ErrorColor(0.5) != ErrorColor(-0.5));
+    QCOMPARE(ErrorColor(0.0), Rgb{0xffebebeb});                 // exact: near white
+    QCOMPARE(ErrorColor(7.0), ErrorColor(100.0));               // saturated at 8x
+    QCOMPARE(ErrorColor(-0.875), ErrorColor(-0.99));            // 1/8 and below
+    QVERIFY((ErrorColor(1.0) & 0xff) < (ErrorColor(0.1) & 0xff));  // 2x is redder than 1.1x
   }
 
   void compareHighlightsWorstOp() {

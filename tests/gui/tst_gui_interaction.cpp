@@ -167,6 +167,7 @@ class TstGuiInteraction : public QObject {
     QVERIFY(cs && !cs->ops().empty());
     QCOMPARE(w_->compare_table()->currentIndex().row(), 0);
     QCOMPARE(w_->compare_timeline()->selected_slice(), static_cast<qint64>(cs->ops()[0].display_predicted));
+    QCOMPARE(w_->compare_timeline()->partner_slice(), static_cast<qint64>(cs->ops()[0].display_measured));
     // Clicking another row selects that op in the timeline.
     const QModelIndex row3 = w_->compare_model()->index(3, 0);
     w_->compare_table()->setCurrentIndex(row3);
