@@ -14,6 +14,7 @@ class ScatterView : public QWidget {
  public:
   explicit ScatterView(QWidget* parent = nullptr);
   void SetCandidates(const CandidateSet* set);  //!< not owned
+  const CandidateSet* candidates() const { return set_; }
   void SetColorBy(Dimension d);
   void SetFilter(const CandidateFilter& f);
   void SetTokensPerSecond(bool on);

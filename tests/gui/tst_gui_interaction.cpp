@@ -10,6 +10,7 @@
 #include "gui/models/aggregate_model.h"
 #include "gui/models/compare_ops_model.h"
 #include "gui/views/main_window.h"
+#include "gui/views/scatter_view.h"
 #include "gui/views/timeline_view.h"
 #include "gui_test_data.h"
 #include "traces/chrome_reader.h"
@@ -196,6 +197,32 @@ class TstGuiInteraction : public QObject {
     QVERIFY(w_->loading());
     QTRY_VERIFY_WITH_TIMEOUT(w_->trace()->slices().size() == before + kineto->slices().size(), 60000);
     QVERIFY(!w_->loading());
+  }
+
+  void plansClickSimulatesPoint() {
+    QVERIFY(w_->OpenNow(test::CandidatesFile().toStdString()));
+    ScatterView* sv = w_->scatter();
+    QTRY_VERIFY(sv->isVisible());
+    const CandidateSet* set = sv->candidates();
+    QVERIFY(set);
+    // The fastest evaluated layout: click its point.
+    int64_t best = -1;
+    for (size_t i = 0; i < set->candidates.size(); ++i) {
+      const Candidate& c = set->candidates[i];
+      if (c.evaluated() && (best < 0 || c.step_time_s < set->candidates[static_cast<size_t>(best)].step_time_s)) {
+        best = static_cast<int64_t>(i);
+      }
+    }
+    QVERIFY(best >= 0);
+    const Candidate& c = set->candidates[static_cast<size_t>(best)];
+    const QPoint at(static_cast<int>(std::lround(sv->axes().XOf(c))), static_cast<int>(std::lround(sv->axes().YOf(c))));
+    QSignalSpy spy(sv, &ScatterView::candidateClicked);
+    QTest::mouseClick(sv, Qt::LeftButton, {}, at);
+    QCOMPARE(spy.count(), 1);
+    // Its predicted timeline opens: one lane per rank of the clicked layout.
+    QVERIFY(w_->trace());
+    QCOMPARE(w_->trace()->metadata.kind, std::string("predicted"));
+    QCOMPARE(static_cast<int64_t>(w_->timeline()->index()->lanes().size()), c.layout.world_size());
   }
 };
 
