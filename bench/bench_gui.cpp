@@ -45,7 +45,8 @@ traces::Trace MakeTrace(int64_t slices) {
     compute.push_back(tr.Track(r, traces::Stream::kCompute));
     tp.push_back(tr.Track(r, traces::Stream::kTpComm));
   }
-  const OpKind ops[] = {OpKind::kQkv, OpKind::kAttnCore, OpKind::kAttnOut, OpKind::kFc1, OpKind::kAct, OpKind::kFc2};
+  const OpKind ops[] = {OpKind::kQkv, OpKind::kAttnCore, OpKind::kAttnOut,
+                        OpKind::kFc1, OpKind::kAct,      OpKind::kFc2};
   const int64_t dur[] = {1200, 900, 600, 2400, 300, 2400};
   const traces::StringId layer_name = tr.Intern("layer");
   // One layer per rank = 1 layer slice + 6 ops + 2 all-reduces = 9 slices.
@@ -69,14 +70,17 @@ traces::Trace MakeTrace(int64_t slices) {
       tr.Record(compute[static_cast<size_t>(r)], layer_name, layer_start, s - layer_start);
       for (int k = 0; k < 6; ++k) {
         id.op = ops[k];
-        tr.Record(compute[static_cast<size_t>(r)], tr.OpName(id.op), spans[static_cast<size_t>(k)].first,
-                  spans[static_cast<size_t>(k)].second, id, traces::SliceArgs::Compute(2.5e9 * static_cast<double>(dur[k])));
+        tr.Record(compute[static_cast<size_t>(r)], tr.OpName(id.op),
+                  spans[static_cast<size_t>(k)].first, spans[static_cast<size_t>(k)].second, id,
+                  traces::SliceArgs::Compute(2.5e9 * static_cast<double>(dur[k])));
       }
       id.op = OpKind::kTpAllReduce;
       id.phase = Phase::kFwd;
       for (int k : {2, 5}) {
-        const int64_t at = spans[static_cast<size_t>(k)].first + spans[static_cast<size_t>(k)].second + 10;
-        tr.Record(tp[static_cast<size_t>(r)], tr.OpName(id.op), at, 650, id, traces::SliceArgs::Comm(16 << 20, 8));
+        const int64_t at =
+            spans[static_cast<size_t>(k)].first + spans[static_cast<size_t>(k)].second + 10;
+        tr.Record(tp[static_cast<size_t>(r)], tr.OpName(id.op), at, 650, id,
+                  traces::SliceArgs::Comm(16 << 20, 8));
       }
     }
     t += 10000;
@@ -110,13 +114,15 @@ void BM_BuildIndex(benchmark::State& state) {
   }
   const double n = static_cast<double>(f.trace.slices().size());
   state.counters["slices"] = n;
-  state.counters["slices_per_s"] = benchmark::Counter(n, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["slices_per_s"] =
+      benchmark::Counter(n, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["index_bytes_per_slice"] = static_cast<double>(bytes) / n;
   state.counters["trace_bytes_per_slice"] = static_cast<double>(f.trace.MemoryBytes()) / n;
 }
 BENCHMARK(BM_BuildIndex)->Unit(benchmark::kMillisecond)->Iterations(3);
 
-//! The index walk alone for every row of a 1920-px frame at ns_per_px = state.range(0) (0: fit all).
+//! The index walk alone for every row of a 1920-px frame at ns_per_px = state.range(0) (0: fit
+//! all).
 void BM_VisitFrame(benchmark::State& state) {
   const Fixture& f = TenMillion();
   const double span = static_cast<double>(f.index->last_ns() - f.index->first_ns());
@@ -145,8 +151,9 @@ void BM_PaintFrame(benchmark::State& state) {
   int64_t frame = 0;
   for (auto _ : state) {
     if (state.range(0) > 0) {
-      view.axis() = TimeAxis(static_cast<double>(f.index->first_ns()) + static_cast<double>(frame++ % 37) * span / 40,
-                             static_cast<double>(state.range(0)));
+      view.axis() = TimeAxis(
+          static_cast<double>(f.index->first_ns()) + static_cast<double>(frame++ % 37) * span / 40,
+          static_cast<double>(state.range(0)));
     }
     QPainter p(&img);
     view.Paint(p, img.size());
@@ -167,7 +174,8 @@ int main(int argc, char** argv) {
       const int64_t rss0 = parallax::gui::RssBytes();
       auto t = parallax::gui::MakeTrace(slices);
       std::fprintf(stderr, "%zu slices, %.1f bytes per slice in memory\n", t.slices().size(),
-                   static_cast<double>(parallax::gui::RssBytes() - rss0) / static_cast<double>(t.slices().size()));
+                   static_cast<double>(parallax::gui::RssBytes() - rss0) /
+                       static_cast<double>(t.slices().size()));
       if (auto st = parallax::traces::WriteChromeTrace(t, argv[i + 1]); !st) {
         std::fprintf(stderr, "bench_gui: %s\n", st.error().message.c_str());
         return 1;

@@ -1,13 +1,14 @@
 #include "gui/app/benchmark.h"
 
+#include <unistd.h>
+
 #include <QImage>
 #include <QPainter>
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
-#include <unistd.h>
 
 #include "gui/core/document.h"
 #include "gui/views/timeline_view.h"
@@ -38,7 +39,8 @@ Result<std::string> RunBenchmark(const std::string& path) {
   const auto t1 = std::chrono::steady_clock::now();
   // CPU time beside wall time: on a shared machine the wall clock also counts other jobs.
   std::fprintf(stderr, "parallax-gui --benchmark: load %.3f s wall, %.3f s CPU\n",
-               std::chrono::duration<double>(t1 - t0).count(), static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
+               std::chrono::duration<double>(t1 - t0).count(),
+               static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
   const int64_t rss1 = ResidentBytes();
   if (!doc->trace) return BadInput(path + ": not a trace (the benchmark renders timelines)");
   const size_t slices = doc->trace->slices().size();
@@ -69,13 +71,17 @@ Result<std::string> RunBenchmark(const std::string& path) {
     }
   }
   std::sort(ms.begin(), ms.end());
-  auto pct = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q / 100.0 * static_cast<double>(ms.size())))]; };
+  auto pct = [&](double q) {
+    return ms[std::min(ms.size() - 1,
+                       static_cast<size_t>(q / 100.0 * static_cast<double>(ms.size())))];
+  };
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "{\"slices\": %zu, \"load_s\": %.3f, \"first_frame_ms\": %.2f, \"frame_ms_p50\": %.2f, "
-                "\"frame_ms_p99\": %.2f, \"bytes_per_slice\": %.1f}",
-                slices, std::chrono::duration<double>(t1 - t0).count(), first, pct(50), pct(99),
-                slices ? static_cast<double>(rss1 - rss0) / static_cast<double>(slices) : 0.0);
+  std::snprintf(
+      buf, sizeof buf,
+      "{\"slices\": %zu, \"load_s\": %.3f, \"first_frame_ms\": %.2f, \"frame_ms_p50\": %.2f, "
+      "\"frame_ms_p99\": %.2f, \"bytes_per_slice\": %.1f}",
+      slices, std::chrono::duration<double>(t1 - t0).count(), first, pct(50), pct(99),
+      slices ? static_cast<double>(rss1 - rss0) / static_cast<double>(slices) : 0.0);
   return std::string(buf);
 }
 

@@ -28,15 +28,18 @@ int main(int argc, char** argv) {
   QApplication::setOrganizationName("parallax");
   QApplication::setApplicationName("parallax-gui");
   QCommandLineParser cli;
-  cli.setApplicationDescription("parallax timeline viewer, predicted-vs-measured comparison and plan explorer");
+  cli.setApplicationDescription(
+      "parallax timeline viewer, predicted-vs-measured comparison and plan explorer");
   cli.addHelpOption();
   cli.addPositionalArgument("files", "Trace (.json, .json.gz, Kineto), plan or candidates files");
   QCommandLineOption compare("compare", "Compare two traces: --compare PREDICTED MEASURED");
   QCommandLineOption screenshot("screenshot", "Render offscreen into a PNG and exit", "out.png");
   QCommandLineOption size("size", "Screenshot size", "WxH", "1600x900");
   QCommandLineOption view("view", "Screenshot view: timeline, compare, plans, stats", "view");
-  QCommandLineOption range("range", "Timeline range to show, ns since the trace start", "START_NS:END_NS");
-  QCommandLineOption benchmark("benchmark", "Load FILE, render frames, print one JSON object", "FILE");
+  QCommandLineOption range("range", "Timeline range to show, ns since the trace start",
+                           "START_NS:END_NS");
+  QCommandLineOption benchmark("benchmark", "Load FILE, render frames, print one JSON object",
+                               "FILE");
   cli.addOptions({compare, screenshot, size, view, range, benchmark});
   cli.process(app);
   const QStringList files = cli.positionalArguments();
@@ -61,7 +64,8 @@ int main(int argc, char** argv) {
   } else {
     for (const QString& f : files) {
       if (scripted) {
-        if (auto st = w.OpenNow(f.toStdString()); !st) return Fail(st.error().message, parallax::ExitCodeFor(st.error()));
+        if (auto st = w.OpenNow(f.toStdString()); !st)
+          return Fail(st.error().message, parallax::ExitCodeFor(st.error()));
       } else {
         w.OpenAsync(f);  // one at a time: the rest are opened through the menu
         break;
@@ -74,23 +78,31 @@ int main(int argc, char** argv) {
   }
 
   int width = 1600, height = 900;
-  if (std::sscanf(cli.value(size).toStdString().c_str(), "%dx%d", &width, &height) != 2 || width < 200 ||
-      height < 150 || width > 8000 || height > 8000) {
-    return Fail("--size: expected WxH between 200x150 and 8000x8000, got \"" + cli.value(size).toStdString() + "\"");
+  if (std::sscanf(cli.value(size).toStdString().c_str(), "%dx%d", &width, &height) != 2 ||
+      width < 200 || height < 150 || width > 8000 || height > 8000) {
+    return Fail("--size: expected WxH between 200x150 and 8000x8000, got \"" +
+                cli.value(size).toStdString() + "\"");
   }
   const QString v = cli.isSet(view) ? cli.value(view) : (cli.isSet(compare) ? "compare" : "");
-  if (v == "timeline") w.ShowTab(parallax::gui::MainWindow::kTimelineTab);
-  else if (v == "compare") w.ShowTab(parallax::gui::MainWindow::kCompareTab);
-  else if (v == "plans") w.ShowTab(parallax::gui::MainWindow::kPlansTab);
-  else if (v == "stats") w.ShowTab(parallax::gui::MainWindow::kStatsTab);
-  else if (!v.isEmpty()) return Fail("--view: expected timeline, compare, plans or stats, got \"" + v.toStdString() + "\"");
+  if (v == "timeline")
+    w.ShowTab(parallax::gui::MainWindow::kTimelineTab);
+  else if (v == "compare")
+    w.ShowTab(parallax::gui::MainWindow::kCompareTab);
+  else if (v == "plans")
+    w.ShowTab(parallax::gui::MainWindow::kPlansTab);
+  else if (v == "stats")
+    w.ShowTab(parallax::gui::MainWindow::kStatsTab);
+  else if (!v.isEmpty())
+    return Fail("--view: expected timeline, compare, plans or stats, got \"" + v.toStdString() +
+                "\"");
   w.resize(width, height);
   w.show();  // offscreen platform: lays out without a display
   QApplication::processEvents();
   if (cli.isSet(range)) {
     long long a = 0, b = 0;
     if (std::sscanf(cli.value(range).toStdString().c_str(), "%lld:%lld", &a, &b) != 2 || b <= a) {
-      return Fail("--range: expected START_NS:END_NS with START < END, got \"" + cli.value(range).toStdString() + "\"");
+      return Fail("--range: expected START_NS:END_NS with START < END, got \"" +
+                  cli.value(range).toStdString() + "\"");
     }
     auto* tv = v == "compare" ? w.compare_timeline() : w.timeline();
     if (tv->index()) tv->ZoomToRange(tv->index()->first_ns() + a, tv->index()->first_ns() + b);
@@ -100,6 +112,7 @@ int main(int argc, char** argv) {
   }
   QApplication::processEvents();
   const QImage img = w.grab().toImage();
-  if (!img.save(cli.value(screenshot), nullptr, 0))  // 0: smallest PNG return Fail("cannot write " + cli.value(screenshot).toStdString(), 1);
-  return 0;
+  if (!img.save(cli.value(screenshot), nullptr, 0))  // 0: smallest PNG return Fail("cannot write "
+                                                     // + cli.value(screenshot).toStdString(), 1);
+    return 0;
 }

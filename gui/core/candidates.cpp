@@ -23,7 +23,8 @@ Result<CandidateSet> CandidatesFromJson(const Json& j, const std::string& file) 
 
 Result<CandidateSet> ParseCandidates(const Json& j, const std::string& file) {
   {
-    if (!j.is_object() || j.value("kind", "") != "candidates") return BadInput(file + ": /kind: expected \"candidates\"");
+    if (!j.is_object() || j.value("kind", "") != "candidates")
+      return BadInput(file + ": /kind: expected \"candidates\"");
     for (const char* key : {"model", "cluster", "candidates"}) {
       if (!j.contains(key)) return BadInput(file + ": /" + key + ": missing");
     }
@@ -46,7 +47,8 @@ Result<CandidateSet> ParseCandidates(const Json& j, const std::string& file) {
       const Json& e = list[i];
       const std::string path = "/candidates/" + std::to_string(i);
       Candidate cand;
-      if (!e.is_object() || !e.contains("layout")) return BadInput(file + ": " + path + "/layout: missing");
+      if (!e.is_object() || !e.contains("layout"))
+        return BadInput(file + ": " + path + "/layout: missing");
       auto l = LayoutFromJson(e.at("layout"), file, path + "/layout");
       if (!l) return l.error();
       cand.layout = *l;
@@ -56,7 +58,8 @@ Result<CandidateSet> ParseCandidates(const Json& j, const std::string& file) {
       cand.mfu = e.value("mfu", 0.0);
       cand.peak_memory_bytes = e.value("peak_memory_bytes", int64_t{0});
       if (cand.evaluated() && !(cand.step_time_s > 0)) {
-        return BadInput(file + ": " + path + "/step_time_s: an evaluated candidate needs a step time > 0");
+        return BadInput(file + ": " + path +
+                        "/step_time_s: an evaluated candidate needs a step time > 0");
       }
       set.candidates.push_back(cand);
     }
@@ -72,30 +75,48 @@ Result<CandidateSet> LoadCandidates(const std::string& path) {
 
 const char* ToString(Dimension d) {
   switch (d) {
-    case Dimension::kTp: return "tp";
-    case Dimension::kPp: return "pp";
-    case Dimension::kDp: return "dp";
-    case Dimension::kZero: return "zero";
-    case Dimension::kMicroBatch: return "micro_batch";
-    case Dimension::kSchedule: return "schedule";
-    case Dimension::kRecompute: return "recompute";
-    case Dimension::kSequenceParallel: return "sequence_parallel";
-    case Dimension::kVirtualStages: return "virtual_stages";
+    case Dimension::kTp:
+      return "tp";
+    case Dimension::kPp:
+      return "pp";
+    case Dimension::kDp:
+      return "dp";
+    case Dimension::kZero:
+      return "zero";
+    case Dimension::kMicroBatch:
+      return "micro_batch";
+    case Dimension::kSchedule:
+      return "schedule";
+    case Dimension::kRecompute:
+      return "recompute";
+    case Dimension::kSequenceParallel:
+      return "sequence_parallel";
+    case Dimension::kVirtualStages:
+      return "virtual_stages";
   }
   return "?";
 }
 
 int64_t ValueOf(const Layout& l, Dimension d) {
   switch (d) {
-    case Dimension::kTp: return l.tp;
-    case Dimension::kPp: return l.pp;
-    case Dimension::kDp: return l.dp;
-    case Dimension::kZero: return l.zero_stage;
-    case Dimension::kMicroBatch: return l.micro_batch;
-    case Dimension::kSchedule: return static_cast<int64_t>(l.schedule);
-    case Dimension::kRecompute: return static_cast<int64_t>(l.recompute);
-    case Dimension::kSequenceParallel: return l.sequence_parallel ? 1 : 0;
-    case Dimension::kVirtualStages: return l.virtual_stages;
+    case Dimension::kTp:
+      return l.tp;
+    case Dimension::kPp:
+      return l.pp;
+    case Dimension::kDp:
+      return l.dp;
+    case Dimension::kZero:
+      return l.zero_stage;
+    case Dimension::kMicroBatch:
+      return l.micro_batch;
+    case Dimension::kSchedule:
+      return static_cast<int64_t>(l.schedule);
+    case Dimension::kRecompute:
+      return static_cast<int64_t>(l.recompute);
+    case Dimension::kSequenceParallel:
+      return l.sequence_parallel ? 1 : 0;
+    case Dimension::kVirtualStages:
+      return l.virtual_stages;
   }
   return 0;
 }
@@ -122,13 +143,19 @@ bool CandidateFilter::Admits(const Candidate& c) const {
   return true;
 }
 
-double ScatterAxes::XOfValue(double gib) const { return left + (gib - x_min) / (x_max - x_min) * width; }
-double ScatterAxes::YOfValue(double v) const { return top + height - (v - y_min) / (y_max - y_min) * height; }
-double ScatterAxes::XOf(const Candidate& c) const { return XOfValue(static_cast<double>(c.peak_memory_bytes) / kGiB); }
+double ScatterAxes::XOfValue(double gib) const {
+  return left + (gib - x_min) / (x_max - x_min) * width;
+}
+double ScatterAxes::YOfValue(double v) const {
+  return top + height - (v - y_min) / (y_max - y_min) * height;
+}
+double ScatterAxes::XOf(const Candidate& c) const {
+  return XOfValue(static_cast<double>(c.peak_memory_bytes) / kGiB);
+}
 double ScatterAxes::YOf(const Candidate& c) const { return YOfValue(ValueY(c)); }
 
-ScatterAxes FitScatter(const CandidateSet& set, const CandidateFilter& filter, bool tokens_per_s, int width_px,
-                       int height_px) {
+ScatterAxes FitScatter(const CandidateSet& set, const CandidateFilter& filter, bool tokens_per_s,
+                       int width_px, int height_px) {
   ScatterAxes a;
   a.tokens_per_s = tokens_per_s;
   a.width = std::max(width_px - a.left - 20, 50);
@@ -146,8 +173,8 @@ ScatterAxes FitScatter(const CandidateSet& set, const CandidateFilter& filter, b
   return a;
 }
 
-int64_t PickCandidate(const CandidateSet& set, const CandidateFilter& filter, const ScatterAxes& axes, double x,
-                      double y, double radius_px) {
+int64_t PickCandidate(const CandidateSet& set, const CandidateFilter& filter,
+                      const ScatterAxes& axes, double x, double y, double radius_px) {
   int64_t best = -1;
   double best_d2 = radius_px * radius_px;
   for (size_t i = 0; i < set.candidates.size(); ++i) {

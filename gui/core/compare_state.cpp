@@ -7,7 +7,8 @@ namespace parallax::gui {
 namespace {
 
 //! Copies a track into `out` under a per-rank, per-side process: pid 2 * rank + side.
-traces::TrackId DisplayTrack(traces::Trace& out, const traces::Trace& in, traces::TrackId id, int side,
+traces::TrackId DisplayTrack(traces::Trace& out, const traces::Trace& in, traces::TrackId id,
+                             int side,
                              std::map<std::pair<traces::TrackId, int>, traces::TrackId>& cache) {
   if (auto it = cache.find({id, side}); it != cache.end()) return it->second;
   const traces::Track& src = in.track(id);
@@ -46,7 +47,8 @@ void CompareState::SelectStep(int64_t measured_step) {
   sel.measured_step = measured_step;
   traces::Alignment al = traces::AlignSlices(predicted_, measured_, sel);
   mode_ = al.mode;
-  steps_ = mode_ == traces::AlignMode::kIdentity ? traces::StepsOf(measured_) : std::vector<int64_t>{};
+  steps_ =
+      mode_ == traces::AlignMode::kIdentity ? traces::StepsOf(measured_) : std::vector<int64_t>{};
   only_predicted_ = al.only_predicted;
   only_measured_ = al.only_measured;
   // The measured step shown: the chosen one, else the step of the first matched measured slice.
@@ -82,11 +84,13 @@ void CompareState::SelectStep(int64_t measured_step) {
     return static_cast<uint32_t>(display_.AddSlice(d));
   };
   int64_t pred_start = INT64_MAX, meas_start = INT64_MAX;
-  predicted_.slices().ForEach([&](const traces::Slice& s) { pred_start = std::min(pred_start, s.start_ns); });
+  predicted_.slices().ForEach(
+      [&](const traces::Slice& s) { pred_start = std::min(pred_start, s.start_ns); });
   measured_.slices().ForEach([&](const traces::Slice& s) {
     if (in_step(s)) meas_start = std::min(meas_start, s.start_ns);
   });
-  const int64_t shift = (pred_start == INT64_MAX || meas_start == INT64_MAX) ? 0 : pred_start - meas_start;
+  const int64_t shift =
+      (pred_start == INT64_MAX || meas_start == INT64_MAX) ? 0 : pred_start - meas_start;
   predicted_.slices().ForEach([&](const traces::Slice& s) { copy(predicted_, s, 0, 0); });
   predicted_count_ = static_cast<uint32_t>(display_.slices().size());
   for (size_t i = 0; i < measured_.slices().size(); ++i) {
@@ -102,7 +106,9 @@ void CompareState::SelectStep(int64_t measured_step) {
     if (dm == UINT32_MAX) continue;  // a measured step not shown
     const traces::Slice& ps = predicted_.slice(p);
     const traces::Slice& ms = measured_.slice(m);
-    const double err = ms.dur_ns > 0 ? static_cast<double>(ps.dur_ns - ms.dur_ns) / static_cast<double>(ms.dur_ns) : 0;
+    const double err =
+        ms.dur_ns > 0 ? static_cast<double>(ps.dur_ns - ms.dur_ns) / static_cast<double>(ms.dur_ns)
+                      : 0;
     error_[p] = error_[dm] = static_cast<float>(err);
     partner_[p] = dm;
     partner_[dm] = p;

@@ -19,10 +19,10 @@ namespace parallax::gui {
 struct ComparedOp {
   uint32_t display_predicted = 0;  //!< slice indices in display()
   uint32_t display_measured = 0;
-  std::string what;                //!< "rank 0 layer 3 qkv fwd mb 2" or the name
+  std::string what;  //!< "rank 0 layer 3 qkv fwd mb 2" or the name
   int64_t predicted_ns = 0;
   int64_t measured_ns = 0;
-  double rel_error = 0;            //!< (predicted - measured) / measured
+  double rel_error = 0;  //!< (predicted - measured) / measured
 };
 
 class CompareState {

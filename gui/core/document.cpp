@@ -16,16 +16,18 @@ namespace {
 //! Reports how far into the file the reader is and stops it when cancelled.
 class ProgressSource final : public traces::ByteSource {
  public:
-  ProgressSource(std::unique_ptr<traces::ByteSource> inner, traces::ByteSource* raw, int64_t file_bytes,
-                 LoadProgress* progress)
+  ProgressSource(std::unique_ptr<traces::ByteSource> inner, traces::ByteSource* raw,
+                 int64_t file_bytes, LoadProgress* progress)
       : inner_(std::move(inner)), raw_(raw), file_bytes_(file_bytes), progress_(progress) {}
   Result<size_t> Read(char* buf, size_t n) override {
     if (progress_) {
-      if (progress_->cancel.load(std::memory_order_relaxed)) return Error{"cancelled", ErrorKind::kIo};
+      if (progress_->cancel.load(std::memory_order_relaxed))
+        return Error{"cancelled", ErrorKind::kIo};
       if (file_bytes_ > 0) {
         // Reading is ~90% of a load; indexing the rest.
-        progress_->fraction.store(0.9 * static_cast<double>(raw_->raw_offset()) / static_cast<double>(file_bytes_),
-                                  std::memory_order_relaxed);
+        progress_->fraction.store(
+            0.9 * static_cast<double>(raw_->raw_offset()) / static_cast<double>(file_bytes_),
+            std::memory_order_relaxed);
       }
     }
     return inner_->Read(buf, n);
@@ -48,9 +50,12 @@ int64_t FileBytes(const std::string& path) {
 
 const char* ToString(DocumentKind k) {
   switch (k) {
-    case DocumentKind::kTrace: return "trace";
-    case DocumentKind::kPlan: return "plan";
-    case DocumentKind::kCandidates: return "candidates";
+    case DocumentKind::kTrace:
+      return "trace";
+    case DocumentKind::kPlan:
+      return "plan";
+    case DocumentKind::kCandidates:
+      return "candidates";
   }
   return "?";
 }
@@ -62,7 +67,8 @@ Result<DocumentKind> SniffKind(const std::string& path) {
   f.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<size_t>(f.gcount()));
   if (head.empty()) return BadInput(path + ": empty file");
-  if (head.size() >= 2 && static_cast<uint8_t>(head[0]) == 0x1f && static_cast<uint8_t>(head[1]) == 0x8b) {
+  if (head.size() >= 2 && static_cast<uint8_t>(head[0]) == 0x1f &&
+      static_cast<uint8_t>(head[1]) == 0x8b) {
     return DocumentKind::kTrace;
   }
   // JSON writers that sort keys (nlohmann) put "candidates" first and "kind" far behind it.
@@ -73,7 +79,9 @@ Result<DocumentKind> SniffKind(const std::string& path) {
   if (std::regex_search(head, m, kind)) {
     if (m[1] == "plan") return DocumentKind::kPlan;
     if (m[1] == "candidates") return DocumentKind::kCandidates;
-    if (m[1] != "trace") return BadInput(path + ": /kind: \"" + m[1].str() + "\" is not a trace, plan or candidates file");
+    if (m[1] != "trace")
+      return BadInput(path + ": /kind: \"" + m[1].str() +
+                      "\" is not a trace, plan or candidates file");
   }
   return DocumentKind::kTrace;
 }
@@ -127,7 +135,8 @@ Result<Document> LoadDocument(const std::string& path, LoadProgress* progress) {
       f.read(m, 2);
       return static_cast<uint8_t>(m[0]) == 0x1f && static_cast<uint8_t>(m[1]) == 0x8b;
     }();
-    std::unique_ptr<traces::ByteSource> src = gz ? traces::GzipSource(std::move(*raw), path) : std::move(*raw);
+    std::unique_ptr<traces::ByteSource> src =
+        gz ? traces::GzipSource(std::move(*raw), path) : std::move(*raw);
     ProgressSource ps(std::move(src), raw_ptr, FileBytes(path), progress);
     traces::ReadOptions ro;
     ro.origin = path;

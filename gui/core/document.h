@@ -29,10 +29,10 @@ struct LoadProgress {
 struct Document {
   std::string path;
   DocumentKind kind = DocumentKind::kTrace;
-  std::unique_ptr<traces::Trace> trace;          //!< traces and plans (the predicted trace)
-  std::unique_ptr<TimelineIndex> index;          //!< with `trace`
-  std::optional<Plan> plan;                      //!< plans
-  std::optional<CandidateSet> candidates;        //!< candidates files
+  std::unique_ptr<traces::Trace> trace;    //!< traces and plans (the predicted trace)
+  std::unique_ptr<TimelineIndex> index;    //!< with `trace`
+  std::optional<Plan> plan;                //!< plans
+  std::optional<CandidateSet> candidates;  //!< candidates files
 };
 
 //! What a file holds, from its first bytes: gzip or Chrome JSON -> trace; "kind" plan/candidates.

@@ -14,7 +14,18 @@ namespace parallax::gui {
 
 using Rgb = uint32_t;
 
-enum class OpFamily : uint8_t { kGemm, kAttention, kPointwise, kTpComm, kDpComm, kPpComm, kOptimizer, kComm, kMemory, kOther };
+enum class OpFamily : uint8_t {
+  kGemm,
+  kAttention,
+  kPointwise,
+  kTpComm,
+  kDpComm,
+  kPpComm,
+  kOptimizer,
+  kComm,
+  kMemory,
+  kOther
+};
 
 //! Family of a slice name: parallax op names ("qkv", "tp_allreduce"), NCCL kernels, memcpy/memset.
 OpFamily FamilyOfName(std::string_view name);

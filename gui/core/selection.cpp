@@ -20,15 +20,17 @@ Throughput ThroughputOf(const traces::Trace& trace, const traces::Slice& s) {
   return t;
 }
 
-std::vector<std::pair<std::string, std::string>> DescribeSlice(const traces::Trace& trace, uint32_t slice,
-                                                               int64_t origin_ns) {
+std::vector<std::pair<std::string, std::string>> DescribeSlice(const traces::Trace& trace,
+                                                               uint32_t slice, int64_t origin_ns) {
   std::vector<std::pair<std::string, std::string>> out;
   const traces::Slice& s = trace.slice(slice);
   const traces::Track& tr = trace.track(s.track);
   out.emplace_back("name", std::string(trace.Str(s.name)));
-  if (s.category != traces::kEmptyString) out.emplace_back("category", std::string(trace.Str(s.category)));
-  out.emplace_back("track", (tr.process_name.empty() ? "pid " + std::to_string(tr.pid) : tr.process_name) + " / " +
-                                (tr.name.empty() ? traces::ToString(tr.stream) : tr.name));
+  if (s.category != traces::kEmptyString)
+    out.emplace_back("category", std::string(trace.Str(s.category)));
+  out.emplace_back("track",
+                   (tr.process_name.empty() ? "pid " + std::to_string(tr.pid) : tr.process_name) +
+                       " / " + (tr.name.empty() ? traces::ToString(tr.stream) : tr.name));
   if (auto id = trace.identity(s)) {
     out.emplace_back("step", std::to_string(id->step));
     out.emplace_back("rank", std::to_string(id->rank));
@@ -42,19 +44,24 @@ std::vector<std::pair<std::string, std::string>> DescribeSlice(const traces::Tra
   out.emplace_back("duration", FormatDuration(static_cast<double>(s.dur_ns)));
   char buf[64];
   if (const traces::SliceArgs* a = trace.args(s)) {
-    if (a->flops >= 0) std::snprintf(buf, sizeof buf, "%.4g", a->flops), out.emplace_back("FLOPs", buf);
+    if (a->flops >= 0)
+      std::snprintf(buf, sizeof buf, "%.4g", a->flops), out.emplace_back("FLOPs", buf);
     if (a->bytes >= 0) out.emplace_back("bytes", std::to_string(a->bytes));
     if (a->group_size > 0) out.emplace_back("group size", std::to_string(a->group_size));
-    if (a->collective != traces::kEmptyString) out.emplace_back("collective", std::string(trace.Str(a->collective)));
+    if (a->collective != traces::kEmptyString)
+      out.emplace_back("collective", std::string(trace.Str(a->collective)));
   }
   const Throughput t = ThroughputOf(trace, s);
-  if (t.tflops >= 0) std::snprintf(buf, sizeof buf, "%.1f TFLOP/s", t.tflops), out.emplace_back("achieved", buf);
-  else if (t.gbps >= 0) std::snprintf(buf, sizeof buf, "%.1f GB/s (algbw)", t.gbps), out.emplace_back("achieved", buf);
+  if (t.tflops >= 0)
+    std::snprintf(buf, sizeof buf, "%.1f TFLOP/s", t.tflops), out.emplace_back("achieved", buf);
+  else if (t.gbps >= 0)
+    std::snprintf(buf, sizeof buf, "%.1f GB/s (algbw)", t.gbps), out.emplace_back("achieved", buf);
   return out;
 }
 
 std::vector<NameAggregate> AggregateRange(const traces::Trace& trace, const TimelineIndex& index,
-                                          const std::vector<size_t>& rows, int64_t t0_ns, int64_t t1_ns) {
+                                          const std::vector<size_t>& rows, int64_t t0_ns,
+                                          int64_t t1_ns) {
   std::unordered_map<traces::StringId, std::vector<int64_t>> durations;
   for (size_t r : rows) {
     if (r >= index.rows().size()) continue;
@@ -111,8 +118,9 @@ std::string SliceSearch::Set(const traces::Trace& trace, const std::string& patt
     if (IsMatch(s.name)) matches_.push_back(i);
     ++i;
   });
-  std::stable_sort(matches_.begin(), matches_.end(),
-                   [&](uint32_t a, uint32_t b) { return trace.slice(a).start_ns < trace.slice(b).start_ns; });
+  std::stable_sort(matches_.begin(), matches_.end(), [&](uint32_t a, uint32_t b) {
+    return trace.slice(a).start_ns < trace.slice(b).start_ns;
+  });
   return "";
 }
 

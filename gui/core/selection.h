@@ -14,10 +14,11 @@ namespace parallax::gui {
 
 //! A selected slice as label/value lines: name, category, track, op identity, start (relative to
 //! the trace start), duration, FLOPs, bytes, group size and the achieved TFLOP/s or GB/s.
-std::vector<std::pair<std::string, std::string>> DescribeSlice(const traces::Trace& trace, uint32_t slice,
-                                                               int64_t origin_ns);
+std::vector<std::pair<std::string, std::string>> DescribeSlice(const traces::Trace& trace,
+                                                               uint32_t slice, int64_t origin_ns);
 
-//! Achieved rate of a slice: TFLOP/s when it has FLOPs, else GB/s (algbw) when it has bytes; < 0: none.
+//! Achieved rate of a slice: TFLOP/s when it has FLOPs, else GB/s (algbw) when it has bytes; < 0:
+//! none.
 struct Throughput {
   double tflops = -1;
   double gbps = -1;
@@ -36,7 +37,8 @@ struct NameAggregate {
 //! Slices of `rows` that overlap [t0_ns, t1_ns], aggregated per name (durations of whole slices),
 //! sorted by total time, largest first.
 std::vector<NameAggregate> AggregateRange(const traces::Trace& trace, const TimelineIndex& index,
-                                          const std::vector<size_t>& rows, int64_t t0_ns, int64_t t1_ns);
+                                          const std::vector<size_t>& rows, int64_t t0_ns,
+                                          int64_t t1_ns);
 
 //! Name search by regular expression (ECMAScript, case-insensitive).
 class SliceSearch {
@@ -45,7 +47,9 @@ class SliceSearch {
   std::string Set(const traces::Trace& trace, const std::string& pattern);
   void Clear();
   bool active() const { return !matches_.empty() || !pattern_.empty(); }
-  bool IsMatch(traces::StringId name) const { return name < name_match_.size() && name_match_[name] != 0; }
+  bool IsMatch(traces::StringId name) const {
+    return name < name_match_.size() && name_match_[name] != 0;
+  }
   //! Matching slices by start time.
   const std::vector<uint32_t>& matches() const { return matches_; }
   //! The first match starting after `t_ns` (wrapping), or the last one before it; -1 when none.

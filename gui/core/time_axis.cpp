@@ -62,7 +62,8 @@ std::string TickLabel(int64_t rel_ns, double step_ns, double max_abs_ns) {
 
 }  // namespace
 
-std::vector<RulerTick> RulerTicks(const TimeAxis& axis, int width_px, int64_t origin_ns, int min_spacing_px) {
+std::vector<RulerTick> RulerTicks(const TimeAxis& axis, int width_px, int64_t origin_ns,
+                                  int min_spacing_px) {
   std::vector<RulerTick> out;
   if (width_px <= 0) return out;
   const double min_step = axis.ns_per_px() * std::max(min_spacing_px, 1);
@@ -81,7 +82,8 @@ std::vector<RulerTick> RulerTicks(const TimeAxis& axis, int width_px, int64_t or
     out.push_back({origin_ns + rel, x, ""});
     max_abs = std::max(max_abs, std::fabs(static_cast<double>(rel)));
   }
-  for (RulerTick& t : out) t.label = TickLabel(t.ns - origin_ns, static_cast<double>(istep), max_abs);
+  for (RulerTick& t : out)
+    t.label = TickLabel(t.ns - origin_ns, static_cast<double>(istep), max_abs);
   return out;
 }
 

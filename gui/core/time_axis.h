@@ -42,7 +42,8 @@ struct RulerTick {
 
 //! Ticks across [0, width_px): a 1/2/5 x 10^k ns step at least `min_spacing_px` apart, labelled
 //! relative to `origin_ns` (the trace start).
-std::vector<RulerTick> RulerTicks(const TimeAxis& axis, int width_px, int64_t origin_ns, int min_spacing_px = 90);
+std::vector<RulerTick> RulerTicks(const TimeAxis& axis, int width_px, int64_t origin_ns,
+                                  int min_spacing_px = 90);
 
 //! "850 ns", "12.5 us", "3.20 ms", "1.250 s": three significant digits, adaptive unit.
 std::string FormatDuration(double ns);

@@ -9,12 +9,15 @@ namespace {
 
 constexpr int kMaxDepth = 63;  // deeper nesting is drawn on the last row
 
-bool Cancelled(const std::atomic<bool>* cancel) { return cancel && cancel->load(std::memory_order_relaxed); }
+bool Cancelled(const std::atomic<bool>* cancel) {
+  return cancel && cancel->load(std::memory_order_relaxed);
+}
 
 int32_t Saturate(int64_t v) { return static_cast<int32_t>(std::min<int64_t>(v, INT32_MAX)); }
 
 //! Adds the slice at position `pos` of a row to the row's finest summary level.
-void AddToFinestGroup(std::vector<SliceGroup>& fine, size_t pos, const traces::Slice& s, int64_t& prev_end) {
+void AddToFinestGroup(std::vector<SliceGroup>& fine, size_t pos, const traces::Slice& s,
+                      int64_t& prev_end) {
   if ((pos & ((size_t{1} << kGroupShift[0]) - 1)) == 0) {
     fine.push_back(SliceGroup{s.start_ns, s.end_ns(), Saturate(s.dur_ns), 0});
   } else {
@@ -39,7 +42,8 @@ void BuildCoarseGroups(TimelineRow& row) {
       if (k % per == 0) {
         u = l;
       } else {
-        u.max_gap_ns = std::max({u.max_gap_ns, l.max_gap_ns, Saturate(l.first_start_ns - u.last_end_ns)});
+        u.max_gap_ns =
+            std::max({u.max_gap_ns, l.max_gap_ns, Saturate(l.first_start_ns - u.last_end_ns)});
         u.max_dur_ns = std::max(u.max_dur_ns, l.max_dur_ns);
         u.last_end_ns = l.last_end_ns;
       }
@@ -49,7 +53,8 @@ void BuildCoarseGroups(TimelineRow& row) {
 
 }  // namespace
 
-std::optional<TimelineIndex> TimelineIndex::Build(const traces::Trace& trace, const std::atomic<bool>* cancel) {
+std::optional<TimelineIndex> TimelineIndex::Build(const traces::Trace& trace,
+                                                  const std::atomic<bool>* cancel) {
   TimelineIndex ix;
   const auto& slices = trace.slices();
   const size_t n = slices.size();
@@ -129,7 +134,8 @@ std::optional<TimelineIndex> TimelineIndex::Build(const traces::Trace& trace, co
       row.groups[0].shrink_to_fit();
       ix.rows_.push_back(std::move(row));
     }
-    for (uint32_t p = begin[t]; p < begin[t + 1]; ++p) ix.rows_[ix.rows_of_track_[t][depth[p]]].slices.push_back(order[p]);
+    for (uint32_t p = begin[t]; p < begin[t + 1]; ++p)
+      ix.rows_[ix.rows_of_track_[t][depth[p]]].slices.push_back(order[p]);
   }
   std::vector<uint32_t>().swap(order);
   std::vector<uint8_t>().swap(depth);
@@ -165,10 +171,12 @@ std::optional<TimelineIndex> TimelineIndex::Build(const traces::Trace& trace, co
   std::map<LaneKey, std::vector<traces::TrackId>> lane_tracks;
   for (size_t t = 0; t < tracks; ++t) {
     if (ix.rows_of_track_[t].empty()) continue;
-    lane_tracks[lane_key_of(trace.track(static_cast<traces::TrackId>(t)))].push_back(static_cast<traces::TrackId>(t));
+    lane_tracks[lane_key_of(trace.track(static_cast<traces::TrackId>(t)))].push_back(
+        static_cast<traces::TrackId>(t));
   }
   std::map<int64_t, std::vector<size_t>> counters_of_pid;
-  for (size_t r = 0; r < ix.counter_rows_.size(); ++r) counters_of_pid[ix.counter_rows_[r].pid].push_back(r);
+  for (size_t r = 0; r < ix.counter_rows_.size(); ++r)
+    counters_of_pid[ix.counter_rows_[r].pid].push_back(r);
   for (auto& [key, ids] : lane_tracks) {
     std::sort(ids.begin(), ids.end(), [&](traces::TrackId a, traces::TrackId b) {
       const auto& x = trace.track(a);
@@ -182,7 +190,8 @@ std::optional<TimelineIndex> TimelineIndex::Build(const traces::Trace& trace, co
     if (key.first == 0) {
       lane.label = "rank " + std::to_string(key.second);
     } else {
-      lane.label = first.process_name.empty() ? "pid " + std::to_string(first.pid) : first.process_name;
+      lane.label =
+          first.process_name.empty() ? "pid " + std::to_string(first.pid) : first.process_name;
     }
     for (traces::TrackId t : ids) {
       for (size_t r : ix.rows_of_track_[t]) lane.rows.push_back(r);
@@ -202,7 +211,10 @@ size_t TimelineIndex::FirstEndingAfter(const traces::Trace& trace, size_t row, i
   size_t lo = 0, hi = ids.size();
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
-    if (slices[ids[mid]].end_ns() < t_ns) lo = mid + 1; else hi = mid;
+    if (slices[ids[mid]].end_ns() < t_ns)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -217,7 +229,9 @@ std::optional<uint32_t> TimelineIndex::HitTest(const traces::Trace& trace, size_
   auto consider = [&](size_t i) {
     if (i >= ids.size()) return;
     const traces::Slice& s = trace.slice(ids[i]);
-    const int64_t gap = t_ns < s.start_ns ? s.start_ns - t_ns : t_ns > s.end_ns() ? t_ns - s.end_ns() : 0;
+    const int64_t gap = t_ns < s.start_ns   ? s.start_ns - t_ns
+                        : t_ns > s.end_ns() ? t_ns - s.end_ns()
+                                            : 0;
     if (gap < best_gap) best_gap = gap, best = ids[i];
   };
   consider(p);
@@ -230,8 +244,9 @@ std::optional<size_t> TimelineIndex::RowOfSlice(const traces::Trace& trace, uint
   if (s.track >= rows_of_track_.size()) return std::nullopt;
   for (size_t r : rows_of_track_[s.track]) {
     const auto& ids = rows_[r].slices;
-    auto it = std::lower_bound(ids.begin(), ids.end(), s.start_ns,
-                               [&](uint32_t id, int64_t t) { return trace.slice(id).start_ns < t; });
+    auto it = std::lower_bound(ids.begin(), ids.end(), s.start_ns, [&](uint32_t id, int64_t t) {
+      return trace.slice(id).start_ns < t;
+    });
     for (; it != ids.end() && trace.slice(*it).start_ns == s.start_ns; ++it) {
       if (*it == slice) return r;
     }
@@ -245,12 +260,14 @@ std::optional<size_t> TimelineIndex::TopRowOfTrack(traces::TrackId track) const 
 }
 
 size_t TimelineIndex::MemoryBytes() const {
-  size_t b = sizeof(*this) + rows_.capacity() * sizeof(TimelineRow) + lanes_.capacity() * sizeof(Lane);
+  size_t b =
+      sizeof(*this) + rows_.capacity() * sizeof(TimelineRow) + lanes_.capacity() * sizeof(Lane);
   for (const auto& r : rows_) {
     b += r.slices.capacity() * sizeof(uint32_t);
     for (const auto& g : r.groups) b += g.capacity() * sizeof(SliceGroup);
   }
-  for (const auto& r : counter_rows_) b += sizeof(CounterRow) + r.samples.capacity() * sizeof(uint32_t);
+  for (const auto& r : counter_rows_)
+    b += sizeof(CounterRow) + r.samples.capacity() * sizeof(uint32_t);
   for (const auto& l : lanes_) b += l.rows.capacity() * sizeof(size_t) + l.label.capacity();
   for (const auto& t : rows_of_track_) b += sizeof(t) + t.capacity() * sizeof(size_t);
   return b;

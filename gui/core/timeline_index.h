@@ -66,7 +66,8 @@ struct DrawBox {
 class TimelineIndex {
  public:
   //! Builds the layout; returns nullopt only when `cancel` became true.
-  static std::optional<TimelineIndex> Build(const traces::Trace& trace, const std::atomic<bool>* cancel = nullptr);
+  static std::optional<TimelineIndex> Build(const traces::Trace& trace,
+                                            const std::atomic<bool>* cancel = nullptr);
 
   const std::vector<TimelineRow>& rows() const { return rows_; }
   const std::vector<CounterRow>& counter_rows() const { return counter_rows_; }
@@ -78,10 +79,12 @@ class TimelineIndex {
   //! Calls fn(const DrawBox&) for the slices of `row` overlapping [t0_ns, t1_ns], merging runs of
   //! slices shorter than `ns_per_px` into busy blocks. At most ~2 boxes per pixel, O(log n) each.
   template <class F>
-  void Visit(const traces::Trace& trace, size_t row, int64_t t0_ns, int64_t t1_ns, double ns_per_px, F&& fn) const;
+  void Visit(const traces::Trace& trace, size_t row, int64_t t0_ns, int64_t t1_ns, double ns_per_px,
+             F&& fn) const;
 
   //! The slice of `row` under `t_ns`, else the nearest one within `slop_ns`.
-  std::optional<uint32_t> HitTest(const traces::Trace& trace, size_t row, int64_t t_ns, int64_t slop_ns) const;
+  std::optional<uint32_t> HitTest(const traces::Trace& trace, size_t row, int64_t t_ns,
+                                  int64_t slop_ns) const;
   //! First position in row.slices whose slice ends after t_ns.
   size_t FirstEndingAfter(const traces::Trace& trace, size_t row, int64_t t_ns) const;
   //! The row holding a slice (binary search over the rows of its track), or nullopt.
@@ -101,8 +104,8 @@ class TimelineIndex {
 };
 
 template <class F>
-void TimelineIndex::Visit(const traces::Trace& trace, size_t row, int64_t t0_ns, int64_t t1_ns, double ns_per_px,
-                          F&& fn) const {
+void TimelineIndex::Visit(const traces::Trace& trace, size_t row, int64_t t0_ns, int64_t t1_ns,
+                          double ns_per_px, F&& fn) const {
   const TimelineRow& r = rows_[row];
   const auto& ids = r.slices;
   const auto& slices = trace.slices();
@@ -117,9 +120,12 @@ void TimelineIndex::Visit(const traces::Trace& trace, size_t row, int64_t t0_ns,
       const SliceGroup& g = r.groups[lv][i >> kGroupShift[lv]];
       if (g.max_dur_ns < px && g.max_gap_ns < px) {
         const size_t end = std::min(n, ((i >> kGroupShift[lv]) + 1) << kGroupShift[lv]);
-        const int64_t start = i == ((i >> kGroupShift[lv]) << kGroupShift[lv]) ? g.first_start_ns : slices[ids[i]].start_ns;
+        const int64_t start = i == ((i >> kGroupShift[lv]) << kGroupShift[lv])
+                                  ? g.first_start_ns
+                                  : slices[ids[i]].start_ns;
         if (start > t1_ns) return;
-        fn(DrawBox{start, std::max(g.last_end_ns, start + px), ids[i], static_cast<uint32_t>(end - i)});
+        fn(DrawBox{start, std::max(g.last_end_ns, start + px), ids[i],
+                   static_cast<uint32_t>(end - i)});
         i = end;
         skipped = true;
         break;
@@ -144,12 +150,16 @@ void TimelineIndex::Visit(const traces::Trace& trace, size_t row, int64_t t0_ns,
     hi = std::min(hi, n);
     while (lo < hi) {
       const size_t mid = (lo + hi) / 2;
-      if (slices[ids[mid]].start_ns < limit) lo = mid + 1; else hi = mid;
+      if (slices[ids[mid]].start_ns < limit)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
-    size_t j = lo;  // [i, j) start within the pixel
+    size_t j = lo;                                          // [i, j) start within the pixel
     if (j - i > 1 && slices[ids[j - 1]].dur_ns >= px) --j;  // a wide last one is drawn alone
     const traces::Slice& last = slices[ids[j - 1]];
-    fn(DrawBox{s.start_ns, std::max(last.end_ns(), s.start_ns + px), ids[i], static_cast<uint32_t>(j - i)});
+    fn(DrawBox{s.start_ns, std::max(last.end_ns(), s.start_ns + px), ids[i],
+               static_cast<uint32_t>(j - i)});
     i = j;
   }
 }

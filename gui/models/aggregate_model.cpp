@@ -9,13 +9,20 @@ namespace {
 
 QVariant Raw(const NameAggregate& a, int column) {
   switch (column) {
-    case AggregateModel::kName: return QString::fromStdString(a.name);
-    case AggregateModel::kCount: return static_cast<qlonglong>(a.count);
-    case AggregateModel::kTotal: return static_cast<qlonglong>(a.total_ns);
-    case AggregateModel::kMean: return static_cast<qlonglong>(a.mean_ns);
-    case AggregateModel::kP50: return static_cast<qlonglong>(a.p50_ns);
-    case AggregateModel::kP99: return static_cast<qlonglong>(a.p99_ns);
-    default: return {};
+    case AggregateModel::kName:
+      return QString::fromStdString(a.name);
+    case AggregateModel::kCount:
+      return static_cast<qlonglong>(a.count);
+    case AggregateModel::kTotal:
+      return static_cast<qlonglong>(a.total_ns);
+    case AggregateModel::kMean:
+      return static_cast<qlonglong>(a.mean_ns);
+    case AggregateModel::kP50:
+      return static_cast<qlonglong>(a.p50_ns);
+    case AggregateModel::kP99:
+      return static_cast<qlonglong>(a.p99_ns);
+    default:
+      return {};
   }
 }
 
@@ -31,18 +38,23 @@ int AggregateModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(rows_.size());
 }
 
-int AggregateModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumns; }
+int AggregateModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : kColumns;
+}
 
 QVariant AggregateModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+    return {};
   const NameAggregate& a = rows_[static_cast<size_t>(index.row())];
   if (role == kSortRole) return Raw(a, index.column());
   if (role == Qt::TextAlignmentRole) {
-    return index.column() == kName ? QVariant(Qt::AlignLeft | Qt::AlignVCenter) : QVariant(Qt::AlignRight | Qt::AlignVCenter);
+    return index.column() == kName ? QVariant(Qt::AlignLeft | Qt::AlignVCenter)
+                                   : QVariant(Qt::AlignRight | Qt::AlignVCenter);
   }
   if (role != Qt::DisplayRole) return {};
   if (index.column() == kName || index.column() == kCount) return Raw(a, index.column());
-  return QString::fromStdString(FormatDuration(static_cast<double>(Raw(a, index.column()).toLongLong())));
+  return QString::fromStdString(
+      FormatDuration(static_cast<double>(Raw(a, index.column()).toLongLong())));
 }
 
 QVariant AggregateModel::headerData(int section, Qt::Orientation orientation, int role) const {
@@ -59,8 +71,10 @@ void AggregateModel::sort(int column, Qt::SortOrder order) {
   for (size_t i = 0; i < perm.size(); ++i) perm[i] = i;
   std::stable_sort(perm.begin(), perm.end(), [&](size_t x, size_t y) {
     const QVariant a = Raw(rows_[x], column), b = Raw(rows_[y], column);
-    const bool less = column == kName ? a.toString() < b.toString() : a.toLongLong() < b.toLongLong();
-    const bool greater = column == kName ? b.toString() < a.toString() : b.toLongLong() < a.toLongLong();
+    const bool less =
+        column == kName ? a.toString() < b.toString() : a.toLongLong() < b.toLongLong();
+    const bool greater =
+        column == kName ? b.toString() < a.toString() : b.toLongLong() < a.toLongLong();
     return order == Qt::AscendingOrder ? less : greater;
   });
   std::vector<NameAggregate> sorted;
@@ -71,7 +85,8 @@ void AggregateModel::sort(int column, Qt::SortOrder order) {
   }
   rows_ = std::move(sorted);
   QModelIndexList after;
-  for (const QModelIndex& i : before) after.push_back(index(new_row[static_cast<size_t>(i.row())], i.column()));
+  for (const QModelIndex& i : before)
+    after.push_back(index(new_row[static_cast<size_t>(i.row())], i.column()));
   changePersistentIndexList(before, after);
   emit layoutChanged({}, QAbstractItemModel::VerticalSortHint);
 }

@@ -15,12 +15,15 @@ void BreakdownChart::SetBreakdown(std::vector<traces::RankBreakdown> ranks) {
   update();
 }
 
-QSize BreakdownChart::sizeHint() const { return {600, 50 + 22 * static_cast<int>(std::max<size_t>(ranks_.size(), 1))}; }
+QSize BreakdownChart::sizeHint() const {
+  return {600, 50 + 22 * static_cast<int>(std::max<size_t>(ranks_.size(), 1))};
+}
 
 void BreakdownChart::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), Qt::white);
-  const QColor kColors[] = {QColor(86, 140, 214), QColor(235, 120, 70), QColor(70, 180, 180), QColor(205, 205, 210)};
+  const QColor kColors[] = {QColor(86, 140, 214), QColor(235, 120, 70), QColor(70, 180, 180),
+                            QColor(205, 205, 210)};
   const char* kNames[] = {"compute", "exposed communication", "other device work", "idle"};
   int x = 80;
   for (int i = 0; i < 4; ++i) {
@@ -42,7 +45,8 @@ void BreakdownChart::paintEvent(QPaintEvent*) {
     const int64_t other = std::max<int64_t>(r.span_ns - r.compute_ns - exposed - r.idle_ns, 0);
     const int64_t parts[] = {r.compute_ns, exposed, other, r.idle_ns};
     p.setPen(Qt::black);
-    p.drawText(QRect(4, y, 70, 18), Qt::AlignVCenter | Qt::AlignRight, QString("rank %1").arg(r.rank));
+    p.drawText(QRect(4, y, 70, 18), Qt::AlignVCenter | Qt::AlignRight,
+               QString("rank %1").arg(r.rank));
     double bx = 80;
     for (int i = 0; i < 4; ++i) {
       const double w = static_cast<double>(parts[i]) / static_cast<double>(max_span) * bar_w;

@@ -114,7 +114,8 @@ void MainWindow::BuildUi() {
   connect(search_edit_, &QLineEdit::returnPressed, this, [this] { RunSearch(+1); });
   connect(next, &QPushButton::clicked, this, [this] { RunSearch(+1); });
   connect(prev, &QPushButton::clicked, this, [this] { RunSearch(-1); });
-  connect(timeline_, &TimelineView::sliceSelected, this, [this](qint64 s) { ShowSliceDetails(timeline_, s); });
+  connect(timeline_, &TimelineView::sliceSelected, this,
+          [this](qint64 s) { ShowSliceDetails(timeline_, s); });
   connect(timeline_, &TimelineView::rangeSelected, this, [this] { UpdateAggregates(); });
 
   // Compare: step selector + summary, timeline coloured by error, op table.
@@ -152,9 +153,11 @@ void MainWindow::BuildUi() {
             }
           });
   connect(compare_timeline_, &TimelineView::sliceSelected, this, [this](qint64 s) {
-    if (s >= 0) compare_label_->setText(compare_label_->text().section("  |", 0, 0) + "  |  " +
-                                        QString::fromStdString(DescribeSlice(*compare_timeline_->trace(),
-                                                                              static_cast<uint32_t>(s), 0)[0].second));
+    if (s >= 0)
+      compare_label_->setText(
+          compare_label_->text().section("  |", 0, 0) + "  |  " +
+          QString::fromStdString(
+              DescribeSlice(*compare_timeline_->trace(), static_cast<uint32_t>(s), 0)[0].second));
   });
 
   // Plans: axis, colour and filter controls over the scatter.
@@ -196,8 +199,10 @@ void MainWindow::BuildUi() {
   plans_label_ = new QLabel("Click a point to simulate it and open its predicted timeline.");
   plans_layout->addWidget(plans_label_);
   tabs_->addTab(plans_page, "Plans");
-  connect(y_combo_, &QComboBox::activated, this, [this](int i) { scatter_->SetTokensPerSecond(i == 1); });
-  connect(color_combo_, &QComboBox::activated, this, [this](int i) { scatter_->SetColorBy(kAllDimensions[i]); });
+  connect(y_combo_, &QComboBox::activated, this,
+          [this](int i) { scatter_->SetTokensPerSecond(i == 1); });
+  connect(color_combo_, &QComboBox::activated, this,
+          [this](int i) { scatter_->SetColorBy(kAllDimensions[i]); });
   connect(scatter_, &ScatterView::candidateClicked, this, &MainWindow::OnCandidateClicked);
 
   // Stats: per-rank breakdown + per-name table.
@@ -226,8 +231,9 @@ void MainWindow::BuildUi() {
 void MainWindow::BuildMenus() {
   QMenu* file = menuBar()->addMenu("&File");
   file->addAction("&Open...", QKeySequence::Open, this, [this] {
-    const QString p = QFileDialog::getOpenFileName(this, "Open trace, plan or candidates", {},
-                                                   "parallax files (*.json *.json.gz *.gz);;All files (*)");
+    const QString p =
+        QFileDialog::getOpenFileName(this, "Open trace, plan or candidates", {},
+                                     "parallax files (*.json *.json.gz *.gz);;All files (*)");
     if (!p.isEmpty()) OpenAsync(p);
   });
   file->addAction("&Compare...", this, [this] {
@@ -297,10 +303,13 @@ void MainWindow::OpenAsync(const QString& path) {
   const std::string p = path.toStdString();
   worker_ = std::thread([this, p] {
     auto r = std::make_unique<Result<Document>>(LoadDocument(p, &load_progress_));
-    QMetaObject::invokeMethod(this, [this, r = r.release()]() mutable {
-      load_result_.reset(r);
-      FinishAsyncLoad();
-    }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this,
+        [this, r = r.release()]() mutable {
+          load_result_.reset(r);
+          FinishAsyncLoad();
+        },
+        Qt::QueuedConnection);
   });
   auto* timer = new QTimer(this);
   connect(timer, &QTimer::timeout, this, [this, timer] {
@@ -320,8 +329,10 @@ void MainWindow::FinishAsyncLoad() {
   auto r = std::move(load_result_);
   if (!r || !*r) {
     const QString msg = r ? QString::fromStdString(r->error().message) : QString("load failed");
-    if (msg == "cancelled") statusBar()->showMessage("cancelled loading " + load_path_, 5000);
-    else ShowError(msg);
+    if (msg == "cancelled")
+      statusBar()->showMessage("cancelled loading " + load_path_, 5000);
+    else
+      ShowError(msg);
     return;
   }
   AddRecent(load_path_);
@@ -336,13 +347,14 @@ void MainWindow::Install(Document doc) {
     RebuildFilters();
     int evaluated = 0;
     for (const auto& c : candidates_->candidates) evaluated += c.evaluated() ? 1 : 0;
-    plans_label_->setText(QString("%1: %2 layouts, %3 evaluated, the rest rejected; %4 on %5. Click a point to "
-                                  "simulate it.")
-                              .arg(QString::fromStdString(doc.path))
-                              .arg(candidates_->candidates.size())
-                              .arg(evaluated)
-                              .arg(QString::fromStdString(candidates_->model.name))
-                              .arg(QString::fromStdString(candidates_->cluster.name)));
+    plans_label_->setText(
+        QString("%1: %2 layouts, %3 evaluated, the rest rejected; %4 on %5. Click a point to "
+                "simulate it.")
+            .arg(QString::fromStdString(doc.path))
+            .arg(candidates_->candidates.size())
+            .arg(evaluated)
+            .arg(QString::fromStdString(candidates_->model.name))
+            .arg(QString::fromStdString(candidates_->cluster.name)));
     ShowTab(kPlansTab);
     return;
   }
@@ -356,7 +368,8 @@ void MainWindow::Install(Document doc) {
   }
   setWindowTitle(QString::fromStdString("parallax-gui - " + doc_.path));
   timeline_->SetTrace(doc_.trace.get(), doc_.index.get());
-  stats_ = std::make_unique<traces::TraceStats>(traces::ComputeStats(*doc_.trace, {.top_names = 500}));
+  stats_ =
+      std::make_unique<traces::TraceStats>(traces::ComputeStats(*doc_.trace, {.top_names = 500}));
   breakdown_->SetBreakdown(stats_->per_rank);
   stats_model_->SetStats(stats_->names);
   FitNameColumn(stats_table_);
@@ -371,7 +384,8 @@ Status MainWindow::CompareNow(const std::string& predicted, const std::string& m
   auto m = LoadDocument(measured);
   if (!m) return ShowError(QString::fromStdString(m.error().message)), Status(m.error());
   if (!p->trace || !m->trace) {
-    Error e = BadInput((p->trace ? measured : predicted) + ": not a trace (compare needs two traces)");
+    Error e =
+        BadInput((p->trace ? measured : predicted) + ": not a trace (compare needs two traces)");
     ShowError(QString::fromStdString(e.message));
     return e;
   }
@@ -395,28 +409,34 @@ void MainWindow::ApplyCompare() {
   });
   compare_model_->SetState(st);
   FitNameColumn(compare_table_);
-  compare_label_->setText(QString("%1 alignment, %2 matched ops, %3 only predicted, %4 only measured; colour: "
-                                  "blue predicted shorter, red predicted longer, hatched unmatched")
-                              .arg(ToString(st->mode()))
-                              .arg(st->ops().size())
-                              .arg(st->only_predicted())
-                              .arg(st->only_measured()));
+  compare_label_->setText(
+      QString("%1 alignment, %2 matched ops, %3 only predicted, %4 only measured; colour: "
+              "blue predicted shorter, red predicted longer, hatched unmatched")
+          .arg(ToString(st->mode()))
+          .arg(st->ops().size())
+          .arg(st->only_predicted())
+          .arg(st->only_measured()));
   if (!st->ops().empty()) compare_table_->selectRow(0);  // the worst op
 }
 
 void MainWindow::ShowSliceDetails(const TimelineView* view, qint64 slice) {
   details_->setRowCount(0);
   if (slice < 0 || !view->trace()) return;
-  auto lines = DescribeSlice(*view->trace(), static_cast<uint32_t>(slice), view->index()->first_ns());
+  auto lines =
+      DescribeSlice(*view->trace(), static_cast<uint32_t>(slice), view->index()->first_ns());
   if (view == compare_timeline_ && compare_) {
     const float e = compare_->ErrorOf(static_cast<uint32_t>(slice));
-    lines.emplace_back("side", compare_->IsPredicted(static_cast<uint32_t>(slice)) ? "predicted" : "measured");
-    lines.emplace_back("error", std::isnan(e) ? "unmatched" : QString::asprintf("%+.1f%%", e * 100).toStdString());
+    lines.emplace_back(
+        "side", compare_->IsPredicted(static_cast<uint32_t>(slice)) ? "predicted" : "measured");
+    lines.emplace_back(
+        "error", std::isnan(e) ? "unmatched" : QString::asprintf("%+.1f%%", e * 100).toStdString());
   }
   details_->setRowCount(static_cast<int>(lines.size()));
   for (size_t i = 0; i < lines.size(); ++i) {
-    details_->setItem(static_cast<int>(i), 0, new QTableWidgetItem(QString::fromStdString(lines[i].first)));
-    details_->setItem(static_cast<int>(i), 1, new QTableWidgetItem(QString::fromStdString(lines[i].second)));
+    details_->setItem(static_cast<int>(i), 0,
+                      new QTableWidgetItem(QString::fromStdString(lines[i].first)));
+    details_->setItem(static_cast<int>(i), 1,
+                      new QTableWidgetItem(QString::fromStdString(lines[i].second)));
   }
   details_->resizeColumnToContents(0);
 }
@@ -424,8 +444,8 @@ void MainWindow::ShowSliceDetails(const TimelineView* view, qint64 slice) {
 void MainWindow::UpdateAggregates() {
   const auto range = timeline_->selected_range();
   if (!range || !doc_.trace) return;
-  aggregate_model_->SetRows(
-      AggregateRange(*doc_.trace, *doc_.index, timeline_->range_rows(), range->first, range->second));
+  aggregate_model_->SetRows(AggregateRange(*doc_.trace, *doc_.index, timeline_->range_rows(),
+                                           range->first, range->second));
   FitNameColumn(aggregate_table_);
 }
 

@@ -104,7 +104,8 @@ void TimelineView::SelectSlice(int64_t slice, bool center) {
     if (auto r = index_->RowOfSlice(*trace_, static_cast<uint32_t>(slice))) {
       const int y = row_y_[*r];
       const int visible = height() - kRulerHeight;
-      if (y < v_offset_ || y + kRowHeight > v_offset_ + visible) v_offset_ = std::max(0, y - visible / 2);
+      if (y < v_offset_ || y + kRowHeight > v_offset_ + visible)
+        v_offset_ = std::max(0, y - visible / 2);
     }
   }
   update();
@@ -122,7 +123,8 @@ void TimelineView::SelectRange(int64_t t0_ns, int64_t t1_ns, std::vector<size_t>
 std::optional<size_t> TimelineView::RowAt(int y) const {
   const int cy = y - kRulerHeight + v_offset_;
   for (const RowGeom& g : geom_) {
-    if (cy >= g.y && cy < g.y + g.h) return g.kind == RowGeom::kSlices ? std::optional<size_t>(g.index) : std::nullopt;
+    if (cy >= g.y && cy < g.y + g.h)
+      return g.kind == RowGeom::kSlices ? std::optional<size_t>(g.index) : std::nullopt;
   }
   return std::nullopt;
 }
@@ -151,7 +153,8 @@ int TimelineView::NameWidth(traces::StringId id, const QFontMetrics& fm) const {
   if (id >= name_width_.size()) return 1 << 14;
   if (name_width_[id] < 0) {
     const auto v = trace_->Str(id);
-    const int w = fm.horizontalAdvance(QString::fromUtf8(v.data(), static_cast<qsizetype>(v.size())));
+    const int w =
+        fm.horizontalAdvance(QString::fromUtf8(v.data(), static_cast<qsizetype>(v.size())));
     name_width_[id] = static_cast<int16_t>(std::min(w, 32000));
   }
   return name_width_[id];
@@ -162,7 +165,8 @@ void TimelineView::Paint(QPainter& p, QSize size) const {
   p.fillRect(0, 0, w, h, QColor(250, 250, 252));
   if (!index_) {
     p.setPen(QColor(90, 90, 90));
-    p.drawText(QRect(0, 0, w, h), Qt::AlignCenter, "Open a trace, plan or candidates file (File > Open, or drop it here)");
+    p.drawText(QRect(0, 0, w, h), Qt::AlignCenter,
+               "Open a trace, plan or candidates file (File > Open, or drop it here)");
     return;
   }
   const int plot_w = std::max(w - kLabelWidth, 1);
@@ -190,7 +194,8 @@ void TimelineView::Paint(QPainter& p, QSize size) const {
       } else {
         const CounterRow& c = index_->counter_rows()[g.index];
         p.drawText(QRect(14, y, kLabelWidth - 18, g.h), Qt::AlignVCenter | Qt::AlignLeft,
-                   QString::fromStdString(std::string(trace_->Str(c.name)) + " " + std::string(trace_->Str(c.series))));
+                   QString::fromStdString(std::string(trace_->Str(c.name)) + " " +
+                                          std::string(trace_->Str(c.series))));
         p.translate(kLabelWidth, 0);
         p.setClipRect(0, std::max(y, kRulerHeight), plot_w, g.h);
         PaintCounter(p, g, y, plot_w);
@@ -205,9 +210,12 @@ void TimelineView::Paint(QPainter& p, QSize size) const {
   p.translate(kLabelWidth, 0);
   p.setClipRect(0, kRulerHeight, plot_w, h - kRulerHeight);
   if (range_) {
-    const double x0 = std::clamp(axis_.ToPx(static_cast<double>(range_->first)), -1.0, plot_w + 1.0);
-    const double x1 = std::clamp(axis_.ToPx(static_cast<double>(range_->second)), -1.0, plot_w + 1.0);
-    p.fillRect(QRectF(x0, kRulerHeight, std::max(x1 - x0, 1.0), h - kRulerHeight), QColor(60, 120, 220, 40));
+    const double x0 =
+        std::clamp(axis_.ToPx(static_cast<double>(range_->first)), -1.0, plot_w + 1.0);
+    const double x1 =
+        std::clamp(axis_.ToPx(static_cast<double>(range_->second)), -1.0, plot_w + 1.0);
+    p.fillRect(QRectF(x0, kRulerHeight, std::max(x1 - x0, 1.0), h - kRulerHeight),
+               QColor(60, 120, 220, 40));
     p.setPen(QColor(60, 120, 220));
     p.drawLine(QPointF(x0, kRulerHeight), QPointF(x0, h));
     p.drawLine(QPointF(x1, kRulerHeight), QPointF(x1, h));
@@ -246,7 +254,8 @@ void TimelineView::PaintSlices(QPainter& p, const RowGeom& g, int y, int w) cons
   constexpr QRgb kBusy = 0xff7d8aa3;
   int run_x0 = 0, run_x1 = -1;
   auto flush = [&] {
-    if (run_x1 >= run_x0) p.fillRect(QRect(run_x0, top, run_x1 - run_x0 + 1, hh), QColor::fromRgb(kBusy));
+    if (run_x1 >= run_x0)
+      p.fillRect(QRect(run_x0, top, run_x1 - run_x0 + 1, hh), QColor::fromRgb(kBusy));
     run_x1 = run_x0 - 1;
   };
   index_->Visit(*trace_, g.index, t0, t1, npp, [&](const DrawBox& b) {
@@ -272,7 +281,8 @@ void TimelineView::PaintSlices(QPainter& p, const RowGeom& g, int y, int w) cons
     const QRect r(x0, top, x1 - x0 + 1, hh);
     p.fillRect(r, QColor::fromRgb(c));
     if (st.hatched) p.fillRect(r, QBrush(QColor(90, 90, 90), Qt::BDiagPattern));
-    if ((static_cast<int64_t>(b.slice) == selected_ || static_cast<int64_t>(b.slice) == partner_) && b.count == 1) {
+    if ((static_cast<int64_t>(b.slice) == selected_ || static_cast<int64_t>(b.slice) == partner_) &&
+        b.count == 1) {
       p.setPen(QPen(QColor(0, 0, 0), 2));
       p.drawRect(r.adjusted(1, 1, -1, -1));
     }
@@ -283,7 +293,8 @@ void TimelineView::PaintSlices(QPainter& p, const RowGeom& g, int y, int w) cons
         p.setPen(QColor(20, 20, 28));
         const double tx = std::max(fx0, 0.0) + 3;
         p.drawText(QPointF(std::min(tx, fx1 - nw - 3), top + hh - 3),
-                   QString::fromUtf8(trace_->Str(s.name).data(), static_cast<qsizetype>(trace_->Str(s.name).size())));
+                   QString::fromUtf8(trace_->Str(s.name).data(),
+                                     static_cast<qsizetype>(trace_->Str(s.name).size())));
       }
     }
   });
@@ -306,7 +317,10 @@ void TimelineView::PaintCounter(QPainter& p, const RowGeom& g, int y, int w) con
     size_t a = lo;
     while (a < hi) {
       const size_t mid = (a + hi) / 2;
-      if (static_cast<double>(counters[row.samples[mid]].ts_ns) <= t) a = mid + 1; else hi = mid;
+      if (static_cast<double>(counters[row.samples[mid]].ts_ns) <= t)
+        a = mid + 1;
+      else
+        hi = mid;
     }
     lo = a > 0 ? a - 1 : 0;
     const double v = a == 0 ? 0 : counters[row.samples[a - 1]].value;
@@ -322,7 +336,9 @@ void TimelineView::PaintCounter(QPainter& p, const RowGeom& g, int y, int w) con
 void TimelineView::PaintFlows(QPainter& p, int w) const {
   if (selected_ < 0 || !trace_) return;
   const traces::Slice& s = trace_->slice(static_cast<size_t>(selected_));
-  auto inside = [&](traces::TrackId track, int64_t t) { return track == s.track && t >= s.start_ns && t <= s.end_ns(); };
+  auto inside = [&](traces::TrackId track, int64_t t) {
+    return track == s.track && t >= s.start_ns && t <= s.end_ns();
+  };
   auto y_of = [&](traces::TrackId track) -> double {
     auto r = index_->TopRowOfTrack(track);
     return r ? RowY(*r) + kRowHeight / 2.0 : -1;
@@ -335,7 +351,8 @@ void TimelineView::PaintFlows(QPainter& p, int w) const {
     if (!inside(f.from_track, f.from_ns) && !inside(f.to_track, f.to_ns)) continue;
     const double y0 = y_of(f.from_track), y1 = y_of(f.to_track);
     if (y0 < 0 || y1 < 0) continue;
-    const QPointF a(axis_.ToPx(static_cast<double>(f.from_ns)), y0), b(axis_.ToPx(static_cast<double>(f.to_ns)), y1);
+    const QPointF a(axis_.ToPx(static_cast<double>(f.from_ns)), y0),
+        b(axis_.ToPx(static_cast<double>(f.to_ns)), y1);
     if ((a.x() < 0 && b.x() < 0) || (a.x() > w && b.x() > w)) continue;
     p.drawLine(a, b);
     const double ang = std::atan2(b.y() - a.y(), b.x() - a.x());
@@ -409,13 +426,27 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
 void TimelineView::keyPressEvent(QKeyEvent* e) {
   const double cx = PlotWidth() / 2.0;
   switch (e->key()) {
-    case Qt::Key_W: axis_.ZoomAround(cx, 0.7); break;
-    case Qt::Key_S: axis_.ZoomAround(cx, 1 / 0.7); break;
-    case Qt::Key_A: axis_.Pan(PlotWidth() / 5.0); break;
-    case Qt::Key_D: axis_.Pan(-PlotWidth() / 5.0); break;
-    case Qt::Key_F: FitAll(); return;
-    case Qt::Key_Z: ZoomToSelection(); return;
-    default: QWidget::keyPressEvent(e); return;
+    case Qt::Key_W:
+      axis_.ZoomAround(cx, 0.7);
+      break;
+    case Qt::Key_S:
+      axis_.ZoomAround(cx, 1 / 0.7);
+      break;
+    case Qt::Key_A:
+      axis_.Pan(PlotWidth() / 5.0);
+      break;
+    case Qt::Key_D:
+      axis_.Pan(-PlotWidth() / 5.0);
+      break;
+    case Qt::Key_F:
+      FitAll();
+      return;
+    case Qt::Key_Z:
+      ZoomToSelection();
+      return;
+    default:
+      QWidget::keyPressEvent(e);
+      return;
   }
   update();
   emit viewChanged();

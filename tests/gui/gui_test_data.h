@@ -42,7 +42,8 @@ inline traces::Trace KnownTrace() {
       id.op = OpKind::kTpAllReduce;
       id.phase = Phase::kComm;
       id.microbatch = static_cast<int>(j);
-      t.Record(tp, t.Intern("allreduce"), 1000 + 500 * j, 300, id, traces::SliceArgs::Comm(1000000, 2));
+      t.Record(tp, t.Intern("allreduce"), 1000 + 500 * j, 300, id,
+               traces::SliceArgs::Comm(1000000, 2));
     }
     t.Counter(c, t.Intern("memory"), t.Intern("allocated_bytes"), 1000, 1e6);
     t.Counter(c, t.Intern("memory"), t.Intern("allocated_bytes"), 2000, 3e6);
@@ -60,11 +61,13 @@ inline QString SimulatedTrace() {
   made = true;
   QFile f(cluster);
   f.open(QIODevice::WriteOnly);
-  f.write(R"({"kind":"cluster","version":1,"name":"local","nodes":1,"gpus_per_node":2,"device":"cpu",)"
-          R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
+  f.write(
+      R"({"kind":"cluster","version":1,"name":"local","nodes":1,"gpus_per_node":2,"device":"cpu",)"
+      R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
   f.close();
-  Shell(std::string(PARALLAX_CLI) + " simulate --model gpt-tiny --cluster " + cluster.toStdString() +
-        " --plan tp=2,micro_batch=2,global_batch=8 --all-ranks --trace " + out.toStdString() + " > /dev/null");
+  Shell(std::string(PARALLAX_CLI) + " simulate --model gpt-tiny --cluster " +
+        cluster.toStdString() + " --plan tp=2,micro_batch=2,global_batch=8 --all-ranks --trace " +
+        out.toStdString() + " > /dev/null");
   return out;
 }
 
@@ -78,8 +81,8 @@ inline QString MeasuredTrace() {
   made = true;
   QFile::remove(out);
   Shell(mpi + " --oversubscribe -np 2 " + PARALLAX_CLI +
-        " run --model gpt-tiny --plan tp=2,micro_batch=2,global_batch=8 --steps 2 --trace " + out.toStdString() +
-        " > /dev/null 2>&1");
+        " run --model gpt-tiny --plan tp=2,micro_batch=2,global_batch=8 --steps 2 --trace " +
+        out.toStdString() + " > /dev/null 2>&1");
   return QFile::exists(out) ? out : QString();
 }
 
@@ -90,11 +93,14 @@ inline QString CandidatesFile() {
   static bool made = false;
   if (made) return out;
   made = true;
-  Shell(std::string(PARALLAX_CLI) + " plan --model gpt-tiny --cluster " + (DataDir() + "/cluster.json").toStdString() +
-        " --candidates " + out.toStdString() + " > /dev/null");
+  Shell(std::string(PARALLAX_CLI) + " plan --model gpt-tiny --cluster " +
+        (DataDir() + "/cluster.json").toStdString() + " --candidates " + out.toStdString() +
+        " > /dev/null");
   return out;
 }
 
-inline QString KinetoTrace() { return QString(PARALLAX_SHARED_DIR) + "/traces/kineto/trace_diff__control__control.json.gz"; }
+inline QString KinetoTrace() {
+  return QString(PARALLAX_SHARED_DIR) + "/traces/kineto/trace_diff__control__control.json.gz";
+}
 
 }  // namespace parallax::gui::test

@@ -165,7 +165,7 @@ class TstGuiCore : public QObject {
   void unsortedTrackIsSortedAndNested() {
     traces::Tracer tr;
     const auto c = tr.Track(0, traces::Stream::kCompute);
-    tr.Record(c, tr.Intern("child"), 150, 20);   // recorded before its parent
+    tr.Record(c, tr.Intern("child"), 150, 20);  // recorded before its parent
     tr.Record(c, tr.Intern("late"), 500, 10);
     tr.Record(c, tr.Intern("parent"), 100, 100);
     const traces::Trace t = tr.Take();
@@ -202,7 +202,8 @@ class TstGuiCore : public QObject {
   //! once, in time order, and a box never starts after the slices it stands for.
   void lodAccountsForEverySlice_data() {
     QTest::addColumn<double>("ns_per_px");
-    for (double z : {1.0, 100.0, 1e4, 1e5, 1e6, 1e8}) QTest::newRow(qPrintable(QString::number(z))) << z;
+    for (double z : {1.0, 100.0, 1e4, 1e5, 1e6, 1e8})
+      QTest::newRow(qPrintable(QString::number(z))) << z;
   }
   void lodAccountsForEverySlice() {
     QFETCH(double, ns_per_px);
@@ -227,7 +228,8 @@ class TstGuiCore : public QObject {
         // Everything up to the first slice starting after t1 was accounted for (a last box may
         // reach beyond t1).
         size_t expected_end = expected_first;
-        while (expected_end < ids.size() && t->slice(ids[expected_end]).start_ns <= t1) ++expected_end;
+        while (expected_end < ids.size() && t->slice(ids[expected_end]).start_ns <= t1)
+          ++expected_end;
         QVERIFY(pos >= expected_end);
       }
     }
@@ -237,7 +239,8 @@ class TstGuiCore : public QObject {
     const traces::Trace t = test::KnownTrace();
     auto ix = TimelineIndex::Build(t);
     std::vector<uint32_t> seen;
-    ix->Visit(t, ix->lanes()[0].rows[0], 1450, 1850, 1.0, [&](const DrawBox& b) { seen.push_back(b.slice); });
+    ix->Visit(t, ix->lanes()[0].rows[0], 1450, 1850, 1.0,
+              [&](const DrawBox& b) { seen.push_back(b.slice); });
     // gemm 2 [1400,1500), 3 [1600,1700), 4 [1800,1900).
     QCOMPARE(seen.size(), size_t{3});
     QCOMPARE(t.slice(seen[0]).start_ns, int64_t{1400});
@@ -318,7 +321,8 @@ class TstGuiCore : public QObject {
   void rowsNeverOverlapOnRealTraces_data() {
     QTest::addColumn<QString>("file");
     QTest::newRow("kineto control") << test::KinetoTrace();
-    QTest::newRow("kineto nccl") << QString(PARALLAX_SHARED_DIR) + "/traces/kineto/nccl_parser_config__nccl_data.json.gz";
+    QTest::newRow("kineto nccl") << QString(PARALLAX_SHARED_DIR) +
+                                        "/traces/kineto/nccl_parser_config__nccl_data.json.gz";
     QTest::newRow("simulated") << test::SimulatedTrace();
   }
   void rowsNeverOverlapOnRealTraces() {
@@ -371,9 +375,9 @@ class TstGuiCore : public QObject {
     QCOMPARE(FamilyOfName("ncclDevKernel_AllReduce_Sum_bf16_RING_LL"), OpFamily::kComm);
     QCOMPARE(FamilyOfName("Memcpy HtoD (Pinned -> Device)"), OpFamily::kMemory);
     QVERIFY(ErrorColor(0.5) != ErrorColor(-0.5));
-    QCOMPARE(ErrorColor(0.0), Rgb{0xffebebeb});                 // exact: near white
-    QCOMPARE(ErrorColor(7.0), ErrorColor(100.0));               // saturated at 8x
-    QCOMPARE(ErrorColor(-0.875), ErrorColor(-0.99));            // 1/8 and below
+    QCOMPARE(ErrorColor(0.0), Rgb{0xffebebeb});                    // exact: near white
+    QCOMPARE(ErrorColor(7.0), ErrorColor(100.0));                  // saturated at 8x
+    QCOMPARE(ErrorColor(-0.875), ErrorColor(-0.99));               // 1/8 and below
     QVERIFY((ErrorColor(1.0) & 0xff) < (ErrorColor(0.1) & 0xff));  // 2x is redder than 1.1x
   }
 
@@ -402,14 +406,16 @@ class TstGuiCore : public QObject {
     const ComparedOp& w = cs.ops()[0];
     QCOMPARE(cs.PartnerOf(w.display_predicted), static_cast<int64_t>(w.display_measured));
     QVERIFY(cs.IsPredicted(w.display_predicted) && !cs.IsPredicted(w.display_measured));
-    QCOMPARE(static_cast<double>(cs.ErrorOf(w.display_measured)), static_cast<double>(static_cast<float>(w.rel_error)));
+    QCOMPARE(static_cast<double>(cs.ErrorOf(w.display_measured)),
+             static_cast<double>(static_cast<float>(w.rel_error)));
     // Measured slices are shifted to the predicted step start.
     auto ix = TimelineIndex::Build(cs.display());
     QCOMPARE(ix->lanes().size(), size_t{4});  // rank 0/1 x predicted/measured
     QCOMPARE(QString::fromStdString(ix->lanes()[1].label), QString("rank 0 measured"));
     int64_t pred0 = INT64_MAX, meas0 = INT64_MAX;
     for (uint32_t i = 0; i < cs.display().slices().size(); ++i) {
-      (cs.IsPredicted(i) ? pred0 : meas0) = std::min(cs.IsPredicted(i) ? pred0 : meas0, cs.display().slice(i).start_ns);
+      (cs.IsPredicted(i) ? pred0 : meas0) =
+          std::min(cs.IsPredicted(i) ? pred0 : meas0, cs.display().slice(i).start_ns);
     }
     QCOMPARE(meas0, pred0);
     cs.SelectStep(0);
@@ -448,9 +454,12 @@ class TstGuiCore : public QObject {
     QTest::addColumn<QByteArray>("content");
     QTest::addColumn<QString>("expect");
     QTest::newRow("not json") << QByteArray("garbage") << "invalid JSON";
-    QTest::newRow("bad phase") << QByteArray(R"({"traceEvents":[{"ph":"Q","ts":1,"pid":0,"tid":0}]})") << "unknown phase";
+    QTest::newRow("bad phase") << QByteArray(
+                                      R"({"traceEvents":[{"ph":"Q","ts":1,"pid":0,"tid":0}]})")
+                               << "unknown phase";
     QTest::newRow("unknown kind") << QByteArray(R"({"kind":"model","version":1})") << "/kind";
-    QTest::newRow("candidates without list") << QByteArray(R"({"kind":"candidates","model":"gpt-tiny"})") << "/cluster";
+    QTest::newRow("candidates without list")
+        << QByteArray(R"({"kind":"candidates","model":"gpt-tiny"})") << "/cluster";
   }
   void badFilesNameTheFile() {
     QFETCH(QByteArray, content);

@@ -26,7 +26,8 @@ class TstGuiInteraction : public QObject {
   TimelineView* tv_ = nullptr;
 
   QPoint PointAt(int64_t t_ns, size_t row) const {
-    const int x = TimelineView::kLabelWidth + static_cast<int>(std::lround(tv_->axis().ToPx(static_cast<double>(t_ns))));
+    const int x = TimelineView::kLabelWidth +
+                  static_cast<int>(std::lround(tv_->axis().ToPx(static_cast<double>(t_ns))));
     return {x, tv_->RowY(row) + TimelineView::kRowHeight / 2};
   }
   size_t Row(size_t lane, size_t i) const { return tv_->index()->lanes()[lane].rows[i]; }
@@ -54,10 +55,12 @@ class TstGuiInteraction : public QObject {
     const double before = tv_->axis().ns_per_px();
     const QPoint p = PointAt(2000, Row(0, 0));
     const double t_at = tv_->axis().ToNs(p.x() - TimelineView::kLabelWidth);
-    QWheelEvent in(p, tv_->mapToGlobal(p), {}, QPoint(0, 120), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+    QWheelEvent in(p, tv_->mapToGlobal(p), {}, QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
+                   Qt::NoScrollPhase, false);
     QApplication::sendEvent(tv_, &in);
     QVERIFY(tv_->axis().ns_per_px() < before);
-    QVERIFY(std::fabs(tv_->axis().ToNs(p.x() - TimelineView::kLabelWidth) - t_at) < 1e-6);  // cursor time stays
+    QVERIFY(std::fabs(tv_->axis().ToNs(p.x() - TimelineView::kLabelWidth) - t_at) <
+            1e-6);  // cursor time stays
     QTest::keyClick(tv_, Qt::Key_S);
     QTest::keyClick(tv_, Qt::Key_S);
     QVERIFY(tv_->axis().ns_per_px() > before);
@@ -99,7 +102,8 @@ class TstGuiInteraction : public QObject {
     QFETCH(QString, name);
     QFETCH(qlonglong, start);
     QSignalSpy spy(tv_, &TimelineView::sliceSelected);
-    QTest::mouseClick(tv_, Qt::LeftButton, {}, PointAt(t, Row(static_cast<size_t>(lane), static_cast<size_t>(row))));
+    QTest::mouseClick(tv_, Qt::LeftButton, {},
+                      PointAt(t, Row(static_cast<size_t>(lane), static_cast<size_t>(row))));
     QCOMPARE(spy.count(), 1);
     const int64_t s = tv_->selected_slice();
     QVERIFY(s >= 0);
@@ -148,7 +152,8 @@ class TstGuiInteraction : public QObject {
     QTest::keyClick(e, Qt::Key_Return);
     int64_t s = tv_->selected_slice();
     QVERIFY(s >= 0);
-    QCOMPARE(w_->trace()->Str(w_->trace()->slice(static_cast<size_t>(s)).name), std::string_view("allreduce"));
+    QCOMPARE(w_->trace()->Str(w_->trace()->slice(static_cast<size_t>(s)).name),
+             std::string_view("allreduce"));
     QCOMPARE(tv_->search().matches().size(), size_t{8});
     const int64_t first_start = w_->trace()->slice(static_cast<size_t>(s)).start_ns;
     QTest::keyClick(e, Qt::Key_Return);
@@ -167,12 +172,15 @@ class TstGuiInteraction : public QObject {
     const CompareState* cs = w_->compare_state();
     QVERIFY(cs && !cs->ops().empty());
     QCOMPARE(w_->compare_table()->currentIndex().row(), 0);
-    QCOMPARE(w_->compare_timeline()->selected_slice(), static_cast<qint64>(cs->ops()[0].display_predicted));
-    QCOMPARE(w_->compare_timeline()->partner_slice(), static_cast<qint64>(cs->ops()[0].display_measured));
+    QCOMPARE(w_->compare_timeline()->selected_slice(),
+             static_cast<qint64>(cs->ops()[0].display_predicted));
+    QCOMPARE(w_->compare_timeline()->partner_slice(),
+             static_cast<qint64>(cs->ops()[0].display_measured));
     // Clicking another row selects that op in the timeline.
     const QModelIndex row3 = w_->compare_model()->index(3, 0);
     w_->compare_table()->setCurrentIndex(row3);
-    QCOMPARE(w_->compare_timeline()->selected_slice(), static_cast<qint64>(cs->ops()[3].display_predicted));
+    QCOMPARE(w_->compare_timeline()->selected_slice(),
+             static_cast<qint64>(cs->ops()[3].display_predicted));
   }
 
   void badFileKeepsRunning() {
@@ -195,7 +203,8 @@ class TstGuiInteraction : public QObject {
     QVERIFY(kineto);
     w_->OpenAsync(test::KinetoTrace());
     QVERIFY(w_->loading());
-    QTRY_VERIFY_WITH_TIMEOUT(w_->trace()->slices().size() == before + kineto->slices().size(), 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(w_->trace()->slices().size() == before + kineto->slices().size(),
+                             60000);
     QVERIFY(!w_->loading());
   }
 
@@ -209,13 +218,15 @@ class TstGuiInteraction : public QObject {
     int64_t best = -1;
     for (size_t i = 0; i < set->candidates.size(); ++i) {
       const Candidate& c = set->candidates[i];
-      if (c.evaluated() && (best < 0 || c.step_time_s < set->candidates[static_cast<size_t>(best)].step_time_s)) {
+      if (c.evaluated() &&
+          (best < 0 || c.step_time_s < set->candidates[static_cast<size_t>(best)].step_time_s)) {
         best = static_cast<int64_t>(i);
       }
     }
     QVERIFY(best >= 0);
     const Candidate& c = set->candidates[static_cast<size_t>(best)];
-    const QPoint at(static_cast<int>(std::lround(sv->axes().XOf(c))), static_cast<int>(std::lround(sv->axes().YOf(c))));
+    const QPoint at(static_cast<int>(std::lround(sv->axes().XOf(c))),
+                    static_cast<int>(std::lround(sv->axes().YOf(c))));
     QSignalSpy spy(sv, &ScatterView::candidateClicked);
     QTest::mouseClick(sv, Qt::LeftButton, {}, at);
     QCOMPARE(spy.count(), 1);

@@ -23,11 +23,14 @@ class TstGuiModels : public QObject {
     QTest::addColumn<int>("column");
     QTest::addColumn<int>("order");
     QTest::addColumn<QString>("first");
-    QTest::newRow("total desc") << int(AggregateModel::kTotal) << int(Qt::DescendingOrder) << "allreduce";
-    QTest::newRow("name asc") << int(AggregateModel::kName) << int(Qt::AscendingOrder) << "allreduce";
+    QTest::newRow("total desc") << int(AggregateModel::kTotal) << int(Qt::DescendingOrder)
+                                << "allreduce";
+    QTest::newRow("name asc") << int(AggregateModel::kName) << int(Qt::AscendingOrder)
+                              << "allreduce";
     QTest::newRow("name desc") << int(AggregateModel::kName) << int(Qt::DescendingOrder) << "inner";
     QTest::newRow("mean asc") << int(AggregateModel::kMean) << int(Qt::AscendingOrder) << "inner";
-    QTest::newRow("count desc") << int(AggregateModel::kCount) << int(Qt::DescendingOrder) << "gemm";
+    QTest::newRow("count desc") << int(AggregateModel::kCount) << int(Qt::DescendingOrder)
+                                << "gemm";
   }
   void aggregateModel() {
     QFETCH(int, column);
@@ -47,7 +50,9 @@ class TstGuiModels : public QObject {
     QCOMPARE(kept.data().toString(), kept_name);  // persistent indexes follow their row
     const int gemm_row = model.match(model.index(0, 0), Qt::DisplayRole, "gemm").value(0).row();
     QCOMPARE(model.index(gemm_row, AggregateModel::kCount).data().toLongLong(), 10LL);
-    QCOMPARE(model.index(gemm_row, AggregateModel::kTotal).data(AggregateModel::kSortRole).toLongLong(), 1000LL);
+    QCOMPARE(
+        model.index(gemm_row, AggregateModel::kTotal).data(AggregateModel::kSortRole).toLongLong(),
+        1000LL);
     QCOMPARE(model.index(gemm_row, AggregateModel::kTotal).data().toString(), QString("1 us"));
     model.SetRows({});
     QCOMPARE(model.rowCount(), 0);
@@ -61,8 +66,10 @@ class TstGuiModels : public QObject {
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
     model.SetStats(stats.names);
     QCOMPARE(model.rowCount(), 50);
-    QCOMPARE(model.index(0, NameStatsModel::kName).data().toString(), QString::fromStdString(stats.names[0].name));
-    QCOMPARE(model.index(3, NameStatsModel::kCount).data().toLongLong(), static_cast<qlonglong>(stats.names[3].count));
+    QCOMPARE(model.index(0, NameStatsModel::kName).data().toString(),
+             QString::fromStdString(stats.names[0].name));
+    QCOMPARE(model.index(3, NameStatsModel::kCount).data().toLongLong(),
+             static_cast<qlonglong>(stats.names[3].count));
     QCOMPARE(model.headerData(NameStatsModel::kP99, Qt::Horizontal).toString(), QString("p99"));
   }
 
@@ -77,7 +84,8 @@ class TstGuiModels : public QObject {
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
     model.SetState(&cs);
     QCOMPARE(model.rowCount(), static_cast<int>(cs.ops().size()));
-    QCOMPARE(model.index(0, CompareOpsModel::kOp).data().toString(), QString::fromStdString(cs.ops()[0].what));
+    QCOMPARE(model.index(0, CompareOpsModel::kOp).data().toString(),
+             QString::fromStdString(cs.ops()[0].what));
     QVERIFY(model.index(0, CompareOpsModel::kError).data().toString().endsWith('%'));
     QVERIFY(model.index(0, CompareOpsModel::kError).data(Qt::BackgroundRole).isValid());
     cs.SelectStep(0);

@@ -47,7 +47,9 @@ int CountColor(const QImage& img, QRgb c) {
 //! Rows whose pixels across the plot are the lane-header colour.
 int LaneHeaderRows(const QImage& img) {
   int n = 0;
-  for (int y = 0; y < img.height(); ++y) n += img.pixel(img.width() - 40, y) == qRgb(226, 230, 238) && img.pixel(200, y) == qRgb(226, 230, 238);
+  for (int y = 0; y < img.height(); ++y)
+    n += img.pixel(img.width() - 40, y) == qRgb(226, 230, 238) &&
+         img.pixel(200, y) == qRgb(226, 230, 238);
   return n;
 }
 
@@ -77,7 +79,8 @@ class TstGuiScreenshot : public QObject {
     auto t = traces::ReadChromeTrace(trace.toStdString());
     QVERIFY(t);
     int names_seen = 0;
-    for (const char* n : {"qkv", "attn_core", "attn_out", "fc1", "fc2", "tp_allreduce", "act", "attn_norm"}) {
+    for (const char* n :
+         {"qkv", "attn_core", "attn_out", "fc1", "fc2", "tp_allreduce", "act", "attn_norm"}) {
       names_seen += CountColor(s.image, ColorOfName(n)) > 20 ? 1 : 0;
     }
     QVERIFY2(names_seen >= 4, qPrintable(QString::number(names_seen)));
@@ -99,7 +102,8 @@ class TstGuiScreenshot : public QObject {
     QCOMPARE(s.exit_code, 0);
     QCOMPARE(LaneHeaderRows(s.image), 4 * 18);  // rank 0/1, predicted/measured
     // Error colours: saturated blue or red fills (ErrorColor at |err| >= full scale).
-    const int blue = CountColor(s.image, ErrorColor(-1.0)), red = CountColor(s.image, ErrorColor(1.0));
+    const int blue = CountColor(s.image, ErrorColor(-1.0)),
+              red = CountColor(s.image, ErrorColor(1.0));
     QVERIFY2(blue + red > 200, qPrintable(QString("%1 %2").arg(blue).arg(red)));
   }
 
@@ -152,7 +156,8 @@ class TstGuiScreenshot : public QObject {
     QCOMPARE(p.exitCode(), 0);
     const QJsonDocument j = QJsonDocument::fromJson(p.readAllStandardOutput());
     QVERIFY(j.isObject());
-    for (const char* k : {"slices", "load_s", "first_frame_ms", "frame_ms_p50", "frame_ms_p99", "bytes_per_slice"}) {
+    for (const char* k : {"slices", "load_s", "first_frame_ms", "frame_ms_p50", "frame_ms_p99",
+                          "bytes_per_slice"}) {
       QVERIFY2(j.object().contains(k), k);
     }
     auto t = traces::ReadChromeTrace(test::SimulatedTrace().toStdString());
