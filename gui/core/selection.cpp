@@ -59,6 +59,20 @@ std::vector<std::pair<std::string, std::string>> DescribeSlice(const traces::Tra
   return out;
 }
 
+std::vector<size_t> FlowsOfSlice(const traces::Trace& trace, uint32_t slice) {
+  const traces::Slice& s = trace.slice(slice);
+  auto inside = [&](traces::TrackId track, int64_t t) {
+    return track == s.track && t >= s.start_ns && t <= s.end_ns();
+  };
+  std::vector<size_t> out;
+  const auto& flows = trace.flows();
+  for (size_t i = 0; i < flows.size(); ++i) {
+    if (inside(flows[i].from_track, flows[i].from_ns) || inside(flows[i].to_track, flows[i].to_ns))
+      out.push_back(i);
+  }
+  return out;
+}
+
 std::vector<NameAggregate> AggregateRange(const traces::Trace& trace, const TimelineIndex& index,
                                           const std::vector<size_t>& rows, int64_t t0_ns,
                                           int64_t t1_ns) {

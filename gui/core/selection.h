@@ -25,6 +25,10 @@ struct Throughput {
 };
 Throughput ThroughputOf(const traces::Trace& trace, const traces::Slice& s);
 
+//! Flows (send -> recv, launch -> kernel) with an end inside `slice` (same track, within its
+//! time span), as indices into Trace::flows().
+std::vector<size_t> FlowsOfSlice(const traces::Trace& trace, uint32_t slice);
+
 struct NameAggregate {
   std::string name;
   int64_t count = 0;

@@ -335,20 +335,14 @@ void TimelineView::PaintCounter(QPainter& p, const RowGeom& g, int y, int w) con
 
 void TimelineView::PaintFlows(QPainter& p, int w) const {
   if (selected_ < 0 || !trace_) return;
-  const traces::Slice& s = trace_->slice(static_cast<size_t>(selected_));
-  auto inside = [&](traces::TrackId track, int64_t t) {
-    return track == s.track && t >= s.start_ns && t <= s.end_ns();
-  };
   auto y_of = [&](traces::TrackId track) -> double {
     auto r = index_->TopRowOfTrack(track);
     return r ? RowY(*r) + kRowHeight / 2.0 : -1;
   };
   p.setRenderHint(QPainter::Antialiasing, true);
   p.setPen(QPen(QColor(20, 20, 20), 1.5));
-  const auto& flows = trace_->flows();
-  for (size_t i = 0; i < flows.size(); ++i) {
-    const traces::Flow& f = flows[i];
-    if (!inside(f.from_track, f.from_ns) && !inside(f.to_track, f.to_ns)) continue;
+  for (size_t i : FlowsOfSlice(*trace_, static_cast<uint32_t>(selected_))) {
+    const traces::Flow& f = trace_->flows()[i];
     const double y0 = y_of(f.from_track), y1 = y_of(f.to_track);
     if (y0 < 0 || y1 < 0) continue;
     const QPointF a(axis_.ToPx(static_cast<double>(f.from_ns)), y0),

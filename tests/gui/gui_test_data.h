@@ -22,7 +22,8 @@ inline int Shell(const std::string& cmd) { return std::system(cmd.c_str()) == 0 
 
 //! Rank r (r = 0, 1): compute "gemm" slices of 100 ns every 200 ns (i = 0..9, start 1000 + 200 i),
 //! each with a nested "inner" child [start + 10, +50); tp-comm "allreduce" of 300 ns at
-//! 1000 + 500 j (j = 0..3) with 1 MB over 2 ranks; a memory counter.
+//! 1000 + 500 j (j = 0..3) with 1 MB over 2 ranks; a flow from tp-comm at 1100 to compute at
+//! 1450; a memory counter.
 inline traces::Trace KnownTrace() {
   traces::Tracer t("measured");
   for (int64_t r = 0; r < 2; ++r) {
@@ -45,6 +46,8 @@ inline traces::Trace KnownTrace() {
       t.Record(tp, t.Intern("allreduce"), 1000 + 500 * j, 300, id,
                traces::SliceArgs::Comm(1000000, 2));
     }
+    // Rank r's all-reduce 0 -> rank r's gemm 2 (a launch-like arrow across streams).
+    t.Flow(tp, 1100, c, 1450, t.Intern("launch"));
     t.Counter(c, t.Intern("memory"), t.Intern("allocated_bytes"), 1000, 1e6);
     t.Counter(c, t.Intern("memory"), t.Intern("allocated_bytes"), 2000, 3e6);
   }

@@ -358,6 +358,30 @@ class TstGuiCore : public QObject {
     QVERIFY(s.matches().empty());
   }
 
+  void flowsOfSelectedSlice_data() {
+    QTest::addColumn<qlonglong>("start");
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<int>("flows");
+    QTest::newRow("all-reduce 0: source") << 1000LL << "allreduce" << 1;
+    QTest::newRow("gemm 2: destination") << 1400LL << "gemm" << 1;
+    QTest::newRow("gemm 3: none") << 1600LL << "gemm" << 0;
+  }
+  void flowsOfSelectedSlice() {
+    QFETCH(qlonglong, start);
+    QFETCH(QString, name);
+    QFETCH(int, flows);
+    const traces::Trace t = test::KnownTrace();
+    for (uint32_t i = 0; i < t.slices().size(); ++i) {
+      const traces::Slice& s = t.slice(i);
+      if (s.start_ns == start && t.Str(s.name) == name.toStdString() &&
+          t.track(s.track).rank == 0) {
+        QCOMPARE(static_cast<int>(FlowsOfSlice(t, i).size()), flows);
+        return;
+      }
+    }
+    QFAIL("slice not found");
+  }
+
   void describeSlice() {
     const traces::Trace t = test::KnownTrace();
     const auto lines = DescribeSlice(t, 0, 1000);

@@ -2,6 +2,7 @@
 // expected slice, a Shift+drag range gives the expected aggregates, search finds, and the
 // comparison selects the worst op in its table and timeline.
 #include <QLineEdit>
+#include <QMimeData>
 #include <QTableView>
 #include <QTableWidget>
 #include <QtTest>
@@ -194,6 +195,20 @@ class TstGuiInteraction : public QObject {
     QVERIFY(!st);
     QVERIFY(QString::fromStdString(st.error().message).contains(bad));
     QCOMPARE(w_->trace(), before);  // the open trace stays
+  }
+
+  void dropOpensFile() {
+    const size_t before = w_->trace()->slices().size();
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(test::DataDir() + "/known.json")});
+    QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(w_.get(), &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(w_.get(), &drop);
+    QTRY_COMPARE_WITH_TIMEOUT(w_->trace()->slices().size(), 2 * before,
+                              20000);  // joins the open trace
+    QTRY_VERIFY(!w_->loading());
   }
 
   void asyncLoadWithProgress() {
