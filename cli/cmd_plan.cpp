@@ -29,7 +29,7 @@ struct CommonOptions {
 
 struct PlanOptions : CommonOptions {
   int64_t top = 5;
-  std::string fix, output, export_kind;
+  std::string fix, output, export_kind, candidates;
   int threads = 0;
 };
 
@@ -53,6 +53,23 @@ void AddCommon(CLI::App* cmd, CommonOptions& o, bool model_required) {
   cmd->add_option("--implementation", o.implementation,
                   "What runs the plan: parallax, megatron-core, megatron-2021, deepspeed, or a profile JSON");
   cmd->add_flag("--json", o.json, "Print one JSON object");
+}
+
+//! `plan --candidates FILE`: every evaluated layout with its prediction or its rejection reason
+//! (docs/gui.md "Candidates file"; the GUI's plan explorer reads it).
+Status WriteCandidates(const std::string& path, const ModelSpec& model, const ClusterSpec& cluster,
+                       const TrainingSpec& training, const planner::SearchResult& r) {
+  Json list = Json::array();
+  for (const auto& c : r.candidates) {
+    Json e = c.prediction ? planner::PlanEntryJson(c.layout, *c.prediction) : Json{{"layout", LayoutToJson(c.layout)}};
+    if (!c.rejected.empty()) e["rejected"] = c.rejected;
+    if (c.peak_memory_bytes > 0) e["peak_memory_bytes"] = c.peak_memory_bytes;
+    list.push_back(std::move(e));
+  }
+  return WriteJsonAtomic(path, Json{{"kind", "candidates"}, {"version", 1}, {"model", ModelToJson(model)},
+                                    {"cluster", ClusterToJson(cluster)}, {"training", TrainingToJson(training)},
+                                    {"device_memory_bytes", cluster.device.memory_bytes()},
+                                    {"searched", r.searched}, {"candidates", std::move(list)}});
 }
 
 //! Loads measured costs; they must belong to the cluster's device (A100 timings say nothing of an H100).
@@ -113,12 +130,18 @@ int RunPlan(const PlanOptions& o) {
   auto impl = ResolveImplementation(o.implementation);
   if (!impl) return ReportError(impl.error(), o.json);
   so.implementation = *impl;
+  so.record_candidates = !o.candidates.empty();
   so.progress = [](int64_t done, int64_t total) {
     if (total >= 200000) std::fprintf(stderr, "\rparallax plan: %lld / %lld layouts", (long long)done, (long long)total);
     if (total >= 200000 && done == total) std::fprintf(stderr, "\n");
   };
   auto r = planner::Search(*model, *cluster, training, so);
   if (!r) return ReportError(r.error(), o.json);
+  if (!o.candidates.empty()) {
+    if (Status st = WriteCandidates(o.candidates, *model, *cluster, training, *r); !st) {
+      return ReportError(st.error(), o.json);
+    }
+  }
   if (r->plans.empty()) {
     std::string why = "no layout of " + model->name + " fits on " + std::to_string(cluster->total_gpus()) + " x " +
                       cluster->device.name;
@@ -271,6 +294,8 @@ void RegisterPlanCommands(CLI::App& root, CliState& state) {
   plan->add_option("-o,--output", po->output, "Write the best plan (self-contained JSON)");
   plan->add_option("--export", po->export_kind, "Print the best plan as Megatron-LM arguments or a DeepSpeed config")
       ->check(CLI::IsMember({"megatron", "deepspeed"}));
+  plan->add_option("--candidates", po->candidates,
+                   "Write every evaluated layout with its prediction or rejection reason (JSON)");
   plan->add_option("--threads", po->threads, "Search threads (default: all cores)")->check(CLI::NonNegativeNumber);
   plan->callback([po, &state] { state.exit_code = RunPlan(*po); });
 

@@ -20,7 +20,11 @@ struct Candidate {
 
 struct Rejections {
   std::map<std::string, int64_t> counts;
-  void Add(const std::string& why) { ++counts[why]; }
+  std::vector<EvaluatedLayout>* record = nullptr;  //!< set when candidates are recorded
+  void Add(const std::string& why, const Layout& l) {
+    ++counts[why];
+    if (record) record->push_back({l, why, 0, std::nullopt});
+  }
 };
 
 std::vector<int64_t> GlobalBatches(const ModelSpec& m, const TrainingSpec& t, const SearchOptions& o) {
@@ -58,7 +62,9 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
     if (o.fix.tp && *o.fix.tp != tp) continue;
     if (m.heads % tp != 0 || m.kv_heads % tp != 0 || m.ffn_hidden % tp != 0) {
       ++searched;
-      rej.Add("tp_does_not_divide_heads");
+      Layout l;
+      l.tp = tp;
+      rej.Add("tp_does_not_divide_heads", l);
       continue;
     }
     for (int64_t pp = 1; pp <= world / tp; ++pp) {
@@ -66,7 +72,10 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
       if (o.fix.pp && *o.fix.pp != pp) continue;
       if (pp > m.layers) {
         ++searched;
-        rej.Add("pp_exceeds_layers");
+        Layout l;
+        l.tp = tp;
+        l.pp = pp;
+        rej.Add("pp_exceeds_layers", l);
         continue;
       }
       const int64_t dp = world / (tp * pp);
@@ -76,7 +85,13 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
           if (o.fix.micro_batch && *o.fix.micro_batch != mb) continue;
           if (gb % (dp * mb) != 0) {
             ++searched;
-            rej.Add("global_batch_not_divisible");
+            Layout l;
+            l.dp = dp;
+            l.tp = tp;
+            l.pp = pp;
+            l.micro_batch = mb;
+            l.global_batch = gb;
+            rej.Add("global_batch_not_divisible", l);
             continue;
           }
           const int64_t micro = gb / (dp * mb);
@@ -97,7 +112,15 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
               if (m.layers % (pp * v) != 0) continue;
               if (micro % pp != 0) {
                 ++searched;
-                rej.Add("interleaved_microbatches_not_multiple_of_pp");
+                Layout l;
+                l.dp = dp;
+                l.tp = tp;
+                l.pp = pp;
+                l.micro_batch = mb;
+                l.global_batch = gb;
+                l.schedule = ScheduleKind::kInterleaved;
+                l.virtual_stages = v;
+                rej.Add("interleaved_microbatches_not_multiple_of_pp", l);
                 continue;
               }
               scheds.push_back({ScheduleKind::kInterleaved, v});
@@ -121,7 +144,7 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
                   if (!o.fix.Admits(l)) continue;
                   ++searched;
                   if (l.sequence_parallel && seq % tp != 0) {
-                    rej.Add("sequence_parallel_needs_tp_dividing_seq_len");
+                    rej.Add("sequence_parallel_needs_tp_dividing_seq_len", l);
                     continue;
                   }
                   out.push_back({l});
@@ -160,6 +183,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult result;
   Rejections rej;
+  if (options.record_candidates) rej.record = &result.candidates;
   const auto candidates = Enumerate(model, cluster, training, options, rej, result.searched);
   const int threads = std::max(1, options.threads > 0 ? options.threads
                                                       : static_cast<int>(std::thread::hardware_concurrency()));
@@ -172,6 +196,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
   int64_t shortfall = std::numeric_limits<int64_t>::max();
   Layout shortfall_layout;
   std::atomic<int64_t> done{0};
+  std::vector<std::pair<int64_t, EvaluatedLayout>> evaluated;  // (candidate index, result)
   const int64_t total = static_cast<int64_t>(candidates.size());
   const size_t keep = static_cast<size_t>(std::max<int64_t>(options.top_k, 1));
 
@@ -185,6 +210,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
     std::vector<Scored> local;
     int64_t local_oom = 0, local_short = std::numeric_limits<int64_t>::max();
     Layout local_short_layout;
+    std::vector<std::pair<int64_t, EvaluatedLayout>> local_evaluated;
     for (int64_t i = tid; i < total; i += threads) {
       plan.layout = candidates[static_cast<size_t>(i)].layout;
       plan.training.global_batch = plan.layout.global_batch;
@@ -195,11 +221,16 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
           local_short = peak - device_bytes;
           local_short_layout = plan.layout;
         }
+        if (options.record_candidates) local_evaluated.push_back({i, {plan.layout, "out_of_memory", peak, std::nullopt}});
       } else {
         const PlanCosts pc = CostPlan(ctx, plan);
         const StepTime st = EstimateStepTime(plan, pc);
         const double tps = static_cast<double>(plan.layout.global_batch * seq) / st.step_time_s;
         local.push_back({plan.layout, tps});
+        if (options.record_candidates) {
+          local_evaluated.push_back(
+              {i, {plan.layout, "", peak, FinishPrediction(plan, st.step_time_s, st.breakdown)}});
+        }
         if (local.size() > 4 * keep) {
           std::nth_element(local.begin(), local.begin() + static_cast<std::ptrdiff_t>(keep), local.end(),
                            [](const Scored& a, const Scored& b) { return a.tokens_per_s > b.tokens_per_s; });
@@ -211,6 +242,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
     }
     std::lock_guard<std::mutex> lock(mu);
     best.insert(best.end(), local.begin(), local.end());
+    for (auto& e : local_evaluated) evaluated.push_back(std::move(e));
     oom += local_oom;
     if (local_short < shortfall) {
       shortfall = local_short;
@@ -222,8 +254,9 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
   worker(0);
   for (auto& t : pool) t.join();
 
-  if (oom > 0) rej.Add("out_of_memory");
   if (oom > 0) rej.counts["out_of_memory"] = oom;
+  std::sort(evaluated.begin(), evaluated.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& e : evaluated) result.candidates.push_back(std::move(e.second));
   std::sort(best.begin(), best.end(), [](const Scored& a, const Scored& b) { return a.tokens_per_s > b.tokens_per_s; });
   if (best.size() > keep) best.resize(keep);
   Plan plan;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,16 @@ struct SearchOptions {
   int64_t max_batch_tokens = 4 * 1024 * 1024;
   //! Called from the search threads with (layouts done, layouts total); may be empty.
   std::function<void(int64_t, int64_t)> progress;
+  //! Keep every evaluated layout in SearchResult::candidates (`parallax plan --candidates`).
+  bool record_candidates = false;
+};
+
+//! One layout the search looked at: its prediction, or why it was rejected.
+struct EvaluatedLayout {
+  Layout layout;                       //!< dimensions beyond the rejecting check keep their defaults
+  std::string rejected;                //!< empty: evaluated; else a SearchResult::rejected reason
+  int64_t peak_memory_bytes = 0;       //!< evaluated and out_of_memory layouts; 0 otherwise
+  std::optional<Prediction> prediction;  //!< evaluated layouts only
 };
 
 struct RankedPlan {
@@ -47,6 +58,8 @@ struct SearchResult {
   //! When nothing fits: the smallest (peak - device memory) over the layouts that failed on memory.
   int64_t smallest_shortfall_bytes = 0;
   Layout smallest_shortfall_layout;
+  //! Every layout considered, in enumeration order, when SearchOptions::record_candidates.
+  std::vector<EvaluatedLayout> candidates;
 };
 
 //! Searches layouts of `model` on `cluster`. Errors: bad input only (e.g. an impossible --fix);

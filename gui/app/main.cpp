@@ -1,0 +1,118 @@
+// parallax-gui: the viewer, plus two scripted modes (DESIGN.md "Command line"):
+//   parallax-gui --screenshot out.png [--size WxH] [--view timeline|compare|plans|stats]
+//                [--range START_NS:END_NS] FILES...   (or --compare PRED MEAS)
+//   parallax-gui --benchmark FILE                      (one JSON object on stdout)
+// A bad file exits 2 naming it in these modes; in the window it is an error dialog.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QImage>
+#include <QPainter>
+#include <QTimer>
+#include <cstdio>
+
+#include "gui/app/benchmark.h"
+#include "gui/views/main_window.h"
+#include "gui/views/timeline_view.h"
+
+namespace {
+
+int Fail(const std::string& message, int code = 2) {
+  std::fprintf(stderr, "parallax-gui: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("parallax");
+  QApplication::setApplicationName("parallax-gui");
+  QCommandLineParser cli;
+  cli.setApplicationDescription(
+      "parallax timeline viewer, predicted-vs-measured comparison and plan explorer");
+  cli.addHelpOption();
+  cli.addPositionalArgument("files", "Trace (.json, .json.gz, Kineto), plan or candidates files");
+  QCommandLineOption compare("compare", "Compare two traces: --compare PREDICTED MEASURED");
+  QCommandLineOption screenshot("screenshot", "Render offscreen into a PNG and exit", "out.png");
+  QCommandLineOption size("size", "Screenshot size", "WxH", "1600x900");
+  QCommandLineOption view("view", "Screenshot view: timeline, compare, plans, stats", "view");
+  QCommandLineOption range("range", "Timeline range to show, ns since the trace start",
+                           "START_NS:END_NS");
+  QCommandLineOption benchmark("benchmark", "Load FILE, render frames, print one JSON object",
+                               "FILE");
+  cli.addOptions({compare, screenshot, size, view, range, benchmark});
+  cli.process(app);
+  const QStringList files = cli.positionalArguments();
+
+  if (cli.isSet(benchmark)) {
+    auto r = parallax::gui::RunBenchmark(cli.value(benchmark).toStdString());
+    if (!r) return Fail(r.error().message, parallax::ExitCodeFor(r.error()));
+    std::printf("%s\n", r->c_str());
+    return 0;
+  }
+
+  parallax::gui::MainWindow w;
+  const bool scripted = cli.isSet(screenshot);
+  w.SetDialogs(!scripted);
+  if (cli.isSet(compare)) {
+    if (files.size() != 2) return Fail("--compare needs two files: PREDICTED MEASURED");
+    if (auto st = w.CompareNow(files[0].toStdString(), files[1].toStdString()); !st) {
+      if (scripted) return Fail(st.error().message, parallax::ExitCodeFor(st.error()));
+    } else {
+      w.ShowTab(parallax::gui::MainWindow::kCompareTab);
+    }
+  } else {
+    for (const QString& f : files) {
+      if (scripted) {
+        if (auto st = w.OpenNow(f.toStdString()); !st)
+          return Fail(st.error().message, parallax::ExitCodeFor(st.error()));
+      } else {
+        w.OpenAsync(f);  // one at a time: the rest are opened through the menu
+        break;
+      }
+    }
+  }
+  if (!scripted) {
+    w.show();
+    return QApplication::exec();
+  }
+
+  int width = 1600, height = 900;
+  if (std::sscanf(cli.value(size).toStdString().c_str(), "%dx%d", &width, &height) != 2 ||
+      width < 200 || height < 150 || width > 8000 || height > 8000) {
+    return Fail("--size: expected WxH between 200x150 and 8000x8000, got \"" +
+                cli.value(size).toStdString() + "\"");
+  }
+  const QString v = cli.isSet(view) ? cli.value(view) : (cli.isSet(compare) ? "compare" : "");
+  if (v == "timeline")
+    w.ShowTab(parallax::gui::MainWindow::kTimelineTab);
+  else if (v == "compare")
+    w.ShowTab(parallax::gui::MainWindow::kCompareTab);
+  else if (v == "plans")
+    w.ShowTab(parallax::gui::MainWindow::kPlansTab);
+  else if (v == "stats")
+    w.ShowTab(parallax::gui::MainWindow::kStatsTab);
+  else if (!v.isEmpty())
+    return Fail("--view: expected timeline, compare, plans or stats, got \"" + v.toStdString() +
+                "\"");
+  w.resize(width, height);
+  w.show();  // offscreen platform: lays out without a display
+  QApplication::processEvents();
+  if (cli.isSet(range)) {
+    long long a = 0, b = 0;
+    if (std::sscanf(cli.value(range).toStdString().c_str(), "%lld:%lld", &a, &b) != 2 || b <= a) {
+      return Fail("--range: expected START_NS:END_NS with START < END, got \"" +
+                  cli.value(range).toStdString() + "\"");
+    }
+    auto* tv = v == "compare" ? w.compare_timeline() : w.timeline();
+    if (tv->index()) tv->ZoomToRange(tv->index()->first_ns() + a, tv->index()->first_ns() + b);
+  } else {
+    if (w.timeline()->index()) w.timeline()->FitAll();
+    if (w.compare_timeline()->index()) w.compare_timeline()->FitAll();
+  }
+  QApplication::processEvents();
+  const QImage img = w.grab().toImage();
+  if (!img.save(cli.value(screenshot), nullptr, 0))  // 0: smallest PNG return Fail("cannot write "
+                                                     // + cli.value(screenshot).toStdString(), 1);
+    return 0;
+}

@@ -1,0 +1,109 @@
+#pragma once
+// Test inputs for the GUI tests: a hand-built trace with known slices, and real traces made at
+// runtime by the parallax CLI (simulate; run under mpirun when it is available).
+
+#include <QDir>
+#include <QProcess>
+#include <QString>
+#include <cstdlib>
+#include <string>
+
+#include "traces/tracer.h"
+
+namespace parallax::gui::test {
+
+inline QString DataDir() {
+  QDir().mkpath(GUI_TEST_DIR);
+  return GUI_TEST_DIR;
+}
+
+//! Runs a command through the shell; returns its exit status.
+inline int Shell(const std::string& cmd) { return std::system(cmd.c_str()) == 0 ? 0 : 1; }
+
+//! Rank r (r = 0, 1): compute "gemm" slices of 100 ns every 200 ns (i = 0..9, start 1000 + 200 i),
+//! each with a nested "inner" child [start + 10, +50); tp-comm "allreduce" of 300 ns at
+//! 1000 + 500 j (j = 0..3) with 1 MB over 2 ranks; a flow from tp-comm at 1100 to compute at
+//! 1450; a memory counter.
+inline traces::Trace KnownTrace() {
+  traces::Tracer t("measured");
+  for (int64_t r = 0; r < 2; ++r) {
+    const auto c = t.Track(r, traces::Stream::kCompute);
+    const auto tp = t.Track(r, traces::Stream::kTpComm);
+    for (int64_t i = 0; i < 10; ++i) {
+      OpIdentity id;
+      id.rank = r;
+      id.layer = static_cast<int>(i);
+      id.op = OpKind::kFc1;
+      t.Record(c, t.Intern("gemm"), 1000 + 200 * i, 100, id, traces::SliceArgs::Compute(1e6));
+      t.Record(c, t.Intern("inner"), 1000 + 200 * i + 10, 50);
+    }
+    for (int64_t j = 0; j < 4; ++j) {
+      OpIdentity id;
+      id.rank = r;
+      id.op = OpKind::kTpAllReduce;
+      id.phase = Phase::kComm;
+      id.microbatch = static_cast<int>(j);
+      t.Record(tp, t.Intern("allreduce"), 1000 + 500 * j, 300, id,
+               traces::SliceArgs::Comm(1000000, 2));
+    }
+    // Rank r's all-reduce 0 -> rank r's gemm 2 (a launch-like arrow across streams).
+    t.Flow(tp, 1100, c, 1450, t.Intern("launch"));
+    t.Counter(c, t.Intern("memory"), t.Intern("allocated_bytes"), 1000, 1e6);
+    t.Counter(c, t.Intern("memory"), t.Intern("allocated_bytes"), 2000, 3e6);
+  }
+  return t.Take();
+}
+
+//! `parallax simulate` of a 4-rank gpt-tiny layout on a local cluster: the predicted trace.
+inline QString SimulatedTrace() {
+  const QString dir = DataDir();
+  const QString cluster = dir + "/cluster.json";
+  const QString out = dir + "/predicted.json";
+  static bool made = false;  // once per test program, fresh for each run
+  if (made) return out;
+  made = true;
+  QFile f(cluster);
+  f.open(QIODevice::WriteOnly);
+  f.write(
+      R"({"kind":"cluster","version":1,"name":"local","nodes":1,"gpus_per_node":2,"device":"cpu",)"
+      R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
+  f.close();
+  Shell(std::string(PARALLAX_CLI) + " simulate --model gpt-tiny --cluster " +
+        cluster.toStdString() + " --plan tp=2,micro_batch=2,global_batch=8 --all-ranks --trace " +
+        out.toStdString() + " > /dev/null");
+  return out;
+}
+
+//! `mpirun -np 2 parallax run` of the same layout: the measured trace ("" without MPI).
+inline QString MeasuredTrace() {
+  const std::string mpi = PARALLAX_MPIEXEC;
+  if (mpi.empty()) return {};
+  const QString out = DataDir() + "/measured.json";
+  static bool made = false;
+  if (made) return QFile::exists(out) ? out : QString();
+  made = true;
+  QFile::remove(out);
+  Shell(mpi + " --oversubscribe -np 2 " + PARALLAX_CLI +
+        " run --model gpt-tiny --plan tp=2,micro_batch=2,global_batch=8 --steps 2 --trace " +
+        out.toStdString() + " > /dev/null 2>&1");
+  return QFile::exists(out) ? out : QString();
+}
+
+//! `parallax plan --candidates` for gpt-tiny on the local cluster.
+inline QString CandidatesFile() {
+  SimulatedTrace();  // writes the cluster
+  const QString out = DataDir() + "/candidates.json";
+  static bool made = false;
+  if (made) return out;
+  made = true;
+  Shell(std::string(PARALLAX_CLI) + " plan --model gpt-tiny --cluster " +
+        (DataDir() + "/cluster.json").toStdString() + " --candidates " + out.toStdString() +
+        " > /dev/null");
+  return out;
+}
+
+inline QString KinetoTrace() {
+  return QString(PARALLAX_SHARED_DIR) + "/traces/kineto/trace_diff__control__control.json.gz";
+}
+
+}  // namespace parallax::gui::test
