@@ -53,10 +53,17 @@ HWY_INLINE void Store(V v, float* p, int64_t count) {
   }
 }
 
-// sigmoid(z) = 1 / (1 + exp(-z)), with the exp argument capped so it stays finite.
+// exp(-z) with the argument capped so that 1 + exp(-z) stays finite.
 HWY_INLINE V ExpNegCapped(V z) {
   const D d;
   return hn::Exp(d, hn::Min(hn::Neg(z), hn::Set(d, kExpArgMax)));
+}
+
+// Where the cap was hit (z < -88), x sigmoid(z) and its derivatives are below 1e-36: return 0
+// there rather than the value at the cap.
+HWY_INLINE V ZeroWhereCapped(V z, V v) {
+  const D d;
+  return hn::IfThenZeroElse(hn::Lt(z, hn::Set(d, -kExpArgMax)), v);
 }
 
 // 2u = 2 sqrt(2/pi) (x + 0.044715 x^3)
@@ -71,7 +78,8 @@ void GeluImpl(const float* x, float* y, int64_t n) {
   const V one = hn::Set(d, 1.0f);
   ForEach(n, [&](int64_t i, int64_t c) {
     const V v = Load(x + i, c);
-    Store(hn::Div(v, hn::Add(one, ExpNegCapped(GeluTwoU(v)))), y + i, c);
+    const V two_u = GeluTwoU(v);
+    Store(ZeroWhereCapped(two_u, hn::Div(v, hn::Add(one, ExpNegCapped(two_u)))), y + i, c);
   });
 }
 
@@ -82,12 +90,13 @@ void GeluGradImpl(const float* x, const float* dy, float* dx, int64_t n) {
   const V c3 = hn::Set(d, 3.0f * kGeluCoef);
   ForEach(n, [&](int64_t i, int64_t c) {
     const V v = Load(x + i, c);
-    const V e = ExpNegCapped(GeluTwoU(v));
+    const V two_u = GeluTwoU(v);
+    const V e = ExpNegCapped(two_u);
     const V s = hn::Div(one, hn::Add(one, e));  // sigmoid(2u) = (1 + tanh u) / 2
     const V one_minus_s = hn::Mul(e, s);
     // d/dx [x s(2u)] = s + x s (1 - s) d(2u)/dx
     const V d2u = hn::Mul(k2, hn::MulAdd(c3, hn::Mul(v, v), one));
-    const V g = hn::MulAdd(hn::Mul(hn::Mul(v, s), one_minus_s), d2u, s);
+    const V g = ZeroWhereCapped(two_u, hn::MulAdd(hn::Mul(hn::Mul(v, s), one_minus_s), d2u, s));
     Store(hn::Mul(g, Load(dy + i, c)), dx + i, c);
   });
 }
@@ -97,7 +106,7 @@ void SwigluImpl(const float* gate, const float* up, float* y, int64_t n) {
   const V one = hn::Set(d, 1.0f);
   ForEach(n, [&](int64_t i, int64_t c) {
     const V g = Load(gate + i, c);
-    const V silu = hn::Div(g, hn::Add(one, ExpNegCapped(g)));
+    const V silu = ZeroWhereCapped(g, hn::Div(g, hn::Add(one, ExpNegCapped(g))));
     Store(hn::Mul(silu, Load(up + i, c)), y + i, c);
   });
 }
@@ -112,9 +121,9 @@ void SwigluGradImpl(const float* gate, const float* up, const float* dy, float* 
     const V dyv = Load(dy + i, c);
     const V uv = Load(up + i, c);
     // d silu/dg = s (1 + g (1 - s)), 1 - s = e s
-    const V dsilu = hn::Mul(s, hn::MulAdd(g, hn::Mul(e, s), one));
+    const V dsilu = ZeroWhereCapped(g, hn::Mul(s, hn::MulAdd(g, hn::Mul(e, s), one)));
     Store(hn::Mul(hn::Mul(dyv, uv), dsilu), dgate + i, c);
-    Store(hn::Mul(dyv, hn::Mul(g, s)), dup + i, c);
+    Store(hn::Mul(dyv, ZeroWhereCapped(g, hn::Mul(g, s))), dup + i, c);
   });
 }
 
