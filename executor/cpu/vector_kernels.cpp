@@ -200,6 +200,49 @@ void AddImpl(float* y, const float* x, int64_t n) {
   ForEach(n, [&](int64_t i, int64_t c) { Store(hn::Add(Load(y + i, c), Load(x + i, c)), y + i, c); });
 }
 
+void AxpyImpl(float* y, const float* x, int64_t n, float alpha) {
+  const D d;
+  const V a = hn::Set(d, alpha);
+  ForEach(n, [&](int64_t i, int64_t c) { Store(hn::MulAdd(a, Load(x + i, c), Load(y + i, c)), y + i, c); });
+}
+
+void FillImpl(float* x, int64_t n, float value) {
+  const D d;
+  const V v = hn::Set(d, value);
+  ForEach(n, [&](int64_t i, int64_t c) { Store(v, x + i, c); });
+}
+
+double SumSquaresImpl(const float* x, int64_t n) {
+  return BlockSum(n, [&](int64_t i, int64_t c) {
+    const V v = Load(x + i, c);
+    return hn::Mul(v, v);
+  });
+}
+
+void AddBiasImpl(float* y, const float* bias, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = y + r * cols;
+    ForEach(cols, [&](int64_t i, int64_t c) { Store(hn::Add(Load(row + i, c), Load(bias + i, c)), row + i, c); });
+  }
+}
+
+// Column sums four rows at a time so dbias is loaded and stored once per four rows.
+void BiasGradImpl(const float* dy, float* dbias, int64_t rows, int64_t cols) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float* r0 = dy + r * cols;
+    ForEach(cols, [&](int64_t i, int64_t c) {
+      const V s = hn::Add(hn::Add(Load(r0 + i, c), Load(r0 + cols + i, c)),
+                          hn::Add(Load(r0 + 2 * cols + i, c), Load(r0 + 3 * cols + i, c)));
+      Store(hn::Add(Load(dbias + i, c), s), dbias + i, c);
+    });
+  }
+  for (; r < rows; ++r) {
+    const float* row = dy + r * cols;
+    ForEach(cols, [&](int64_t i, int64_t c) { Store(hn::Add(Load(dbias + i, c), Load(row + i, c)), dbias + i, c); });
+  }
+}
+
 double DotImpl(const float* a, const float* b, int64_t n) {
   return BlockSum(n, [&](int64_t i, int64_t c) { return hn::Mul(Load(a + i, c), Load(b + i, c)); });
 }
@@ -348,6 +391,11 @@ HWY_EXPORT(SumExpShiftImpl);
 HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(AddImpl);
 HWY_EXPORT(DotImpl);
+HWY_EXPORT(AxpyImpl);
+HWY_EXPORT(FillImpl);
+HWY_EXPORT(SumSquaresImpl);
+HWY_EXPORT(AddBiasImpl);
+HWY_EXPORT(BiasGradImpl);
 HWY_EXPORT(SoftmaxGradImpl);
 HWY_EXPORT(LayerNormRowImpl);
 HWY_EXPORT(LayerNormGradRowImpl);
@@ -372,6 +420,15 @@ void ExpShiftScale(const float* x, float* y, int64_t n, float shift, float mul) 
 }
 void Scale(float* x, int64_t n, float s) { HWY_DYNAMIC_DISPATCH(ScaleImpl)(x, n, s); }
 void Add(float* y, const float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(AddImpl)(y, x, n); }
+void Axpy(float* y, const float* x, int64_t n, float alpha) { HWY_DYNAMIC_DISPATCH(AxpyImpl)(y, x, n, alpha); }
+void Fill(float* x, int64_t n, float value) { HWY_DYNAMIC_DISPATCH(FillImpl)(x, n, value); }
+double SumSquares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumSquaresImpl)(x, n); }
+void AddBias(float* y, const float* bias, int64_t rows, int64_t cols) {
+  HWY_DYNAMIC_DISPATCH(AddBiasImpl)(y, bias, rows, cols);
+}
+void BiasGrad(const float* dy, float* dbias, int64_t rows, int64_t cols) {
+  HWY_DYNAMIC_DISPATCH(BiasGradImpl)(dy, dbias, rows, cols);
+}
 double Dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n); }
 void SoftmaxGrad(const float* p, float* dp, int64_t n, float scale) {
   HWY_DYNAMIC_DISPATCH(SoftmaxGradImpl)(p, dp, n, scale);

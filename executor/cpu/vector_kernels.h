@@ -35,6 +35,16 @@ double Dot(const float* a, const float* b, int64_t n);
 void SoftmaxGrad(const float* p, float* dp, int64_t n, float scale);
 //! y += x
 void Add(float* y, const float* x, int64_t n);
+//! y += alpha * x (Backend::Axpy).
+void Axpy(float* y, const float* x, int64_t n, float alpha);
+//! x[i] = value (Backend::Fill).
+void Fill(float* x, int64_t n, float value);
+//! Sum of squares, float within blocks and double across (Backend::SumSquares).
+double SumSquares(const float* x, int64_t n);
+//! y[r, :] += bias for each row (Backend::AddBias).
+void AddBias(float* y, const float* bias, int64_t rows, int64_t cols);
+//! dbias += column sums of dy (Backend::BiasBackward).
+void BiasGrad(const float* dy, float* dbias, int64_t rows, int64_t cols);
 
 //! LayerNorm of one row: y = (x - mean) * rstd * gamma + beta (beta may be null).
 void LayerNormRow(const float* x, const float* gamma, const float* beta, float* y, int64_t n, float eps, float* mean,

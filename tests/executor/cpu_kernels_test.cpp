@@ -11,6 +11,7 @@
 
 #include "executor/cpu/cpu_backend.h"
 #include "executor/cpu/fused_kernels.h"
+#include "executor/cpu/vector_kernels.h"
 
 namespace parallax::executor {
 namespace {
@@ -670,6 +671,29 @@ TEST_F(CpuKernels, FusedChainsEqualTheUnfusedKernels) {
   be.Axpy(rd2.data(), rdn.data(), rows * cols, 1.0f);
   EXPECT_LT(MaxRelError(rd1, rd2), 1e-6);
   EXPECT_EQ(rg1, rg2);
+}
+
+// SIMD versions of the backend's small vector helpers (for the backend to call) against its loops.
+TEST_F(CpuKernels, VectorHelpersMatchTheBackendLoops) {
+  const int64_t rows = 7, cols = 301, n = rows * cols;
+  const Vec x = Random(n, rng), bias = Random(cols, rng);
+  Vec y1 = Random(n, rng), y2 = y1;
+  vec::Axpy(y1.data(), x.data(), n, -0.37f);
+  be.Axpy(y2.data(), x.data(), n, -0.37f);
+  EXPECT_LT(MaxRelError(y1, y2), 1e-6);
+  vec::AddBias(y1.data(), bias.data(), rows, cols);
+  be.AddBias(y2.data(), bias.data(), rows, cols);
+  EXPECT_LT(MaxRelError(y1, y2), 1e-6);
+  Vec db1 = Random(cols, rng), db2 = db1;
+  vec::BiasGrad(x.data(), db1.data(), rows, cols);
+  be.BiasBackward(x.data(), db2.data(), rows, cols);
+  EXPECT_LT(MaxRelError(db1, db2), 1e-6);
+  EXPECT_NEAR(vec::SumSquares(x.data(), n), Dot(x, x), 1e-6 * Dot(x, x));
+  const float last = y1[static_cast<size_t>(n - 1)];
+  vec::Fill(y1.data(), n - 1, 2.5f);
+  EXPECT_EQ(y1[0], 2.5f);
+  EXPECT_EQ(y1[static_cast<size_t>(n - 2)], 2.5f);
+  EXPECT_EQ(y1[static_cast<size_t>(n - 1)], last);  // one past the end untouched
 }
 
 TEST(BackendMemory, CountsCurrentAndPeakBytesByKind) {
