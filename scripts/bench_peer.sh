@@ -7,7 +7,9 @@
 #   dp2       two processes: parallax DP=2 over MPI vs PyTorch DDP over gloo, 8 sequences per rank
 #   allcores  one process, every core (OpenBLAS threads / torch intra-op threads), micro-batch 8
 # Prints each side's median step time (steps after the warm-up), the speedup (PyTorch time over
-# parallax time) and whether the loss curves agree.
+# parallax time) and whether the loss curves agree. Also the CPU seconds per step of all the
+# case's processes (user + system, from a run of --steps minus a run of 2 steps, so start-up
+# cancels): on a machine shared with other jobs that figure moves much less than wall time.
 # Usage: scripts/bench_peer.sh [--steps N] [--repeats R] [--cases 1thread,dp2,allcores] [--build DIR]
 #                              [--json FILE]
 set -euo pipefail
@@ -53,22 +55,33 @@ cores=$(nproc)
 out=$(mktemp -d "${TMPDIR:-/tmp}/bench_peer.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
-run_parallax() {  # case threads ranks global_batch file
-  local threads=$2 ranks=$3 gb=$4 file=$5
+# CPU seconds (user + system) of a command and every child it waited for, into $cpu_file.
+timed() {
+  local start end
+  start=$(awk '{print $14 + $15 + $16 + $17}' /proc/$$/stat)
+  "$@"
+  end=$(awk '{print $14 + $15 + $16 + $17}' /proc/$$/stat)
+  echo "$(( end - start )) $(getconf CLK_TCK)" > "$cpu_file"
+}
+
+run_parallax() {  # case threads ranks global_batch file [steps]
+  local threads=$2 ranks=$3 gb=$4 file=$5 n=${6:-$steps}
   local cmd=("$parallax" run --plan "dp=$ranks,micro_batch=8" --model "$model" --global-batch "$gb"
-             --steps "$steps" --seed "$seed" --lr "$lr" --json)
+             --steps "$n" --seed "$seed" --lr "$lr" --json)
+  cpu_file="$file.cpu"
   if ((ranks > 1)); then
-    OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads mpirun -np "$ranks" -x OPENBLAS_NUM_THREADS \
+    OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads timed mpirun -np "$ranks" -x OPENBLAS_NUM_THREADS \
       -x OMP_NUM_THREADS "${cmd[@]}" > "$file" 2> "$file.err"
   else
-    OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads "${cmd[@]}" > "$file" 2> "$file.err"
+    OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads timed "${cmd[@]}" > "$file" 2> "$file.err"
   fi
 }
 
-run_torch() {  # case threads ranks global_batch file
-  local threads=$2 ranks=$3 gb=$4 file=$5
-  OMP_NUM_THREADS=$threads "$py" bench/peer/torch_gpt.py --model "$model" --global-batch "$gb" --steps "$steps" \
-    --seed "$seed" --lr "$lr" --threads "$threads" --world "$ranks" > "$file" 2> "$file.err"
+run_torch() {  # case threads ranks global_batch file [steps]
+  local threads=$2 ranks=$3 gb=$4 file=$5 n=${6:-$steps}
+  cpu_file="$file.cpu"
+  OMP_NUM_THREADS=$threads timed "$py" bench/peer/torch_gpt.py --model "$model" --global-batch "$gb" \
+    --steps "$n" --seed "$seed" --lr "$lr" --threads "$threads" --world "$ranks" > "$file" 2> "$file.err"
 }
 
 echo "peer benchmark: $(uname -m), $cores cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(date -u +%F)"
@@ -86,6 +99,9 @@ for c in "${case_list[@]}"; do
     run_parallax "$c" "${args[@]}" "$out/$c.parallax.$r.json" || { cat "$out/$c.parallax.$r.json.err" >&2; exit 1; }
     run_torch "$c" "${args[@]}" "$out/$c.torch.$r.json" || { cat "$out/$c.torch.$r.json.err" >&2; exit 1; }
   done
+  # Short runs: their CPU time is the start-up (and two steps) to subtract.
+  run_parallax "$c" "${args[@]}" "$out/$c.parallax.short.json" 2 || { cat "$out/$c.parallax.short.json.err" >&2; exit 1; }
+  run_torch "$c" "${args[@]}" "$out/$c.torch.short.json" 2 || { cat "$out/$c.torch.short.json.err" >&2; exit 1; }
 done
 "$py" bench/peer/report.py --dir "$out" --cases "$cases" --repeats "$repeats" --threads "$cores" \
-  ${json_out:+--json "$json_out"}
+  --steps "$steps" ${json_out:+--json "$json_out"}

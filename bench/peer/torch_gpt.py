@@ -111,7 +111,8 @@ class Gpt(torch.nn.Module):
         self.blocks = torch.nn.ModuleList(Block(h, spec["heads"], ffn) for _ in range(spec["layers"]))
         self.final_norm = torch.nn.LayerNorm(h, eps=1e-5)
         s = spec["seq_len"]
-        self.register_buffer("mask", torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1))
+        # A plain attribute, not a buffer: DDP would broadcast a buffer, and gloo has no bool type.
+        self.mask = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
 
     def forward(self, tokens):
         x = self.words(tokens) + self.positions.weight[: tokens.shape[1]]

@@ -26,21 +26,16 @@ void CpuBackend::Rotary(float* x, int64_t seq, int64_t batch, int64_t heads, int
         static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(j) / static_cast<double>(head_dim)));
   }
   const float sign = inverse ? -1.0f : 1.0f;
+  std::vector<float> cos(static_cast<size_t>(half)), sin(static_cast<size_t>(half));
   for (int64_t pos = 0; pos < seq; ++pos) {
     for (int64_t j = 0; j < half; ++j) {
       const float theta = static_cast<float>(pos) * inv_freq[static_cast<size_t>(j)];
-      const float c = std::cos(theta);
-      const float s = sign * std::sin(theta);
-      for (int64_t b = 0; b < batch; ++b) {
-        float* row = x + (pos * batch + b) * heads * head_dim;
-        for (int64_t h = 0; h < heads; ++h) {
-          float* xh = row + h * head_dim;
-          const float x1 = xh[j];
-          const float x2 = xh[j + half];
-          xh[j] = x1 * c - x2 * s;
-          xh[j + half] = x2 * c + x1 * s;
-        }
-      }
+      cos[static_cast<size_t>(j)] = std::cos(theta);
+      sin[static_cast<size_t>(j)] = sign * std::sin(theta);
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      float* row = x + (pos * batch + b) * heads * head_dim;
+      for (int64_t h = 0; h < heads; ++h) vec::RotateHalf(row + h * head_dim, cos.data(), sin.data(), half);
     }
   }
 }

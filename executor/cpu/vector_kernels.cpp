@@ -127,6 +127,15 @@ void SwigluGradImpl(const float* gate, const float* up, const float* dy, float* 
   });
 }
 
+void RotateHalfImpl(float* x, const float* cos, const float* sin, int64_t half) {
+  ForEach(half, [&](int64_t i, int64_t c) {
+    const V x1 = Load(x + i, c), x2 = Load(x + half + i, c);
+    const V co = Load(cos + i, c), si = Load(sin + i, c);
+    Store(hn::NegMulAdd(x2, si, hn::Mul(x1, co)), x + i, c);
+    Store(hn::MulAdd(x1, si, hn::Mul(x2, co)), x + half + i, c);
+  });
+}
+
 float MaxImpl(const float* x, int64_t n) {
   const D d;
   V m = hn::Set(d, x[0]);
@@ -385,6 +394,7 @@ HWY_EXPORT(GeluGradImpl);
 HWY_EXPORT(SwigluImpl);
 HWY_EXPORT(SwigluGradImpl);
 HWY_EXPORT(MaxImpl);
+HWY_EXPORT(RotateHalfImpl);
 HWY_EXPORT(ExpShiftSumImpl);
 HWY_EXPORT(ExpShiftScaleImpl);
 HWY_EXPORT(SumExpShiftImpl);
@@ -409,6 +419,9 @@ void GeluGrad(const float* x, const float* dy, float* dx, int64_t n) { HWY_DYNAM
 void Swiglu(const float* gate, const float* up, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(SwigluImpl)(gate, up, y, n); }
 void SwigluGrad(const float* gate, const float* up, const float* dy, float* dgate, float* dup, int64_t n) {
   HWY_DYNAMIC_DISPATCH(SwigluGradImpl)(gate, up, dy, dgate, dup, n);
+}
+void RotateHalf(float* x, const float* cos, const float* sin, int64_t half) {
+  HWY_DYNAMIC_DISPATCH(RotateHalfImpl)(x, cos, sin, half);
 }
 float Max(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(MaxImpl)(x, n); }
 double ExpShiftSum(float* x, int64_t n, float shift) { return HWY_DYNAMIC_DISPATCH(ExpShiftSumImpl)(x, n, shift); }

@@ -19,6 +19,10 @@ void GeluGrad(const float* x, const float* dy, float* dx, int64_t n);
 void Swiglu(const float* gate, const float* up, float* y, int64_t n);
 void SwigluGrad(const float* gate, const float* up, const float* dy, float* dgate, float* dup, int64_t n);
 
+//! Rotate-half rotary step on one head: (x1, x2) = (x1 c - x2 s, x2 c + x1 s) with x1 = x[0, half),
+//! x2 = x[half, 2 half) and c, s per pair.
+void RotateHalf(float* x, const float* cos, const float* sin, int64_t half);
+
 //! max of x[0, n) (n >= 1).
 float Max(const float* x, int64_t n);
 //! x[i] = exp(x[i] - shift) in place; returns the sum (blocks summed in double).

@@ -169,23 +169,31 @@ TEST_F(CpuKernels, GeluAndSwigluGradients) {
 }
 
 TEST_F(CpuKernels, RotaryMatchesFormulaAndInverts) {
-  const int64_t seq = 5, batch = 2, heads = 3, d = 4;
-  Vec x = Random(seq * batch * heads * d, rng), y = x;
-  be.Rotary(y.data(), seq, batch, heads, d, false);
-  for (int64_t p = 0; p < seq; ++p) {
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t h = 0; h < heads; ++h) {
-        const int64_t base = ((p * batch + b) * heads + h) * d;
-        for (int64_t j = 0; j < d / 2; ++j) {
-          const double th = p * std::pow(10000.0, -2.0 * j / d);
-          EXPECT_NEAR(y[base + j], x[base + j] * std::cos(th) - x[base + j + 2] * std::sin(th), 1e-5);
-          EXPECT_NEAR(y[base + j + 2], x[base + j + 2] * std::cos(th) + x[base + j] * std::sin(th), 1e-5);
+  struct Shape {
+    int64_t seq, batch, heads, d;
+  };
+  for (const Shape sh : {Shape{5, 2, 3, 4}, Shape{130, 2, 2, 64}, Shape{7, 1, 2, 38}}) {
+    const int64_t seq = sh.seq, batch = sh.batch, heads = sh.heads, d = sh.d, half = d / 2;
+    Vec x = Random(seq * batch * heads * d, rng), y = x;
+    be.Rotary(y.data(), seq, batch, heads, d, false);
+    Vec ref(x.size());
+    for (int64_t p = 0; p < seq; ++p) {
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t base = ((p * batch + b) * heads + h) * d;
+          for (int64_t j = 0; j < half; ++j) {
+            const double th = p * std::pow(10000.0, -2.0 * j / d);
+            ref[base + j] = static_cast<float>(x[base + j] * std::cos(th) - x[base + j + half] * std::sin(th));
+            ref[base + j + half] = static_cast<float>(x[base + j + half] * std::cos(th) + x[base + j] * std::sin(th));
+          }
         }
       }
     }
+    // theta = pos * freq is rounded to fp32 first (as the kernel does): 1e-7 relative of up to 130 rad.
+    EXPECT_LT(MaxRelError(y, ref), 5e-5) << "d " << d;
+    be.Rotary(y.data(), seq, batch, heads, d, true);
+    EXPECT_LT(MaxRelError(y, x), 1e-5) << "d " << d;
   }
-  be.Rotary(y.data(), seq, batch, heads, d, true);
-  EXPECT_LT(MaxRelError(y, x), 1e-5);
 }
 
 // Reference attention in double, straight from the definition.
