@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #ifndef PARALLAX_EXECUTOR_CPU_VECTOR_KERNELS_ONCE
 #define PARALLAX_EXECUTOR_CPU_VECTOR_KERNELS_ONCE
@@ -38,19 +39,27 @@ HWY_INLINE void ForEach(int64_t n, const F& f) {
   if (i < n) f(i, n - i);
 }
 
+// Tails go through a stack buffer: Highway's MaskedLoad/BlendedStore are full-width loads and
+// stores on some targets (SSE4, portable), which would touch memory past the end of the array.
+constexpr size_t kMaxLanes = 64;  // 2048-bit vectors (the widest SVE) of float
+
 HWY_INLINE V Load(const float* p, int64_t count) {
   const D d;
   if (count == static_cast<int64_t>(hn::Lanes(d))) return hn::LoadU(d, p);
-  return hn::MaskedLoad(hn::FirstN(d, static_cast<size_t>(count)), d, p);
+  alignas(64) float buf[kMaxLanes] = {};
+  std::memcpy(buf, p, static_cast<size_t>(count) * sizeof(float));
+  return hn::LoadU(d, buf);
 }
 
 HWY_INLINE void Store(V v, float* p, int64_t count) {
   const D d;
   if (count == static_cast<int64_t>(hn::Lanes(d))) {
     hn::StoreU(v, d, p);
-  } else {
-    hn::BlendedStore(v, hn::FirstN(d, static_cast<size_t>(count)), d, p);
+    return;
   }
+  alignas(64) float buf[kMaxLanes];
+  hn::StoreU(v, d, buf);
+  std::memcpy(p, buf, static_cast<size_t>(count) * sizeof(float));
 }
 
 // exp(-z) with the argument capped so that 1 + exp(-z) stays finite.
@@ -465,6 +474,8 @@ void AdamW(float* param, const float* grad, float* m, float* v, int64_t n, const
   HWY_DYNAMIC_DISPATCH(AdamWImpl)(param, grad, m, v, n, s);
 }
 const char* TargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
+std::vector<int64_t> TargetsForTest() { return hwy::SupportedAndGeneratedTargets(); }
+void ForceTargetForTest(int64_t target) { hwy::SetSupportedTargetsForTest(target); }
 
 }  // namespace parallax::executor::vec
 #endif  // HWY_ONCE

@@ -8,6 +8,7 @@
 // its rows or elements (TP, ZeRO shards): the layout tests need exactly that.
 
 #include <cstdint>
+#include <vector>
 
 namespace parallax::executor::vec {
 
@@ -69,5 +70,10 @@ void AdamW(float* param, const float* grad, float* m, float* v, int64_t n, const
 
 //! Name of the instruction set the dispatcher chose (for benchmarks and reports).
 const char* TargetName();
+//! Instruction sets compiled in and supported by this CPU (Highway target bits), so tests can run
+//! every kernel on each of them.
+std::vector<int64_t> TargetsForTest();
+//! Later calls dispatch to `target` (one of TargetsForTest()); 0 restores the run-time choice.
+void ForceTargetForTest(int64_t target);
 
 }  // namespace parallax::executor::vec

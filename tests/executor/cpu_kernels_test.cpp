@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <functional>
 #include <random>
 #include <vector>
@@ -702,6 +703,76 @@ TEST_F(CpuKernels, VectorHelpersMatchTheBackendLoops) {
   EXPECT_EQ(y1[0], 2.5f);
   EXPECT_EQ(y1[static_cast<size_t>(n - 2)], 2.5f);
   EXPECT_EQ(y1[static_cast<size_t>(n - 1)], last);  // one past the end untouched
+}
+
+// Every instruction set compiled in (AVX-512, AVX2, SSE4, portable) gives the same results as the
+// one the dispatcher picks, within a few roundings, at a size with a vector tail on each.
+TEST_F(CpuKernels, EveryCompiledInstructionSetAgrees) {
+  const int64_t rows = 3, cols = 263, n = rows * cols;
+  const Vec x = Random(n, rng, 3.0f), dy = Random(n, rng), gamma = Random(cols, rng), beta = Random(cols, rng);
+  const Vec grad = Random(n, rng), m0 = Random(n, rng, 0.1f), v0 = [&] {
+    Vec v = Random(n, rng, 0.1f);
+    for (auto& e : v) e *= e;
+    return v;
+  }();
+  const AttentionShape s{2, 70, 2, 1, 16};
+  const int64_t qn = s.seq * s.batch * s.heads * s.head_dim, kn = s.seq * s.batch * s.kv_heads * s.head_dim;
+  const Vec q = Random(qn, rng), k = Random(kn, rng), v = Random(kn, rng), dout = Random(qn, rng);
+  std::vector<int32_t> targets(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) targets[static_cast<size_t>(r)] = static_cast<int32_t>(r * 97 % cols);
+  // All outputs of one pass, concatenated.
+  auto run = [&] {
+    Vec all;
+    auto add = [&](const Vec& part) { all.insert(all.end(), part.begin(), part.end()); };
+    Vec y(n), d(n), d2(n), mean(rows), rstd(rows), dg(cols, 0.0f), db(cols, 0.0f);
+    be.GeluForward(x.data(), y.data(), n);
+    be.GeluBackward(x.data(), dy.data(), d.data(), n);
+    add(y), add(d);
+    be.SwigluForward(x.data(), dy.data(), y.data(), n);
+    be.SwigluBackward(x.data(), dy.data(), grad.data(), d.data(), d2.data(), n);
+    add(y), add(d), add(d2);
+    be.LayerNormForward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, cols, 1e-5f);
+    be.LayerNormBackward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), d.data(), dg.data(), db.data(),
+                         rows, cols);
+    add(y), add(d), add(dg), add(db);
+    be.RmsNormForward(x.data(), gamma.data(), y.data(), rstd.data(), rows, cols, 1e-5f);
+    be.RmsNormBackward(dy.data(), x.data(), gamma.data(), rstd.data(), d.data(), dg.data(), rows, cols);
+    add(y), add(d), add(dg);
+    Vec mx(rows), se(rows), tl(rows);
+    be.RowMax(x.data(), rows, cols, mx.data());
+    be.CrossEntropyStats(x.data(), rows, cols, mx.data(), targets.data(), 0, se.data(), tl.data());
+    be.CrossEntropyBackward(x.data(), rows, cols, mx.data(), se.data(), targets.data(), 0, 0.5f, d.data());
+    add(mx), add(se), add(d);
+    Vec p = x, mm = m0, vv = v0;
+    AdamWParams a;
+    a.lr = 1e-3;
+    a.weight_decay = 0.1;
+    a.step = 5;
+    be.AdamW(p.data(), grad.data(), mm.data(), vv.data(), n, a);
+    add(p), add(mm), add(vv);
+    Vec out(static_cast<size_t>(qn)), probs(static_cast<size_t>(s.probs_floats())), dq(out.size()), dk(kn), dv(kn);
+    be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(), probs.data());
+    be.AttentionBackward(s, q.data(), k.data(), v.data(), nullptr, dout.data(), dq.data(), dk.data(), dv.data());
+    add(out), add(dq), add(dk), add(dv);
+    Vec rot = x;
+    be.Rotary(rot.data(), 3, 1, 1, cols - 1, false);  // 3 rows of 262 = 3 x 263 - 3 floats
+    add(rot);
+    return all;
+  };
+  const Vec chosen = run();
+  const std::vector<int64_t> compiled = vec::TargetsForTest();
+  EXPECT_GE(compiled.size(), 1u);
+  for (int64_t target : compiled) {
+    vec::ForceTargetForTest(target);
+    const Vec got = run();
+    const std::string name = vec::TargetName();
+    vec::ForceTargetForTest(0);
+    ASSERT_EQ(got.size(), chosen.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], chosen[i], 2e-5 * std::max(1.0f, std::abs(chosen[i]))) << name << " element " << i;
+    }
+    std::printf("instruction set %s agrees with %s\n", name.c_str(), vec::TargetName());
+  }
 }
 
 TEST(BackendMemory, CountsCurrentAndPeakBytesByKind) {
