@@ -19,6 +19,8 @@ endif()
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS)
 find_path(CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread)
+# Google Highway (libhwy-dev): SIMD loops of the CPU kernels with run-time dispatch.
+find_package(hwy 1.0 REQUIRED)
 
 # parallax_resolve(OPTION FOUND): AUTO -> FOUND, ON without FOUND -> fatal error.
 macro(parallax_resolve opt found out)

@@ -1,10 +1,10 @@
 // Vocab-parallel embedding and the local pieces of vocab-parallel cross-entropy (Megatron-LM):
 // the runtime all-reduces the row max and then (sum_exp, target_logit) over the TP group.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "executor/cpu/cpu_backend.h"
+#include "executor/cpu/vector_kernels.h"
 
 namespace parallax::executor {
 
@@ -26,26 +26,19 @@ void CpuBackend::EmbeddingBackward(const int32_t* tokens, int64_t n, const float
   for (int64_t t = 0; t < n; ++t) {
     const int64_t r = tokens[t] - vocab_begin;
     if (r < 0 || r >= table_rows) continue;
-    float* g = dtable + r * hidden;
-    const float* d = dout + t * hidden;
-    for (int64_t c = 0; c < hidden; ++c) g[c] += d[c];
+    vec::Add(dtable + r * hidden, dout + t * hidden, hidden);
   }
 }
 
 void CpuBackend::RowMax(const float* logits, int64_t rows, int64_t cols, float* row_max) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* l = logits + r * cols;
-    row_max[r] = *std::max_element(l, l + cols);
-  }
+  for (int64_t r = 0; r < rows; ++r) row_max[r] = vec::Max(logits + r * cols, cols);
 }
 
 void CpuBackend::CrossEntropyStats(const float* logits, int64_t rows, int64_t cols, const float* row_max,
                                    const int32_t* targets, int64_t vocab_begin, float* sum_exp, float* target_logit) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* l = logits + r * cols;
-    double s = 0;
-    for (int64_t c = 0; c < cols; ++c) s += std::exp(static_cast<double>(l[c] - row_max[r]));
-    sum_exp[r] = static_cast<float>(s);
+    sum_exp[r] = static_cast<float>(vec::SumExpShift(l, cols, row_max[r]));
     const int64_t t = targets[r] - vocab_begin;
     target_logit[r] = (t >= 0 && t < cols) ? l[t] : 0.0f;
   }
@@ -55,10 +48,8 @@ void CpuBackend::CrossEntropyBackward(const float* logits, int64_t rows, int64_t
                                       const float* sum_exp, const int32_t* targets, int64_t vocab_begin, float scale,
                                       float* dlogits) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float* l = logits + r * cols;
     float* d = dlogits + r * cols;
-    const float inv = 1.0f / sum_exp[r];
-    for (int64_t c = 0; c < cols; ++c) d[c] = std::exp(l[c] - row_max[r]) * inv * scale;
+    vec::ExpShiftScale(logits + r * cols, d, cols, row_max[r], scale / sum_exp[r]);
     const int64_t t = targets[r] - vocab_begin;
     if (t >= 0 && t < cols) d[t] -= scale;
   }

@@ -2,12 +2,17 @@
 // and input gradients against central finite differences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <functional>
 #include <random>
 #include <vector>
 
 #include "executor/cpu/cpu_backend.h"
+#include "executor/cpu/fused_kernels.h"
+#include "executor/cpu/vector_kernels.h"
 
 namespace parallax::executor {
 namespace {
@@ -165,23 +170,31 @@ TEST_F(CpuKernels, GeluAndSwigluGradients) {
 }
 
 TEST_F(CpuKernels, RotaryMatchesFormulaAndInverts) {
-  const int64_t seq = 5, batch = 2, heads = 3, d = 4;
-  Vec x = Random(seq * batch * heads * d, rng), y = x;
-  be.Rotary(y.data(), seq, batch, heads, d, false);
-  for (int64_t p = 0; p < seq; ++p) {
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t h = 0; h < heads; ++h) {
-        const int64_t base = ((p * batch + b) * heads + h) * d;
-        for (int64_t j = 0; j < d / 2; ++j) {
-          const double th = p * std::pow(10000.0, -2.0 * j / d);
-          EXPECT_NEAR(y[base + j], x[base + j] * std::cos(th) - x[base + j + 2] * std::sin(th), 1e-5);
-          EXPECT_NEAR(y[base + j + 2], x[base + j + 2] * std::cos(th) + x[base + j] * std::sin(th), 1e-5);
+  struct Shape {
+    int64_t seq, batch, heads, d;
+  };
+  for (const Shape sh : {Shape{5, 2, 3, 4}, Shape{130, 2, 2, 64}, Shape{7, 1, 2, 38}}) {
+    const int64_t seq = sh.seq, batch = sh.batch, heads = sh.heads, d = sh.d, half = d / 2;
+    Vec x = Random(seq * batch * heads * d, rng), y = x;
+    be.Rotary(y.data(), seq, batch, heads, d, false);
+    Vec ref(x.size());
+    for (int64_t p = 0; p < seq; ++p) {
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t base = ((p * batch + b) * heads + h) * d;
+          for (int64_t j = 0; j < half; ++j) {
+            const double th = p * std::pow(10000.0, -2.0 * j / d);
+            ref[base + j] = static_cast<float>(x[base + j] * std::cos(th) - x[base + j + half] * std::sin(th));
+            ref[base + j + half] = static_cast<float>(x[base + j + half] * std::cos(th) + x[base + j] * std::sin(th));
+          }
         }
       }
     }
+    // theta = pos * freq is rounded to fp32 first (as the kernel does): 1e-7 relative of up to 130 rad.
+    EXPECT_LT(MaxRelError(y, ref), 5e-5) << "d " << d;
+    be.Rotary(y.data(), seq, batch, heads, d, true);
+    EXPECT_LT(MaxRelError(y, x), 1e-5) << "d " << d;
   }
-  be.Rotary(y.data(), seq, batch, heads, d, true);
-  EXPECT_LT(MaxRelError(y, x), 1e-5);
 }
 
 // Reference attention in double, straight from the definition.
@@ -349,6 +362,419 @@ TEST_F(CpuKernels, BiasAndVectorHelpers) {
   EXPECT_FLOAT_EQ(db[2], y[2] + y[5]);
   EXPECT_NEAR(be.SumSquares(y.data(), 6), Dot(y, y), 1e-5);
 }
+
+// ---- SIMD kernels at sizes that cross vector tails and attention blocks, against double loops ----
+
+// GELU (tanh form) in double as x * sigmoid(2u), which equals 0.5 x (1 + tanh u) and, unlike it,
+// does not cancel for negative x.
+double GeluU(double v) { return std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v); }
+double SigmoidRef(double z) { return 1 / (1 + std::exp(-z)); }
+double GeluRef(double v) { return v * SigmoidRef(2 * GeluU(v)); }
+double GeluGradRef(double v) {
+  const double s = SigmoidRef(2 * GeluU(v));
+  return s + v * s * (1 - s) * 2 * std::sqrt(2 / M_PI) * (1 + 3 * 0.044715 * v * v);
+}
+
+// Inputs: a dense sweep of [-12, 12] plus normal samples of growing spread, so every branch of
+// the exp range reduction and both saturated tails are hit.
+Vec ActivationInputs(std::mt19937& rng) {
+  Vec x;
+  for (int i = -120000; i <= 120000; ++i) x.push_back(static_cast<float>(i) * 1e-4f);
+  for (float s : {0.1f, 1.0f, 3.0f, 10.0f}) {
+    const Vec r = Random(100003, rng, s);
+    x.insert(x.end(), r.begin(), r.end());
+  }
+  return x;
+}
+
+// Forward error in ulps of 1 (2^-23 relative), divided by what rounding the
+// inputs and intermediates of a float evaluation must cost: `scale` is the sum of the absolute
+// terms times (1 + condition number). 1e-35 absolute is below anything training produces (the
+// exp argument is capped at 88, so gelu(x < -10.3) is ~1e-37 instead of smaller).
+double Ulps(double got, double ref, double scale) {
+  const double err = std::abs(got - ref);
+  if (err < 1e-35) return 0;
+  return err / (std::ldexp(1.0, -23) * std::max(scale, 1e-35));
+}
+
+TEST_F(CpuKernels, GeluIsAccurateOnManyRandomInputs) {
+  const Vec x = ActivationInputs(rng);
+  const int64_t n = static_cast<int64_t>(x.size());
+  Vec y(x.size()), dy = Random(x.size(), rng), dx(x.size());
+  be.GeluForward(x.data(), y.data(), n);
+  be.GeluBackward(x.data(), dy.data(), dx.data(), n);
+  double worst_y = 0, worst_dx = 0, worst_rel_pos = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i], ref = GeluRef(v), s = SigmoidRef(2 * GeluU(v));
+    // d log(gelu)/d log(x) = x gelu'(x) / gelu(x); the exp argument 2u carries |2u (1 - s)| of it.
+    const double cond = 1 + std::abs(v * GeluGradRef(v) / ref);
+    worst_y = std::max(worst_y, Ulps(y[i], ref, std::abs(ref) * cond));
+    if (v >= 0) worst_rel_pos = std::max(worst_rel_pos, std::abs(y[i] - ref) / std::max(std::abs(ref), 1e-30));
+    const double d2u = 2 * std::sqrt(2 / M_PI) * (1 + 3 * 0.044715 * v * v);
+    const double terms = s + std::abs(v * s * (1 - s) * d2u);
+    const double amp = 1 + std::abs(2 * GeluU(v)) * (1 - s) + std::abs(v * d2u);
+    worst_dx = std::max(worst_dx, Ulps(dx[i], dy[i] * GeluGradRef(v), std::abs(dy[i]) * terms * amp));
+  }
+  std::printf("gelu: worst %.2f ulp (forward), %.2f (backward); worst relative error for x >= 0 %.3g\n",
+              worst_y, worst_dx, worst_rel_pos);
+  EXPECT_LT(worst_y, 3.0);
+  EXPECT_LT(worst_dx, 3.0);
+  EXPECT_LT(worst_rel_pos, 2e-7);
+}
+
+TEST_F(CpuKernels, SwigluIsAccurateOnManyRandomInputs) {
+  const Vec g = ActivationInputs(rng);
+  const int64_t n = static_cast<int64_t>(g.size());
+  Vec up = Random(g.size(), rng), dy = Random(g.size(), rng), y(g.size()), dg(g.size()), du(g.size());
+  be.SwigluForward(g.data(), up.data(), y.data(), n);
+  be.SwigluBackward(g.data(), up.data(), dy.data(), dg.data(), du.data(), n);
+  double worst_y = 0, worst_dg = 0, worst_du = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double v = g[i], s = SigmoidRef(v);
+    const double cond = 2 + std::abs(v) * (1 - s);  // silu(g) * up: |1 + g (1 - s)| bounded by 1 + |g|(1 - s)
+    worst_y = std::max(worst_y, Ulps(y[i], v * s * up[i], std::abs(v * s * up[i]) * cond));
+    worst_du = std::max(worst_du, Ulps(du[i], dy[i] * v * s, std::abs(dy[i] * v * s) * cond));
+    const double terms = std::abs(dy[i] * up[i]) * (s + std::abs(v) * s * (1 - s));
+    worst_dg = std::max(worst_dg, Ulps(dg[i], dy[i] * up[i] * s * (1 + v * (1 - s)), terms * (cond + 1)));
+  }
+  std::printf("swiglu: worst %.2f / %.2f / %.2f ulp (y, dgate, dup)\n", worst_y, worst_dg, worst_du);
+  EXPECT_LT(worst_y, 3.0);
+  EXPECT_LT(worst_dg, 3.0);
+  EXPECT_LT(worst_du, 3.0);
+}
+
+TEST_F(CpuKernels, NormsOnLongRowsMatchDoubleLoops) {
+  const int64_t rows = 5, cols = 1003;  // not a multiple of any vector width
+  Vec x = Random(rows * cols, rng, 2.0f), gamma = Random(cols, rng), beta = Random(cols, rng);
+  Vec dy = Random(rows * cols, rng);
+  for (auto& v : x) v += 0.5f;  // a mean away from zero
+  Vec y(rows * cols), mean(rows), rstd(rows), dx(rows * cols), dgamma(cols, 0.0f), dbeta(cols, 0.0f);
+  be.LayerNormForward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, cols, 1e-5f);
+  be.LayerNormBackward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(), dgamma.data(),
+                       dbeta.data(), rows, cols);
+  Vec ry(rows * cols), rdx(rows * cols), rdgamma(cols, 0.0f), rdbeta(cols, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * cols;
+    double mu = 0, var = 0, sg = 0, sgx = 0;
+    for (int64_t c = 0; c < cols; ++c) mu += xr[c];
+    mu /= cols;
+    for (int64_t c = 0; c < cols; ++c) var += (xr[c] - mu) * (xr[c] - mu);
+    var /= cols;
+    const double rs = 1 / std::sqrt(var + 1e-5);
+    EXPECT_NEAR(mean[r], mu, 1e-6);
+    EXPECT_NEAR(rstd[r], rs, 1e-6 * rs);
+    for (int64_t c = 0; c < cols; ++c) {
+      const double xhat = (xr[c] - mu) * rs, g = dy[r * cols + c] * gamma[c];
+      ry[r * cols + c] = static_cast<float>(xhat * gamma[c] + beta[c]);
+      sg += g;
+      sgx += g * xhat;
+      rdgamma[c] += static_cast<float>(dy[r * cols + c] * xhat);
+      rdbeta[c] += dy[r * cols + c];
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const double xhat = (xr[c] - mu) * rs;
+      rdx[r * cols + c] = static_cast<float>(rs * (dy[r * cols + c] * gamma[c] - sg / cols - xhat * sgx / cols));
+    }
+  }
+  EXPECT_LT(MaxRelError(y, ry), 2e-6);
+  EXPECT_LT(MaxRelError(dx, rdx), 2e-6);
+  EXPECT_LT(MaxRelError(dgamma, rdgamma), 2e-6);
+  EXPECT_LT(MaxRelError(dbeta, rdbeta), 2e-6);
+
+  Vec rms_y(rows * cols), rms_rstd(rows), rms_dx(rows * cols), rms_dgamma(cols, 0.0f);
+  be.RmsNormForward(x.data(), gamma.data(), rms_y.data(), rms_rstd.data(), rows, cols, 1e-5f);
+  be.RmsNormBackward(dy.data(), x.data(), gamma.data(), rms_rstd.data(), rms_dx.data(), rms_dgamma.data(), rows, cols);
+  Vec ref_y(rows * cols), ref_dx(rows * cols), ref_dgamma(cols, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * cols;
+    double ms = 0, sgx = 0;
+    for (int64_t c = 0; c < cols; ++c) ms += static_cast<double>(xr[c]) * xr[c];
+    const double rs = 1 / std::sqrt(ms / cols + 1e-5);
+    for (int64_t c = 0; c < cols; ++c) {
+      const double xhat = xr[c] * rs;
+      ref_y[r * cols + c] = static_cast<float>(xhat * gamma[c]);
+      sgx += dy[r * cols + c] * gamma[c] * xhat;
+      ref_dgamma[c] += static_cast<float>(dy[r * cols + c] * xhat);
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      ref_dx[r * cols + c] = static_cast<float>(rs * (dy[r * cols + c] * gamma[c] - xr[c] * rs * sgx / cols));
+    }
+  }
+  EXPECT_LT(MaxRelError(rms_y, ref_y), 2e-6);
+  EXPECT_LT(MaxRelError(rms_dx, ref_dx), 2e-6);
+  EXPECT_LT(MaxRelError(rms_dgamma, ref_dgamma), 2e-6);
+}
+
+// Attention backward in double, straight from the definition (dS = P (dP - rowsum(P dP)) / sqrt(d)).
+void ReferenceAttentionBackward(const AttentionShape& s, const Vec& q, const Vec& k, const Vec& v, const Vec& dout,
+                                Vec* dq, Vec* dk, Vec* dv) {
+  const int64_t group = s.heads / s.kv_heads, d = s.head_dim, S = s.seq;
+  dq->assign(q.size(), 0.0f);
+  dk->assign(k.size(), 0.0f);
+  dv->assign(v.size(), 0.0f);
+  auto qi = [&](int64_t i, int64_t b, int64_t h) { return ((i * s.batch + b) * s.heads + h) * d; };
+  auto kj = [&](int64_t j, int64_t b, int64_t h) { return ((j * s.batch + b) * s.kv_heads + h / group) * d; };
+  const double scale = 1 / std::sqrt(static_cast<double>(d));
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      for (int64_t i = 0; i < S; ++i) {
+        std::vector<double> p(static_cast<size_t>(i + 1)), dp(static_cast<size_t>(i + 1));
+        double mx = -1e300, sum = 0, pdp = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0, dd = 0;
+          for (int64_t e = 0; e < d; ++e) {
+            dot += static_cast<double>(q[qi(i, b, h) + e]) * k[kj(j, b, h) + e];
+            dd += static_cast<double>(dout[qi(i, b, h) + e]) * v[kj(j, b, h) + e];
+          }
+          p[j] = dot * scale;
+          dp[j] = dd;
+          mx = std::max(mx, p[j]);
+        }
+        for (auto& x : p) sum += (x = std::exp(x - mx));
+        for (int64_t j = 0; j <= i; ++j) pdp += (p[j] /= sum) * dp[j];
+        for (int64_t j = 0; j <= i; ++j) {
+          const double ds = p[j] * (dp[j] - pdp) * scale;
+          for (int64_t e = 0; e < d; ++e) {
+            (*dq)[qi(i, b, h) + e] += static_cast<float>(ds * k[kj(j, b, h) + e]);
+            (*dk)[kj(j, b, h) + e] += static_cast<float>(ds * q[qi(i, b, h) + e]);
+            (*dv)[kj(j, b, h) + e] += static_cast<float>(p[j] * dout[qi(i, b, h) + e]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CpuKernels, BlockedAttentionMatchesDefinitionAcrossBlocks) {
+  for (const AttentionShape s : {AttentionShape{2, 150, 4, 2, 16}, AttentionShape{1, 64, 2, 2, 8},
+                                 AttentionShape{3, 65, 2, 1, 5}}) {
+    const size_t qn = static_cast<size_t>(s.seq * s.batch * s.heads * s.head_dim);
+    const size_t kn = static_cast<size_t>(s.seq * s.batch * s.kv_heads * s.head_dim);
+    Vec q = Random(qn, rng), k = Random(kn, rng), v = Random(kn, rng), dout = Random(qn, rng);
+    Vec out(qn), out2(qn), probs(static_cast<size_t>(s.probs_floats()), 7.0f);
+    be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(), probs.data());
+    be.AttentionForward(s, q.data(), k.data(), v.data(), out2.data(), nullptr);
+    EXPECT_LT(MaxRelError(out, ReferenceAttention(s, q, k, v)), 2e-6) << "seq " << s.seq;
+    EXPECT_EQ(out, out2);
+    // Saved probabilities: each row sums to one over its causal prefix and is zero after it.
+    for (int64_t i : {int64_t{0}, s.seq / 2, s.seq - 1}) {
+      const float* row = probs.data() + i * s.seq;
+      double sum = 0;
+      for (int64_t j = 0; j <= i; ++j) sum += row[j];
+      EXPECT_NEAR(sum, 1.0, 1e-5);
+      for (int64_t j = i + 1; j < s.seq; ++j) EXPECT_EQ(row[j], 0.0f);
+    }
+    Vec dq(qn), dk(kn), dv(kn), dq2(qn), dk2(kn), dv2(kn), rdq, rdk, rdv;
+    be.AttentionBackward(s, q.data(), k.data(), v.data(), probs.data(), dout.data(), dq.data(), dk.data(), dv.data());
+    be.AttentionBackward(s, q.data(), k.data(), v.data(), nullptr, dout.data(), dq2.data(), dk2.data(), dv2.data());
+    ReferenceAttentionBackward(s, q, k, v, dout, &rdq, &rdk, &rdv);
+    EXPECT_LT(MaxRelError(dq, rdq), 1e-5) << "seq " << s.seq;
+    EXPECT_LT(MaxRelError(dk, rdk), 1e-5) << "seq " << s.seq;
+    EXPECT_LT(MaxRelError(dv, rdv), 1e-5) << "seq " << s.seq;
+    EXPECT_EQ(dq, dq2);
+    EXPECT_EQ(dk, dk2);
+    EXPECT_EQ(dv, dv2);
+  }
+}
+
+TEST_F(CpuKernels, CrossEntropyOnLongRowsMatchesDoubleLoops) {
+  const int64_t rows = 7, vocab = 1003;
+  Vec logits = Random(rows * vocab, rng, 3.0f);
+  std::vector<int32_t> targets;
+  for (int64_t r = 0; r < rows; ++r) targets.push_back(static_cast<int32_t>((r * 389) % vocab));
+  Vec mx(rows), sum(rows), tl(rows), d(rows * vocab);
+  be.RowMax(logits.data(), rows, vocab, mx.data());
+  be.CrossEntropyStats(logits.data(), rows, vocab, mx.data(), targets.data(), 0, sum.data(), tl.data());
+  be.CrossEntropyBackward(logits.data(), rows, vocab, mx.data(), sum.data(), targets.data(), 0, 0.25f, d.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* l = logits.data() + r * vocab;
+    EXPECT_EQ(mx[r], *std::max_element(l, l + vocab));
+    double s = 0;
+    for (int64_t c = 0; c < vocab; ++c) s += std::exp(static_cast<double>(l[c]) - mx[r]);
+    EXPECT_NEAR(sum[r], s, 1e-6 * s);
+    EXPECT_EQ(tl[r], l[targets[r]]);
+    for (int64_t c = 0; c < vocab; ++c) {
+      const double ref = (std::exp(static_cast<double>(l[c]) - mx[r]) / sum[r] - (c == targets[r] ? 1 : 0)) * 0.25;
+      EXPECT_NEAR(d[r * vocab + c], ref, 1e-7) << r << "," << c;
+    }
+  }
+}
+
+TEST_F(CpuKernels, AdamWOnALongVectorMatchesTheAlgorithm) {
+  const int64_t n = 1001;
+  Vec p = Random(n, rng), g = Random(n, rng), m = Random(n, rng, 0.1f), v = Random(n, rng, 0.1f);
+  for (auto& x : v) x = x * x;
+  const Vec p0 = p, m0 = m, v0 = v;
+  AdamWParams a;
+  a.lr = 3e-4;
+  a.weight_decay = 0.1;
+  a.step = 17;
+  a.grad_scale = 0.8;
+  be.AdamW(p.data(), g.data(), m.data(), v.data(), n, a);
+  // The kernel runs with fp32 betas: the reference takes the same rounded values.
+  const double b1 = 0.9f, b2 = 0.95f, ob1 = 1.0f - 0.9f, ob2 = 1.0f - 0.95f;
+  for (int64_t i = 0; i < n; ++i) {
+    const double gg = g[i] * 0.8;
+    const double mm = b1 * m0[i] + ob1 * gg, vv = b2 * v0[i] + ob2 * gg * gg;
+    const double mh = mm / (1 - std::pow(0.9, 17)), vh = vv / (1 - std::pow(0.95, 17));
+    const double ref = p0[i] - 3e-4 * (mh / (std::sqrt(vh) + 1e-8) + 0.1 * p0[i]);
+    EXPECT_NEAR(p[i], ref, 2e-7 * std::max(1.0, std::abs(ref)));
+    // A few fp32 roundings of the terms (the sum of m may cancel).
+    EXPECT_NEAR(m[i], mm, 4e-7 * (std::abs(b1 * m0[i]) + std::abs(ob1 * gg)));
+    EXPECT_NEAR(v[i], vv, 4e-7 * vv);
+  }
+}
+
+TEST_F(CpuKernels, FusedChainsEqualTheUnfusedKernels) {
+  const int64_t rows = 6, cols = 333;
+  const Vec pre = Random(rows * cols, rng, 2.0f), bias = Random(cols, rng), dy = Random(rows * cols, rng);
+  // bias + GELU forward and backward.
+  Vec x1 = pre, y1(rows * cols), x2 = pre, y2(rows * cols);
+  BiasGeluForward(x1.data(), bias.data(), y1.data(), rows, cols);
+  be.AddBias(x2.data(), bias.data(), rows, cols);
+  be.GeluForward(x2.data(), y2.data(), rows * cols);
+  EXPECT_EQ(x1, x2);
+  EXPECT_EQ(y1, y2);
+  Vec dx1(rows * cols), db1(cols, 0.5f), dx2(rows * cols), db2(cols, 0.5f);
+  BiasGeluBackward(x1.data(), dy.data(), dx1.data(), db1.data(), rows, cols);
+  be.GeluBackward(x2.data(), dy.data(), dx2.data(), rows * cols);
+  be.BiasBackward(dx2.data(), db2.data(), rows, cols);
+  EXPECT_EQ(dx1, dx2);
+  EXPECT_LT(MaxRelError(db1, db2), 1e-6);
+
+  // residual + LayerNorm / RMSNorm forward, and norm backward added into the residual gradient.
+  const Vec res = Random(rows * cols, rng), gamma = Random(cols, rng), beta = Random(cols, rng);
+  Vec h1(rows * cols), n1(rows * cols), mean1(rows), rstd1(rows);
+  ResidualLayerNormForward(pre.data(), res.data(), bias.data(), h1.data(), gamma.data(), beta.data(), n1.data(),
+                           mean1.data(), rstd1.data(), rows, cols, 1e-5f);
+  Vec h2 = pre, n2(rows * cols), mean2(rows), rstd2(rows);
+  be.Axpy(h2.data(), res.data(), rows * cols, 1.0f);
+  be.AddBias(h2.data(), bias.data(), rows, cols);
+  be.LayerNormForward(h2.data(), gamma.data(), beta.data(), n2.data(), mean2.data(), rstd2.data(), rows, cols, 1e-5f);
+  EXPECT_EQ(h1, h2);
+  EXPECT_EQ(n1, n2);
+  EXPECT_EQ(rstd1, rstd2);
+  Vec dres1 = dy, dg1(cols, 0.0f), dbeta1(cols, 0.0f), dn(rows * cols), dg2(cols, 0.0f), dbeta2(cols, 0.0f);
+  LayerNormBackwardAdd(res.data(), h1.data(), gamma.data(), mean1.data(), rstd1.data(), dres1.data(), dg1.data(),
+                       dbeta1.data(), rows, cols);
+  be.LayerNormBackward(res.data(), h2.data(), gamma.data(), mean2.data(), rstd2.data(), dn.data(), dg2.data(),
+                       dbeta2.data(), rows, cols);
+  Vec dres2 = dy;
+  be.Axpy(dres2.data(), dn.data(), rows * cols, 1.0f);
+  EXPECT_LT(MaxRelError(dres1, dres2), 1e-6);
+  EXPECT_EQ(dg1, dg2);
+  EXPECT_EQ(dbeta1, dbeta2);
+
+  Vec rh1(rows * cols), rn1(rows * cols), rr1(rows), rn2(rows * cols), rr2(rows);
+  ResidualRmsNormForward(pre.data(), res.data(), nullptr, rh1.data(), gamma.data(), rn1.data(), rr1.data(), rows, cols,
+                         1e-5f);
+  Vec rh2 = pre;
+  be.Axpy(rh2.data(), res.data(), rows * cols, 1.0f);
+  be.RmsNormForward(rh2.data(), gamma.data(), rn2.data(), rr2.data(), rows, cols, 1e-5f);
+  EXPECT_EQ(rh1, rh2);
+  EXPECT_EQ(rn1, rn2);
+  Vec rd1 = dy, rg1(cols, 0.0f), rdn(rows * cols), rg2(cols, 0.0f);
+  RmsNormBackwardAdd(res.data(), rh1.data(), gamma.data(), rr1.data(), rd1.data(), rg1.data(), rows, cols);
+  be.RmsNormBackward(res.data(), rh2.data(), gamma.data(), rr2.data(), rdn.data(), rg2.data(), rows, cols);
+  Vec rd2 = dy;
+  be.Axpy(rd2.data(), rdn.data(), rows * cols, 1.0f);
+  EXPECT_LT(MaxRelError(rd1, rd2), 1e-6);
+  EXPECT_EQ(rg1, rg2);
+}
+
+// SIMD versions of the backend's small vector helpers (for the backend to call) against its loops.
+TEST_F(CpuKernels, VectorHelpersMatchTheBackendLoops) {
+  const int64_t rows = 7, cols = 301, n = rows * cols;
+  const Vec x = Random(n, rng), bias = Random(cols, rng);
+  Vec y1 = Random(n, rng), y2 = y1;
+  vec::Axpy(y1.data(), x.data(), n, -0.37f);
+  be.Axpy(y2.data(), x.data(), n, -0.37f);
+  EXPECT_LT(MaxRelError(y1, y2), 1e-6);
+  vec::AddBias(y1.data(), bias.data(), rows, cols);
+  be.AddBias(y2.data(), bias.data(), rows, cols);
+  EXPECT_LT(MaxRelError(y1, y2), 1e-6);
+  Vec db1 = Random(cols, rng), db2 = db1;
+  vec::BiasGrad(x.data(), db1.data(), rows, cols);
+  be.BiasBackward(x.data(), db2.data(), rows, cols);
+  EXPECT_LT(MaxRelError(db1, db2), 1e-6);
+  EXPECT_NEAR(vec::SumSquares(x.data(), n), Dot(x, x), 1e-6 * Dot(x, x));
+  const float last = y1[static_cast<size_t>(n - 1)];
+  vec::Fill(y1.data(), n - 1, 2.5f);
+  EXPECT_EQ(y1[0], 2.5f);
+  EXPECT_EQ(y1[static_cast<size_t>(n - 2)], 2.5f);
+  EXPECT_EQ(y1[static_cast<size_t>(n - 1)], last);  // one past the end untouched
+}
+
+// Every instruction set compiled in (AVX-512, AVX2, SSE4, portable) gives the same results as the
+// one the dispatcher picks, within a few roundings, at a size with a vector tail on each.
+TEST_F(CpuKernels, EveryCompiledInstructionSetAgrees) {
+  const int64_t rows = 3, cols = 263, n = rows * cols;
+  const Vec x = Random(n, rng, 3.0f), dy = Random(n, rng), gamma = Random(cols, rng), beta = Random(cols, rng);
+  const Vec grad = Random(n, rng), m0 = Random(n, rng, 0.1f), v0 = [&] {
+    Vec v = Random(n, rng, 0.1f);
+    for (auto& e : v) e *= e;
+    return v;
+  }();
+  const AttentionShape s{2, 70, 2, 1, 16};
+  const int64_t qn = s.seq * s.batch * s.heads * s.head_dim, kn = s.seq * s.batch * s.kv_heads * s.head_dim;
+  const Vec q = Random(qn, rng), k = Random(kn, rng), v = Random(kn, rng), dout = Random(qn, rng);
+  std::vector<int32_t> targets(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) targets[static_cast<size_t>(r)] = static_cast<int32_t>(r * 97 % cols);
+  // All outputs of one pass, concatenated.
+  auto run = [&] {
+    Vec all;
+    auto add = [&](const Vec& part) { all.insert(all.end(), part.begin(), part.end()); };
+    Vec y(n), d(n), d2(n), mean(rows), rstd(rows), dg(cols, 0.0f), db(cols, 0.0f);
+    be.GeluForward(x.data(), y.data(), n);
+    be.GeluBackward(x.data(), dy.data(), d.data(), n);
+    add(y), add(d);
+    be.SwigluForward(x.data(), dy.data(), y.data(), n);
+    be.SwigluBackward(x.data(), dy.data(), grad.data(), d.data(), d2.data(), n);
+    add(y), add(d), add(d2);
+    be.LayerNormForward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, cols, 1e-5f);
+    be.LayerNormBackward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), d.data(), dg.data(), db.data(),
+                         rows, cols);
+    add(y), add(d), add(dg), add(db);
+    be.RmsNormForward(x.data(), gamma.data(), y.data(), rstd.data(), rows, cols, 1e-5f);
+    be.RmsNormBackward(dy.data(), x.data(), gamma.data(), rstd.data(), d.data(), dg.data(), rows, cols);
+    add(y), add(d), add(dg);
+    Vec mx(rows), se(rows), tl(rows);
+    be.RowMax(x.data(), rows, cols, mx.data());
+    be.CrossEntropyStats(x.data(), rows, cols, mx.data(), targets.data(), 0, se.data(), tl.data());
+    be.CrossEntropyBackward(x.data(), rows, cols, mx.data(), se.data(), targets.data(), 0, 0.5f, d.data());
+    add(mx), add(se), add(d);
+    Vec p = x, mm = m0, vv = v0;
+    AdamWParams a;
+    a.lr = 1e-3;
+    a.weight_decay = 0.1;
+    a.step = 5;
+    be.AdamW(p.data(), grad.data(), mm.data(), vv.data(), n, a);
+    add(p), add(mm), add(vv);
+    Vec out(static_cast<size_t>(qn)), probs(static_cast<size_t>(s.probs_floats())), dq(out.size()), dk(kn), dv(kn);
+    be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(), probs.data());
+    be.AttentionBackward(s, q.data(), k.data(), v.data(), nullptr, dout.data(), dq.data(), dk.data(), dv.data());
+    add(out), add(dq), add(dk), add(dv);
+    Vec rot = x;
+    be.Rotary(rot.data(), 3, 1, 1, cols - 1, false);  // 3 rows of 262 = 3 x 263 - 3 floats
+    add(rot);
+    return all;
+  };
+  const Vec chosen = run();
+  const std::vector<int64_t> compiled = vec::TargetsForTest();
+  EXPECT_GE(compiled.size(), 1u);
+  for (int64_t target : compiled) {
+    vec::ForceTargetForTest(target);
+    const Vec got = run();
+    const std::string name = vec::TargetName();
+    vec::ForceTargetForTest(0);
+    ASSERT_EQ(got.size(), chosen.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], chosen[i], 2e-5 * std::max(1.0f, std::abs(chosen[i]))) << name << " element " << i;
+    }
+    std::printf("instruction set %s agrees with %s\n", name.c_str(), vec::TargetName());
+  }
+}
+
 
 }  // namespace
 }  // namespace parallax::executor
