@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "executor/cpu/vector_kernels.h"
 #include "executor/launch.h"
 
 namespace parallax::executor {
@@ -79,36 +80,22 @@ void CpuBackend::CopyBytesToDevice(DevPtr dst, const void* host, int64_t count) 
   if (count > 0) std::memcpy(dst.ptr, host, static_cast<size_t>(count * SizeOf(dst.dtype)));
 }
 
-void CpuBackend::Fill(float* x, int64_t n, float value) {
-  for (int64_t i = 0; i < n; ++i) x[i] = value;
-}
+void CpuBackend::Fill(float* x, int64_t n, float value) { vec::Fill(x, n, value); }
 
 void CpuBackend::Copy(float* dst, const float* src, int64_t n) {
   if (n > 0 && dst != src) std::memmove(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
 
-void CpuBackend::Axpy(float* y, const float* x, int64_t n, float alpha) {
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
-}
+void CpuBackend::Axpy(float* y, const float* x, int64_t n, float alpha) { vec::Axpy(y, x, n, alpha); }
 
-double CpuBackend::SumSquares(const float* x, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
-  return s;
-}
+double CpuBackend::SumSquares(const float* x, int64_t n) { return vec::SumSquares(x, n); }
 
 void CpuBackend::AddBias(float* y, const float* bias, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = y + r * cols;
-    for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
-  }
+  vec::AddBias(y, bias, rows, cols);
 }
 
 void CpuBackend::BiasBackward(const float* dy, float* dbias, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = dy + r * cols;
-    for (int64_t c = 0; c < cols; ++c) dbias[c] += row[c];
-  }
+  vec::BiasGrad(dy, dbias, rows, cols);
 }
 
 void CpuBackend::CastToBf16(const float* x, uint16_t* y, int64_t n) {
@@ -119,7 +106,7 @@ void CpuBackend::CastFromBf16(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = Bf16ToFloat(x[i]);
 }
 
-float* CpuBackend::Scratch::Get(int64_t n) {
+float* CpuBackend::HalfScratch::Get(int64_t n) {
   if (used_ == bufs_.size()) bufs_.emplace_back();
   std::vector<float>& b = bufs_[used_++];
   if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));

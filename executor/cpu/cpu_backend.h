@@ -130,7 +130,7 @@ class CpuBackend final : public Backend {
 
  private:
   //! fp32 scratch for half-precision operands, reused across kernel calls.
-  class Scratch {
+  class HalfScratch {
    public:
     float* Get(int64_t n);
     size_t mark() const { return used_; }
@@ -142,7 +142,7 @@ class CpuBackend final : public Backend {
   };
   friend class F32Operands;
   CpuStreams streams_;
-  Scratch scratch_;
+  HalfScratch scratch_;
 };
 
 }  // namespace parallax::executor

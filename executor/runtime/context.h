@@ -67,8 +67,13 @@ struct RuntimeContext {
   Communicator& tp_comm() const { return *groups->tp; }
   Communicator& dp_comm() const { return *groups->dp; }
 
-  //! Zero-filled activation of the compute dtype.
-  Result<Tensor> Act(int64_t numel) { return backend->AllocateZeroed(numel, compute, MemoryKind::kActivations); }
+  //! Activation of the compute dtype, contents undefined: every caller overwrites it whole (a GEMM
+  //! with beta 0, a kernel output, a copy or a receive), so no zero-fill runs on the hot path.
+  Result<Tensor> Act(int64_t numel) { return backend->Allocate(numel, compute, MemoryKind::kActivations); }
+  //! Zero-filled activation (for outputs a kernel writes only in part).
+  Result<Tensor> ActZeroed(int64_t numel) {
+    return backend->AllocateZeroed(numel, compute, MemoryKind::kActivations);
+  }
   //! Zero-filled fp32 tensor (norm statistics, loss pieces).
   Result<Tensor> F32(int64_t numel, MemoryKind kind = MemoryKind::kActivations) {
     return backend->AllocateZeroed(numel, DType::kF32, kind);

@@ -55,7 +55,9 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
     if (world % tp != 0 || tp % c.gpus_per_node != 0 || (o.fix.tp && *o.fix.tp != tp)) continue;
     if (m.heads % tp != 0 || m.kv_heads % tp != 0 || m.ffn_hidden % tp != 0) continue;
     ++searched;
-    rej.Add("tp_spans_nodes");
+    Layout l;
+    l.tp = tp;
+    rej.Add("tp_spans_nodes", l);
   }
   for (int64_t tp = 1; tp <= c.gpus_per_node; ++tp) {
     if (c.gpus_per_node % tp != 0 || world % tp != 0) continue;
