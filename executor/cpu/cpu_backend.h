@@ -16,7 +16,7 @@
 
 namespace parallax::executor {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   CpuBackend() = default;
   ~CpuBackend() override { ReleaseCache(); }

@@ -92,6 +92,7 @@ class MpiStreamOp final : public CpuStreamOp {
 
   Status Start() override { return post_(reqs_); }
   Result<bool> Test() override {
+    comm_->ServeLiveness();
     if (reqs_.empty()) return true;
     int done = 0;
     PX_MPI_CHECK(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE));
@@ -119,8 +120,9 @@ Error MpiError(int code, const char* call, const char* file, int line) {
                ErrorKind::kInternal};
 }
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, MPI_Comm host_comm, double timeout_s)
-    : comm_(comm), host_comm_(host_comm), timeout_s_(timeout_s) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, MPI_Comm host_comm, double timeout_s,
+                                 std::shared_ptr<Liveness> liveness)
+    : comm_(comm), host_comm_(host_comm), timeout_s_(timeout_s), liveness_(std::move(liveness)) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   // World ranks of the members, for messages that name a lost peer.
@@ -148,26 +150,30 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::World(double timeout_s
   MPI_Comm device = MPI_COMM_NULL, host = MPI_COMM_NULL;
   PX_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &device));
   PX_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &host));
-  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(device, host, timeout_s));
+  return std::unique_ptr<MpiCommunicator>(
+      new MpiCommunicator(device, host, timeout_s, std::make_shared<Liveness>()));
 }
 
-std::string MpiCommunicator::Members() const {
+std::string MpiCommunicator::Members() {
   // The other members: this process is alive, so a stuck collective waits on one of them.
   std::vector<int> others;
   for (size_t i = 0; i < world_ranks_.size(); ++i) {
     if (static_cast<int>(i) != rank_) others.push_back(world_ranks_[i]);
   }
   if (others.size() == 1) return "rank " + std::to_string(others.front());
-  std::string s = "one of ranks [";
-  for (size_t i = 0; i < others.size(); ++i) {
+  // Ask them: a dead or stopped rank stays silent; one waiting elsewhere answers.
+  const std::vector<int> silent = liveness_->Unresponsive(others, std::min(5.0, std::max(1.0, timeout_s_ / 2)));
+  const std::vector<int>& named = silent.empty() ? others : silent;
+  std::string s = silent.size() == 1 ? "rank " : silent.empty() ? "one of ranks [" : "ranks [";
+  for (size_t i = 0; i < named.size(); ++i) {
     if (i > 0) s.push_back(',');
-    s.append(std::to_string(others[i]));
+    s.append(std::to_string(named[i]));
   }
-  s.push_back(']');
+  if (silent.size() != 1) s.push_back(']');
   return s;
 }
 
-Error MpiCommunicator::Lost(const char* what, int peer) const {
+Error MpiCommunicator::Lost(const char* what, int peer) {
   const std::string who = peer >= 0 ? "rank " + std::to_string(WorldRank(peer)) : Members();
   return Error{"rank " + std::to_string(WorldRankOfProcess()) + " on " + HostName() + ": " + what +
                    " got no answer from " + who + " within " + std::to_string(static_cast<int>(timeout_s_)) +
@@ -182,6 +188,7 @@ Status MpiCommunicator::Wait(MPI_Request* req, const char* what, int peer) {
     int done = 0;
     PX_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
     if (done) return {};
+    if ((spins & 15) == 0) liveness_->Serve();
     // Spin briefly for latency, then yield: ranks may share cores (mpirun --oversubscribe).
     if (spins > 64) sched_yield();
     if (spins > 4096) std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -348,7 +355,7 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::Split(const std::vector<i
   MPI_Comm device = MPI_COMM_NULL, host = MPI_COMM_NULL;
   PX_MPI_CHECK(MPI_Comm_split(host_comm_, color, key, &device));
   PX_MPI_CHECK(MPI_Comm_dup(device, &host));
-  auto c = std::unique_ptr<MpiCommunicator>(new MpiCommunicator(device, host, timeout_s_));
+  auto c = std::unique_ptr<MpiCommunicator>(new MpiCommunicator(device, host, timeout_s_, liveness_));
   if (c->size() != static_cast<int>(ranks.size())) {
     return Error{"Split: group lists of the members disagree", ErrorKind::kInternal};
   }

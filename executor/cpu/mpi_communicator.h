@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "executor/backend.h"
+#include "executor/cpu/liveness.h"
 
 namespace parallax::executor {
 
@@ -55,14 +56,18 @@ class MpiCommunicator final : public Communicator {
 
   //! Polls `req` on the host until done or the watchdog fires; `peer` = -1 for collectives.
   Status Wait(MPI_Request* req, const char* what, int peer);
-  //! The watchdog's verdict on an operation that did not complete: names the lost peer.
-  Error Lost(const char* what, int peer) const;
+  //! The watchdog's verdict on an operation that did not complete: names the lost peer (for a
+  //! collective, the members that do not answer a liveness ping).
+  Error Lost(const char* what, int peer);
+  //! Answers liveness pings of other ranks (called from every wait).
+  void ServeLiveness() { liveness_->Serve(); }
   double timeout_s() const { return timeout_s_; }
 
  private:
-  MpiCommunicator(MPI_Comm comm, MPI_Comm host_comm, double timeout_s);
-  //! The peers a stuck collective may be waiting on: "rank N", or "one of ranks [..]" (self excluded).
-  std::string Members() const;
+  MpiCommunicator(MPI_Comm comm, MPI_Comm host_comm, double timeout_s, std::shared_ptr<Liveness> liveness);
+  //! The peers a stuck collective waits on: the silent members ("rank N"), or, when every member
+  //! answers a ping, "one of ranks [..]" (self excluded).
+  std::string Members();
   Status EnqueueOp(Stream& stream, std::unique_ptr<class MpiStreamOp> op);
 
   struct P2p {
@@ -80,6 +85,7 @@ class MpiCommunicator final : public Communicator {
   int size_ = 1;
   double timeout_s_ = 60;
   std::vector<int> world_ranks_;
+  std::shared_ptr<Liveness> liveness_;  //!< shared by the world and every group split from it
   int group_depth_ = 0;
   std::vector<P2p> group_;
 };

@@ -12,11 +12,14 @@
 namespace parallax::executor {
 namespace {
 
+// "rank=R,step=S" kills rank R at the start of step S; "...,signal=STOP" stops it instead (a hung
+// rank: alive, silent).
 void MaybeInjectFault(const std::string& spec, int rank, int64_t step) {
   if (spec.empty()) return;
   int r = -1;
   long long s = -1;
-  if (std::sscanf(spec.c_str(), "rank=%d,step=%lld", &r, &s) == 2 && r == rank && s == step) std::raise(SIGKILL);
+  if (std::sscanf(spec.c_str(), "rank=%d,step=%lld", &r, &s) != 2 || r != rank || s != step) return;
+  std::raise(spec.find("signal=STOP") != std::string::npos ? SIGSTOP : SIGKILL);
 }
 
 }  // namespace

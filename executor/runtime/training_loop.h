@@ -21,7 +21,8 @@ struct TrainingRunOptions {
   bool resume = false;
   std::string trace_path;  //!< measured trace (Chrome JSON, .gz ok); empty: none
   TrainerOptions trainer;
-  //! Test hook "rank=R,step=S": rank R kills itself (SIGKILL) at the start of step S.
+  //! Test hook "rank=R,step=S[,signal=STOP]": rank R kills (SIGKILL) or stops (SIGSTOP) itself at
+  //! the start of step S.
   //! Defaults to the PARALLAX_FAULT_INJECT environment variable.
   std::string fault_inject;
 };
