@@ -108,7 +108,7 @@ std::vector<Case> Cases() {
   add("model_trailing_text", "m.json", Obj(kModel) + " {}", kModelCmd, R"(m\.json: invalid JSON at line 1, column \d+)");
   add("model_trailing_comma", "m.json", Obj(kModel + ","), kModelCmd, R"(m\.json: invalid JSON at line 1)");
   add("model_comment", "m.json", "// a model\n" + Obj(kModel), kModelCmd, R"(m\.json: invalid JSON at line 1, column 1)");
-  add("model_error_on_line_three", "m.json", "{\n" + kModel + ",\n  \"heads\" 4}", kModelCmd,
+  add("model_error_on_line_three", "m.json", "{\n" + kModel + ",\n  \"mlp\" \"gelu\"}", kModelCmd,
       R"(m\.json: invalid JSON at line 3, column \d+)");
   add("model_top_level_array", "m.json", "[" + Obj(kModel) + "]", kModelCmd, R"(m\.json: /: expected an object, got an array)");
   add("model_null", "m.json", "null", kModelCmd, R"(m\.json: /: expected an object, got null)");
@@ -247,7 +247,7 @@ struct Outcome {
   std::string err;
 };
 
-Outcome Run(const std::string& args, const fs::path& dir) {
+Outcome RunCli(const std::string& args, const fs::path& dir) {
   const fs::path err = dir / "stderr.txt";
   const std::string cmd = "cd '" + dir.string() + "' && timeout 60 " + PARALLAX_CLI + " " + args + " >/dev/null 2>'" +
                           err.string() + "'";
@@ -267,6 +267,9 @@ std::string Fill(std::string s, const std::string& key, const std::string& value
   return s;
 }
 
+// gtest prints a failing parameter with this (not as bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name << ": parallax " << c.args; }
+
 class MalformedInput : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MalformedInput, ExitsTwoNamingFileAndPathWithNoOutputLeft) {
@@ -283,7 +286,7 @@ TEST_P(MalformedInput, ExitsTwoNamingFileAndPathWithNoOutputLeft) {
 
   const std::string args =
       Fill(Fill(Fill(c.args, "{f}", (dir / c.file).string()), "{o}", (dir / "out.json").string()), "{d}", dir.string());
-  const Outcome o = Run(args, dir);
+  const Outcome o = RunCli(args, dir);
   EXPECT_FALSE(o.timed_out) << "hung: parallax " << args;
   EXPECT_EQ(o.exit_code, 2) << "parallax " << args << "\n" << o.err;
   EXPECT_TRUE(std::regex_search(o.err, std::regex(c.expect))) << "stderr does not match /" << c.expect << "/:\n" << o.err;
@@ -297,7 +300,7 @@ TEST_P(MalformedInput, ExitsTwoNamingFileAndPathWithNoOutputLeft) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, MalformedInput, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
 
 TEST(MalformedInputTable, HasAtLeastSixtyDistinctCases) {
   std::set<std::string> names, inputs;
@@ -315,7 +318,7 @@ TEST(MalformedInputTable, Utf8ByteOrderMarkIsAccepted) {
   const fs::path dir = fs::temp_directory_path() / ("parallax_bom_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "m.json", std::ios::binary) << "\xef\xbb\xbf" << Obj(kModel);
-  const Outcome o = Run("model show m.json", dir);
+  const Outcome o = RunCli("model show m.json", dir);
   EXPECT_EQ(o.exit_code, 0) << o.err;
   fs::remove_all(dir);
 }

@@ -48,7 +48,7 @@ std::vector<Input> ReadDir(const fs::path& dir) {
   return out;
 }
 
-int Run(FuzzFn fn, const std::string& s) { return fn(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
+int Feed(FuzzFn fn, const std::string& s) { return fn(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
 
 // Byte-level mutations plus JSON-aware ones (extreme numbers, deep nesting, duplicated keys).
 std::string Mutate(const std::vector<Input>& seeds, std::mt19937_64& rng) {
@@ -116,20 +116,20 @@ TEST_P(FuzzReplay, SeedsRegressionsAndBoundedMutations) {
   // Seeds named ok_* are valid inputs: each must be accepted, or the corpus tests nothing.
   for (const Input& in : seeds) {
     const int64_t before = AcceptedCount();
-    Run(fn, in.bytes);
+    Feed(fn, in.bytes);
     if (in.name.starts_with("ok_")) {
       EXPECT_EQ(AcceptedCount(), before + 1) << reader << " seed " << in.name << " was rejected";
     }
   }
   for (const Input& in : ReadDir(root / "regressions" / reader)) {
     SCOPED_TRACE(in.name);
-    Run(fn, in.bytes);
+    Feed(fn, in.bytes);
   }
 
   std::mt19937_64 rng(20261123);
   constexpr int kMutations = 4000;
   const int64_t before = AcceptedCount();
-  for (int i = 0; i < kMutations; ++i) Run(fn, Mutate(seeds, rng));
+  for (int i = 0; i < kMutations; ++i) Feed(fn, Mutate(seeds, rng));
   const int64_t accepted = AcceptedCount() - before;
   // Both outcomes must occur, or the mutations do not reach the reader's checks.
   EXPECT_GT(accepted, 0) << reader << ": no mutation was accepted";
@@ -137,7 +137,7 @@ TEST_P(FuzzReplay, SeedsRegressionsAndBoundedMutations) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Readers, FuzzReplay, ::testing::ValuesIn(Readers()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& param_info) { return param_info.param; });
 
 }  // namespace
 }  // namespace parallax::fuzz
