@@ -84,7 +84,7 @@ std::string ObjectReader::String(std::string_view key) {
 }
 
 std::string ObjectReader::String(std::string_view key, std::string fallback) {
-  return Has(key) ? String(key) : fallback;
+  return Has(key) ? String(key) : std::move(fallback);
 }
 
 std::string ObjectReader::Choice(std::string_view key, std::initializer_list<std::string_view> allowed,
@@ -278,18 +278,19 @@ Result<Json> LoadJsonFile(const std::string& path) {
   if (!fd) return fd.error();
   std::string text;
   char buf[1 << 16];
+  int read_errno = 0;
   for (;;) {
     const ssize_t got = ::read(*fd, buf, sizeof buf);
     if (got == 0) break;
     if (got < 0) {
       if (errno == EINTR) continue;
-      const std::string why = std::strerror(errno);
-      ::close(*fd);
-      return BadInput(path + ": read failed: " + why);
+      read_errno = errno;
+      break;
     }
     text.append(buf, static_cast<size_t>(got));
   }
   ::close(*fd);
+  if (read_errno != 0) return BadInput(path + ": read failed: " + std::strerror(read_errno));
   return ParseJsonText(text, path);
 }
 
