@@ -90,7 +90,7 @@ std::set<std::string> Listing(const fs::path& dir) {
 }
 
 fs::path FreshDir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("parallax_kill_" + std::to_string(::getpid())) / name;
+  fs::path d = fs::temp_directory_path() / ("parallax_kill_" + std::to_string(::getpid())) / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -101,8 +101,8 @@ fs::path FreshDir(const std::string& name) {
 std::vector<double> Delays(double full_s, int runs, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0.0, full_s);
-  std::vector<double> d;
-  for (int i = 0; i < runs; ++i) d.push_back(u(rng));
+  std::vector<double> d(static_cast<size_t>(runs));
+  for (double& x : d) x = u(rng);
   return d;
 }
 

@@ -206,7 +206,7 @@ std::vector<Case> Cases() {
   add("trace_truncated", "t.json", R"([{"ph":"X","name":"a","pid":0,"tid":1,"ts":1,"dur":)", kStatsCmd,
       R"(t\.json: \(JSON byte \d+\): truncated JSON)");
   add("trace_binary", "t.json", std::string("\x00\x01\x02\xff\xfe", 5), kStatsCmd, R"(t\.json: .*byte \d+)");
-  add("trace_corrupt_gzip", "t.json.gz", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03garbage", 18), kStatsCmd,
+  add("trace_corrupt_gzip", "t.json.gz", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" "garbage", 17), kStatsCmd,
       R"(t\.json\.gz: )");
   add("trace_negative_duration", "t.json", R"([{"ph":"X","name":"a","pid":0,"tid":1,"ts":1,"dur":-5}])", kStatsCmd,
       R"(t\.json: event 0 \(JSON byte \d+\): negative duration)");

@@ -55,9 +55,9 @@ std::vector<std::string> Seeds() {
   for (int i = 0; i < 20; ++i) {
     id.layer = i;
     id.op = OpKind::kQkv;
-    tr.Record(c, tr.OpName(OpKind::kQkv), i * 100, 60, id, SliceArgs::Compute(1e9));
+    tr.Record(c, tr.OpName(OpKind::kQkv), int64_t{i} * 100, 60, id, SliceArgs::Compute(1e9));
     id.op = OpKind::kTpAllReduce;
-    tr.Record(tp, tr.OpName(OpKind::kTpAllReduce), i * 100 + 60, 30, id, SliceArgs::Comm(4096, 2));
+    tr.Record(tp, tr.OpName(OpKind::kTpAllReduce), int64_t{i} * 100 + 60, 30, id, SliceArgs::Comm(4096, 2));
   }
   tr.Flow(c, 50, tp, 70, tr.Intern("dep"));
   tr.Counter(c, tr.Intern("memory"), tr.Intern("bytes"), 10, 123.5);
