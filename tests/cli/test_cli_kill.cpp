@@ -35,11 +35,13 @@ struct Ended {
   double seconds = 0;
 };
 
-// Starts parallax `args` in `dir` (stdout to dir/stdout.txt unless `keep_stdout` is empty) and
-// sends SIGKILL after `kill_after_s` seconds unless it exited first. A negative delay never kills.
+// Starts parallax `args` in `dir` (stdout to `keep_stdout`, else discarded) and sends SIGKILL
+// `kill_after_s` seconds after it started, or after `armed_by` first exists when given, unless it
+// exited first. A negative delay never kills. `seconds` counts from the same origin.
 Ended RunAndKill(const std::vector<std::string>& args, const fs::path& dir, double kill_after_s,
-                 const fs::path& keep_stdout = {}) {
-  const auto start = Clock::now();
+                 const fs::path& keep_stdout = {}, const fs::path& armed_by = {}) {
+  auto start = Clock::now();
+  bool armed = armed_by.empty();
   const pid_t pid = ::fork();
   if (pid == 0) {
     if (::chdir(dir.c_str()) != 0) ::_exit(127);
@@ -56,8 +58,12 @@ Ended RunAndKill(const std::vector<std::string>& args, const fs::path& dir, doub
   for (;;) {
     const pid_t done = ::waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
+    if (!armed && fs::exists(armed_by)) {
+      armed = true;
+      start = Clock::now();
+    }
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    if (kill_after_s >= 0 && elapsed >= kill_after_s) {
+    if (armed && kill_after_s >= 0 && elapsed >= kill_after_s) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
       break;
@@ -198,14 +204,17 @@ TEST(KillWhileWriting, CheckpointsAndResumeReproducesLosses) {
 
   std::vector<std::string> ck_args = common;
   ck_args.insert(ck_args.end(), {"--steps", std::to_string(kSteps), "--checkpoint-dir", "ckpt", "--checkpoint-every", "1"});
-  const Ended full = RunAndKill(ck_args, dir, -1);
+  // Kill delays count from the first checkpoint's appearance (process start-up, MPI_Init above
+  // all, is slow under sanitizers and writes nothing).
+  const fs::path first = dir / "ckpt" / "step_1";
+  const Ended full = RunAndKill(ck_args, dir, -1, {}, first);
   ASSERT_EQ(full.exit_code, 0);
   fs::remove_all(dir / "ckpt");
 
   int killed = 0, resumed = 0;
   for (const double delay : Delays(full.seconds, 12, 20261123)) {
     fs::remove_all(dir / "ckpt");
-    const Ended e = RunAndKill(ck_args, dir, delay);
+    const Ended e = RunAndKill(ck_args, dir, delay, {}, first);
     killed += e.killed ? 1 : 0;
     if (!fs::exists(dir / "ckpt" / "latest")) continue;  // killed before the first checkpoint completed
     // Whatever survived: every file is complete (no temporaries) and `latest` names a whole step.
