@@ -70,3 +70,11 @@ if(PARALLAX_WITH_CUDA)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   enable_language(CUDA)
 endif()
+
+# libFuzzer needs clang++ (with its compiler-rt), also when the project itself is built with g++.
+find_program(PARALLAX_CLANGXX NAMES clang++ clang++-14)
+set(_parallax_clangxx_found OFF)
+if(PARALLAX_CLANGXX)
+  set(_parallax_clangxx_found ON)
+endif()
+parallax_resolve(PARALLAX_FUZZ _parallax_clangxx_found PARALLAX_WITH_FUZZ)

@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <vector>
 
 namespace parallax {
 namespace {
@@ -81,7 +84,7 @@ std::string ObjectReader::String(std::string_view key) {
 }
 
 std::string ObjectReader::String(std::string_view key, std::string fallback) {
-  return Has(key) ? String(key) : fallback;
+  return Has(key) ? String(key) : std::move(fallback);
 }
 
 std::string ObjectReader::Choice(std::string_view key, std::initializer_list<std::string_view> allowed,
@@ -166,59 +169,186 @@ void ObjectReader::Finish() const {
   }
 }
 
+namespace {
+
+// "line L, column C (byte B)" of the 1-based byte offset `byte` that nlohmann reports.
+std::string Position(const std::string& text, size_t byte) {
+  const size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column) + " (byte " + std::to_string(byte) + ")";
+}
+
+// Parser callback that rejects the first duplicate key with its JSON pointer (nlohmann keeps the
+// last value silently). It follows the parse with one frame per open object or array.
+class DuplicateKeyCheck {
+ public:
+  explicit DuplicateKeyCheck(const std::string& origin) : origin_(origin) {}
+
+  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    using E = Json::parse_event_t;
+    switch (event) {
+      case E::object_start: stack_.push_back(Frame{false, 0, {}, {}}); break;
+      case E::array_start: stack_.push_back(Frame{true, 0, {}, {}}); break;
+      case E::key: {
+        Frame& f = stack_.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second) throw JsonInputError{origin_ + ": " + Pointer() + ": duplicate key"};
+        break;
+      }
+      case E::object_end:
+      case E::array_end:
+        stack_.pop_back();
+        ValueDone();
+        break;
+      case E::value: ValueDone(); break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool array;
+    int64_t index;  // arrays: elements completed so far
+    std::string key;  // objects: the key being read
+    std::set<std::string, std::less<>> keys;
+  };
+  void ValueDone() {
+    if (!stack_.empty() && stack_.back().array) ++stack_.back().index;
+  }
+  std::string Pointer() const {
+    std::string out;
+    for (const Frame& f : stack_) out += "/" + (f.array ? std::to_string(f.index) : EscapeKey(f.key));
+    return out;
+  }
+  const std::string& origin_;
+  std::vector<Frame> stack_;
+};
+
+}  // namespace
+
 Result<Json> ParseJsonText(const std::string& text, const std::string& origin) {
   try {
-    return Json::parse(text);
+    return Json::parse(text, DuplicateKeyCheck(origin));
+  } catch (const JsonInputError& e) {
+    return BadInput(e.message);
   } catch (const Json::parse_error& e) {
-    return BadInput(origin + ": invalid JSON at byte " + std::to_string(e.byte) + ": " +
-                    std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
+    const std::string what = e.what();
+    // what(): "[json.exception.parse_error.101] parse error at line 1, column 5: <reason>"
+    const size_t reason = what.find(": ", what.find(']'));
+    return BadInput(origin + ": invalid JSON at " + Position(text, e.byte) + ": " +
+                    (reason == std::string::npos ? what : what.substr(reason + 2)));
+  } catch (const Json::exception& e) {
+    // Number overflow ("1e400") and the like: nlohmann names the token but not where it is.
+    std::string what = e.what();
+    what = what.substr(what.find(']') + 1);
+    while (!what.empty() && what.front() == ' ') what.erase(0, 1);
+    const size_t quote = what.find('\'');
+    const size_t at = quote == std::string::npos
+                          ? std::string::npos
+                          : text.find(what.substr(quote + 1, what.find('\'', quote + 1) - quote - 1));
+    return BadInput(origin + ": invalid JSON" + (at == std::string::npos ? "" : " at " + Position(text, at + 1)) +
+                    ": " + what);
   }
 }
 
+Result<int> OpenRegularFile(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; cleared again for a regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return BadInput(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    return BadInput(path + (dir ? ": is a directory, not a file" : ": is not a regular file"));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
 Result<Json> LoadJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return BadInput(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return BadInput(path + ": read failed");
-  return ParseJsonText(ss.str(), path);
+  auto fd = OpenRegularFile(path);
+  if (!fd) return fd.error();
+  std::string text;
+  char buf[1 << 16];
+  int read_errno = 0;
+  for (;;) {
+    const ssize_t got = ::read(*fd, buf, sizeof buf);
+    if (got == 0) break;
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      read_errno = errno;
+      break;
+    }
+    text.append(buf, static_cast<size_t>(got));
+  }
+  ::close(*fd);
+  if (read_errno != 0) return BadInput(path + ": read failed: " + std::strerror(read_errno));
+  return ParseJsonText(text, path);
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view contents) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  // Built by append: GCC 12 at -O3 warns falsely (-Wrestrict, GCC PR 105329) on "." + string.
-  std::string name(".");
-  name.append(target.filename().string()).append(".tmpXXXXXX");
-  std::string tmpl = (dir / name).string();
-  const int fd = mkstemp(tmpl.data());
-  if (fd < 0) return IoError(path + ": cannot create a temporary file: " + std::strerror(errno));
+  // Temp names are built by append: GCC 12 at -O3 warns falsely (-Wrestrict, GCC PR 105329) on
+  // "." + string.
+  std::string prefix(".");
+  prefix.append(target.filename().string()).append(".tmp");
+  std::string named;  // the temp file's name while it has one
+  // An unnamed file first: a writer killed before the link below leaves nothing behind.
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    named = (dir / prefix).string();
+    named.append("XXXXXX");
+    fd = ::mkstemp(named.data());
+    if (fd < 0) return IoError(path + ": cannot create a temporary file: " + std::strerror(errno));
+  }
+  auto fail = [&](const char* what) -> Status {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    if (!named.empty()) ::unlink(named.c_str());
+    return IoError(path + ": " + what + ": " + why);
+  };
   const char* p = contents.data();
   size_t left = contents.size();
   while (left > 0) {
     const ssize_t n = ::write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmpl.c_str());
-      return IoError(path + ": write failed: " + why);
+      return fail("write failed");
     }
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmpl.c_str());
-    return IoError(path + ": fsync/close failed: " + why);
+  ::fchmod(fd, 0644);
+  if (::fsync(fd) != 0) return fail("fsync failed");
+  if (named.empty()) {
+    // The file is complete: give it a unique name beside the target, then rename it over.
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+    for (int attempt = 0; named.empty(); ++attempt) {
+      std::string candidate = (dir / prefix).string();
+      candidate.append(".").append(std::to_string(::getpid())).append(".").append(std::to_string(attempt));
+      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, candidate.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+        named = candidate;
+      } else if (errno != EEXIST || attempt > 100) {
+        return fail("cannot link the temporary file");
+      }
+    }
   }
-  ::chmod(tmpl.c_str(), 0644);
-  if (std::rename(tmpl.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmpl.c_str());
-    return IoError(path + ": rename failed: " + why);
+  if (::close(fd) != 0) {
+    fd = -1;
+    return fail("close failed");
   }
+  fd = -1;
+  if (std::rename(named.c_str(), path.c_str()) != 0) return fail("rename failed");
   // Persist the rename itself.
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {

@@ -60,11 +60,17 @@ class ObjectReader {
   std::set<std::string, std::less<>> seen_;
 };
 
-//! Reads and parses a JSON file; parse errors name the file and byte offset.
+//! Opens an input file for reading (O_CLOEXEC). A directory, a FIFO or any other non-regular
+//! file is bad input (never blocks on a FIFO without a writer); so is a path that cannot be opened.
+Result<int> OpenRegularFile(const std::string& path);
+//! Reads and parses a JSON file; parse errors name the file, line, column and byte offset.
 Result<Json> LoadJsonFile(const std::string& path);
-//! Parses JSON text held in memory (`origin` names it in messages).
+//! Parses JSON text held in memory (`origin` names it in messages). Strict: a duplicate key, a
+//! number out of double's range, invalid UTF-8 or trailing text is bad input.
 Result<Json> ParseJsonText(const std::string& text, const std::string& origin);
-//! Writes `contents` to `path` atomically: temp file in the same folder, fsync, rename.
+//! Writes `contents` to `path` atomically: an unnamed temp file in the same folder (O_TMPFILE;
+//! a named one where the file system lacks it), fsync, then linked and renamed over `path`. A
+//! writer killed at any point leaves the previous file intact and no partial file behind.
 Status WriteFileAtomic(const std::string& path, std::string_view contents);
 //! Pretty JSON (2-space indent) written atomically.
 Status WriteJsonAtomic(const std::string& path, const Json& j);

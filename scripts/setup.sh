@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libopenblas-dev
           libopenmpi-dev openmpi-bin qt6-base-dev googletest libgtest-dev libbenchmark-dev
-          zlib1g-dev xvfb clang libclang-rt-14-dev libhwy-dev)
+          zlib1g-dev xvfb clang libclang-rt-14-dev clang-tidy libhwy-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

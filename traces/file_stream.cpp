@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "model/json_io.h"
 #include "traces/byte_stream.h"
 
 namespace parallax::traces {
@@ -69,9 +70,9 @@ bool IsGzipMagic(const unsigned char* p, size_t n) { return n >= 2 && p[0] == 0x
 }  // namespace
 
 Result<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return IoError(path + ": cannot open: " + std::strerror(errno));
-  std::unique_ptr<ByteSource> src = std::make_unique<FileSource>(path, fd);
+  auto fd = OpenRegularFile(path);  // a directory or FIFO is bad input, never a blocking open
+  if (!fd) return fd.error();
+  std::unique_ptr<ByteSource> src = std::make_unique<FileSource>(path, *fd);
   return src;
 }
 
@@ -82,11 +83,11 @@ std::unique_ptr<ByteSource> MemorySource(std::string_view bytes) {
 std::unique_ptr<ByteSink> StringSink(std::string* out) { return std::make_unique<StrSink>(out); }
 
 Result<std::unique_ptr<ByteSource>> OpenTraceSource(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    // A missing input file is bad input (exit 2), like a bad path in any other argument.
-    return BadInput(path + ": cannot open: " + std::strerror(errno));
-  }
+  // A missing input file, a directory or a FIFO is bad input (exit 2), like a bad path in any
+  // other argument.
+  auto opened = OpenRegularFile(path);
+  if (!opened) return opened.error();
+  const int fd = *opened;
   unsigned char magic[2] = {0, 0};
   const ssize_t got = ::pread(fd, magic, 2, 0);
   std::unique_ptr<ByteSource> src = std::make_unique<FileSource>(path, fd);

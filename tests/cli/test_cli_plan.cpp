@@ -55,7 +55,10 @@ TEST(CliPlan, FixConstrainsTheSearch) {
   auto r = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --fix tp=2,pp=2,recompute=full "
                        "--top 3 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const Json& p : Out(r)["plans"]) {
+  const Json plans = Out(r)["plans"];
+  ASSERT_TRUE(plans.is_array());
+  ASSERT_EQ(plans.size(), 3u) << "--top 3 with a satisfiable --fix must list three plans";
+  for (const Json& p : plans) {
     EXPECT_EQ(p["layout"]["tp"], 2);
     EXPECT_EQ(p["layout"]["pp"], 2);
     EXPECT_EQ(p["layout"]["recompute"], "full");

@@ -1,8 +1,10 @@
 // Correctness contract (issue 5): for the same seed and data, every layout's first 10 losses equal
 // the single-process reference within 1e-4 relative in fp32, and within 1e-3 in bf16 against the
 // bf16 single-process reference. Runs under mpirun; each rank also trains the reference itself on a
-// one-rank communicator. A layout whose world size differs from the
-// launch's is skipped (ctest starts this binary once per world size with a matching filter).
+// one-rank communicator. ctest starts this binary once per case with a filter and the case's -np
+// (tests/executor/CMakeLists.txt); a case run under another world size fails loudly (it once
+// skipped silently). The memory-truth suite alone is filtered by name under 2 and 4 ranks and
+// skips the layouts of the other size (tests/expected_skips.txt).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,6 +34,13 @@ constexpr int kSteps = 10;
 constexpr int64_t kGlobalBatch = 8;
 std::unique_ptr<Communicator> g_world;
 
+//! Empty when the launch has `ranks` ranks; else the message a wrongly listed case fails with.
+std::string WrongWorldSize(int64_t ranks) {
+  if (g_world->size() == ranks) return "";
+  return "this case needs mpirun -np " + std::to_string(ranks) + " but runs under -np " +
+         std::to_string(g_world->size()) + ": fix its parallax_mpi_test line in tests/executor/CMakeLists.txt";
+}
+
 Plan InPrecision(Plan p, Precision precision) {
   p.training.precision = precision;
   return p;
@@ -57,7 +66,7 @@ class Layouts : public ::testing::TestWithParam<std::tuple<Case, const char*, Pr
 TEST_P(Layouts, LossesMatchSingleProcessReference) {
   const auto [c, recompute, precision] = GetParam();
   Plan plan = InPrecision(TinyPlan(std::string(c.layout) + ",recompute=" + recompute, kGlobalBatch), precision);
-  if (plan.layout.world_size() != g_world->size()) GTEST_SKIP() << "needs " << plan.layout.world_size() << " ranks";
+  if (const std::string wrong = WrongWorldSize(plan.layout.world_size()); !wrong.empty()) FAIL() << wrong;
   auto r = Train(plan, *g_world, kSteps);
   ASSERT_TRUE(r) << r.error().message;
   const testing::TrainOutcome& reference = Reference(kGlobalBatch, precision);
@@ -115,7 +124,7 @@ class MemoryTruthMultiRank : public ::testing::TestWithParam<std::tuple<const ch
 TEST_P(MemoryTruthMultiRank, PerRankPeakWithinFifteenPercentOfThePlannerModel) {
   const auto [layout, wide] = GetParam();
   const Plan plan = wide ? testing::WidePlan(layout, kGlobalBatch) : TinyPlan(layout, kGlobalBatch);
-  if (plan.layout.world_size() != g_world->size()) GTEST_SKIP();
+  if (plan.layout.world_size() != g_world->size()) GTEST_SKIP() << "a " << plan.layout.world_size() << "-rank layout";
   auto r = Train(plan, *g_world, 2);
   ASSERT_TRUE(r) << r.error().message;
   const int64_t pp_idx = CoordsOf(plan.layout, g_world->rank()).pp_idx;
@@ -193,7 +202,7 @@ TEST(MultiRank, ReduceScatterOnAStreamEqualsTheSumOfEveryRanksBlock) {
 // reduce-scattered (not all-reduced) over dp, with the identity and bytes the simulator predicts.
 // ZeRO-0 keeps the all-reduce. Either way the losses equal the single-process reference.
 TEST(MultiRank, Zero1ReduceScattersGradientsAsTheSimulatorPredicts) {
-  if (g_world->size() != 2) GTEST_SKIP();
+  if (const std::string wrong = WrongWorldSize(2); !wrong.empty()) FAIL() << wrong;
   constexpr int kRecordedSteps = 3;
   for (const int64_t zero : {0, 1}) {
     const Plan plan = TinyPlan("dp=2,micro_batch=2,zero=" + std::to_string(zero), kGlobalBatch);
@@ -253,7 +262,7 @@ TEST(MultiRank, Zero1ReduceScattersGradientsAsTheSimulatorPredicts) {
 }
 
 TEST(MultiRank, GradientAccumulationMatchesAcrossMicroBatchSizes) {
-  if (g_world->size() != 2) GTEST_SKIP();
+  if (const std::string wrong = WrongWorldSize(2); !wrong.empty()) FAIL() << wrong;
   auto a = Train(TinyPlan("dp=2,micro_batch=4", kGlobalBatch), *g_world, 6);
   auto b = Train(TinyPlan("dp=2,micro_batch=1", kGlobalBatch), *g_world, 6);
   ASSERT_TRUE(a && b);
@@ -261,7 +270,7 @@ TEST(MultiRank, GradientAccumulationMatchesAcrossMicroBatchSizes) {
 }
 
 TEST(MultiRank, ResumeReproducesUninterruptedRun) {
-  if (g_world->size() != 2) GTEST_SKIP();
+  if (const std::string wrong = WrongWorldSize(2); !wrong.empty()) FAIL() << wrong;
   for (const char* layout : {"dp=2,micro_batch=2,zero=3", "pp=2,micro_batch=2", "tp=2,micro_batch=2,zero=1"}) {
     const Plan p = TinyPlan(layout, kGlobalBatch);
     auto straight = Train(p, *g_world, 6);
@@ -291,7 +300,7 @@ TEST(MultiRank, ResumeReproducesUninterruptedRun) {
 }
 
 TEST(MultiRank, UnwritableCheckpointDirFailsOnEveryRank) {
-  if (g_world->size() < 2) GTEST_SKIP();
+  if (const std::string wrong = WrongWorldSize(2); !wrong.empty()) FAIL() << wrong;
   // Only rank 1 gets an impossible path (a file in the way): everyone must see the failure.
   const std::string blocker = ::testing::TempDir() + "/parallax_blocker_file";
   if (g_world->rank() == 1) std::ofstream(blocker) << "not a directory";
@@ -320,7 +329,11 @@ int main(int argc, char** argv) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
   }
-  const int rc = RUN_ALL_TESTS();
+  int rc = RUN_ALL_TESTS();
+  if (::testing::UnitTest::GetInstance()->test_to_run_count() == 0) {
+    std::fprintf(stderr, "no test matches this --gtest_filter: fix the case name in tests/executor/CMakeLists.txt\n");
+    rc = 1;
+  }
   // Every rank must agree: a failure on any rank fails the job.
   double failed = rc;
   (void)parallax::executor::g_world->HostAllReduce(&failed, 1, parallax::executor::ReduceOp::kMax);

@@ -25,11 +25,18 @@ constexpr const char* kLinks =
     R"("intra_node":{"bandwidth_GBps":300,"latency_us":3},"inter_node":{"bandwidth_GBps":200,"latency_us":5})";
 constexpr const char* kModelHead = R"("kind":"model","version":1,"name":"m",)";
 
+// Built by append: GCC 12 at -O3 warns falsely (-Wrestrict, GCC PR 105329) on "{" + std::string.
 std::string Cluster(const std::string& extra, const std::string& links = kLinks) {
-  return "{" + std::string(kCluster) + extra + links + "}";
+  std::string out("{");
+  out.append(kCluster).append(extra).append(links).append("}");
+  return out;
 }
 
-std::string ModelJson(const std::string& body) { return "{" + std::string(kModelHead) + body + "}"; }
+std::string ModelJson(const std::string& body) {
+  std::string out("{");
+  out.append(kModelHead).append(body).append("}");
+  return out;
+}
 
 std::string PlanJson(const std::string& layout, const std::string& model_body = R"("layers":4,"hidden":64,"heads":4,"vocab":256,"seq_len":32)") {
   return R"({"kind":"plan","version":1,"model":)" + ModelJson(model_body) +
@@ -155,10 +162,34 @@ TEST(Malformed, EachInputHasItsOwnClearMessage) {
   EXPECT_EQ(messages.size(), cases.size()) << "two malformed inputs share a message";
 }
 
-TEST(Malformed, InvalidJsonNamesFileAndOffset) {
+TEST(Malformed, InvalidJsonNamesFileLineColumnAndOffset) {
   auto j = ParseJsonText(R"({"kind": "model", "layers": 4,, })", "bad.json");
   ASSERT_FALSE(j);
-  EXPECT_NE(j.error().message.find("bad.json: invalid JSON at byte 31"), std::string::npos) << j.error().message;
+  EXPECT_NE(j.error().message.find("bad.json: invalid JSON at line 1, column 31 (byte 31)"), std::string::npos)
+      << j.error().message;
+  auto later = ParseJsonText("{\n  \"kind\": \"model\",\n  \"layers\" 4\n}", "bad.json");
+  ASSERT_FALSE(later);
+  EXPECT_NE(later.error().message.find("bad.json: invalid JSON at line 3, column 12"), std::string::npos)
+      << later.error().message;
+}
+
+TEST(Malformed, DuplicateKeysNameTheirPath) {
+  auto top = ParseJsonText(R"({"kind":"model","kind":"plan"})", "dup.json");
+  ASSERT_FALSE(top);
+  EXPECT_EQ(top.error().message, "dup.json: /kind: duplicate key");
+  auto nested = ParseJsonText(R"({"a":[1,{"b":{}},{"c":2,"d":[],"c":3}]})", "dup.json");
+  ASSERT_FALSE(nested);
+  EXPECT_EQ(nested.error().message, "dup.json: /a/2/c: duplicate key");
+  // The same key in sibling objects is not a duplicate.
+  EXPECT_TRUE(ParseJsonText(R"({"x":[{"k":1},{"k":2}],"y":{"k":3}})", "ok.json"));
+}
+
+TEST(Malformed, NumberOverflowIsBadInputWithItsPosition) {
+  auto j = ParseJsonText("{\"layers\":\n 1e400}", "big.json");
+  ASSERT_FALSE(j);
+  EXPECT_NE(j.error().message.find("big.json: invalid JSON at line 2, column 2"), std::string::npos) << j.error().message;
+  EXPECT_NE(j.error().message.find("number overflow"), std::string::npos) << j.error().message;
+  EXPECT_EQ(ExitCodeFor(j.error()), 2);
 }
 
 TEST(Malformed, MissingFileIsBadInput) {
@@ -166,6 +197,9 @@ TEST(Malformed, MissingFileIsBadInput) {
   ASSERT_FALSE(j);
   EXPECT_NE(j.error().message.find("/nonexistent/parallax.json: cannot open"), std::string::npos);
   EXPECT_EQ(ExitCodeFor(j.error()), 2);
+  auto dir = LoadJsonFile(PARALLAX_SOURCE_DIR "/examples");
+  ASSERT_FALSE(dir);
+  EXPECT_NE(dir.error().message.find("/examples: is a directory"), std::string::npos) << dir.error().message;
 }
 
 TEST(Malformed, InlineLayoutErrors) {

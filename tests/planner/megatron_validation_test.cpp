@@ -60,7 +60,9 @@ void PrintLayerBreakdown(const Plan& plan, const SimResult& sim, const CostDb* d
 }
 
 TEST(MegatronValidation, EveryRowWithinTenPercent) {
-  const auto rows = testing::LoadMegatronRows(PARALLAX_SHARED_DIR "/validation/megatron_sc21_table1.json");
+  const auto loaded_rows = testing::LoadMegatronRows(PARALLAX_SHARED_DIR "/validation/megatron_sc21_table1.json");
+  ASSERT_TRUE(loaded_rows) << loaded_rows.error().message;
+  const std::vector<testing::MegatronRow>& rows = *loaded_rows;
   ASSERT_EQ(rows.size(), 10u);
   std::optional<CostDb> db;
   if (const char* path = std::getenv("PARALLAX_VALIDATION_COSTDB"); path != nullptr && *path != '\0') {

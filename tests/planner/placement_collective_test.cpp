@@ -51,8 +51,31 @@ TEST(Collective, LargeMessagesApproachBusBandwidthAndCrossingNodesCostsMore) {
   same_size_intra.size = 2;
   same_size_intra.ranks_per_node = 2;
   EXPECT_GT(model.Time(CollectiveKind::kAllReduce, 1e9, inter), model.Time(CollectiveKind::kAllReduce, 1e9, same_size_intra));
-  // Latency dominates tiny messages: time grows with group size even at 1 KiB.
-  EXPECT_GT(model.Time(CollectiveKind::kAllReduce, 1024, intra), 0);
+}
+
+TEST(Collective, TinyAllReduceTimeGrowsWithGroupSize) {
+  // Latency dominates a 1 KiB all-reduce: a ring takes 2(n-1) latency-bound steps, so the time
+  // must grow strictly with the group size, inside a node and across nodes alike.
+  const ClusterSpec c = *ResolveCluster("dgx-a100", 4);
+  const CollectiveModel model(c);
+  double prev = 0;
+  for (const int64_t tp : {2, 4, 8}) {
+    const PlacedGroup g = PlaceGroup(L(1, tp, 1), c, GroupKind::kTp);
+    ASSERT_EQ(g.size, tp);
+    ASSERT_FALSE(g.spans_nodes());
+    const double t = model.Time(CollectiveKind::kAllReduce, 1024, g);
+    EXPECT_GT(t, prev) << "tp group of " << tp;
+    prev = t;
+  }
+  prev = 0;
+  for (const int64_t dp : {2, 4}) {  // tp=8 fills a node: dp groups over 2 and 4 nodes
+    const PlacedGroup g = PlaceGroup(L(dp, 8, 1), c, GroupKind::kDp);
+    ASSERT_EQ(g.size, dp);
+    ASSERT_TRUE(g.spans_nodes());
+    const double t = model.Time(CollectiveKind::kAllReduce, 1024, g);
+    EXPECT_GT(t, prev) << "dp group over " << dp << " nodes";
+    prev = t;
+  }
 }
 
 }  // namespace

@@ -15,6 +15,8 @@ struct MegatronRow {
   double tflops_per_gpu = 0;
 };
 
-std::vector<MegatronRow> LoadMegatronRows(const std::string& path);
+//! The rows of `path` ({"columns": [names], "rows": [[values]]}). A missing column, a short row or
+//! a value of the wrong type is bad input naming the file and the JSON path.
+Result<std::vector<MegatronRow>> LoadMegatronRows(const std::string& path);
 
 }  // namespace parallax::planner::testing

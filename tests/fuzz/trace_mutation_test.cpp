@@ -1,6 +1,6 @@
-// Runs the libFuzzer entry point (fuzz_reader.cpp) without libFuzzer: a bounded number of
-// deterministic random mutations of real trace snippets (Kineto and our own output), plain and
-// gzip. A property violation aborts the test binary.
+// Runs the trace reader's fuzz entry (fuzz_trace.cpp) without libFuzzer: a bounded number of
+// deterministic random mutations of real trace snippets (Kineto traces in ../shared and our own
+// output), plain and gzip. A property violation aborts the test binary.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -8,12 +8,11 @@
 #include <random>
 #include <sstream>
 
+#include "tests/fuzz/fuzz_target.h"
 #include "traces/byte_stream.h"
 #include "traces/chrome_reader.h"
 #include "traces/chrome_writer.h"
 #include "traces/tracer.h"
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace parallax::traces {
 namespace {
@@ -56,9 +55,9 @@ std::vector<std::string> Seeds() {
   for (int i = 0; i < 20; ++i) {
     id.layer = i;
     id.op = OpKind::kQkv;
-    tr.Record(c, tr.OpName(OpKind::kQkv), i * 100, 60, id, SliceArgs::Compute(1e9));
+    tr.Record(c, tr.OpName(OpKind::kQkv), int64_t{i} * 100, 60, id, SliceArgs::Compute(1e9));
     id.op = OpKind::kTpAllReduce;
-    tr.Record(tp, tr.OpName(OpKind::kTpAllReduce), i * 100 + 60, 30, id, SliceArgs::Comm(4096, 2));
+    tr.Record(tp, tr.OpName(OpKind::kTpAllReduce), int64_t{i} * 100 + 60, 30, id, SliceArgs::Comm(4096, 2));
   }
   tr.Flow(c, 50, tp, 70, tr.Intern("dep"));
   tr.Counter(c, tr.Intern("memory"), tr.Intern("bytes"), 10, 123.5);
@@ -115,6 +114,8 @@ std::string Mutate(const std::vector<std::string>& seeds, std::mt19937_64& rng) 
 }
 
 TEST(FuzzReader, BoundedDeterministicMutationsOfRealTraces) {
+  const fuzz::FuzzFn entry = fuzz::Find("trace");
+  ASSERT_NE(entry, nullptr) << "fuzz_trace.cpp is not linked in";
   const std::vector<std::string> seeds = Seeds();
   std::mt19937_64 rng(20261121);
   int loaded = 0;
@@ -129,7 +130,7 @@ TEST(FuzzReader, BoundedDeterministicMutationsOfRealTraces) {
         if (!input.empty()) input[rng() % input.size()] ^= 0x20;
       }
     }
-    LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+    entry(reinterpret_cast<const uint8_t*>(input.data()), input.size());
     ReadOptions o;
     o.lenient = true;
     loaded += ReadChromeTraceFromMemory(input, o).ok() ? 1 : 0;
@@ -143,7 +144,7 @@ TEST(FuzzReader, BoundedDeterministicMutationsOfRealTraces) {
     o.lenient = true;
     auto t = ReadChromeTraceFromMemory(s, o);
     EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message);
-    LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+    entry(reinterpret_cast<const uint8_t*>(s.data()), s.size());
   }
 }
 

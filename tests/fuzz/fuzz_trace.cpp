@@ -1,32 +1,31 @@
-// libFuzzer entry point for the Chrome/Kineto trace reader. Built as a libFuzzer binary when the
-// compiler is clang (target fuzz_trace_reader) and driven by fuzz_smoke_test.cpp under any
-// compiler. Properties checked beyond "no crash, no sanitizer report":
-//  - a failed read is bad input with a message;
+// Fuzz entry: the Chrome/Kineto trace reader (plain and gzip). Built as the libFuzzer binary
+// fuzz_trace and replayed under any compiler by fuzz_replay_test and trace_mutation_test.
+// Properties checked beyond "no crash, no sanitizer report":
+//  - a failed read is bad input whose message starts with the file name;
 //  - what is written from a loaded trace is strict JSON (nlohmann accepts it: valid UTF-8 etc.);
 //  - whatever loads (strictly or leniently) writes back to Chrome JSON that reloads strictly with
 //    the same number of slices, flows and counter samples.
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "model/json_io.h"
+#include "tests/fuzz/fuzz_target.h"
 #include "traces/chrome_reader.h"
 #include "traces/chrome_writer.h"
 
 namespace {
+constexpr const char* kReader = "trace";
 
 [[noreturn]] void Violation(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "fuzz_reader property violated: %s: %s\n", what, detail.c_str());
-  std::abort();
+  parallax::fuzz::Violation(kReader, what, detail);
 }
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+PARALLAX_FUZZ_TARGET(kReader) {
   using namespace parallax::traces;
   const std::string_view input(reinterpret_cast<const char*>(data), size);
+  bool accepted = false;
   for (const bool lenient : {false, true}) {
     ReadOptions options;
     options.lenient = lenient;
@@ -34,11 +33,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ReadStats stats;
     auto trace = ReadChromeTraceFromMemory(input, options, &stats);
     if (!trace.ok()) {
-      if (trace.error().kind != parallax::ErrorKind::kBadInput || trace.error().message.empty()) {
-        Violation("error is not bad input", trace.error().message);
-      }
+      parallax::fuzz::CheckBadInput(kReader, trace.error(), options.origin);
       continue;
     }
+    accepted = true;
     std::string written;
     auto sink = StringSink(&written);
     if (parallax::Status st = WriteChromeTrace(*trace, *sink); !st.ok()) Violation("write failed", st.error().message);
@@ -51,5 +49,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                                  std::to_string(again->slices().size()));
     }
   }
+  if (accepted) parallax::fuzz::NoteAccepted();
   return 0;
 }
