@@ -10,13 +10,15 @@ namespace {
 //! the reduce-scatter r sharing the DP stream in backward) is issued when layer i starts, so the
 //! first gather is exposed and each later layer takes max(a + r, x slowed by contention k while
 //! the DP stream is busy). Returns the extra time over n * x.
-//! `queued`: DP work still ahead of the first gather (the previous backward's last reduce-scatter).
-double Zero3Extra(int64_t n, double a, double r, double x, double x_c, double k, double queued) {
+//! `queued`: DP work still ahead of the first gather (the previous pass's last reduce-scatters).
+//! `lead`: compute the pass runs before its first layer (the head's backward, the embedding's
+//! forward), which hides that much of the first gather and the queue.
+double Zero3Extra(int64_t n, double a, double r, double x, double x_c, double k, double queued, double lead) {
   if (n <= 0) return 0;
   const double busy = a + r;
   const double xk = x + (k - 1) * std::min(x_c, busy / k);
   const double nn = static_cast<double>(n);
-  return queued + a + (nn - 1) * std::max(busy, xk) + x - nn * x;
+  return std::max(0.0, queued + a - lead) + (nn - 1) * std::max(busy, xk) + x - nn * x;
 }
 
 }  // namespace
@@ -46,12 +48,27 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
         // 1F1B-style schedules run a forward right after a backward: its first gather queues behind
         // that backward's last reduce-scatter; GPipe does so for backward after backward.
         const bool gpipe = l.schedule == ScheduleKind::kGpipe;
-        const double zf = Zero3Extra(n, a, 0, u.layer.fwd_s, u.layer.fwd_s - u.layer.fwd_tp_s, k, gpipe ? 0 : red);
-        const double zb = Zero3Extra(n, a, red, u.layer.bwd_s, u.layer.bwd_s - u.layer.bwd_tp_s, k, gpipe ? red : 0);
-        zero3_wait[static_cast<size_t>(r)] += zf + zb;
-        (gpipe ? B_queue : F_queue)[static_cast<size_t>(r)] += red;
-        f += zf;
-        b += zb;
+        // The chunk holding the embedding or the head also reduce-scatters their gradients after
+        // its backward, behind the last layer's; the embedding's backward runs meanwhile.
+        const double emb_bwd = cc.embedding ? u.embedding.bwd_s : 0.0;
+        const double queued =
+            n > 0 ? std::max(0.0, red - emb_bwd) + (cc.embedding || cc.head ? rc.dp.grad_outer_s : 0.0) : 0.0;
+        auto zf = [&](double q) {
+          return Zero3Extra(n, a, 0, u.layer.fwd_s, u.layer.fwd_s - u.layer.fwd_tp_s, k, q,
+                            cc.embedding ? u.embedding.fwd_s : 0.0);
+        };
+        auto zb = [&](double q) {
+          return Zero3Extra(n, a, red, u.layer.bwd_s, u.layer.bwd_s - u.layer.bwd_tp_s, k, q, cc.head ? u.head.bwd_s : 0.0);
+        };
+        const double zfwd = zf(gpipe ? 0 : queued), zbwd = zb(gpipe ? queued : 0);
+        zero3_wait[static_cast<size_t>(r)] += zfwd + zbwd;
+        if (gpipe) {
+          B_queue[static_cast<size_t>(r)] += zbwd - zb(0);
+        } else {
+          F_queue[static_cast<size_t>(r)] += zfwd - zf(0);
+        }
+        f += zfwd;
+        b += zbwd;
       }
     } else if (dp && l.zero_stage == 2) {
       // Every micro-batch's backward reduce-scatters its layers' gradients on the DP stream.
@@ -148,29 +165,61 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
       }
       tail = static_cast<double>(layers) * rc.dp.grad_layer_s + (outer ? rc.dp.grad_outer_s : 0.0);
     } else if (dp && l.zero_stage <= 2) {
-      // Buckets of the last backward pass of this rank (chunk 0 for interleaved): flow shop of
-      // n layer backwards (beta each) feeding n reductions (R each), then the outer buckets.
-      const ChunkCost& cc = rc.chunks.front();
-      const int64_t n = cc.layers.count;
+      // The DP stream as one machine fed by bucket releases (layer buckets as each layer's
+      // backward ends, the embedding/head bucket at its chunk's end); it ends at max over buckets j
+      // of (release_j + the work released from j on). Releases come from the rank's trailing run of
+      // consecutive backward passes: pass j from the end (j = 0 last) ends j chunk backwards before
+      // the last and belongs to chunk (j / pp) % v (Megatron's interleaved cool-down runs chunks
+      // v-1 .. 0, pp micro-batches each; model/schedule.cpp). ZeRO-0/1 reduce after each chunk's
+      // last pass (j = c pp); ZeRO-2 after every pass.
       const double R = rc.dp.grad_layer_s;
       const double beta = u.layer.bwd_s;
-      const double after_layers = cc.embedding ? u.embedding.bwd_s : 0;
-      double layers_end_rel = -after_layers;  // relative to the end of the backward
-      double dp_end = layers_end_rel;
-      if (n > 0) dp_end = layers_end_rel - static_cast<double>(n - 1) * beta + std::max(static_cast<double>(n - 1) * beta + R, static_cast<double>(n) * R);
+      const double chunk_bwd = B[static_cast<size_t>(r)] / static_cast<double>(v);
+      const int64_t mb = pc.microbatches;
+      int64_t trailing = 1;  // consecutive backward passes that end the rank's order
+      if (l.schedule == ScheduleKind::kGpipe) {
+        trailing = mb;
+      } else if (v == 1) {
+        trailing = std::min(p - r - 1, mb) + 1;
+      } else {
+        trailing = mb == p ? mb * v : std::min((p - r - 1) * 2 + (v - 1) * p + 1, mb * v);
+      }
+      if (l.zero_stage <= 1) trailing = std::min(trailing, (v - 1) * p + 1);
+      double dp_end = 0, suffix = 0;
+      for (int64_t j = 0; j < trailing; ++j) {
+        const int64_t c = (j / p) % v;
+        if (l.zero_stage <= 1 && j != c * p) continue;
+        const ChunkCost& cc = rc.chunks[static_cast<size_t>(c)];
+        const double pass_end = -static_cast<double>(j) * chunk_bwd;
+        if (cc.embedding || cc.head) {
+          suffix += rc.dp.grad_outer_s;
+          dp_end = std::max(dp_end, pass_end + suffix);
+        }
+        const double n = static_cast<double>(cc.layers.count);
+        if (n > 0) {
+          const double layers_end = pass_end - (cc.embedding ? u.embedding.bwd_s : 0.0);
+          dp_end = std::max({dp_end, layers_end + R + suffix, layers_end - (n - 1) * beta + n * R + suffix});
+        }
+        suffix += n * R;
+      }
+      double layers = 0, outer_work = 0;
+      for (const ChunkCost& cc : rc.chunks) {
+        layers += static_cast<double>(cc.layers.count);
+        if (cc.embedding || cc.head) outer_work += rc.dp.grad_outer_s;
+      }
       if (l.zero_stage == 2) {
         // Backlog of all micro-batches' reduce-scatters beyond the compute that hides them.
-        double layers = 0;
-        for (const ChunkCost& ch : rc.chunks) layers += static_cast<double>(ch.layers.count);
-        const double work = m * layers * R;
+        const double work = m * (layers * R + outer_work);
         // The reduce-scatters start with the first backward: under GPipe all forwards come first,
-        // so only the backward phase hides them; 1F1B-style schedules interleave forwards too.
+        // so only the backward phase hides them; 1F1B-style schedules interleave forwards too, all
+        // but the warm-up forwards before the first backward.
+        const double fr = F[static_cast<size_t>(r)] / static_cast<double>(v);
+        const double warmup = static_cast<double>(std::min(trailing, mb * v));
         const double window = l.schedule == ScheduleKind::kGpipe
                                   ? m * B[static_cast<size_t>(r)]
-                                  : m * (F[static_cast<size_t>(r)] + B[static_cast<size_t>(r)]);
+                                  : m * (F[static_cast<size_t>(r)] + B[static_cast<size_t>(r)]) - warmup * fr;
         dp_end = std::max(dp_end, work - window);
       }
-      if (cc.embedding || cc.head) dp_end = std::max(dp_end, 0.0) + rc.dp.grad_outer_s;
       tail = std::max(0.0, dp_end);
     }
     if (rc.dp.tied_embedding_s > 0) tail += rc.dp.tied_embedding_s;
