@@ -1,11 +1,22 @@
-// `parallax calibrate`: fills a cost database. This build imports nccl-tests outputs
-// (`--import-nccl-tests FILE... -o costdb.json`); measuring kernels and collectives through the
-// backend (profiler/calibrate/calibrator.h drives it) needs the typed backend seam of issue 9
-// and says so. Thin: parse, call, print.
+// `parallax calibrate`: fills a cost database.
+//   mpirun -np N parallax calibrate [--backend cpu|cuda] -o costdb.json [--cluster-out cluster.json]
+//                                   [--model M] [--quick] [--json]
+// measures GEMMs, kernel families, collectives and contention through the backend seam
+// (profiler/calibrate/calibrate.h); `--import-nccl-tests FILE... -o costdb.json` imports measured
+// collectives instead. Thin: parse, call, print.
+#include <array>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <optional>
 
 #include "cli/command.h"
+#include "executor/backend_registry.h"
+#include "executor/launch.h"
+#include "model/load.h"
+#include "profiler/calibrate/calibrate.h"
 #include "profiler/nccl_tests/import.h"
 
 namespace parallax::cli {
@@ -15,19 +26,104 @@ struct CalibrateOptions {
   std::string backend = "cpu";
   std::string output, cluster_out, model, device, costdb;
   std::vector<std::string> nccl_tests;
+  std::string cluster = "local-cpu";
   bool quick = false;
   bool json = false;
+  bool no_progress = false;
+  double timeout_s = 120;
+  int64_t max_collective_bytes = 0;
 };
 
-int RunCalibrate(const CalibrateOptions& o) {
-  if (o.nccl_tests.empty()) {
-    return ReportError(Error{"measuring through the " + o.backend +
-                                 " backend needs the typed backend seam (streams, events, timed kernels) that this "
-                                 "build does not have yet; import measured collectives with "
-                                 "--import-nccl-tests FILE... -o costdb.json",
-                             ErrorKind::kInternal},
-                       o.json);
+std::atomic<bool> g_interrupted{false};  // set by SIGINT; read by the measurement loop
+
+extern "C" void OnInterrupt(int) { g_interrupted.store(true); }
+
+//! Measures through the backend under mpirun (every rank runs this; rank 0 prints and writes).
+int RunMeasure(const CalibrateOptions& o) {
+  auto launch = executor::InitLaunch(nullptr, nullptr);
+  const bool root = launch->world_rank() == 0;
+  auto fail = [&](const Error& e) { return root ? ReportError(e, o.json) : ExitCodeFor(e); };
+  if (o.output.empty()) return fail(BadInput("calibrate: -o costdb.json is required"));
+  std::optional<ModelSpec> model;
+  if (!o.model.empty()) {
+    auto m = ResolveModel(o.model);
+    if (!m) return fail(m.error());
+    model = *m;
   }
+  auto base = ResolveCluster(o.cluster);
+  if (!base) return fail(base.error());
+  auto backend = executor::CreateBackend(o.backend);
+  if (!backend) return fail(backend.error());
+  auto world = (*backend)->ConnectWorld(*launch, o.timeout_s);
+  if (!world) return fail(world.error());
+  executor::Communicator& comm = **world;
+
+  // Every rank's host, for node spans and ranks per node.
+  constexpr size_t kHostLen = 128;
+  std::array<char, kHostLen> mine{};
+  std::strncpy(mine.data(), launch->host().c_str(), kHostLen - 1);
+  std::vector<char> all(kHostLen * static_cast<size_t>(comm.size()));
+  if (Status st = comm.HostAllGather(mine.data(), all.data(), kHostLen); !st) return fail(st.error());
+  profiler::CalibrateOptions co;
+  for (int r = 0; r < comm.size(); ++r) co.hosts.emplace_back(all.data() + kHostLen * static_cast<size_t>(r));
+  co.model = model ? &*model : nullptr;
+  co.quick = o.quick;
+  co.base = *base;
+  co.progress = root && !o.no_progress ? stderr : nullptr;
+  co.interrupt = &g_interrupted;
+  co.max_collective_bytes = o.max_collective_bytes;
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
+  auto r = profiler::RunCalibration(**backend, comm, co);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (!r) return fail(r.error());
+  // Only rank 0 writes, atomically, once everything is measured.
+  Status written;
+  if (root) {
+    written = SaveCostDbFile(o.output, r->db);
+    if (written && !o.cluster_out.empty()) {
+      written = WriteJsonAtomic(o.cluster_out, ClusterToJson(r->cluster));
+    }
+  }
+  double ok = written ? 0.0 : 1.0;
+  (void)comm.HostAllReduce(&ok, 1, executor::ReduceOp::kMax);
+  if (!written) return fail(written.error());
+  if (ok > 0) return 1;
+  if (!root) return 0;
+  Json j = r->summary;
+  j["costdb"] = o.output;
+  if (!o.cluster_out.empty()) j["cluster"] = o.cluster_out;
+  j["device"] = r->db.device;
+  Json skipped = Json::array();
+  for (const auto& s : r->db.skipped) skipped.push_back({{"what", s.what}, {"reason", s.reason}});
+  j["skipped_points"] = skipped;
+  if (o.json) {
+    PrintJson(j);
+    return 0;
+  }
+  std::printf("calibrated %s backend on %lld rank(s) in %.1f s: %zu GEMM samples, %zu kernel samples, %zu collective "
+              "curves (%lld re-measured, %lld still noisy, %zu skipped)\n",
+              o.backend.c_str(), static_cast<long long>(comm.size()), r->seconds, r->db.gemms.size(),
+              r->db.kernels.size(), r->db.collectives.size(), static_cast<long long>(r->report.remeasured),
+              static_cast<long long>(r->report.still_noisy), r->db.skipped.size());
+  for (const auto& [dt, tf] : r->summary["peak_tflops"].items()) {
+    std::printf("  peak %-5s %8.3f TFLOP/s (best measured GEMM)\n", dt.c_str(), tf.get<double>());
+  }
+  std::printf("  memory bandwidth %.2f GB/s (streaming copy)\n", r->summary["memory_bandwidth_GBps"].get<double>());
+  for (const auto& [name, l] : r->summary["links"].items()) {
+    std::printf("  %s link %.2f GB/s, %.1f us (send/recv)\n", name.c_str(), l["bandwidth_GBps"].get<double>(),
+                l["latency_us"].get<double>());
+  }
+  std::printf("  launch overhead %.2f us per kernel call\n", r->db.launch_overhead_us);
+  std::printf("  contention factor %.3f (compute beside an all-reduce / alone)\n", r->db.contention_factor);
+  for (const auto& s : r->db.skipped) std::printf("  skipped: %s: %s\n", s.what.c_str(), s.reason.c_str());
+  std::printf("wrote %s%s%s\n", o.output.c_str(), o.cluster_out.empty() ? "" : " and ", o.cluster_out.c_str());
+  return 0;
+}
+
+int RunCalibrate(const CalibrateOptions& o) {
+  if (o.nccl_tests.empty()) return RunMeasure(o);
   if (!o.cluster_out.empty() || !o.model.empty() || o.quick) {
     return ReportError(BadInput("--cluster-out, --model and --quick belong to a measuring run; an import only takes "
                                 "--import-nccl-tests, -o, --costdb and --device"),
@@ -87,6 +183,13 @@ void RegisterCalibrateCommand(CLI::App& root, CliState& state) {
                   "nccl-tests outputs (all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf, "
                   "broadcast_perf, sendrecv_perf) to import as collective curves")
       ->expected(1, -1);
+  cmd->add_option("--cluster", o->cluster, "Cluster the measured one starts from (names, unmeasured figures)")
+      ->capture_default_str();
+  cmd->add_option("--timeout", o->timeout_s, "Seconds a rank waits for a peer before naming it lost")
+      ->capture_default_str();
+  cmd->add_option("--max-collective-bytes", o->max_collective_bytes,
+                  "Largest collective message (default 4 MiB with --quick, else 64 MiB)");
+  cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
   cmd->add_option("--costdb", o->costdb, "Start from this cost database (imports add to it)");
   cmd->add_option("--device", o->device, "Device the imported outputs ran on (default: from their rank lines)");
   cmd->add_flag("--json", o->json, "Print one JSON object");

@@ -60,6 +60,7 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
     db.cluster = r.Has("cluster") ? r.String("cluster") : "";
     db.contention_factor = r.PositiveNumber("contention_factor", 1.0);
     if (db.contention_factor < 1.0) r.Fail("contention_factor", "must be >= 1 (a slowdown factor)");
+    db.launch_overhead_us = r.NonNegativeNumber("launch_overhead_us", 0);
     if (r.Has("gemm")) {
       const Json& a = ArrayAt(r, "gemm");
       for (size_t i = 0; i < a.size(); ++i) {
@@ -184,6 +185,7 @@ Json CostDbToJson(const CostDb& db) {
          {"contention_factor", db.contention_factor}, {"gemm", gemms}, {"kernels", kernels},
          {"collectives", colls}};
   if (!db.cluster.empty()) j["cluster"] = db.cluster;
+  if (db.launch_overhead_us > 0) j["launch_overhead_us"] = db.launch_overhead_us;
   if (!db.contention.source.empty()) {
     j["contention"] = {{"source", db.contention.source}, {"samples", db.contention.samples},
                        {"spread", db.contention.spread}};

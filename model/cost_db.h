@@ -83,6 +83,9 @@ struct CostDb {
   std::vector<CollectiveCurve> collectives;
   double contention_factor = 1.0;  //!< compute slowdown while communication overlaps (>= 1)
   ContentionFit contention{};      //!< how contention_factor was obtained (empty source: not fitted)
+  //! Host time of one kernel call that does no work, measured (0: not measured; the implementation
+  //! profile's figure applies). Replaces the profile's launch overhead as the per-kernel floor.
+  double launch_overhead_us = 0;
   std::vector<SkippedMeasurement> skipped{};
 };
 

@@ -172,6 +172,10 @@ double ComputeModel::MemoryBound(std::string_view op, double bytes) const {
   if (bytes <= 0) return 0;
   const double roofline = RooflineMemory(bytes);
   auto it = kernel_points_.find(op);
+  constexpr std::string_view kBwd = "_bwd";
+  if (it == kernel_points_.end() && op.size() > kBwd.size() && op.substr(op.size() - kBwd.size()) == kBwd) {
+    it = kernel_points_.find(op.substr(0, op.size() - kBwd.size()));
+  }
   if (it == kernel_points_.end()) it = kernel_points_.find(std::string_view("elementwise"));
   if (it == kernel_points_.end()) return roofline;
   const auto& pts = it->second;

@@ -51,7 +51,10 @@ class ComputeModel {
   //! warp-specialized async MMA (FlashAttention-3, Shah et al. 2024, section 3; FA2 serialises them).
   double FlashAttention(const FlashShape& f) const;
   //! Seconds for a memory-bound kernel of family `op` (an OpKind name) moving `bytes`.
+  //! Falls back from "<op>_bwd" to "<op>", then to "elementwise", then to the roofline.
   double MemoryBound(std::string_view op, double bytes) const;
+  //! Whether the CostDb measured family `op` itself (no fallback).
+  bool HasKernelFamily(std::string_view op) const { return kernel_points_.find(op) != kernel_points_.end(); }
 
   double peak_flops() const { return peak_flops_; }
   int64_t element_bytes() const { return element_bytes_; }
@@ -59,6 +62,8 @@ class ComputeModel {
   //! measured factor when given, else the SM share NCCL channels take (channels / SMs).
   double contention_factor() const { return contention_; }
   const DeviceTraits& traits() const { return traits_; }
+  //! Measured host time of one kernel call (CostDb::launch_overhead_us), seconds; 0: not measured.
+  double measured_launch_overhead_s() const { return db_ != nullptr ? db_->launch_overhead_us * 1e-6 : 0.0; }
 
  private:
   //! log(measured / roofline) interpolated at the query (0 without samples).

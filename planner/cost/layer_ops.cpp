@@ -1,6 +1,7 @@
 #include "planner/cost/layer_ops.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "model/op_catalogue.h"
@@ -21,12 +22,30 @@ void UnitOps::Finish() {
   }
 }
 
+const char* MemoryFamily(OpKind op, Phase phase) {
+  // Stable strings for CostedOp::memory_family: one per (op, backward or not).
+  static const auto* names = [] {
+    auto* n = new std::vector<std::string>;  // NOLINT: immortal name table
+    for (int k = 0; k <= static_cast<int>(OpKind::kGradClip); ++k) {
+      n->push_back(ToString(static_cast<OpKind>(k)));
+      n->push_back(std::string(ToString(static_cast<OpKind>(k))) + "_bwd");
+    }
+    return n;
+  }();
+  return (*names)[static_cast<size_t>(2 * static_cast<int>(op) + (phase == Phase::kBwd ? 1 : 0))].c_str();
+}
+
+const char* AttentionFamily(Phase phase) { return phase == Phase::kBwd ? "attention_bwd" : "attention"; }
+
 namespace {
 
 class Pricer {
  public:
   Pricer(const ComputeModel& c, const CollectiveModel& coll, const PlacedGroup& tp, const ImplementationProfile& impl)
-      : c_(c), coll_(coll), tp_(tp), impl_(impl) {}
+      : c_(c), coll_(coll), tp_(tp), impl_(impl) {
+    // A measured per-kernel host cost replaces the profile's (a CUDA launch figure).
+    launch_s_ = c.measured_launch_overhead_s() > 0 ? c.measured_launch_overhead_s() : impl.launch_overhead_us.value * 1e-6;
+  }
 
   CostedOp Price(const OpSpec& s) const {
     CostedOp o;
@@ -36,6 +55,15 @@ class Pricer {
     if (s.tp_collective) {
       o.time_s = coll_.Time(*s.tp_collective, s.bytes, tp_);
       o.tp_comm = true;
+      return o;
+    }
+    if (s.op == OpKind::kAttnCore && !s.flash && s.bytes > 0 && c_.HasKernelFamily(AttentionFamily(s.phase))) {
+      // Measured as the backend runs it (one attention call), not as its parts.
+      o.memory_family = AttentionFamily(s.phase);
+      o.memory_time_s = c_.MemoryBound(o.memory_family, s.bytes);
+      o.time_s = o.memory_time_s;
+      o.flops = s.executed_flops;
+      o.time_s = std::max(o.time_s, static_cast<double>(s.kernels) * launch_s_);
       return o;
     }
     for (const GemmShape& g : s.gemms) {
@@ -48,12 +76,12 @@ class Pricer {
     if (s.flash) o.time_s += c_.FlashAttention(*s.flash);
     // Memory-bound part: the op's own family (an OpKind name), as CostDb kernels are keyed.
     if (s.bytes > 0 && !s.flash) {
-      o.memory_family = ToString(s.op);
+      o.memory_family = MemoryFamily(s.op, s.phase);
       o.memory_time_s = c_.MemoryBound(o.memory_family, s.bytes);
       o.time_s += o.memory_time_s;
     }
     o.flops = s.gemms.empty() && !s.flash ? 0 : s.executed_flops;
-    o.time_s = std::max(o.time_s, static_cast<double>(s.kernels) * impl_.launch_overhead_us.value * 1e-6);
+    o.time_s = std::max(o.time_s, static_cast<double>(s.kernels) * launch_s_);
     return o;
   }
 
@@ -83,6 +111,7 @@ class Pricer {
   const CollectiveModel& coll_;
   const PlacedGroup& tp_;
   const ImplementationProfile& impl_;
+  double launch_s_ = 0;
 };
 
 }  // namespace

@@ -35,6 +35,16 @@ struct CostedOp {
   double memory_time_s = 0;              //!< time of that part
 };
 
+//! The CostDb kernel family of an op's memory-bound part: the OpKind name for forward and
+//! recompute, "<name>_bwd" for backward (a backward kernel moves other bytes at another speed
+//! than its forward: a norm's backward reads four tensors where its forward reads two).
+//! ComputeModel::MemoryBound falls back to the forward family, then "elementwise".
+const char* MemoryFamily(OpKind op, Phase phase);
+//! The family of a whole unfused attention op (QK^T, masked softmax, AV as the backend runs them
+//! in one call), keyed by the op's score bytes; when the CostDb measured it, it prices attn_core
+//! on its own instead of two batched GEMMs plus a softmax.
+const char* AttentionFamily(Phase phase);
+
 //! One micro-batch through one unit (a layer, the embedding or the head), forward and backward.
 //! `bwd` starts with the recompute ops (phase kRecompute) when recompute is on.
 struct UnitOps {

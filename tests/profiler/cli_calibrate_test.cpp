@@ -2,7 +2,10 @@
 // and a malformed output exits 2 naming the file and line without writing anything.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -45,10 +48,51 @@ TEST(CliCalibrate, MalformedOutputExitsTwoAndWritesNothing) {
   EXPECT_FALSE(fs::exists(out));
 }
 
-TEST(CliCalibrate, MeasuringSaysItNeedsTheBackendSeam) {
-  auto r = test::RunParallax("calibrate -o /dev/null");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("needs the typed backend seam"), std::string::npos) << r.err;
+TEST(CliCalibrate, QuickMeasurementFeedsPlanAndSimulate) {
+  // One process (no mpirun): GEMMs and kernel families through the CPU backend, no collectives.
+  const std::string db = (fs::temp_directory_path() / "parallax_calibrate_quick_db.json").string();
+  const std::string cluster = (fs::temp_directory_path() / "parallax_calibrate_quick_cluster.json").string();
+  fs::remove(db);
+  fs::remove(cluster);
+  auto r = test::RunParallax("calibrate --quick --model gpt-tiny --no-progress -o " + db + " --cluster-out " + cluster +
+                             " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["gemm_samples"].get<int>(), 10);
+  EXPECT_GT(j["kernel_samples"].get<int>(), 10);
+  EXPECT_GT(j["peak_tflops"]["fp32"].get<double>(), 0.0);
+  EXPECT_GT(j["launch_overhead_us"].get<double>(), 0.0);
+  const auto written = nlohmann::json::parse(std::ifstream(db));
+  // The families are keyed as the planner looks them up (planner/cost/layer_ops.h MemoryFamily).
+  std::set<std::string> families;
+  for (const auto& k : written["kernels"]) families.insert(k["op"].get<std::string>());
+  for (const char* f : {"attn_norm", "attn_norm_bwd", "act", "act_bwd", "attention", "attention_bwd", "attn_out",
+                        "fc2_bwd", "embedding", "loss", "loss_bwd", "final_norm", "optimizer", "grad_clip",
+                        "elementwise", "cast"}) {
+    EXPECT_TRUE(families.count(f)) << f;
+  }
+  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --costdb " + db +
+                               " --plan dp=1,micro_batch=2 --global-batch 4 --precision fp32 --json");
+  EXPECT_EQ(sim.exit_code, 0) << sim.err;
+}
+
+TEST(CliCalibrate, BadModelExitsTwoAndWritesNothing) {
+  const std::string db = (fs::temp_directory_path() / "parallax_calibrate_bad_db.json").string();
+  fs::remove(db);
+  auto r = test::RunParallax("calibrate --quick --model no-such-model -o " + db);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_FALSE(fs::exists(db));
+}
+
+TEST(CliCalibrate, InterruptedRunLeavesNoFile) {
+  // The full generic grid runs for minutes; SIGINT after 3 s must leave nothing at -o.
+  const std::string db = (fs::temp_directory_path() / "parallax_calibrate_interrupted_db.json").string();
+  fs::remove(db);
+  const std::string cmd = "timeout -s INT 3 " + std::string(PARALLAX_CLI) + " calibrate --no-progress -o " + db +
+                          " >/dev/null 2>&1";
+  const int status = std::system(cmd.c_str());
+  EXPECT_NE(status, 0);
+  EXPECT_FALSE(fs::exists(db));
 }
 
 }  // namespace

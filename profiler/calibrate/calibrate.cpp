@@ -1,0 +1,295 @@
+#include "profiler/calibrate/calibrate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "planner/cost/collective.h"
+#include "planner/memory/memory_model.h"
+#include "profiler/calibrate/backend_timer.h"
+#include "profiler/calibrate/calibration_set.h"
+#include "profiler/calibrate/collective_probe.h"
+#include "profiler/calibrate/kernel_probe.h"
+
+namespace parallax::profiler {
+namespace {
+
+using executor::Backend;
+using executor::Communicator;
+using executor::StreamKind;
+
+constexpr double kGuessFlops = 20e9;  // ETA weights only
+constexpr double kGuessBps = 5e9;
+
+MeasureFn ComputeMeasure(Backend& backend, std::shared_ptr<KernelProbe> probe) {
+  return [&backend, probe](int64_t n) -> Result<std::vector<double>> {
+    if (Status st = probe->Prepare(backend); !st) return st.error();
+    return TimeRuns(backend, StreamKind::kCompute, n, [&] { return probe->Run(backend); });
+  };
+}
+
+struct CurveKey {
+  CollectiveKind kind;
+  int64_t group;
+  bool operator<(const CurveKey& o) const { return std::tie(kind, group) < std::tie(o.kind, o.group); }
+};
+
+std::vector<int64_t> CollectiveSizes(int64_t max_bytes, bool quick) {
+  std::vector<int64_t> out;
+  for (int64_t b = 1024; b <= max_bytes; b *= quick ? 4 : 2) out.push_back(b);
+  return out;
+}
+
+}  // namespace
+
+Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, const CalibrateOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t N = world.size();
+  // Ranks per node: the ranks on rank 0's host (launchers fill nodes evenly).
+  std::set<std::string> distinct(o.hosts.begin(), o.hosts.end());
+  const int64_t nodes = std::max<int64_t>(1, static_cast<int64_t>(distinct.size()));
+  const int64_t per_node = o.hosts.empty() ? N : std::count(o.hosts.begin(), o.hosts.end(), o.hosts.front());
+
+  CalibrationSetOptions so;
+  so.model = o.model;
+  so.ranks_per_node = per_node;
+  so.quick = o.quick;
+  so.gemm_dtypes = {executor::DType::kF32};
+  if (backend.SupportsPrecision(Precision::kBf16)) so.gemm_dtypes.push_back(executor::DType::kBf16);
+  if (!o.quick && backend.SupportsPrecision(Precision::kFp16)) so.gemm_dtypes.push_back(executor::DType::kF16);
+  // Memory-bound families in the dtype this backend trains in by default: fp32 on the CPU (its
+  // 16-bit kernels convert to fp32), bf16 on an accelerator.
+  so.kernel_dtype = backend.name() == "cpu" || !backend.SupportsPrecision(Precision::kBf16) ? executor::DType::kF32
+                                                                                             : executor::DType::kBf16;
+  const CalibrationSet set = BuildCalibrationSet(so);
+
+  CalibratorOptions co;
+  co.warmup = 3;
+  co.repetitions = o.quick ? 9 : 15;
+  co.max_remeasures = 2;
+  std::atomic<bool> stop{false};
+  co.stop = &stop;
+  Calibrator cal(co);
+
+  CalibrateResult out;
+  CostDb& db = out.db;
+  db.device = o.base.device.name;
+  db.cluster = o.base.name;
+
+  {
+    // Host cost of one kernel call doing (almost) nothing: a one-element copy.
+    ProbeShape p;
+    p.kind = ProbeKind::kCopy;
+    p.n = 1;
+    auto probe = std::make_shared<KernelProbe>(p);
+    CalibrationItem item;
+    item.what = "launch overhead (" + p.Describe() + ")";
+    item.measure = Agreed(world, ComputeMeasure(backend, probe), RankReduce::kMean, o.interrupt, &stop);
+    item.record = [&db](const Measurement& m) { db.launch_overhead_us = m.median_s * 1e6; };
+    cal.Add(std::move(item));
+  }
+  for (const GemmPoint& g : set.gemms) {
+    auto probe = std::make_shared<KernelProbe>(g.probe);
+    const ProbeShape& p = g.probe;
+    CalibrationItem item;
+    item.what = p.Describe();
+    item.expected_s = 2.0 * static_cast<double>(p.m) * p.n * p.k * p.batch / kGuessFlops + 5e-6;
+    item.measure = Agreed(world, ComputeMeasure(backend, probe), RankReduce::kMean, o.interrupt, &stop);
+    item.record = [&db, probe](const Measurement& m) {
+      const ProbeShape& s = probe->shape();
+      db.gemms.push_back({s.m, s.n, s.k, s.batch, ModelDType(s.dtype), m.median_s, m.stats(), "calibrate"});
+      probe->Release();
+    };
+    cal.Add(std::move(item));
+  }
+  for (const KernelPoint& k : set.kernels) {
+    auto probe = std::make_shared<KernelProbe>(k.probe);
+    CalibrationItem item;
+    item.what = k.family + " " + std::to_string(k.bytes) + " B (" + k.probe.Describe() + ")";
+    item.expected_s = static_cast<double>(k.probe.FootprintBytes()) / kGuessBps + 5e-6;
+    item.measure = Agreed(world, ComputeMeasure(backend, probe), RankReduce::kMean, o.interrupt, &stop);
+    item.record = [&db, probe, family = k.family, bytes = k.bytes](const Measurement& m) {
+      db.kernels.push_back({family, bytes, m.median_s, m.stats(), "calibrate"});
+      probe->Release();
+    };
+    cal.Add(std::move(item));
+  }
+
+  // Collectives: every group size g that divides the ranks, as N/g groups of consecutive ranks
+  // (TP groups are consecutive in Megatron order; every group runs at once, as they do in training).
+  std::vector<std::unique_ptr<Communicator>> groups;
+  std::map<CurveKey, CollectiveCurve> curves;
+  const int64_t max_bytes = o.max_collective_bytes > 0 ? o.max_collective_bytes : (o.quick ? (4 << 20) : (64 << 20));
+  for (int64_t g = 2; g <= N; ++g) {
+    if (N % g != 0) continue;
+    std::vector<int> members;
+    const int64_t first = world.rank() / g * g;
+    for (int64_t r = first; r < first + g; ++r) members.push_back(static_cast<int>(r));
+    auto split = world.Split(members);
+    if (!split) return split.error();
+    double spans = 0;
+    if (!o.hosts.empty()) {
+      for (int r : members) spans = std::max(spans, o.hosts[static_cast<size_t>(r)] != o.hosts[static_cast<size_t>(first)] ? 1.0 : 0.0);
+    }
+    if (Status st = world.HostAllReduce(&spans, 1, executor::ReduceOp::kMax); !st) return st.error();
+    Communicator& group = **split;
+    groups.push_back(std::move(*split));
+    for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
+                                CollectiveKind::kBroadcast, CollectiveKind::kSendRecv}) {
+      CollectiveCurve& curve = curves[{kind, g}];
+      curve.op = kind;
+      curve.group_size = g;
+      curve.spans_nodes = spans > 0;
+      curve.source = "calibrate";
+      curve.origin = backend.name() + " backend, " + std::to_string(N) + " ranks on " + std::to_string(nodes) + " node(s)";
+      for (int64_t bytes : CollectiveSizes(max_bytes, o.quick)) {
+        auto probe = std::make_shared<CollectiveProbe>(kind, bytes, group, world);
+        CalibrationItem item;
+        item.what = std::string(ToString(kind)) + " " + std::to_string(g) + " ranks " + std::to_string(bytes) + " B";
+        item.expected_s = static_cast<double>(bytes) / 1e9 + 30e-6;
+        item.measure = Agreed(
+            world, [&backend, probe](int64_t n) { return probe->Measure(backend, n); }, RankReduce::kMax, o.interrupt,
+            &stop);
+        item.record = [&curve, probe, bytes, kind, g](const Measurement& m) {
+          CollectivePoint pt;
+          pt.bytes = bytes;
+          pt.time_s = m.median_s;
+          pt.algbw_GBps = static_cast<double>(bytes) / m.median_s / 1e9;
+          pt.busbw_GBps = pt.algbw_GBps * planner::CollectiveModel::BusFactor(kind, g);
+          pt.stats = m.stats();
+          curve.points.push_back(pt);
+          probe->Release();
+        };
+        cal.Add(std::move(item));
+      }
+    }
+  }
+
+  // Contention: one mid-size GEMM alone, then while an all-reduce over every rank runs on the
+  // DP comm stream beside it (what the executor's overlapped gradient reduction does).
+  std::vector<double> contention(2, 0.0);
+  double contention_spread = 0;
+  int64_t contention_reps = 0;
+  if (N > 1) {
+    ProbeShape gp;
+    gp.kind = ProbeKind::kGemm;
+    gp.dtype = so.kernel_dtype;
+    gp.tb = executor::Trans::kYes;
+    if (o.model != nullptr) {
+      gp.m = o.model->seq_len;
+      gp.n = o.model->ffn_hidden;
+      gp.k = o.model->hidden;
+    } else {
+      gp.m = gp.n = gp.k = 256;
+    }
+    auto probe = std::make_shared<KernelProbe>(gp);
+    // Beside it, one layer's gradient all-reduce (what overlaps a layer's backward), else 1 MiB.
+    const int64_t grad_bytes =
+        o.model != nullptr ? 4 * planner::LayerParamsPerTpRank(*o.model, 1) : int64_t{1} << 20;
+    auto comm = std::make_shared<CollectiveProbe>(CollectiveKind::kAllReduce, grad_bytes, world, world);
+    for (int overlapped = 0; overlapped < 2; ++overlapped) {
+      CalibrationItem item;
+      item.what = std::string("contention: ") + gp.Describe() + (overlapped ? " beside an all-reduce" : " alone");
+      item.expected_s = 2.0 * static_cast<double>(gp.m) * gp.n * gp.k / kGuessFlops + static_cast<double>(max_bytes) / 1e9;
+      auto fn = [&backend, &world, probe, comm, overlapped](int64_t n) -> Result<std::vector<double>> {
+        if (Status st = probe->Prepare(backend); !st) return st.error();
+        if (Status st = comm->Prepare(backend); !st) return st.error();
+        return TimeRuns(backend, StreamKind::kCompute, n, [&] { return probe->Run(backend); },
+                        [&]() -> Status {
+                          if (Status st = backend.Synchronize(); !st) return st;
+                          if (Status st = world.Barrier(); !st) return st;
+                          if (!overlapped) return {};
+                          return comm->EnqueueOnly(backend);
+                        });
+      };
+      item.measure = Agreed(world, fn, RankReduce::kMean, o.interrupt, &stop);
+      item.record = [&, overlapped](const Measurement& m) {
+        contention[static_cast<size_t>(overlapped)] = m.median_s;
+        if (overlapped) {
+          contention_spread = m.relative_spread();
+          contention_reps = m.repetitions;
+        }
+      };
+      cal.Add(std::move(item));
+    }
+  }
+
+  std::unique_ptr<ProgressBar> bar;
+  if (o.progress != nullptr) bar = std::make_unique<ProgressBar>(o.progress, "calibrate", cal.TotalWeight());
+  auto report = cal.Run(bar.get());
+  if (Status st = backend.Synchronize(); !st) return st.error();
+  if (!report) return report.error();
+  if (stop.load()) return IoError("interrupted: nothing written");
+  out.report = *report;
+  db.skipped = report->skipped;
+  for (auto& [key, curve] : curves) {
+    if (curve.points.empty()) continue;
+    std::sort(curve.points.begin(), curve.points.end(),
+              [](const CollectivePoint& a, const CollectivePoint& b) { return a.bytes < b.bytes; });
+    db.collectives.push_back(std::move(curve));
+  }
+  if (contention[0] > 0 && contention[1] > 0) {
+    db.contention_factor = std::max(1.0, contention[1] / contention[0]);
+    db.contention = {"calibrate", contention_reps, contention_spread};
+  }
+
+  // The measured cluster.
+  ClusterSpec c = o.base;
+  c.nodes = nodes;
+  c.gpus_per_node = per_node;
+  DeviceSpec& d = c.device;
+  std::map<DType, double> peak;
+  for (const auto& g : db.gemms) peak[g.dtype] = std::max(peak[g.dtype], g.tflops());
+  if (peak.count(DType::kFp32)) d.peak_tflops.fp32 = peak[DType::kFp32];
+  if (peak.count(DType::kBf16)) d.peak_tflops.bf16 = peak[DType::kBf16];
+  if (peak.count(DType::kFp16)) d.peak_tflops.fp16 = peak[DType::kFp16];
+  // Streaming bandwidth: the largest copy (the small ones run from cache).
+  double bw = 0;
+  int64_t bw_bytes = 0;
+  for (const auto& k : db.kernels) {
+    if (k.op == "elementwise" && k.bytes > bw_bytes) {
+      bw_bytes = k.bytes;
+      bw = static_cast<double>(k.bytes) / k.time_s / 1e9;
+    }
+  }
+  if (bw > 0) d.hbm_GBps = bw;
+  // The CPU backend's ranks on a node share the host's memory (local-cpu divides it the same way).
+  const double mem_GiB = static_cast<double>(backend.DeviceMemoryBytes()) / (1024.0 * 1024.0 * 1024.0) /
+                         static_cast<double>(backend.name() == "cpu" ? per_node : 1);
+  if (mem_GiB > 0) d.memory_GiB = mem_GiB;
+  Json links = Json::object();
+  for (const auto& curve : db.collectives) {
+    if (curve.op != CollectiveKind::kSendRecv || curve.group_size != 2) continue;
+    LinkSpec& link = curve.spans_nodes ? c.inter_node : c.intra_node;
+    link.bandwidth_GBps = 0;
+    for (const auto& p : curve.points) link.bandwidth_GBps = std::max(link.bandwidth_GBps, p.algbw_GBps);
+    const auto& small = curve.points.front();
+    link.latency_us = std::max(0.01, (small.time_s - static_cast<double>(small.bytes) / (link.bandwidth_GBps * 1e9)) * 1e6);
+    links[curve.spans_nodes ? "inter_node" : "intra_node"] = {{"bandwidth_GBps", link.bandwidth_GBps},
+                                                              {"latency_us", link.latency_us}};
+  }
+  out.cluster = c;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Json peaks = Json::object();
+  for (const auto& [dt, tf] : peak) peaks[ToString(dt)] = tf;
+  out.summary = {{"seconds", out.seconds},
+                 {"ranks", N},
+                 {"nodes", nodes},
+                 {"gemm_samples", db.gemms.size()},
+                 {"kernel_samples", db.kernels.size()},
+                 {"collective_curves", db.collectives.size()},
+                 {"measured", report->measured},
+                 {"remeasured", report->remeasured},
+                 {"still_noisy", report->still_noisy},
+                 {"skipped", report->skipped.size()},
+                 {"peak_tflops", peaks},
+                 {"memory_bandwidth_GBps", bw},
+                 {"links", links},
+                 {"contention_factor", db.contention_factor},
+                 {"launch_overhead_us", db.launch_overhead_us}};
+  return out;
+}
+
+}  // namespace parallax::profiler

@@ -1,0 +1,372 @@
+#include "profiler/calibrate/kernel_probe.h"
+
+#include <algorithm>
+#include <random>
+
+#define PX_RETURN_IF_ERROR(expr)            \
+  do {                                      \
+    if (Status px_s_ = (expr); !px_s_) return px_s_.error(); \
+  } while (0)
+
+namespace parallax::profiler {
+namespace {
+
+using executor::DType;
+using executor::SizeOf;
+
+const char* KindName(ProbeKind k) {
+  switch (k) {
+    case ProbeKind::kGemm: return "gemm";
+    case ProbeKind::kNormFwd: return "norm_fwd";
+    case ProbeKind::kNormBwd: return "norm_bwd";
+    case ProbeKind::kActFwd: return "act_fwd";
+    case ProbeKind::kActBwd: return "act_bwd";
+    case ProbeKind::kResidualFwd: return "residual_fwd";
+    case ProbeKind::kResidualBwd: return "residual_bwd";
+    case ProbeKind::kAttentionFwd: return "attention_fwd";
+    case ProbeKind::kAttentionBwd: return "attention_bwd";
+    case ProbeKind::kEmbeddingFwd: return "embedding_fwd";
+    case ProbeKind::kEmbeddingBwd: return "embedding_bwd";
+    case ProbeKind::kLossFwd: return "loss_fwd";
+    case ProbeKind::kLossBwd: return "loss_bwd";
+    case ProbeKind::kAdamW: return "adamw";
+    case ProbeKind::kSumSquares: return "sum_squares";
+    case ProbeKind::kCast: return "cast";
+    case ProbeKind::kCopy: return "copy";
+  }
+  return "?";
+}
+
+//! A host buffer of uniform values in [-1, 1), shared by every fill (grown on demand).
+const std::vector<float>& RandomHost(int64_t n) {
+  static std::vector<float> buf;
+  if (static_cast<int64_t>(buf.size()) < n) {
+    std::mt19937 rng(12345 + static_cast<unsigned>(buf.size()));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const size_t old = buf.size();
+    buf.resize(static_cast<size_t>(n));
+    for (size_t i = old; i < buf.size(); ++i) buf[i] = u(rng);
+  }
+  return buf;
+}
+
+}  // namespace
+
+int64_t ProbeShape::FootprintBytes() const {
+  const int64_t e = SizeOf(dtype);
+  switch (kind) {
+    case ProbeKind::kGemm: return (m * k * e + k * n * e + m * n * (beta != 0 ? 4 : e)) * batch;
+    case ProbeKind::kAttentionFwd:
+    case ProbeKind::kAttentionBwd: {
+      const auto& a = attention;
+      const int64_t tok = a.seq * a.batch;
+      return e * (2 * tok * a.heads * a.head_dim + 2 * tok * a.kv_heads * a.head_dim + a.probs_floats()) *
+             (kind == ProbeKind::kAttentionBwd ? 2 : 1);
+    }
+    case ProbeKind::kLossFwd:
+    case ProbeKind::kLossBwd: return rows * vocab_rows * e * 2 + rows * 16;
+    case ProbeKind::kEmbeddingFwd:
+    case ProbeKind::kEmbeddingBwd: return vocab_rows * cols * 4 + rows * cols * e * 2;
+    case ProbeKind::kAdamW: return n * 16 + (dtype != DType::kF32 ? n * e : 0);
+    case ProbeKind::kSumSquares: return n * 4;
+    case ProbeKind::kCast:
+    case ProbeKind::kCopy:
+    case ProbeKind::kActFwd:
+    case ProbeKind::kActBwd: return n * e * 5;
+    default: return rows * cols * e * 6;
+  }
+}
+
+std::string ProbeShape::Describe() const {
+  std::string s = KindName(kind);
+  auto kv = [&](const char* key, int64_t v) { s += std::string(" ") + key + "=" + std::to_string(v); };
+  switch (kind) {
+    case ProbeKind::kGemm:
+      kv("m", m);
+      kv("n", n);
+      kv("k", k);
+      if (batch != 1) kv("batch", batch);
+      break;
+    case ProbeKind::kAttentionFwd:
+    case ProbeKind::kAttentionBwd:
+      kv("b", attention.batch);
+      kv("s", attention.seq);
+      kv("heads", attention.heads);
+      kv("kv_heads", attention.kv_heads);
+      kv("d", attention.head_dim);
+      break;
+    case ProbeKind::kActFwd:
+    case ProbeKind::kActBwd:
+    case ProbeKind::kAdamW:
+    case ProbeKind::kSumSquares:
+    case ProbeKind::kCast:
+    case ProbeKind::kCopy: kv("n", n); break;
+    default:
+      kv("rows", rows);
+      kv("cols", vocab_rows > 0 && kind != ProbeKind::kEmbeddingFwd && kind != ProbeKind::kEmbeddingBwd ? vocab_rows
+                                                                                                         : cols);
+      break;
+  }
+  return s + " " + executor::ToString(dtype);
+}
+
+Result<size_t> KernelProbe::Add(executor::Backend& backend, int64_t numel, DType dtype, bool random) {
+  auto t = backend.Allocate(std::max<int64_t>(numel, 1), dtype, executor::MemoryKind::kWorkspace);
+  if (!t) return t.error();
+  if (random && dtype != DType::kI32) {
+    const auto& host = RandomHost(t->numel());
+    backend.CopyToDevice(t->ptr(), host.data(), DType::kF32, t->numel());
+  } else if (dtype == DType::kF32 || dtype == DType::kF64 || executor::IsHalf(dtype)) {
+    backend.Fill(t->ptr(), t->numel(), 0.0f);
+  }
+  tensors_.push_back(std::move(*t));
+  return tensors_.size() - 1;
+}
+
+Status KernelProbe::Prepare(executor::Backend& backend) {
+  if (!tensors_.empty()) return {};
+  const ProbeShape& p = shape_;
+  const DType d = p.dtype;
+  auto add = [&](int64_t numel, DType dt, bool random = true) -> Status {
+    auto r = Add(backend, numel, dt, random);
+    if (!r) {
+      tensors_.clear();
+      return r.error();
+    }
+    return {};
+  };
+  auto indices = [&](int64_t count, int64_t range) -> Status {
+    auto r = Add(backend, count, DType::kI32, false);
+    if (!r) {
+      tensors_.clear();
+      return r.error();
+    }
+    std::vector<int32_t> host(static_cast<size_t>(count));
+    std::mt19937 rng(7);
+    for (auto& v : host) v = static_cast<int32_t>(rng() % static_cast<uint32_t>(std::max<int64_t>(range, 1)));
+    backend.CopyToDevice(tensors_[*r].ptr(), host.data(), DType::kI32, count);
+    return {};
+  };
+  switch (p.kind) {
+    case ProbeKind::kGemm:
+      PX_RETURN_IF_ERROR(add(p.m * p.k * p.batch, d));
+      PX_RETURN_IF_ERROR(add(p.k * p.n * p.batch, d));
+      PX_RETURN_IF_ERROR(add(p.m * p.n * p.batch, p.beta != 0 ? DType::kF32 : d));
+      break;
+    case ProbeKind::kNormFwd:  // x, gamma, beta, y, mean, rstd
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
+      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
+      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
+      break;
+    case ProbeKind::kNormBwd:  // dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dh
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32));
+      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32));
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
+      PX_RETURN_IF_ERROR(add(p.cols, DType::kF32, false));
+      PX_RETURN_IF_ERROR(add(p.cols, DType::kF32, false));
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
+      break;
+    case ProbeKind::kActFwd:  // x (gate), up, y
+    case ProbeKind::kActBwd:  // x (gate), up, dy, dx (dgate), dup
+      PX_RETURN_IF_ERROR(add(p.n, d));
+      PX_RETURN_IF_ERROR(add(p.swiglu ? p.n : 1, d));
+      PX_RETURN_IF_ERROR(add(p.n, d));
+      if (p.kind == ProbeKind::kActBwd) {
+        PX_RETURN_IF_ERROR(add(p.n, d, false));
+        PX_RETURN_IF_ERROR(add(p.swiglu ? p.n : 1, d, false));
+      }
+      break;
+    case ProbeKind::kResidualFwd:  // x, o, h, bias
+    case ProbeKind::kResidualBwd:  // dout, dh, -, dbias
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
+      PX_RETURN_IF_ERROR(add(p.cols, p.kind == ProbeKind::kResidualBwd ? DType::kF32 : d));
+      break;
+    case ProbeKind::kAttentionFwd:
+    case ProbeKind::kAttentionBwd: {  // q, k, v, out, probs [, dout, dq, dk, dv]
+      const auto& a = p.attention;
+      const int64_t tok = a.seq * a.batch;
+      PX_RETURN_IF_ERROR(add(tok * a.heads * a.head_dim, d));
+      PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d));
+      PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d));
+      PX_RETURN_IF_ERROR(add(tok * a.heads * a.head_dim, d, false));
+      PX_RETURN_IF_ERROR(add(a.probs_floats(), d, false));
+      if (p.kind == ProbeKind::kAttentionBwd) {
+        backend.AttentionForward(a, T(0), T(1), T(2), T(3), T(4));  // real probabilities
+        PX_RETURN_IF_ERROR(add(tok * a.heads * a.head_dim, d));
+        PX_RETURN_IF_ERROR(add(tok * a.heads * a.head_dim, d, false));
+        PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d, false));
+        PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d, false));
+      }
+      break;
+    }
+    case ProbeKind::kEmbeddingFwd:  // index, table, out, positions index, position table
+    case ProbeKind::kEmbeddingBwd:  // index, dout, dtable (fp32), positions index, dpos (fp32)
+      PX_RETURN_IF_ERROR(indices(p.rows, p.vocab_rows));
+      PX_RETURN_IF_ERROR(add(p.kind == ProbeKind::kEmbeddingFwd ? p.vocab_rows * p.cols : p.rows * p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.kind == ProbeKind::kEmbeddingFwd ? p.rows * p.cols : p.vocab_rows * p.cols,
+                             p.kind == ProbeKind::kEmbeddingFwd ? d : DType::kF32, false));
+      if (p.positions) {
+        PX_RETURN_IF_ERROR(indices(p.rows, p.rows));
+        PX_RETURN_IF_ERROR(add(p.rows * p.cols, p.kind == ProbeKind::kEmbeddingFwd ? d : DType::kF32));
+      }
+      break;
+    case ProbeKind::kLossFwd:  // logits, row_max, targets, stats, sum_exp, loss
+    case ProbeKind::kLossBwd:  // logits, row_max, targets, sum_exp, -, -, dlogits
+      PX_RETURN_IF_ERROR(add(p.rows * p.vocab_rows, d));
+      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32));
+      PX_RETURN_IF_ERROR(indices(p.rows, p.vocab_rows));
+      PX_RETURN_IF_ERROR(add(2 * p.rows, DType::kF32));
+      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32));
+      PX_RETURN_IF_ERROR(add(1, DType::kF64, false));
+      if (p.kind == ProbeKind::kLossBwd) {
+        backend.RowMax(T(0), p.rows, p.vocab_rows, T(1));
+        backend.CrossEntropyStats(T(0), p.rows, p.vocab_rows, T(1), T(2), 0, T(4), T(3) + p.rows);
+        PX_RETURN_IF_ERROR(add(p.rows * p.vocab_rows, d, false));
+      }
+      break;
+    case ProbeKind::kAdamW:  // main, grad, m, v [, model]
+      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
+      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
+      PX_RETURN_IF_ERROR(add(p.n, DType::kF32, false));
+      PX_RETURN_IF_ERROR(add(p.n, DType::kF32, false));
+      if (d != DType::kF32) PX_RETURN_IF_ERROR(add(p.n, d, false));
+      break;
+    case ProbeKind::kSumSquares:
+      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
+      PX_RETURN_IF_ERROR(add(1, DType::kF64, false));
+      break;
+    case ProbeKind::kCast:
+      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
+      PX_RETURN_IF_ERROR(add(p.n, d, false));
+      break;
+    case ProbeKind::kCopy:
+      PX_RETURN_IF_ERROR(add(p.n, d));
+      PX_RETURN_IF_ERROR(add(p.n, d, false));
+      break;
+  }
+  return backend.Synchronize();
+}
+
+Status KernelProbe::Run(executor::Backend& be) {
+  const ProbeShape& p = shape_;
+  switch (p.kind) {
+    case ProbeKind::kGemm: {
+      executor::GemmArgs g;
+      g.ta = p.ta;
+      g.tb = p.tb;
+      g.m = p.m;
+      g.n = p.n;
+      g.k = p.k;
+      g.beta = p.beta;
+      g.a = T(0);
+      g.b = T(1);
+      g.c = T(2);
+      g.lda = p.ta == executor::Trans::kNo ? p.k : p.m;
+      g.ldb = p.tb == executor::Trans::kNo ? p.n : p.k;
+      g.ldc = p.n;
+      g.batch = p.batch;
+      g.stride_a = p.m * p.k;
+      g.stride_b = p.k * p.n;
+      g.stride_c = p.m * p.n;
+      be.Gemm(g);
+      break;
+    }
+    case ProbeKind::kNormFwd:
+      if (p.rms) {
+        be.RmsNormForward(T(0), T(1), T(3), T(5), p.rows, p.cols, 1e-5f);
+      } else {
+        be.LayerNormForward(T(0), T(1), T(2), T(3), T(4), T(5), p.rows, p.cols, 1e-5f);
+      }
+      break;
+    case ProbeKind::kNormBwd:
+      if (p.rms) {
+        be.RmsNormBackward(T(0), T(1), T(2), T(4), T(5), T(6), p.rows, p.cols);
+      } else {
+        be.LayerNormBackward(T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), p.rows, p.cols);
+      }
+      be.Axpy(T(8), T(5), p.rows * p.cols, 1.0f);
+      break;
+    case ProbeKind::kActFwd:
+      if (p.swiglu) {
+        be.SwigluForward(T(0), T(1), T(2), p.n);
+      } else {
+        be.GeluForward(T(0), T(2), p.n);
+      }
+      break;
+    case ProbeKind::kActBwd:
+      if (p.swiglu) {
+        be.SwigluBackward(T(0), T(1), T(2), T(3), T(4), p.n);
+      } else {
+        be.GeluBackward(T(0), T(2), T(3), p.n);
+      }
+      break;
+    case ProbeKind::kResidualFwd:
+      be.Copy(T(2), T(0), p.rows * p.cols);
+      be.Axpy(T(2), T(1), p.rows * p.cols, 1.0f);
+      if (p.bias) be.AddBias(T(2), T(3), p.rows, p.cols);
+      break;
+    case ProbeKind::kResidualBwd:
+      be.Copy(T(2), T(0), p.rows * p.cols);
+      if (p.bias) be.BiasBackward(T(0), T(3), p.rows, p.cols);
+      break;
+    case ProbeKind::kAttentionFwd: be.AttentionForward(p.attention, T(0), T(1), T(2), T(3), T(4)); break;
+    case ProbeKind::kAttentionBwd:
+      be.AttentionBackward(p.attention, T(0), T(1), T(2), T(4), T(5), T(6), T(7), T(8));
+      break;
+    case ProbeKind::kEmbeddingFwd:
+      be.EmbeddingForward(T(0), p.rows, T(1), 0, p.vocab_rows, p.cols, T(2), false);
+      if (p.positions) be.EmbeddingForward(T(3), p.rows, T(4), 0, p.rows, p.cols, T(2), true);
+      break;
+    case ProbeKind::kEmbeddingBwd:
+      if (p.positions) be.EmbeddingBackward(T(3), p.rows, T(1), 0, p.rows, p.cols, T(4));
+      be.EmbeddingBackward(T(0), p.rows, T(1), 0, p.vocab_rows, p.cols, T(2));
+      break;
+    case ProbeKind::kLossFwd:
+      be.RowMax(T(0), p.rows, p.vocab_rows, T(1));
+      be.CrossEntropyStats(T(0), p.rows, p.vocab_rows, T(1), T(2), 0, T(3), T(3) + p.rows);
+      be.Copy(T(4), T(3), p.rows);
+      be.CrossEntropyLoss(T(1), T(3), T(3) + p.rows, p.rows, T(5));
+      break;
+    case ProbeKind::kLossBwd:
+      be.CrossEntropyBackward(T(0), p.rows, p.vocab_rows, T(1), T(4), T(2), 0, 1e-3f, T(6));
+      break;
+    case ProbeKind::kAdamW: {
+      // Parameters come in tensors of up to 1M elements, as a layer's weights do.
+      constexpr int64_t kPiece = 1 << 20;
+      std::vector<executor::AdamWTensor> ts;
+      for (int64_t off = 0; off < p.n; off += kPiece) {
+        executor::AdamWTensor a;
+        a.n = std::min(kPiece, p.n - off);
+        a.main = T(0) + off;
+        a.grad = T(1) + off;
+        a.m = T(2) + off;
+        a.v = T(3) + off;
+        if (tensors_.size() > 4) a.model = T(4) + off;
+        a.decay = true;
+        ts.push_back(a);
+      }
+      executor::AdamWParams ap;
+      ap.lr = 1e-4;
+      be.MultiTensorAdamW(ts, ap);
+      break;
+    }
+    case ProbeKind::kSumSquares: {
+      const executor::DevSpan span{T(0), p.n};
+      be.MultiTensorSumSquares(std::span<const executor::DevSpan>(&span, 1), T(1));
+      break;
+    }
+    case ProbeKind::kCast:
+    case ProbeKind::kCopy: be.Copy(T(1), T(0), p.n); break;
+  }
+  return {};
+}
+
+}  // namespace parallax::profiler

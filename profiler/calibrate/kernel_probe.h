@@ -1,0 +1,70 @@
+#pragma once
+// One kernel (or the short chain of kernels the executor runs for one op) on random inputs of one
+// shape, enqueued through the backend seam: what `parallax calibrate` times for a GEMM sample or a
+// memory-bound family point. Inputs are allocated once (an allocation that fails, out of memory
+// at a large shape, is the error that skips the point) and filled with random values, never zeros.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/backend.h"
+#include "model/result.h"
+
+namespace parallax::profiler {
+
+enum class ProbeKind {
+  kGemm,          //!< m x n x k (x batch), transposes as the op runs it
+  kNormFwd,       //!< LayerNorm / RMSNorm forward over rows x cols
+  kNormBwd,       //!< its backward, plus the residual-gradient Axpy the layer adds
+  kActFwd,        //!< GELU or SwiGLU over n elements
+  kActBwd,
+  kResidualFwd,   //!< residual copy + add (+ bias) after a row-parallel GEMM, rows x cols
+  kResidualBwd,   //!< residual-gradient copy (+ bias gradient)
+  kAttentionFwd,  //!< causal attention of `attention` (probabilities kept)
+  kAttentionBwd,
+  kEmbeddingFwd,  //!< token lookup of rows tokens from a vocab_rows x cols table (+ learned positions)
+  kEmbeddingBwd,
+  kLossFwd,       //!< vocab-parallel cross-entropy forward over rows x vocab_rows logits
+  kLossBwd,
+  kAdamW,         //!< multi-tensor AdamW over n fp32 parameters
+  kSumSquares,    //!< multi-tensor sum of squares over n fp32 gradients
+  kCast,          //!< fp32 -> dtype copy of n elements
+  kCopy,          //!< dtype -> dtype copy of n elements (streaming bandwidth)
+};
+
+struct ProbeShape {
+  ProbeKind kind = ProbeKind::kGemm;
+  executor::DType dtype = executor::DType::kF32;
+  int64_t m = 0, n = 0, k = 0, batch = 1;  //!< GEMM; n is also the element count of vector probes
+  executor::Trans ta = executor::Trans::kNo, tb = executor::Trans::kNo;
+  float beta = 0;
+  int64_t rows = 0, cols = 0, vocab_rows = 0;
+  bool rms = false, swiglu = false, bias = false, positions = false;
+  executor::AttentionShape attention{};
+  //! Bytes of backend memory the probe allocates (for the skip message and the ETA).
+  int64_t FootprintBytes() const;
+  //! "gemm m=64 n=64 k=64 fp32", "norm_fwd rows=64 cols=64 fp32", ...
+  std::string Describe() const;
+};
+
+class KernelProbe {
+ public:
+  explicit KernelProbe(ProbeShape shape) : shape_(shape) {}
+  //! Allocates and fills the inputs (once); an allocation failure is the error.
+  Status Prepare(executor::Backend& backend);
+  //! Enqueues one run on the compute stream.
+  Status Run(executor::Backend& backend);
+  //! Frees the inputs.
+  void Release() { tensors_.clear(); }
+  const ProbeShape& shape() const { return shape_; }
+
+ private:
+  executor::DevPtr T(size_t i) const { return tensors_[i].ptr(); }
+  Result<size_t> Add(executor::Backend& backend, int64_t numel, executor::DType dtype, bool random = true);
+  ProbeShape shape_;
+  std::vector<executor::Tensor> tensors_;
+};
+
+}  // namespace parallax::profiler
