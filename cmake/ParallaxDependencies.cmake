@@ -69,6 +69,21 @@ if(PARALLAX_WITH_CUDA)
   set(CMAKE_CUDA_STANDARD 17)  # cmake 3.25 does not know nvcc's C++20 flag
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   enable_language(CUDA)
+  # The CUDA backend's libraries: cuBLASLt (GEMMs) from the toolkit, NCCL (collectives) from the
+  # toolkit tree or NCCL_ROOT. Without NCCL the CUDA backend cannot be built.
+  if(NOT TARGET CUDA::cublasLt)
+    message(FATAL_ERROR "PARALLAX_WITH_CUDA: cuBLASLt (libcublasLt) not found in the CUDA toolkit")
+  endif()
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+    PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+    PATH_SUFFIXES lib lib64)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    message(FATAL_ERROR "PARALLAX_WITH_CUDA: NCCL (nccl.h, libnccl) not found; set NCCL_ROOT")
+  endif()
+  add_library(parallax::nccl UNKNOWN IMPORTED)
+  set_target_properties(parallax::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+    INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
 endif()
 
 # libFuzzer needs clang++ (with its compiler-rt), also when the project itself is built with g++.

@@ -1,13 +1,143 @@
 #pragma once
-// The CUDA backend (cuBLAS + own kernels + NCCL) lands with its own issue; until then this
-// entry point only reports why it cannot be created.
+// CudaBackend: one GPU per rank (the launcher's local rank), cudaMalloc underneath the base
+// class's caching allocator (never managed memory), four CUDA streams (compute and the three
+// comm streams, the trace's tracks), timing events from a pool, cuBLASLt GEMMs, our own kernels
+// for everything else (executor/cuda/*.cu) and NCCL communicators bootstrapped over MPI.
+//
+// Errors: the seam's kernel entry points return nothing, so a failed CUDA/cuBLAS call is kept as
+// the backend's first error (sticky, as a CUDA context's is) and returned by the next
+// WaitEvent/SynchronizeEvent/Synchronize/EventTimesNs; the training loop synchronises once per
+// step, so a failure ends the step it happened in. Host waits poll instead of blocking, so the
+// NCCL watchdog (comm_watchdog.h) runs while the host waits and a lost peer never hangs the job.
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "executor/backend.h"
+#include "executor/cuda/comm_watchdog.h"
+#include "executor/cuda/cuda_handles.h"
+#include "executor/cuda/lt_gemm.h"
 
 namespace parallax::executor {
 
+//! The CUDA backend, or an error saying what is missing (no driver, no GPU: exit status 1).
 Result<std::unique_ptr<Backend>> CreateCudaBackend();
+//! The GPU this process uses: the launcher's local rank (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID,
+//! MPI_LOCALRANKID, LOCAL_RANK) modulo the visible devices; 0 when launched alone.
+int LocalRankDevice(int device_count);
+
+class CudaStream final : public Stream {
+ public:
+  CudaStream(StreamKind kind, gpu::StreamPtr s) : kind_(kind), s_(std::move(s)) {}
+  StreamKind kind() const override { return kind_; }
+  cudaStream_t get() const { return s_.get(); }
+
+ private:
+  StreamKind kind_;
+  gpu::StreamPtr s_;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  //! Uses device `device` (cudaSetDevice on this thread).
+  static Result<std::unique_ptr<CudaBackend>> Create(int device);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  bool SupportsPrecision(Precision) const override { return true; }
+  int64_t DeviceMemoryBytes() const override;
+  Result<std::unique_ptr<Communicator>> ConnectWorld(LaunchContext& launch, double timeout_s) override;
+
+  void CopyToDevice(DevPtr dst, const void* host, DType host_type, int64_t count) override;
+  void CopyToHost(void* host, DType host_type, DevPtr src, int64_t count) override;
+  void CopyBytesToHost(void* host, DevPtr src, int64_t count) override;
+  void CopyBytesToDevice(DevPtr dst, const void* host, int64_t count) override;
+
+  Stream& stream(StreamKind s) override { return *streams_[static_cast<size_t>(s)]; }
+  Event RecordEvent(StreamKind s) override;
+  Status WaitEvent(StreamKind waiter, Event e) override;
+  Status SynchronizeEvent(Event e) override;
+  Status Synchronize() override;
+  Result<std::vector<int64_t>> EventTimesNs(Event origin, std::span<const Event> events) override;
+  void ReleaseEvents(std::span<const Event> events) override;
+
+  void Gemm(const GemmArgs& g) override;
+  void Fill(DevPtr x, int64_t n, float value) override;
+  void Copy(DevPtr dst, DevPtr src, int64_t n) override;
+  void Axpy(DevPtr y, DevPtr x, int64_t n, float alpha) override;
+  void AddBias(DevPtr y, DevPtr bias, int64_t rows, int64_t cols) override;
+  void BiasBackward(DevPtr dy, DevPtr dbias, int64_t rows, int64_t cols) override;
+  void LayerNormForward(DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows,
+                        int64_t cols, float eps) override;
+  void LayerNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx, DevPtr dgamma,
+                         DevPtr dbeta, int64_t rows, int64_t cols) override;
+  void RmsNormForward(DevPtr x, DevPtr gamma, DevPtr y, DevPtr rstd, int64_t rows, int64_t cols, float eps) override;
+  void RmsNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dx, DevPtr dgamma, int64_t rows,
+                       int64_t cols) override;
+  void GeluForward(DevPtr x, DevPtr y, int64_t n) override;
+  void GeluBackward(DevPtr x, DevPtr dy, DevPtr dx, int64_t n) override;
+  void SwigluForward(DevPtr gate, DevPtr up, DevPtr y, int64_t n) override;
+  void SwigluBackward(DevPtr gate, DevPtr up, DevPtr dy, DevPtr dgate, DevPtr dup, int64_t n) override;
+  void Rotary(DevPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) override;
+  void AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr out, DevPtr probs) override;
+  void AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr probs, DevPtr dout, DevPtr dq,
+                         DevPtr dk, DevPtr dv) override;
+  void EmbeddingForward(DevPtr index, int64_t n, DevPtr table, int64_t vocab_begin, int64_t table_rows,
+                        int64_t hidden, DevPtr out, bool accumulate) override;
+  void EmbeddingBackward(DevPtr index, int64_t n, DevPtr dout, int64_t vocab_begin, int64_t table_rows,
+                         int64_t hidden, DevPtr dtable) override;
+  void RowMax(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max) override;
+  void CrossEntropyStats(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr targets,
+                         int64_t vocab_begin, DevPtr sum_exp, DevPtr target_logit) override;
+  void CrossEntropyLoss(DevPtr row_max, DevPtr sum_exp, DevPtr target_logit, int64_t rows, DevPtr loss_sum) override;
+  void CrossEntropyBackward(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr sum_exp,
+                            DevPtr targets, int64_t vocab_begin, float scale, DevPtr dlogits) override;
+  void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;
+  void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) override;
+
+  // ---- CUDA-specific ---------------------------------------------------------------------------
+  int device() const { return device_; }
+  cudaStream_t raw_stream(StreamKind s) const { return streams_[static_cast<size_t>(s)]->get(); }
+  //! fp32 GEMMs may use TF32 tensor cores (off by default; PARALLAX_CUDA_TF32=1 turns it on).
+  void set_allow_tf32(bool on) { allow_tf32_ = on; }
+  bool allow_tf32() const { return allow_tf32_; }
+  //! The first error since creation (ok while none).
+  const Status& status() const { return failed_; }
+  //! The watchdog shared with this backend's NCCL communicators.
+  const std::shared_ptr<gpu::CommWatchdog>& watchdog() const { return watchdog_; }
+  //! cuBLASLt's scratch per GEMM (allocated once through Allocate, counted as workspace).
+  static constexpr int64_t kGemmWorkspaceBytes = int64_t{32} << 20;
+  const gpu::LtGemm& lt() const { return *gemm_; }
+  //! Keeps the first failure; later kernel calls still run (they fail too on a broken context).
+  void Fail(Error e);
+
+ protected:
+  void* RawAllocate(int64_t bytes) override;
+  void RawFree(void* p) override;
+
+ private:
+  CudaBackend(int device, std::vector<std::unique_ptr<CudaStream>> streams, std::unique_ptr<gpu::LtGemm> gemm);
+  cudaStream_t Compute() const { return raw_stream(StreamKind::kCompute); }
+  //! Polls `query` (a cudaStreamQuery/cudaEventQuery) until it stops reporting "not ready",
+  //! running the NCCL watchdog meanwhile.
+  template <class Query>
+  Status WaitFor(Query query, const char* what);
+  Status WaitStream(StreamKind s);
+  //! A persistent scratch buffer (slot) of at least `numel` elements of `dtype`, grown on demand;
+  //! kept across calls so no other stream can be handed its memory while a kernel still uses it.
+  Result<DevPtr> Scratch(int slot, int64_t numel, DType dtype);
+  cudaEvent_t EventOf(Event e) const { return events_[static_cast<size_t>(e.id)].get(); }
+
+  int device_;
+  std::vector<std::unique_ptr<CudaStream>> streams_;
+  std::unique_ptr<gpu::LtGemm> gemm_;
+  std::vector<gpu::EventPtr> events_;
+  std::vector<int64_t> free_events_;
+  std::vector<Tensor> scratch_;
+  bool allow_tf32_ = false;
+  Status failed_;
+  std::shared_ptr<gpu::CommWatchdog> watchdog_;
+};
 
 }  // namespace parallax::executor

@@ -533,7 +533,10 @@ TEST_P(OpsTest, MultiTensorAdamWAndSumSquares) {
 // Every rank regenerates every rank's input from its rank number, so each can compute the
 // collective's exact result.
 TEST_P(OpsTest, CollectivesOnStreams) {
-  Communicator& w = *g_world;
+  // The backend's own job communicator (CPU: MPI or one rank; CUDA: NCCL bootstrapped over MPI).
+  auto connected = be_->ConnectWorld(*g_launch, 60);
+  ASSERT_TRUE(connected) << connected.error().message;
+  Communicator& w = **connected;
   const int n = w.size(), me = w.rank();
   const int64_t count = 257;
   auto input_of = [&](int r) {
@@ -609,7 +612,8 @@ TEST_P(OpsTest, CollectivesOnStreams) {
   if (me == 0) std::printf("collectives checked over %d rank(s) in %s on %s\n", n, ToString(dt_), be_->name().c_str());
 }
 
-// Every backend this binary can create (CPU always; CUDA where a GPU is present).
+// Every backend this binary can create (CPU always; CUDA where a GPU is present: the CUDA
+// instances run only on a GPU machine, and the ctest entry needs no gpu label to pick them up).
 std::vector<std::string> UsableBackends() {
   std::vector<std::string> out;
   for (const std::string& name : CompiledBackends()) {

@@ -1,0 +1,120 @@
+#pragma once
+// Launchers of the CUDA backend's own kernels (the .cu files of this folder). Plain C++17 so
+// both nvcc and the host compiler read it. Every launcher enqueues on `stream` and returns the
+// launch status (cudaGetLastError), which the backend checks with PX_CUDA_RECORD.
+//
+// Typed operands travel as KPtr (address + dtype): every kernel loads any float dtype into fp32,
+// computes in fp32 (reductions in fp32 trees or fp64 where the CPU backend uses double) and
+// rounds its outputs to nearest even, as the CPU backend does (executor/cpu/typed_kernels.cpp).
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "executor/dtype.h"
+
+namespace parallax::executor::gpu {
+
+struct KPtr {
+  void* p = nullptr;
+  DType t = DType::kF32;
+};
+inline KPtr K(DevPtr d) { return KPtr{d.ptr, d.dtype}; }
+
+// ---- elementwise (elementwise_kernels.cu) ---------------------------------------------------
+//! dst = src converted (any pair of dtypes; float -> int32 truncates as static_cast does).
+cudaError_t LaunchConvert(KPtr dst, KPtr src, int64_t n, cudaStream_t s);
+cudaError_t LaunchFill(KPtr x, int64_t n, float value, cudaStream_t s);
+//! y += alpha * x
+cudaError_t LaunchAxpy(KPtr y, KPtr x, int64_t n, float alpha, cudaStream_t s);
+//! y[r, :] += bias
+cudaError_t LaunchAddBias(KPtr y, KPtr bias, int64_t rows, int64_t cols, cudaStream_t s);
+//! out[c] += sum over rows of x[r, c], rows summed in a fixed order (deterministic).
+cudaError_t LaunchColumnSums(KPtr x, KPtr out, int64_t rows, int64_t cols, cudaStream_t s);
+cudaError_t LaunchGelu(KPtr x, KPtr y, int64_t n, cudaStream_t s);
+cudaError_t LaunchGeluBackward(KPtr x, KPtr dy, KPtr dx, int64_t n, cudaStream_t s);
+cudaError_t LaunchSwiglu(KPtr gate, KPtr up, KPtr y, int64_t n, cudaStream_t s);
+cudaError_t LaunchSwigluBackward(KPtr gate, KPtr up, KPtr dy, KPtr dgate, KPtr dup, int64_t n, cudaStream_t s);
+cudaError_t LaunchRotary(KPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse,
+                         cudaStream_t s);
+
+// ---- norms (norm_kernels.cu) -----------------------------------------------------------------
+cudaError_t LaunchLayerNormForward(KPtr x, KPtr gamma, KPtr beta, KPtr y, KPtr mean, KPtr rstd, int64_t rows,
+                                   int64_t cols, float eps, cudaStream_t s);
+//! dx overwritten; dgamma, dbeta (optional) accumulated.
+cudaError_t LaunchLayerNormBackward(KPtr dy, KPtr x, KPtr gamma, KPtr mean, KPtr rstd, KPtr dx, KPtr dgamma,
+                                    KPtr dbeta, int64_t rows, int64_t cols, cudaStream_t s);
+cudaError_t LaunchRmsNormForward(KPtr x, KPtr gamma, KPtr y, KPtr rstd, int64_t rows, int64_t cols, float eps,
+                                 cudaStream_t s);
+cudaError_t LaunchRmsNormBackward(KPtr dy, KPtr x, KPtr gamma, KPtr rstd, KPtr dx, KPtr dgamma, int64_t rows,
+                                  int64_t cols, cudaStream_t s);
+
+// ---- attention (attention_kernels.cu) ----------------------------------------------------------
+struct AttnDims {
+  int64_t batch = 1, seq = 1, heads = 1, kv_heads = 1, head_dim = 1;
+};
+//! Largest head_dim the tiled kernels take.
+inline constexpr int64_t kMaxAttentionHeadDim = 256;
+//! fp32 scratch floats AttentionBackward needs (row log-sum-exp and dO.O per query row).
+inline int64_t AttentionBackwardScratchFloats(const AttnDims& d) { return 2 * d.batch * d.heads * d.seq; }
+//! out = causal softmax(q k^T / sqrt(D)) v, tiled (never S x S in memory); probs (optional) gets
+//! the normalised probabilities of every row, zeros above the diagonal, as the CPU backend writes.
+cudaError_t LaunchAttentionForward(const AttnDims& d, KPtr q, KPtr k, KPtr v, KPtr out, KPtr probs, cudaStream_t s);
+//! dq, dk, dv overwritten; P is recomputed tile by tile from q, k and the row statistics.
+cudaError_t LaunchAttentionBackward(const AttnDims& d, KPtr q, KPtr k, KPtr v, KPtr dout, KPtr dq, KPtr dk, KPtr dv,
+                                    float* scratch, cudaStream_t s);
+
+// ---- embedding and loss (embedding_loss_kernels.cu) --------------------------------------------
+cudaError_t LaunchEmbeddingForward(const int32_t* index, int64_t n, KPtr table, int64_t vocab_begin,
+                                   int64_t table_rows, int64_t hidden, KPtr out, bool accumulate, cudaStream_t s);
+//! Deterministic without sorting: each block owns a range of table rows and a slice of columns
+//! and adds the gradients of its tokens in token order.
+cudaError_t LaunchEmbeddingBackward(const int32_t* index, int64_t n, KPtr dout, int64_t vocab_begin,
+                                    int64_t table_rows, int64_t hidden, KPtr dtable, cudaStream_t s);
+cudaError_t LaunchRowMax(KPtr logits, int64_t rows, int64_t cols, KPtr row_max, cudaStream_t s);
+cudaError_t LaunchCrossEntropyStats(KPtr logits, int64_t rows, int64_t cols, KPtr row_max, const int32_t* targets,
+                                    int64_t vocab_begin, KPtr sum_exp, KPtr target_logit, cudaStream_t s);
+//! loss_sum[0] (fp64) += sum over rows of log(sum_exp) + row_max - target_logit.
+cudaError_t LaunchCrossEntropyLoss(KPtr row_max, KPtr sum_exp, KPtr target_logit, int64_t rows, double* loss_sum,
+                                   cudaStream_t s);
+cudaError_t LaunchCrossEntropyBackward(KPtr logits, int64_t rows, int64_t cols, KPtr row_max, KPtr sum_exp,
+                                       const int32_t* targets, int64_t vocab_begin, float scale, KPtr dlogits,
+                                       cudaStream_t s);
+
+// ---- multi-tensor optimizer and norm (optimizer_kernels.cu) ------------------------------------
+struct AdamWItem {
+  float* main = nullptr;
+  const float* grad = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  KPtr model;  //!< p null: no compute-dtype copy
+  int64_t n = 0;
+  float decay = 1;  //!< 1 - lr * weight_decay, or 1
+};
+struct AdamWScalars {
+  float beta1, beta2, step_size, inv_sqrt_bc2, eps, grad_scale;
+};
+//! Tensors per launch (their descriptions travel as kernel parameters).
+inline constexpr int kMultiTensorMax = 48;
+//! Elements per block of the multi-tensor kernels.
+inline constexpr int64_t kMultiTensorChunk = 1 << 16;
+cudaError_t LaunchAdamW(const AdamWItem* items, int count, const AdamWScalars& sc, cudaStream_t s);
+struct SpanItem {
+  KPtr p;
+  int64_t n = 0;
+};
+//! Blocks (= fp64 partial sums) the spans need.
+int64_t SumSquaresBlocks(const SpanItem* items, int count);
+//! partials[0, blocks) = per-block sums of squares of the `count` spans.
+cudaError_t LaunchSumSquaresPartials(const SpanItem* items, int count, double* partials, cudaStream_t s);
+//! out[0] += sum of partials[0, n), in a fixed order.
+cudaError_t LaunchSumPartials(const double* partials, int64_t n, double* out, cudaStream_t s);
+
+// ---- GEMM fallback (gemm_fallback.cu) ----------------------------------------------------------
+//! C[b] = alpha op(A[b]) op(B[b]) + beta C[b], row-major, fp32 accumulation: used when cuBLASLt
+//! offers no algorithm for a shape (odd leading dimensions of 16-bit matrices).
+cudaError_t LaunchGemmFallback(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, KPtr a, int64_t lda,
+                               int64_t stride_a, KPtr b, int64_t ldb, int64_t stride_b, float beta, KPtr c,
+                               int64_t ldc, int64_t stride_c, int64_t batch, cudaStream_t s);
+
+}  // namespace parallax::executor::gpu
