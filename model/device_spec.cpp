@@ -78,6 +78,7 @@ Result<DeviceSpec> DeviceFromJson(const Json& j, const std::string& file, const 
       }
       m.peak_clock_MHz = a.NonNegativeNumber("peak_clock_MHz", 0);
       m.sustained_clock_MHz = a.NonNegativeNumber("sustained_clock_MHz", m.peak_clock_MHz);
+      m.sustained_matmul_tflops = a.NonNegativeNumber("sustained_matmul_tflops", 0);
       m.sfu_ops_per_clock_per_sm = a.NonNegativeNumber("sfu_ops_per_clock_per_sm", 0);
       m.warp_specialized_mma = a.Bool("warp_specialized_mma", false);
       m.dram_fraction = a.PositiveNumber("dram_fraction", 1.0);
@@ -115,6 +116,7 @@ Json DeviceToJson(const DeviceSpec& d) {
                     {"gemm_tiles", tiles},
                     {"peak_clock_MHz", m.peak_clock_MHz},
                     {"sustained_clock_MHz", m.sustained_clock_MHz},
+                    {"sustained_matmul_tflops", m.sustained_matmul_tflops},
                     {"sfu_ops_per_clock_per_sm", m.sfu_ops_per_clock_per_sm},
                     {"warp_specialized_mma", m.warp_specialized_mma},
                     {"dram_fraction", m.dram_fraction},

@@ -35,6 +35,10 @@ struct Microarch {
   std::vector<GemmTile> gemm_tiles;  //!< candidate CTA tiles; the fastest is taken (cuBLAS heuristics)
   double peak_clock_MHz = 0;         //!< clock the datasheet tensor peak assumes
   double sustained_clock_MHz = 0;    //!< clock under sustained dense MMA at the power limit
+  //! Measured maximum sustainable (power-saturated) 16-bit matmul rate, TFLOP/s; 0 = unknown. When
+  //! set, the GEMM tile model is scaled so that its best fat shape reaches it (instead of the
+  //! clock ratio), since per-clock MMA efficiency is itself below 1 and varies with the clock.
+  double sustained_matmul_tflops = 0;
   double sfu_ops_per_clock_per_sm = 0;  //!< special-function (exp) throughput, per SM per clock
   bool warp_specialized_mma = false;  //!< async MMA (wgmma + TMA): softmax overlaps the GEMMs (FA3)
   double dram_fraction = 1.0;         //!< fraction of hbm_GBps a streaming kernel reaches

@@ -111,6 +111,17 @@ DeviceSpec Device(const std::string& name, PeakTflops peak, double memory_GiB, d
 //     6912x16384x2048, with this tile model's 4.5% pipeline fill: 0.859 / 0.955 = 0.90 of 1410 MHz);
 //     GH100 at 700 W ~1450 MHz (ml-engineering mamf-finder MSMF on H200 SXM, same GH100 die and TDP:
 //     702.9 TFLOP/s sustained at 1440-1465 MHz, compute/accelerator/benchmarks/README.md).
+//   sustained_matmul_tflops (GH100): 702.9 TFLOP/s bf16, mamf-finder's MSMF ("maximum sustainable matmul
+//     FLOPS": thermally soaked, power-saturated, trimmed median of 5) on H200 SXM, the same GH100 die, 132
+//     SMs and 700 W TDP as H100 SXM (ml-engineering compute/accelerator/benchmarks/README.md, "What we
+//     measured: alone vs all-8 concurrent": 702.9 alone at ~1440-1465 MHz, 698.6 mean with all 8 GPUs
+//     busy); the burst MAMF of H100 SXM is 794.5 (compute/accelerator/README.md, "H200 is the same").
+//     Per clock that is 0.895 of the tensor peak at 1452 MHz, so the clock ratio alone (1450/1830,
+//     which puts this tile model's best shape at 772) overstates it; the tile model is scaled to it.
+//     A100 has no published MSMF; its best measured rate, MAMF 271.2 TFLOP/s bf16 (A100 SXM, torch 2.6,
+//     1024x10240x5120, same README table; the older 267.9 at 6912x16384x2048), is a boost burst and so an
+//     upper bound on the sustained rate: the tile model is capped to it (at 1275 MHz alone its best
+//     fat shape reached 280.5, above anything measured).
 //   SFU: 16 exp2/ex2 results per clock per SM on compute capability 8.0 and 9.0 (CUDA C++ Programming
 //     Guide, "Arithmetic Instructions" throughput table); H100: 3.9 TFLOP/s of special functions
 //     (Shah et al. 2024, FlashAttention-3, section 3.1), which is 132 x 16 x 1.83 GHz.
@@ -133,6 +144,7 @@ Microarch Ampere() {
                   GemmTile{128, 64, 32, 4}, GemmTile{64, 64, 32, 5}};
   a.peak_clock_MHz = 1410;
   a.sustained_clock_MHz = 1275;
+  a.sustained_matmul_tflops = 271.2;
   a.sfu_ops_per_clock_per_sm = 16;
   a.warp_specialized_mma = false;
   a.dram_fraction = 0.88;
@@ -152,6 +164,7 @@ Microarch Hopper() {
                   GemmTile{64, 128, 64, 4}};
   a.peak_clock_MHz = 1830;
   a.sustained_clock_MHz = 1450;
+  a.sustained_matmul_tflops = 702.9;
   a.warp_specialized_mma = true;
   a.blas_workspace_MiB = 32;
   return a;

@@ -1,5 +1,7 @@
 #include "planner/cost/device_traits.h"
 
+#include <algorithm>
+
 namespace parallax::planner {
 
 DeviceTraits TraitsFor(const DeviceSpec& device) {
@@ -14,6 +16,18 @@ DeviceTraits TraitsFor(const DeviceSpec& device) {
   t.sm_count = a.sm_count;
   t.tiles = a.gemm_tiles;
   if (a.peak_clock_MHz > 0 && a.sustained_clock_MHz > 0) t.mma_sustained_fraction = a.sustained_clock_MHz / a.peak_clock_MHz;
+  const double peak16 = std::max(device.peak_tflops.bf16, device.peak_tflops.fp16);
+  if (a.sustained_matmul_tflops > 0 && peak16 > 0) {
+    // The measured sustainable rate is reached at a fat, wave-perfect shape (mamf-finder's MSMF
+    // anchors on the fattest shapes, K up to 16384): there the tile model loses only the pipeline
+    // fill of each tile, ksteps / (ksteps + stages) with ksteps = 16384 / tile k.
+    double fill = 0;
+    for (const GemmTile& g : a.gemm_tiles) {
+      const double ksteps = 16384.0 / static_cast<double>(g.k);
+      fill = std::max(fill, ksteps / (ksteps + static_cast<double>(g.stages)));
+    }
+    t.mma_sustained_fraction = std::min(1.0, a.sustained_matmul_tflops / peak16 / fill);
+  }
   t.dram_fraction = a.dram_fraction;
   t.dram_bytes_in_flight = device.hbm_GBps * 1e9 * a.dram_latency_us * 1e-6;
   t.nccl_channels = a.nccl_channels;

@@ -89,21 +89,28 @@ class Pricer {
     std::vector<CostedOp> out;
     out.reserve(specs.size());
     for (const OpSpec& s : specs) out.push_back(Price(s));
-    if (impl_.overlap_tp_comm.value) HideTpBehindGemms(out);
+    if (impl_.overlap_tp_comm.value) HideTpBehindGemms(out, c_.contention_factor());
     return out;
   }
 
  private:
   // Overlapped TP communication (Transformer Engine userbuffers): a TP collective runs in chunks
   // under the GEMM that consumes or produces it; only what the neighbouring GEMM cannot hide stays
-  // on the critical path.
-  static void HideTpBehindGemms(std::vector<CostedOp>& ops) {
+  // on the critical path. The GEMM it hides behind runs on fewer SMs meanwhile: slowed by the
+  // contention factor k over the overlapped time, as DP overlap is (DESIGN.md "Overlap").
+  static void HideTpBehindGemms(std::vector<CostedOp>& ops, double k) {
     for (size_t i = 0; i < ops.size(); ++i) {
       if (!ops[i].tp_comm) continue;
-      double gemm = 0;
-      if (i + 1 < ops.size() && !ops[i + 1].tp_comm && ops[i + 1].flops > 0) gemm = ops[i + 1].time_s;
-      if (i > 0 && !ops[i - 1].tp_comm && ops[i - 1].flops > 0) gemm = std::max(gemm, ops[i - 1].time_s);
-      ops[i].time_s = std::max(0.0, ops[i].time_s - gemm);
+      size_t g = ops.size();
+      if (i + 1 < ops.size() && !ops[i + 1].tp_comm && ops[i + 1].flops > 0) g = i + 1;
+      if (i > 0 && !ops[i - 1].tp_comm && ops[i - 1].flops > 0 &&
+          (g == ops.size() || ops[i - 1].time_s > ops[g].time_s)) {
+        g = i - 1;
+      }
+      if (g == ops.size()) continue;
+      const double hidden = std::min(ops[i].time_s, ops[g].time_s);
+      ops[i].time_s -= hidden;
+      ops[g].time_s += (k - 1) * hidden;
     }
   }
 
