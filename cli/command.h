@@ -20,6 +20,7 @@ void RegisterPlanCommands(CLI::App& root, CliState& state);  // plan, simulate
 void RegisterRunCommand(CLI::App& root, CliState& state);
 void RegisterCalibrateCommand(CLI::App& root, CliState& state);
 void RegisterRefineCommand(CLI::App& root, CliState& state);
+void RegisterTuneCommand(CLI::App& root, CliState& state);
 void RegisterTraceCommand(CLI::App& root, CliState& state);
 
 //! Prints `e` to stderr ("parallax: <message>"), and with --json also {"error": ...} on stdout;

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   parallax::cli::RegisterRunCommand(app, state);
   parallax::cli::RegisterCalibrateCommand(app, state);
   parallax::cli::RegisterRefineCommand(app, state);
+  parallax::cli::RegisterTuneCommand(app, state);
   parallax::cli::RegisterTraceCommand(app, state);
   parallax::cli::RegisterModelCommand(app, state);
   parallax::cli::RegisterClusterCommand(app, state);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, then walks parallax's loop on this machine:
 #   1. describe a model, 2. plan a large model on a large cluster (ranked table),
-#   3. plan a small model for the local CPU, predict its trace, 4. run that plan for real under
-#   mpirun (losses, step time, measured trace), 5. diff predicted against measured.
+#   3. calibrate this machine (one rank per core), 4. plan a small model with the measured costs and
+#   predict its trace, 5. run that plan for real under mpirun, 6. refine the costs from the measured
+#   trace, 7. print predicted vs measured step time.
 # Outputs land in build/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,16 +23,42 @@ echo "== 2. parallax plan --model llama3-70b --cluster dgx-h100 --nodes 8 --glob
 "$bin" plan --model llama3-70b --cluster dgx-h100 --nodes 8 --global-batch 512 --top 8
 
 echo
-echo "== 3. plan gpt-tiny for $ranks local CPU ranks and predict its trace"
-"$bin" plan --model gpt-tiny --cluster local-cpu --global-batch 16 --precision fp32 --top 3 -o "$out/plan.json"
-"$bin" simulate --plan "$out/plan.json" --all-ranks --trace "$out/predicted.json" | tail -n 4
+echo "== 3. calibrate this machine: mpirun -np $ranks parallax calibrate --quick --model gpt-tiny"
+mpirun --oversubscribe -np "$ranks" "$bin" calibrate --quick --model gpt-tiny -o "$out/costdb.json" \
+  --cluster-out "$out/cluster.json"
 
 echo
-echo "== 4. mpirun -np $ranks parallax run --plan $out/plan.json --steps 10"
-mpirun --oversubscribe -np "$ranks" "$bin" run --plan "$out/plan.json" --steps 10 --trace "$out/measured.json"
+echo "== 4. plan gpt-tiny for $ranks ranks with the measured costs, predict its trace"
+"$bin" plan --model gpt-tiny --cluster "$out/cluster.json" --costdb "$out/costdb.json" --global-batch 16 \
+  --precision fp32 --top 3 -o "$out/plan.json"
+"$bin" simulate --plan "$out/plan.json" --costdb "$out/costdb.json" --all-ranks --trace "$out/predicted.json" \
+  --json > "$out/predicted_step.json"
 
 echo
-echo "== 5. parallax trace diff predicted.json measured.json (the cpu device is nominal until calibrated)"
-"$bin" trace diff "$out/predicted.json" "$out/measured.json" --top 5 | head -n 24
+echo "== 5. mpirun -np $ranks parallax run --plan $out/plan.json --steps 20"
+mpirun --oversubscribe -np "$ranks" "$bin" run --plan "$out/plan.json" --steps 20 --trace "$out/measured.json" \
+  --json > "$out/measured_run.json"
+
+echo
+echo "== 6. refine the costs from the measured trace, predict again"
+"$bin" refine --plan "$out/plan.json" --trace "$out/measured.json" --costdb "$out/costdb.json" \
+  -o "$out/costdb-refined.json" | tail -n 3
+"$bin" simulate --plan "$out/plan.json" --costdb "$out/costdb-refined.json" --json > "$out/refined_step.json"
+
+echo
+echo "== 7. predicted vs measured step time (measured: median of steps 2..20; the machine's load average: $(cut -d' ' -f1 /proc/loadavg))"
+python3 - "$out" <<'PY'
+import json, statistics, sys
+out = sys.argv[1]
+steps = json.load(open(f"{out}/measured_run.json"))["step_times_s"][1:]
+meas, fastest = statistics.median(steps), min(steps)
+layout = json.load(open(f"{out}/plan.json"))["layout"]
+print("layout: " + ",".join(f"{k}={v}" for k, v in layout.items()))
+print(f"{'':32s} {'step ms':>9s} {'vs median':>10s} {'vs fastest':>11s}")
+print(f"{'measured (median / fastest)':32s} {meas*1e3:9.2f} {'':>10s} {fastest*1e3:11.2f}")
+for name, f in (("predicted (calibration)", "predicted_step.json"), ("predicted (after refine)", "refined_step.json")):
+    p = json.load(open(f"{out}/{f}"))["step_time_s"]
+    print(f"{name:32s} {p*1e3:9.2f} {(p-meas)/meas*100:+9.1f}% {(p-fastest)/fastest*100:+10.1f}%")
+PY
 echo
 echo "traces for Perfetto (ui.perfetto.dev): $out/predicted.json $out/measured.json"
