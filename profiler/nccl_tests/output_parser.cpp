@@ -92,8 +92,16 @@ class Parser {
   }
 
  private:
+  // Built by append: GCC 12's -O3 -Wrestrict false positive (PR 105329) fires on `"x" + std::string`.
   Error Fail(int line, const std::string& what) const {
-    return BadInput(out_.file + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + what);
+    std::string msg = out_.file;
+    if (line > 0) {
+      msg.push_back(':');
+      msg.append(std::to_string(line));
+    }
+    msg.append(": ");
+    msg.append(what);
+    return BadInput(std::move(msg));
   }
 
   Status Line(std::string_view line, int n) {
@@ -238,9 +246,11 @@ Result<CollectiveKind> CollectiveOfProgram(std::string_view program) {
   for (const auto& [name, kind] : kPrograms) {
     if (program == name) return kind;
   }
-  return BadInput("\"" + std::string(program) +
-                  "\" is not an nccl-tests program parallax reads (all_reduce_perf, all_gather_perf, "
-                  "reduce_scatter_perf, alltoall_perf, broadcast_perf, sendrecv_perf)");
+  std::string msg = "\"";
+  msg.append(program);
+  msg.append("\" is not an nccl-tests program parallax reads (all_reduce_perf, all_gather_perf, "
+             "reduce_scatter_perf, alltoall_perf, broadcast_perf, sendrecv_perf)");
+  return BadInput(std::move(msg));
 }
 
 std::string ProgramFromFileName(std::string_view file) {
