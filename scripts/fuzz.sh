@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer reader targets for longer than ctest's bounded runs.
 # Usage: scripts/fuzz.sh [-t SECONDS_PER_READER] [-j JOBS] [-b BUILD_DIR] [READER...]
-#   READER: model hf_config cluster plan costdb inline_plan trace nccl_tests (default: all that are built)
+#   READER: model hf_config cluster plan costdb inline_plan trace nccl_tests checkpoint (default: all that are built)
 #   -t  seconds per reader (default 60)   -j  parallel fuzzing jobs per reader (default 1)
 #   -b  build folder holding tests/fuzz/fuzz_<reader> (default: build)
 # New interesting inputs go to BUILD_DIR/tests/fuzz/work/<reader>/, crashes to
@@ -15,7 +15,7 @@ usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//' >&2; }
 die() { echo "fuzz.sh: $*" >&2; usage; exit 2; }
 
 seconds=60 jobs=1 build=build
-all_readers=(model hf_config cluster plan costdb inline_plan trace nccl_tests)
+all_readers=(model hf_config cluster plan costdb inline_plan trace nccl_tests checkpoint)
 while getopts ":t:j:b:h" opt; do
   case "$opt" in
     t) seconds="$OPTARG" ;;

@@ -5,13 +5,12 @@
 #include <fstream>
 #include <iterator>
 
+#include "executor/runtime/checkpoint_format.h"
 #include "executor/runtime/collective_status.h"
 #include "model/json_io.h"
 
 namespace parallax::executor {
 namespace {
-
-constexpr const char* kMagic = "PLXCKPT1\n";
 
 std::string RankFile(const std::string& dir, int64_t step, int64_t rank) {
   return dir + "/step_" + std::to_string(step) + "/rank_" + std::to_string(rank) + ".bin";
@@ -28,27 +27,22 @@ Status WriteRankFile(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups
   std::error_code ec;
   std::filesystem::create_directories(dir + "/step_" + std::to_string(step), ec);
   if (ec) return IoError(dir + ": cannot create step_" + std::to_string(step) + ": " + ec.message());
-  Json header{{"version", 1},
-              {"step", step},
-              {"samples_consumed", step * ctx.layout.global_batch},
-              {"rank", ctx.groups->rank},
-              {"world_size", ctx.layout.world_size()},
-              {"layout", LayoutToString(ctx.layout)},
-              {"model", ctx.model.name},
-              {"seed", ctx.training.seed},
-              {"precision", ToString(ctx.training.precision)},
-              {"loss_scale", ctx.scaler.scale},
-              {"loss_scale_clean_steps", ctx.scaler.clean_steps}};
-  Json gs = Json::array();
+  CheckpointHeader h;
+  h.step = step;
+  h.samples_consumed = step * ctx.layout.global_batch;
+  h.rank = ctx.groups->rank;
+  h.world_size = ctx.layout.world_size();
+  h.layout = LayoutToString(ctx.layout);
+  h.model = ctx.model.name;
+  h.seed = ctx.training.seed;
+  h.precision = ctx.training.precision;
+  h.loss_scale = ctx.scaler.scale;
+  h.loss_scale_clean_steps = ctx.scaler.clean_steps;
   for (const ParamGroup* g : groups) {
-    gs.push_back({{"name", g->name()},
-                  {"params", g->params_storage_size()},
-                  {"main", g->main_copy().numel()},
-                  {"opt", g->opt_size()}});
+    h.groups.push_back({g->name(), g->params_storage_size(), g->main_copy().numel(), g->opt_size()});
   }
-  header["groups"] = gs;
-  std::string out = kMagic;
-  out += header.dump() + "\n";
+  std::string out = EncodeCheckpointHeader(h);
+  out.reserve(out.size() + static_cast<size_t>(CheckpointPayloadBytes(h)));
   for (ParamGroup* g : groups) {
     Append(*ctx.backend, out, g->values());
     Append(*ctx.backend, out, g->main_copy());
@@ -58,56 +52,67 @@ Status WriteRankFile(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups
   return WriteFileAtomic(RankFile(dir, step, ctx.groups->rank), out);
 }
 
-Result<int64_t> ReadRankFile(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups, const std::string& dir) {
-  std::ifstream latest(dir + "/latest");
-  std::string name;
-  if (!latest || !(latest >> name) || name.rfind("step_", 0) != 0) {
-    return IoError(dir + "/latest: missing or unreadable (no checkpoint to resume from)");
-  }
-  const int64_t step = std::stoll(name.substr(5));
-  const std::string path = RankFile(dir, step, ctx.groups->rank);
+Result<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return IoError(path + ": cannot open");
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t magic = std::strlen(kMagic);
-  const size_t eol = bytes.find('\n', magic);
-  if (bytes.compare(0, magic, kMagic) != 0 || eol == std::string::npos) return BadInput(path + ": not a parallax checkpoint");
-  auto header = ParseJsonText(bytes.substr(magic, eol - magic), path);
-  if (!header) return header.error();
-  const Json& h = *header;
-  if (h.value("precision", "fp32") != std::string(ToString(ctx.training.precision))) {
-    return BadInput(path + ": /precision: written in " + h.value("precision", "fp32") + ", cannot resume in " +
+  if (in.bad()) return IoError(path + ": read error");
+  return bytes;
+}
+
+Result<int64_t> ReadRankFile(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups, const std::string& dir) {
+  const std::string latest_path = dir + "/latest";
+  if (!std::filesystem::exists(latest_path)) {
+    return IoError(latest_path + ": missing (no checkpoint to resume from)");
+  }
+  PX_ASSIGN(const std::string latest, ReadWholeFile(latest_path));
+  PX_ASSIGN(const int64_t step, ParseLatestPointer(latest, latest_path));
+  const std::string path = RankFile(dir, step, ctx.groups->rank);
+  PX_ASSIGN(const std::string bytes, ReadWholeFile(path));
+  PX_ASSIGN(const CheckpointFile file, ParseCheckpoint(bytes, path));
+  const CheckpointHeader& h = file.header;
+  if (h.precision != ctx.training.precision) {
+    return BadInput(path + ": /precision: written in " + ToString(h.precision) + ", cannot resume in " +
                     ToString(ctx.training.precision));
   }
-  if (h.value("layout", "") != LayoutToString(ctx.layout) || h.value("world_size", 0) != ctx.layout.world_size()) {
-    return BadInput(path + ": written by layout \"" + h.value("layout", "?") + "\", cannot resume under \"" +
+  if (h.layout != LayoutToString(ctx.layout) || h.world_size != ctx.layout.world_size()) {
+    return BadInput(path + ": /layout: written by layout \"" + h.layout + "\", cannot resume under \"" +
                     LayoutToString(ctx.layout) + "\"");
   }
-  if (h.value("step", -1) != step || !h.contains("groups") || h["groups"].size() != groups.size()) {
-    return BadInput(path + ": header does not match this model");
+  if (h.rank != ctx.groups->rank) {
+    return BadInput(path + ": /rank: written by rank " + std::to_string(h.rank) + ", read by rank " +
+                    std::to_string(ctx.groups->rank));
   }
-  size_t pos = eol + 1;
-  auto take = [&](Tensor& dst) {
-    const size_t b = static_cast<size_t>(dst.bytes());
-    if (pos + b > bytes.size()) return false;
-    ctx.backend->CopyBytesToDevice(dst.ptr(), bytes.data() + pos, dst.numel());
-    pos += b;
-    return true;
-  };
+  if (h.step != step) {
+    return BadInput(path + ": /step: " + std::to_string(h.step) + " where " + latest_path + " names step_" +
+                    std::to_string(step));
+  }
+  if (h.groups.size() != groups.size()) {
+    return BadInput(path + ": /groups: " + std::to_string(h.groups.size()) + " parameter groups, this model has " +
+                    std::to_string(groups.size()));
+  }
   for (size_t i = 0; i < groups.size(); ++i) {
-    ParamGroup* g = groups[i];
-    const Json& gh = h["groups"][i];
-    if (gh.value("name", "") != g->name() || gh.value("params", -1) != g->params_storage_size() ||
-        gh.value("main", int64_t{0}) != g->main_copy().numel() || gh.value("opt", -1) != g->opt_size()) {
+    const ParamGroup* g = groups[i];
+    const CheckpointGroupHeader& gh = h.groups[i];
+    if (gh.name != g->name() || gh.params != g->params_storage_size() || gh.main != g->main_copy().numel() ||
+        gh.opt != g->opt_size()) {
       return BadInput(path + ": /groups/" + std::to_string(i) + ": does not match group " + g->name());
     }
-    if (!take(g->values()) || !take(g->main_copy()) || !take(g->adam_m()) || !take(g->adam_v())) {
-      return BadInput(path + ": truncated");
-    }
   }
-  if (pos != bytes.size()) return BadInput(path + ": trailing bytes");
-  ctx.scaler.scale = h.value("loss_scale", ctx.scaler.scale);
-  ctx.scaler.clean_steps = h.value("loss_scale_clean_steps", int64_t{0});
+  // ParseCheckpoint proved the payload is exactly the size the (now matched) groups need.
+  size_t pos = file.payload_offset;
+  auto take = [&](Tensor& dst) {
+    ctx.backend->CopyBytesToDevice(dst.ptr(), bytes.data() + pos, dst.numel());
+    pos += static_cast<size_t>(dst.bytes());
+  };
+  for (ParamGroup* g : groups) {
+    take(g->values());
+    take(g->main_copy());
+    take(g->adam_m());
+    take(g->adam_v());
+  }
+  ctx.scaler.scale = h.loss_scale;
+  ctx.scaler.clean_steps = h.loss_scale_clean_steps;
   return step;
 }
 

@@ -352,6 +352,27 @@ TEST(Training, ResumeFromCheckpointReproducesTheUninterruptedRun) {
   Status st = (*other)->LoadCheckpoint(dir);
   ASSERT_FALSE(st);
   EXPECT_NE(st.error().message.find("cannot resume"), std::string::npos) << st.error().message;
+  // A damaged checkpoint is bad input naming the file, never a crash or a partial load.
+  const std::string rank_file = dir + "/step_3/rank_0.bin";
+  std::string bytes;
+  {
+    std::ifstream in(rank_file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto expect_bad = [&](const std::string& contents, const std::string& file, const std::string& what) {
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << contents;
+    CpuBackend be2;
+    auto t = Trainer::Create(p, be2, *world, {});
+    ASSERT_TRUE(t);
+    Status s = (*t)->LoadCheckpoint(dir);
+    ASSERT_FALSE(s) << what;
+    EXPECT_EQ(s.error().kind, ErrorKind::kBadInput) << s.error().message;
+    EXPECT_EQ(s.error().message.rfind(file + ": ", 0), 0u) << s.error().message;
+    EXPECT_NE(s.error().message.find(what), std::string::npos) << s.error().message;
+  };
+  expect_bad(bytes.substr(0, bytes.size() - 3), rank_file, "truncated");
+  expect_bad(bytes + "x", rank_file, "trailing bytes");
+  expect_bad("step_3x\n", dir + "/latest", "expected \"step_<k>\"");
 }
 
 TEST(Training, BadPlansAreRejectedWithTheRule) {
