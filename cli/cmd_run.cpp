@@ -35,6 +35,7 @@ struct RunOptions {
   int64_t seed = -1;
   double lr = -1;
   double timeout_s = 30;
+  int64_t threads = 0;
   std::string precision;  //!< overrides the plan's (fp32, bf16, fp16)
   std::string grad_reduce = "fp32";
 };
@@ -99,6 +100,7 @@ int Run(const RunOptions& o) {
   ro.checkpoint_every = o.checkpoint_every;
   ro.resume = o.resume;
   ro.trace_path = o.trace;
+  ro.threads = o.threads;
   ro.trainer.data.file = o.data;
   ro.trainer.data.seed = plan->training.seed;
   ro.trainer.grad_reduce = o.grad_reduce == "bf16" ? executor::DType::kBf16 : executor::DType::kF32;
@@ -147,8 +149,20 @@ int Run(const RunOptions& o) {
                      {"backend", o.backend},
                      {"precision", ToString(plan->training.precision)},
                      {"grad_reduce", o.grad_reduce},
-                     {"first_step", report->first_step}});
+                     {"first_step", report->first_step},
+                     {"threads", Json{{"per_rank", report->host_threads.threads},
+                                      {"intra_op", report->intra_op_threads},
+                                      {"source", report->host_threads.source},
+                                      {"cpus", report->host_threads.cpus},
+                                      {"ranks_on_node", report->host_threads.ranks_on_node},
+                                      {"cpu_share", report->host_threads.cpu_share},
+                                      {"oversubscribed", report->host_threads.oversubscribed}}}});
     } else {
+      const executor::HostThreads& ht = report->host_threads;
+      std::printf("threads: %lld per rank (%s; %lld CPU(s), %lld rank(s) on rank 0's host%s)\n",
+                  static_cast<long long>(report->intra_op_threads), ht.source.c_str(),
+                  static_cast<long long>(ht.cpus), static_cast<long long>(ht.ranks_on_node),
+                  ht.oversubscribed ? "; more ranks than CPUs: waits yield" : "");
       std::printf("mean step time %.1f ms (after the first step), peak memory %.2f MiB per rank (max)\n",
                   report->mean_step_time_s() * 1e3,
                   static_cast<double>(report->peak_memory_bytes) / (1024.0 * 1024.0));
@@ -180,6 +194,9 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--precision", o->precision, "Override the plan's precision: fp32, bf16 or fp16");
   cmd->add_option("--grad-reduce", o->grad_reduce, "Element type of DP gradient reduction: fp32 or bf16")
       ->capture_default_str();
+  cmd->add_option("--threads", o->threads,
+                  "Intra-op threads per rank (default 0: share each node's CPUs among its ranks)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--timeout", o->timeout_s, "Seconds a rank waits for a peer before naming it lost")
       ->capture_default_str();
   cmd->callback([o, &state] { state.exit_code = Run(*o); });

@@ -27,6 +27,9 @@
 
 namespace parallax::executor {
 
+struct HostThreads;
+
+
 class Backend;
 class LaunchContext;
 
@@ -206,6 +209,11 @@ class Backend {
   //! The job's communicator over every rank, for this backend's streams (CPU: MPI or the local
   //! size-1 communicator; CUDA: NCCL bootstrapped over MPI). Every wait gives up after `timeout_s`.
   virtual Result<std::unique_ptr<Communicator>> ConnectWorld(LaunchContext& launch, double timeout_s) = 0;
+  //! Applies the job's host-thread decision (executor/host_threads.h). CPU: the BLAS and kernel
+  //! threads and how waits back off; a GPU backend's host threads only launch, so it keeps none.
+  virtual void UseHostThreads(const HostThreads& /*threads*/) {}
+  //! Threads one kernel runs on now (the CPU backend asks its BLAS).
+  virtual int64_t IntraOpThreads() const { return 1; }
 
   // ---- memory -----------------------------------------------------------------------------
   //! Allocates `numel` elements (contents undefined) from the caching allocator. Out of memory

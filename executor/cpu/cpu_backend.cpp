@@ -2,12 +2,16 @@
 // files; the typed (mixed-precision) entry points in typed_kernels.cpp.
 #include "executor/cpu/cpu_backend.h"
 
+#include <cblas.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "executor/cpu/vector_kernels.h"
+#include "executor/cpu/wait_policy.h"
+#include "executor/host_threads.h"
 #include "executor/launch.h"
 
 namespace parallax::executor {
@@ -27,6 +31,13 @@ int64_t CpuBackend::DeviceMemoryBytes() const {
 Result<std::unique_ptr<Communicator>> CpuBackend::ConnectWorld(LaunchContext& launch, double timeout_s) {
   return launch.World(timeout_s);
 }
+
+void CpuBackend::UseHostThreads(const HostThreads& t) {
+  openblas_set_num_threads(static_cast<int>(std::max<int64_t>(1, t.threads)));
+  SetWaitPolicy(t.oversubscribed ? WaitPolicy::Oversubscribed() : WaitPolicy::Dedicated());
+}
+
+int64_t CpuBackend::IntraOpThreads() const { return openblas_get_num_threads(); }
 
 namespace {
 

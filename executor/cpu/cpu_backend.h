@@ -24,6 +24,8 @@ class CpuBackend : public Backend {
   bool SupportsPrecision(Precision) const override { return true; }
   int64_t DeviceMemoryBytes() const override;
   Result<std::unique_ptr<Communicator>> ConnectWorld(LaunchContext& launch, double timeout_s) override;
+  void UseHostThreads(const HostThreads& threads) override;
+  int64_t IntraOpThreads() const override;
 
   void CopyToDevice(DevPtr dst, const void* host, DType host_type, int64_t count) override;
   void CopyToHost(void* host, DType host_type, DevPtr src, int64_t count) override;

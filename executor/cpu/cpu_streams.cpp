@@ -1,8 +1,6 @@
 #include "executor/cpu/cpu_streams.h"
 
-#include <sched.h>
-
-#include <thread>
+#include "executor/cpu/wait_policy.h"
 
 namespace parallax::executor {
 
@@ -115,15 +113,11 @@ Status CpuStreams::Progress() {
 
 template <class Done>
 Status CpuStreams::Block(Done done) {
-  for (int64_t spins = 0;; ++spins) {
+  for (Backoff backoff;; backoff.Pause()) {
     if (Status st = Progress(); !st) return st;
     auto d = done();
     if (!d) return failed_ = d.error();
     if (*d) return {};
-    // Spin briefly for latency, then yield: ranks may share cores (mpirun --oversubscribe), and a
-    // waiting rank must leave the core to the rank it waits for.
-    if (spins > 64) sched_yield();
-    if (spins > 4096) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "executor/cpu/cpu_streams.h"
+#include "executor/cpu/wait_policy.h"
 
 namespace parallax::executor {
 namespace {
@@ -184,15 +185,13 @@ Error MpiCommunicator::Lost(const char* what, int peer) {
 Status MpiCommunicator::Wait(MPI_Request* req, const char* what, int peer) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  for (int64_t spins = 0;; ++spins) {
+  for (Backoff backoff;; backoff.Pause()) {
     int done = 0;
     PX_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
     if (done) return {};
-    if ((spins & 15) == 0) liveness_->Serve();
-    // Spin briefly for latency, then yield: ranks may share cores (mpirun --oversubscribe).
-    if (spins > 64) sched_yield();
-    if (spins > 4096) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    if ((spins & 63) == 0 && std::chrono::duration<double>(Clock::now() - start).count() > timeout_s_) {
+    const int64_t polls = backoff.polls();
+    if ((polls & 15) == 0) liveness_->Serve();
+    if ((polls & 63) == 0 && std::chrono::duration<double>(Clock::now() - start).count() > timeout_s_) {
       return Lost(what, peer);
     }
   }

@@ -42,6 +42,12 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
   if (fault.empty()) {
     if (const char* env = std::getenv("PARALLAX_FAULT_INJECT")) fault = env;
   }
+  // Threads before the trainer: its initialisation already runs kernels.
+  auto threads = PlanHostThreads(world, o.threads);
+  if (!threads) return threads.error();
+  backend.UseHostThreads(*threads);
+  double any_oversubscribed = threads->oversubscribed ? 1 : 0;
+  PX_TRY(world.HostAllReduce(&any_oversubscribed, 1, ReduceOp::kMax));
   TrainerOptions topt = o.trainer;
   topt.record_ops = topt.record_ops || !o.trace_path.empty();
   auto created = Trainer::Create(plan, backend, world, topt);
@@ -51,6 +57,9 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
   }
   Trainer& t = **created;
   TrainingReport report;
+  report.host_threads = *threads;
+  report.host_threads.oversubscribed = any_oversubscribed > 0;
+  report.intra_op_threads = backend.IntraOpThreads();
   if (!o.checkpoint_dir.empty()) {
     PX_TRY(PrepareCheckpointDir(world, o.checkpoint_dir));
     if (o.resume) {

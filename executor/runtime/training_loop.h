@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "executor/backend.h"
+#include "executor/host_threads.h"
 #include "executor/runtime/trainer.h"
 #include "model/plan.h"
 
@@ -25,6 +26,9 @@ struct TrainingRunOptions {
   //! the start of step S.
   //! Defaults to the PARALLAX_FAULT_INJECT environment variable.
   std::string fault_inject;
+  //! Intra-op threads per rank: > 0 forces the count; 0 shares the node's CPUs among its ranks
+  //! (executor/host_threads.h; OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, when set, win).
+  int64_t threads = 0;
 };
 
 struct TrainingReport {
@@ -37,6 +41,8 @@ struct TrainingReport {
   double loss_scale = 1;
   std::string data_description;
   bool resumed = false;
+  HostThreads host_threads;      //!< rank 0's decision; oversubscribed is true if any host is
+  int64_t intra_op_threads = 1;  //!< what rank 0's backend runs kernels on after applying it
   //! Mean step time without the first (warm-up) step when there are several.
   double mean_step_time_s() const;
 };
