@@ -116,7 +116,8 @@ int RunMeasure(const CalibrateOptions& o) {
                 l["latency_us"].get<double>());
   }
   std::printf("  launch overhead %.2f us per kernel call\n", r->db.launch_overhead_us);
-  std::printf("  contention factor %.3f (compute beside an all-reduce / alone)\n", r->db.contention_factor);
+  std::printf("  contention factor %.3f (1 = compute hides a gradient all-reduce entirely, %.0f = not at all)\n",
+              r->db.contention_factor, profiler::kMaxContention);
   for (const auto& s : r->db.skipped) std::printf("  skipped: %s: %s\n", s.what.c_str(), s.reason.c_str());
   std::printf("wrote %s%s%s\n", o.output.c_str(), o.cluster_out.empty() ? "" : " and ", o.cluster_out.c_str());
   return 0;

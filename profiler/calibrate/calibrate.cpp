@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <span>
 #include <map>
 #include <memory>
 #include <set>
@@ -43,6 +45,13 @@ std::vector<int64_t> CollectiveSizes(int64_t max_bytes, bool quick) {
 }
 
 }  // namespace
+
+double ContentionFromOverlap(double compute_s, double comm_s, double both_s) {
+  const double hidden = compute_s + comm_s - both_s;
+  if (comm_s <= 0 || hidden >= comm_s) return 1.0;
+  if (hidden <= comm_s / kMaxContention) return kMaxContention;
+  return std::max(1.0, comm_s / hidden);
+}
 
 Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, const CalibrateOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -167,11 +176,20 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
     }
   }
 
-  // Contention: one mid-size GEMM alone, then while an all-reduce over every rank runs on the
-  // DP comm stream beside it (what the executor's overlapped gradient reduction does).
-  std::vector<double> contention(2, 0.0);
-  double contention_spread = 0;
-  int64_t contention_reps = 0;
+  // Contention, end to end: how much of a gradient all-reduce the compute beside it hides. Three
+  // items, in order: (a) one mid-size GEMM alone, t_g; (b) one layer's gradient all-reduce alone on
+  // the DP stream, t_m (the compute stream waits for it); (c) the all-reduce enqueued, then R GEMMs
+  // (R t_g >= 1.5 t_m, so the all-reduce lies inside the compute) and the compute stream waiting
+  // for the all-reduce, t_b. The planner's overlap model (planner/sim/simulator.cpp: compute beside
+  // a DP collective of isolated length t_m runs k times slower over it) gives
+  // t_b = R t_g + t_m (1 - 1/k), so k = t_m / (R t_g + t_m - t_b): the factor that makes the model
+  // reproduce what this backend hides. A GPU hides most of it (k near 1); the CPU backend, whose
+  // collectives progress on the cores that compute, hides little (large k).
+  struct Contention {
+    double gemm_s = 0, comm_s = 0, both_s = 0, spread = 0;
+    int64_t reps = 0, gemms = 1;
+  };
+  auto contention = std::make_shared<Contention>();
   if (N > 1) {
     ProbeShape gp;
     gp.kind = ProbeKind::kGemm;
@@ -185,31 +203,55 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
       gp.m = gp.n = gp.k = 256;
     }
     auto probe = std::make_shared<KernelProbe>(gp);
-    // Beside it, one layer's gradient all-reduce (what overlaps a layer's backward), else 1 MiB.
+    // One layer's gradient all-reduce (what overlaps a layer's backward), else 1 MiB.
     const int64_t grad_bytes =
         o.model != nullptr ? 4 * planner::LayerParamsPerTpRank(*o.model, 1) : int64_t{1} << 20;
     auto comm = std::make_shared<CollectiveProbe>(CollectiveKind::kAllReduce, grad_bytes, world, world);
-    for (int overlapped = 0; overlapped < 2; ++overlapped) {
+    const double gemm_guess = 2.0 * static_cast<double>(gp.m) * gp.n * gp.k / kGuessFlops;
+    const double comm_guess = static_cast<double>(grad_bytes) / 1e9 + 30e-6;
+    const char* kParts[] = {" alone", "all-reduce alone", " beside an all-reduce (until both end)"};
+    for (int part = 0; part < 3; ++part) {
       CalibrationItem item;
-      item.what = std::string("contention: ") + gp.Describe() + (overlapped ? " beside an all-reduce" : " alone");
-      item.expected_s = 2.0 * static_cast<double>(gp.m) * gp.n * gp.k / kGuessFlops + static_cast<double>(max_bytes) / 1e9;
-      auto fn = [&backend, &world, probe, comm, overlapped](int64_t n) -> Result<std::vector<double>> {
+      item.what = std::string("contention: ") + (part == 1 ? "" : gp.Describe()) + kParts[part];
+      item.expected_s = part == 0 ? gemm_guess : part == 1 ? comm_guess : 2.5 * comm_guess + gemm_guess;
+      auto fn = [&backend, &world, probe, comm, part, contention](int64_t n) -> Result<std::vector<double>> {
         if (Status st = probe->Prepare(backend); !st) return st.error();
         if (Status st = comm->Prepare(backend); !st) return st.error();
-        return TimeRuns(backend, StreamKind::kCompute, n, [&] { return probe->Run(backend); },
-                        [&]() -> Status {
-                          if (Status st = backend.Synchronize(); !st) return st;
-                          if (Status st = world.Barrier(); !st) return st;
-                          if (!overlapped) return {};
-                          return comm->EnqueueOnly(backend);
-                        });
+        if (part == 2) {
+          // R from (a) and (b), whose agreed medians are the same on every rank.
+          const double r = contention->gemm_s > 0 ? std::ceil(1.5 * contention->comm_s / contention->gemm_s) : 1;
+          contention->gemms = std::clamp<int64_t>(static_cast<int64_t>(r), 1, 4096);
+        }
+        const int64_t gemms = contention->gemms;
+        auto run = [&]() -> Status {
+          executor::Event done;
+          if (part >= 1) {
+            if (Status st = comm->EnqueueOnly(backend); !st) return st;
+            done = backend.RecordEvent(executor::StreamKind::kDpComm);
+          }
+          if (part != 1) {
+            for (int64_t i = 0; i < (part == 2 ? gemms : 1); ++i) {
+              if (Status st = probe->Run(backend); !st) return st;
+            }
+          }
+          if (part >= 1) {
+            Status st = backend.WaitEvent(executor::StreamKind::kCompute, done);
+            backend.ReleaseEvents(std::span<const executor::Event>(&done, 1));
+            return st;
+          }
+          return {};
+        };
+        return TimeRuns(backend, StreamKind::kCompute, n, run, [&]() -> Status {
+          if (Status st = backend.Synchronize(); !st) return st;
+          return world.Barrier();
+        });
       };
       item.measure = Agreed(world, fn, RankReduce::kMean, o.interrupt, &stop);
-      item.record = [&, overlapped](const Measurement& m) {
-        contention[static_cast<size_t>(overlapped)] = m.median_s;
-        if (overlapped) {
-          contention_spread = m.relative_spread();
-          contention_reps = m.repetitions;
+      item.record = [contention, part](const Measurement& m) {
+        (part == 0 ? contention->gemm_s : part == 1 ? contention->comm_s : contention->both_s) = m.median_s;
+        if (part == 2) {
+          contention->spread = m.relative_spread();
+          contention->reps = m.repetitions;
         }
       };
       cal.Add(std::move(item));
@@ -230,9 +272,10 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
               [](const CollectivePoint& a, const CollectivePoint& b) { return a.bytes < b.bytes; });
     db.collectives.push_back(std::move(curve));
   }
-  if (contention[0] > 0 && contention[1] > 0) {
-    db.contention_factor = std::max(1.0, contention[1] / contention[0]);
-    db.contention = {"calibrate", contention_reps, contention_spread};
+  if (contention->gemm_s > 0 && contention->comm_s > 0 && contention->both_s > 0) {
+    db.contention_factor = ContentionFromOverlap(contention->gemms * contention->gemm_s, contention->comm_s,
+                                                 contention->both_s);
+    db.contention = {"calibrate", contention->reps, contention->spread};
   }
 
   // The measured cluster.

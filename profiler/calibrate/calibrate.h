@@ -40,6 +40,14 @@ struct CalibrateResult {
   Json summary;  //!< measured peaks, bandwidths, latencies, contention, counts (for --json)
 };
 
+//! The planner's contention factor k from an end-to-end overlap measurement: compute of length
+//! `compute_s` alone, a collective of `comm_s` alone, and both started together, `both_s` until
+//! both end. The planner's overlap model gives both_s = compute_s + comm_s (1 - 1/k), so
+//! k = comm_s / (compute_s + comm_s - both_s), kept in [1, kMaxContention]: 1 when the compute
+//! hides all of the collective, kMaxContention when it hides (almost) none.
+inline constexpr double kMaxContention = 100.0;
+double ContentionFromOverlap(double compute_s, double comm_s, double both_s);
+
 //! Collective over `world`: every rank calls it with the same options and gets the same result.
 Result<CalibrateResult> RunCalibration(executor::Backend& backend, executor::Communicator& world,
                                        const CalibrateOptions& options);

@@ -55,8 +55,12 @@ MergeCounts MergeSamples(const FittedSamples& fitted, CostDb& db) {
     }
   }
   if (fitted.contention_factor) {
-    db.contention_factor = *fitted.contention_factor;
-    db.contention = fitted.contention;
+    n.contention_ratio = *fitted.contention_factor;
+    if (*fitted.contention_factor > db.contention_factor) {
+      db.contention_factor = *fitted.contention_factor;
+      db.contention = fitted.contention;
+      n.contention_raised = true;
+    }
   }
   return n;
 }

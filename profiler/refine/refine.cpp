@@ -128,9 +128,9 @@ Result<RefineResult> Refine(const Plan& plan_in, const traces::Trace& measured, 
   const FittedSamples fitted = FitSamples(catalog, instances);
   r.instances_used = fitted.instances_used;
   r.not_sampled = fitted.not_sampled;
-  r.contention_refitted = fitted.contention_factor.has_value();
   r.db = db_in;
   r.merged = MergeSamples(fitted, r.db);
+  r.contention_refitted = r.merged.contention_raised;
 
   r.before = traces::DiffTraces(*predicted, measured);
   auto after = Predict(r.plan, r.db);
@@ -179,7 +179,7 @@ Json RefineToJson(const RefineResult& r) {
                            {"collective_points_added", m.collective_points_added},
                            {"collective_points_replaced", m.collective_points_replaced}}},
               {"not_sampled", not_sampled},
-              {"contention", {{"refitted", r.contention_refitted}, {"factor", r.db.contention_factor}}}};
+              {"contention", {{"refitted", r.contention_refitted}, {"factor", r.db.contention_factor}, {"trace_ratio", r.merged.contention_ratio}}}};
 }
 
 std::string FormatRefine(const RefineResult& r) {
@@ -201,15 +201,20 @@ std::string FormatRefine(const RefineResult& r) {
     out += buf;
   }
   const auto& m = r.merged;
+  char ratio[160];
+  std::snprintf(ratio, sizeof ratio, "the trace's compute-side ratio %.3f", m.contention_ratio);
+  const std::string contention_note =
+      m.contention_ratio <= 0 ? std::string("unchanged: no op ran both overlapped and alone")
+      : m.contention_raised   ? std::string("raised to ") + ratio
+                              : std::string("kept: ") + ratio + " is a lower bound of the end-to-end factor";
   std::snprintf(buf, sizeof buf,
                 "samples from %lld op instances: GEMM %lld new / %lld replaced, kernels %lld / %lld, collective points "
-                "%lld / %lld; contention %s (%.3f)\n",
+                "%lld / %lld; contention factor %.3f (%s)\n",
                 static_cast<long long>(r.instances_used), static_cast<long long>(m.gemms_added),
                 static_cast<long long>(m.gemms_replaced), static_cast<long long>(m.kernels_added),
                 static_cast<long long>(m.kernels_replaced), static_cast<long long>(m.collective_points_added),
                 static_cast<long long>(m.collective_points_replaced),
-                r.contention_refitted ? "re-fitted" : "unchanged (no op ran both overlapped and alone)",
-                r.db.contention_factor);
+                r.db.contention_factor, contention_note.c_str());
   out += buf;
   for (const auto& [why, n] : r.not_sampled) {
     std::snprintf(buf, sizeof buf, "  not sampled: %lld x %s\n", static_cast<long long>(n), why.c_str());

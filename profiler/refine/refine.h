@@ -40,7 +40,7 @@ struct RefineResult {
   MergeCounts merged;
   int64_t instances_used = 0;
   std::map<std::string, int64_t> not_sampled;
-  bool contention_refitted = false;
+  bool contention_refitted = false;  //!< the trace raised the contention factor (merged.contention_raised)
 };
 
 //! `trace_file` names the trace in messages. `db` must be for the plan's device.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <deque>
 
+#include "profiler/calibrate/calibrate.h"
 #include "profiler/calibrate/calibrator.h"
 
 namespace parallax::profiler {
@@ -113,6 +114,24 @@ TEST(Calibrator, AStopFlagEndsTheRunWithAnError) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message, "interrupted: nothing written");
   EXPECT_TRUE(never.calls.empty());
+}
+
+// The end-to-end contention factor reproduces the measurement through the planner's overlap model:
+// both = compute + comm * (1 - 1/k).
+TEST(Contention, FactorReproducesTheOverlapMeasurement) {
+  const double compute = 300e-6, comm = 100e-6;
+  for (double hidden_fraction : {0.9, 0.5, 0.25, 0.05}) {
+    const double both = compute + comm * (1 - hidden_fraction);
+    const double k = ContentionFromOverlap(compute, comm, both);
+    EXPECT_NEAR(k, 1 / hidden_fraction, 1e-9);
+    EXPECT_NEAR(compute + comm * (1 - 1 / k), both, 1e-12);
+  }
+  // Everything hidden (or a faster overlapped run, from noise): no slowdown.
+  EXPECT_DOUBLE_EQ(ContentionFromOverlap(compute, comm, compute), 1.0);
+  EXPECT_EQ(ContentionFromOverlap(compute, comm, compute * 0.9), 1.0);
+  // Nothing hidden, or worse than serial: the cap.
+  EXPECT_EQ(ContentionFromOverlap(compute, comm, compute + comm), kMaxContention);
+  EXPECT_EQ(ContentionFromOverlap(compute, comm, compute + 2 * comm), kMaxContention);
 }
 
 TEST(ProgressBar, EtaExtrapolatesTheElapsedTimeByWeight) {
