@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "planner/sim/simulator.h"
+#include "profiler/calibrate/calibrate.h"
 #include "profiler/refine/op_catalog.h"
 #include "profiler/refine/sample_fit.h"
 
@@ -79,7 +80,60 @@ Result<traces::Trace> Predict(const Plan& plan, const CostDb& db) {
   return std::move(*sim->trace);
 }
 
+//! Per rank, the union of the measured compute slices, sorted and disjoint.
+std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> ComputeCover(const traces::Trace& t) {
+  std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> raw;
+  for (size_t i = 0; i < t.slices().size(); ++i) {
+    const traces::Slice& s = t.slice(i);
+    const traces::Track& tr = t.track(s.track);
+    if (tr.stream == traces::Stream::kCompute && s.dur_ns > 0) raw[tr.rank].push_back({s.start_ns, s.end_ns()});
+  }
+  for (auto& [r, v] : raw) {
+    std::sort(v.begin(), v.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (const auto& iv : v) {
+      if (!merged.empty() && iv.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, iv.second);
+      } else {
+        merged.push_back(iv);
+      }
+    }
+    v = std::move(merged);
+  }
+  return raw;
+}
+
+//! Length of [b, e) that `cover` (sorted, disjoint) covers.
+int64_t Covered(const std::vector<std::pair<int64_t, int64_t>>& cover, int64_t b, int64_t e) {
+  int64_t n = 0;
+  auto it = std::lower_bound(cover.begin(), cover.end(), std::make_pair(b, int64_t{0}));
+  if (it != cover.begin()) --it;
+  for (; it != cover.end() && it->first < e; ++it) n += std::max<int64_t>(0, std::min(e, it->second) - std::max(b, it->first));
+  return n;
+}
+
 }  // namespace
+
+std::optional<double> TraceContention(const traces::Trace& predicted, const traces::Trace& measured,
+                                      const traces::Alignment& al) {
+  const auto cover = ComputeCover(measured);
+  double isolated = 0, uncovered = 0;
+  for (const auto& [pi, mi] : al.pairs) {
+    const traces::Slice& ms = measured.slice(mi);
+    const traces::Track& tr = measured.track(ms.track);
+    if (tr.stream != traces::Stream::kDpComm || ms.dur_ns <= 0) continue;
+    const auto id = predicted.identity(predicted.slice(pi));
+    if (!id || (id->op != OpKind::kDpAllReduce && id->op != OpKind::kDpReduceScatter)) continue;
+    auto it = cover.find(tr.rank);
+    if (it == cover.end() || it->second.empty()) continue;
+    const auto& c = it->second;
+    if (c.front().first >= ms.start_ns || c.back().second <= ms.end_ns()) continue;  // not inside the compute
+    isolated += static_cast<double>(predicted.slice(pi).dur_ns);
+    uncovered += static_cast<double>(ms.dur_ns - Covered(c, ms.start_ns, ms.end_ns()));
+  }
+  if (isolated <= 0) return std::nullopt;
+  return ContentionFromOverlap(0, isolated, uncovered);
+}
 
 Result<RefineResult> Refine(const Plan& plan_in, const traces::Trace& measured, const std::string& trace_file,
                             const CostDb& db_in) {
@@ -125,7 +179,11 @@ Result<RefineResult> Refine(const Plan& plan_in, const traces::Trace& measured, 
   }
 
   OpCatalog catalog(r.plan, &db_in);
-  const FittedSamples fitted = FitSamples(catalog, instances);
+  FittedSamples fitted = FitSamples(catalog, instances);
+  if (auto k = TraceContention(*predicted, measured, al); k && (!fitted.contention_factor || *k > *fitted.contention_factor)) {
+    fitted.contention_factor = *k;
+    fitted.contention.source = "refine";
+  }
   r.instances_used = fitted.instances_used;
   r.not_sampled = fitted.not_sampled;
   r.db = db_in;
@@ -202,7 +260,7 @@ std::string FormatRefine(const RefineResult& r) {
   }
   const auto& m = r.merged;
   char ratio[160];
-  std::snprintf(ratio, sizeof ratio, "the trace's compute-side ratio %.3f", m.contention_ratio);
+  std::snprintf(ratio, sizeof ratio, "the trace's contention %.3f", m.contention_ratio);
   const std::string contention_note =
       m.contention_ratio <= 0 ? std::string("unchanged: no op ran both overlapped and alone")
       : m.contention_raised   ? std::string("raised to ") + ratio

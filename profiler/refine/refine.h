@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,16 @@ struct RefineResult {
   std::map<std::string, int64_t> not_sampled;
   bool contention_refitted = false;  //!< the trace raised the contention factor (merged.contention_raised)
 };
+
+//! The end-to-end contention a measured trace shows (calibrate's quantity, in the planner's model:
+//! compute beside a DP collective of isolated length t_m runs k times slower over it, costing
+//! t_m (1 - 1/k) more). Over every gradient reduction (all-reduce, reduce-scatter) with compute on
+//! its rank both before and after it, the time inside its measured window that no compute op covers
+//! is what it cost beyond what the compute hid; t_m is its predicted (isolated) length. So
+//! 1/k = 1 - sum(uncovered) / sum(t_m). A lower bound: compute inside the window counts at its
+//! measured, slowed length. nullopt without such reductions.
+std::optional<double> TraceContention(const traces::Trace& predicted, const traces::Trace& measured,
+                                      const traces::Alignment& al);
 
 //! `trace_file` names the trace in messages. `db` must be for the plan's device.
 Result<RefineResult> Refine(const Plan& plan, const traces::Trace& measured, const std::string& trace_file,
