@@ -128,7 +128,7 @@ struct Backend::Cache {
 
 namespace {
 int64_t RoundBlock(int64_t bytes) {
-  constexpr int64_t kSmall = 512, kLarge = 128 * 1024, kMiB = 1 << 20;
+  constexpr int64_t kSmall = 512, kLarge = int64_t{128} * 1024, kMiB = int64_t{1} << 20;
   if (bytes <= 0) return kSmall;
   const int64_t unit = bytes < kMiB ? kSmall : kLarge;
   return (bytes + unit - 1) / unit * unit;

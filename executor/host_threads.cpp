@@ -113,6 +113,7 @@ Result<HostThreads> PlanHostThreads(Communicator& world, int64_t requested) {
     return s.error();
   }
   std::vector<HostCpuRecord> ranks;
+  ranks.reserve(static_cast<size_t>(world.size()));
   for (int r = 0; r < world.size(); ++r) ranks.push_back(Decode(all.data() + static_cast<size_t>(r) * kRecordBytes));
   return ShareHostCpus(ranks, world.rank(), requested, source);
 }

@@ -21,7 +21,8 @@ void* CpuBackend::RawAllocate(int64_t bytes) {
   return std::aligned_alloc(64, rounded);
 }
 
-void CpuBackend::RawFree(void* p) { std::free(p); }
+// The caching allocator's raw interface: aligned_alloc's memory is released with free.
+void CpuBackend::RawFree(void* p) { std::free(p); }  // NOLINT(cppcoreguidelines-no-malloc)
 
 int64_t CpuBackend::DeviceMemoryBytes() const {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

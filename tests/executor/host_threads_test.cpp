@@ -12,6 +12,7 @@ namespace {
 
 std::vector<int> Cpus(int first, int count) {
   std::vector<int> c;
+  c.reserve(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) c.push_back(first + i);
   return c;
 }
