@@ -342,7 +342,8 @@ void Attention(benchmark::State& state) {
     benchmark::DoNotOptimize(dq.data());
   }
   // Useful (causal) FLOPs: forward 2 GEMMs of S(S+1)/2 x D each; backward 4.
-  const double causal = static_cast<double>(s.batch * s.heads * s.seq * (s.seq + 1) / 2 * s.head_dim);
+  const double causal = static_cast<double>(s.batch * s.heads) * static_cast<double>(s.seq * (s.seq + 1)) / 2 *
+                        static_cast<double>(s.head_dim);
   state.counters["GFLOPs"] = benchmark::Counter((mode == 2 ? 8.0 : 4.0) * causal * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }

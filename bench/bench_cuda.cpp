@@ -232,7 +232,8 @@ void Gpt13bTraining(benchmark::State& state) {
     if (!r) return state.SkipWithError(r.error().message.c_str());
   }
   be->ResetPeak();
-  const int steps = std::getenv("PARALLAX_BENCH_STEPS") ? std::atoi(std::getenv("PARALLAX_BENCH_STEPS")) : 10;
+  const char* steps_env = std::getenv("PARALLAX_BENCH_STEPS");
+  const int steps = steps_env != nullptr ? std::atoi(steps_env) : 10;
   double total_s = 0;
   double last_loss = 0;
   for (auto _ : state) {

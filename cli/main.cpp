@@ -5,7 +5,9 @@
 
 #include "cli/command.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int Main(int argc, char** argv) {
   CLI::App app{"parallax: plan, run and inspect hybrid-parallel training of large transformers"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "parallax 0.1.0");
@@ -29,4 +31,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   return state.exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {  // building the command line itself failed (out of memory)
+    std::fprintf(stderr, "parallax: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "parallax: internal error: unknown exception\n");
+  }
+  return 1;
 }

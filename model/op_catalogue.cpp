@@ -6,6 +6,9 @@
 namespace parallax {
 namespace {
 
+//! A dimension split across tp ranks (the plan checks that tp divides it).
+int64_t PerRank(int64_t dim, int64_t tp) { return dim / tp; }
+
 class Catalogue {
  public:
   Catalogue(const ModelSpec& m, const OpShapeKey& k, const ImplementationProfile& impl) : m_(m), k_(k), impl_(impl) {
@@ -82,7 +85,7 @@ class Catalogue {
       o.flops = bwd ? 2 * square : square;
       const double causal = 0.5 + 0.5 / static_cast<double>(std::max<int64_t>(s_ / 128, 1));
       o.executed_flops = (bwd ? 2.5 : 1.0) * square * causal;  // backward recomputes QK^T
-      const double qkvo = 4.0 * e_ * static_cast<double>(T_) * static_cast<double>(h_ / t_);
+      const double qkvo = 4.0 * e_ * static_cast<double>(T_) * static_cast<double>(PerRank(h_, t_));
       o.bytes = bwd ? 2 * qkvo : qkvo;
       o.kernels = bwd ? 3 : 1;
       return o;
@@ -115,7 +118,7 @@ class Catalogue {
     if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
     o.push_back(Gemm(OpKind::kFc1, ph, {{T_, fin / t_, h_, 1}}));
     // Bias + activation: read and write the fc1 output once when fused, twice when not.
-    const double act = (m_.mlp == MlpKind::kSwiglu ? 3 : 2) * e_ * static_cast<double>(T_) * static_cast<double>(f / t_);
+    const double act = (m_.mlp == MlpKind::kSwiglu ? 3 : 2) * e_ * static_cast<double>(T_) * static_cast<double>(PerRank(f, t_));
     o.push_back(Mem(OpKind::kAct, ph, fused_act || !m_.bias ? act : 2 * act, fused_act || !m_.bias ? 1 : 2));
     o.push_back(Gemm(OpKind::kFc2, ph, {{T_, h_, f / t_, 1}}, ResidualBytes(false), ResidualKernels()));
     AddTp(o, out_coll, ph, e_ * Th);
@@ -139,7 +142,7 @@ class Catalogue {
     // Backward of a reduce-scatter is an all-gather (SP); of an all-reduce "g", the identity.
     if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
     o.push_back(Gemm(OpKind::kFc2, ph, {{T_, f / t_, h_, 1}, {f / t_, h_, T_, 1}}, ResidualBytes(true), ResidualKernels()));
-    const double act = (m_.mlp == MlpKind::kSwiglu ? 5 : 3) * e_ * static_cast<double>(T_) * static_cast<double>(f / t_);
+    const double act = (m_.mlp == MlpKind::kSwiglu ? 5 : 3) * e_ * static_cast<double>(T_) * static_cast<double>(PerRank(f, t_));
     o.push_back(Mem(OpKind::kAct, ph, fused_act || !m_.bias ? act : 1.5 * act, fused_act || !m_.bias ? 1 : 2));
     // SP keeps fc1's input sharded and gathers it again for the weight gradient (Korthikanti et al.
     // 2022, section 4.2.2); counted exposed, as the executor runs it.
@@ -175,7 +178,7 @@ class Catalogue {
     UnitOpSpecs u;
     const int64_t v = m_.vocab;
     const double Th = static_cast<double>(T_) * static_cast<double>(h_);
-    const double Tv = static_cast<double>(T_) * static_cast<double>(v / t_);
+    const double Tv = static_cast<double>(T_) * static_cast<double>(PerRank(v, t_));
     const bool sp = k_.sequence_parallel;
     u.fwd.push_back(Mem(OpKind::kFinalNorm, Phase::kFwd, 2 * e_ * sT_ * h_));
     if (sp) AddTp(u.fwd, CollectiveKind::kAllGather, Phase::kFwd, e_ * Th);

@@ -237,6 +237,7 @@ const std::map<std::string, ClusterSpec>& Clusters() {
 template <class T>
 std::vector<std::string> Names(const std::map<std::string, T>& m) {
   std::vector<std::string> out;
+  out.reserve(m.size());
   for (const auto& [k, v] : m) out.push_back(k);
   return out;
 }

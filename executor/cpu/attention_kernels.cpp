@@ -69,7 +69,8 @@ std::unique_ptr<float[]> Scratch(int64_t floats) {
 void CpuBackend::AttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v, float* out,
                                   float* probs) {
   const int64_t S = s.seq;
-  std::unique_ptr<float[]> scratch = probs ? nullptr : Scratch(std::min(S, kBlock) * S);
+  std::unique_ptr<float[]> scratch;
+  if (probs == nullptr) scratch = Scratch(std::min(S, kBlock) * S);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       const HeadView hv = ViewOf(s, b, h);

@@ -87,10 +87,13 @@ Status NcclCommunicator::WaitReady(ncclComm_t comm, CommWatchdog& wd, const std:
     if (spins > 4096) std::this_thread::sleep_for(std::chrono::microseconds(100));
     if (std::chrono::duration<double>(Clock::now() - start).count() > wd.timeout_s()) {
       const int rank = LaunchRank();
-      return Error{(rank >= 0 ? "rank " + std::to_string(rank) + " on " : std::string()) + HostName() + ": " + what +
-                       " got no answer from " + who + " within " + std::to_string(static_cast<int>(wd.timeout_s())) +
-                       " s: lost rank (" + who + " died or is stuck)",
-                   ErrorKind::kInternal};
+      std::string msg = rank >= 0 ? "rank " + std::to_string(rank) + " on " : std::string();
+      msg += HostName();
+      msg += ": ";
+      msg += what;
+      msg += " got no answer from " + who + " within " + std::to_string(static_cast<int>(wd.timeout_s()));
+      msg += " s: lost rank (" + who + " died or is stuck)";
+      return Error{msg, ErrorKind::kInternal};
     }
   }
 }
@@ -172,6 +175,7 @@ Result<std::unique_ptr<Communicator>> NcclCommunicator::Split(const std::vector<
                  ErrorKind::kInternal};
   }
   std::vector<int> world;
+  world.reserve(ranks.size());
   for (int m : ranks) world.push_back(WorldRank(m));
   return std::unique_ptr<Communicator>(
       new NcclCommunicator(std::move(host).value(), std::move(comm), watchdog_, "group " + RankList(world)));

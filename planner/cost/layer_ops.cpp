@@ -32,7 +32,7 @@ const char* MemoryFamily(OpKind op, Phase phase) {
     }
     return n;
   }();
-  return (*names)[static_cast<size_t>(2 * static_cast<int>(op) + (phase == Phase::kBwd ? 1 : 0))].c_str();
+  return (*names)[2 * static_cast<size_t>(op) + (phase == Phase::kBwd ? 1 : 0)].c_str();
 }
 
 const char* AttentionFamily(Phase phase) { return phase == Phase::kBwd ? "attention_bwd" : "attention"; }

@@ -128,7 +128,8 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     if (m.tie_embeddings && l.pp > 1 && (r == 0 || r == l.pp - 1)) {
       const PlacedGroup pair = PlacePipelineHop(l, ctx.cluster(), 0, l.pp - 1);
       rc.dp.tied_embedding_s =
-          coll.Time(CollectiveKind::kAllReduce, grad_e * static_cast<double>(m.vocab * m.hidden / l.tp), pair);
+          coll.Time(CollectiveKind::kAllReduce, grad_e * static_cast<double>(m.vocab) * static_cast<double>(m.hidden) /
+                                                    static_cast<double>(l.tp), pair);
     }
     // AdamW: mixed reads grad 2 + master 4 + m 4 + v 4, writes master, m, v and the 16-bit copy
     // (28 B/param); fp32 reads 4 x 4 and writes 3 x 4 (28 B/param). Grad-norm reads the grads once.

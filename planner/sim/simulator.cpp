@@ -99,7 +99,7 @@ class StepSimulator {
     return FinishPrediction(plan_, step, b);
   }
 
-  int64_t events() const { return events_; }
+  int64_t Events() const { return events_; }
 
  private:
   size_t Idx(int64_t stage, int64_t mb) const { return static_cast<size_t>(stage * m_ + mb); }
@@ -274,7 +274,7 @@ Result<SimResult> Simulate(const Plan& plan, const CostDb* db, const SimOptions&
   StepSimulator sim(plan, pc, rec ? &*rec : nullptr);
   SimResult out;
   out.prediction = sim.Run();
-  out.events = sim.events();
+  out.events = sim.Events();
   if (rec) out.trace = rec->Take();
   return out;
 }

@@ -39,7 +39,7 @@ CommandResult RunParallax(const std::string& args) {
 }
 
 std::string WriteTempFile(const std::string& name, const std::string& text) {
-  const std::string path = TempDir() + "/" + name;
+  std::string path = TempDir() + "/" + name;
   std::ofstream(path) << text;
   return path;
 }

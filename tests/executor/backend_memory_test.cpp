@@ -80,7 +80,7 @@ TEST(BackendMemory, OutOfMemoryIsAnErrorNamingBytesAskedAndFree) {
 
 TEST(BackendMemory, TrainingUnderATooSmallLimitFailsAsAValue) {
   CpuBackend be;
-  be.SetMemoryLimit(256 * 1024);
+  be.SetMemoryLimit(int64_t{256} * 1024);
   auto world = LocalCommunicator();
   auto t = Trainer::Create(testing::TinyPlan("micro_batch=2", 4), be, *world, {});
   if (t) {

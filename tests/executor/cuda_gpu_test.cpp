@@ -51,7 +51,7 @@ Plan Gpt125m(const std::string& layout, int64_t global_batch, Precision p) {
   plan.model.hidden = 768;
   plan.model.heads = 12;
   plan.model.kv_heads = 12;
-  plan.model.ffn_hidden = 4 * 768;
+  plan.model.ffn_hidden = int64_t{4} * 768;
   plan.model.vocab = 50304;
   plan.model.seq_len = 512;
   plan.training.precision = p;
@@ -138,7 +138,7 @@ TEST(CudaGpu, KernelMisuseBecomesTheNextSynchronizeError) {
   auto be = CreateBackend("cuda");
   ASSERT_TRUE(be) << be.error().message;
   const AttentionShape s{1, 4, 1, 1, 512};  // head_dim beyond the tiled kernel
-  auto q = (*be)->Allocate(4 * 512, DType::kF32, MemoryKind::kActivations);
+  auto q = (*be)->Allocate(int64_t{4} * 512, DType::kF32, MemoryKind::kActivations);
   ASSERT_TRUE(q);
   (*be)->AttentionForward(s, q->ptr(), q->ptr(), q->ptr(), q->ptr(), DevPtr{});
   Status st = (*be)->Synchronize();

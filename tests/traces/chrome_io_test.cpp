@@ -267,8 +267,8 @@ TEST(ChromeReader, AllSupportedPhases) {
 
 TEST(ChromeReader, ArrayFormatWithAndWithoutClosingBracket) {
   const std::string ev = R"({"ph":"X","name":"a","pid":0,"tid":0,"ts":1,"dur":1})";
-  for (const std::string& json : std::vector<std::string>{"[" + ev + "," + ev + "]", "[" + ev + "," + ev + ",]",
-                                  "[" + ev + "," + ev + ",\n", "[" + ev + "," + ev, "[]", "  [ ]  "}) {
+  const std::string two = "[" + ev + "," + ev;
+  for (const std::string& json : std::vector<std::string>{two + "]", two + ",]", two + ",\n", two, "[]", "  [ ]  "}) {
     auto t = Read(json);
     ASSERT_TRUE(t.ok()) << json << ": " << t.error().message;
     EXPECT_EQ(t->slices().size(), json.find("dur") == std::string::npos ? 0u : 2u) << json;

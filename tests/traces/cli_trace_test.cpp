@@ -28,6 +28,7 @@ CliRun Parallax(std::vector<std::string> args) {
   RegisterTraceCommand(app, state);
   args.insert(args.begin(), "parallax");
   std::vector<char*> argv;
+  argv.reserve(args.size());
   for (auto& a : args) argv.push_back(a.data());
   std::ostringstream captured;
   std::streambuf* old = std::cout.rdbuf(captured.rdbuf());
@@ -90,7 +91,7 @@ TEST(CliTrace, LenientLoadsTruncatedFile) {
   {
     traces::Tracer tr("measured");
     const auto c = tr.Track(0, traces::Stream::kCompute);
-    for (int i = 0; i < 100; ++i) tr.Record(c, tr.Intern("op"), i * 10, 5);
+    for (int i = 0; i < 100; ++i) tr.Record(c, tr.Intern("op"), int64_t{i} * 10, 5);
     auto sink = traces::StringSink(&text);
     ASSERT_TRUE(traces::WriteChromeTrace(tr.trace(), *sink).ok());
   }

@@ -85,11 +85,12 @@ TEST(KinetoGolden, NcclTraceWithCollectiveArgs) {
   // Collective name, message size (nelems x dtype bytes) and group size from the NCCL args.
   std::map<std::string, int> collectives;
   int64_t bytes = 0;
-  t.slices().ForEach([&](const Slice& s) {
+  // Structured bindings are captured through a reference (clang 14 cannot capture them).
+  t.slices().ForEach([&, &tr = t](const Slice& s) {
     if (!s.has(slice_flags::kComm)) return;
-    const SliceArgs* a = t.args(s);
+    const SliceArgs* a = tr.args(s);
     ASSERT_NE(a, nullptr);
-    ++collectives[std::string(t.Str(a->collective))];
+    ++collectives[std::string(tr.Str(a->collective))];
     bytes += a->bytes;
     EXPECT_EQ(a->group_size, 2);
   });
@@ -121,8 +122,8 @@ TEST(KinetoGolden, EightRankTraceNcclKernelsWithoutArgs) {
   EXPECT_EQ(t.flows().size(), 9450u);
   // Without Kineto collective args the collective comes from the kernel name.
   std::map<std::string, int> collectives;
-  t.slices().ForEach([&](const Slice& s) {
-    if (s.has(slice_flags::kComm)) ++collectives[std::string(t.Str(t.args(s)->collective))];
+  t.slices().ForEach([&, &tr = t](const Slice& s) {
+    if (s.has(slice_flags::kComm)) ++collectives[std::string(tr.Str(tr.args(s)->collective))];
   });
   EXPECT_EQ(collectives, (std::map<std::string, int>{{"allreduce", 18}, {"sendrecv", 42}}));
   // Rank 3's GPU streams are device tracks of rank 3 (distributedInfo.rank).

@@ -85,7 +85,7 @@ TEST(Stats, RankBreakdownAndOverlapByHand) {
 TEST(Stats, TopNamesIsLimited) {
   Tracer tr;
   const TrackId c = tr.Track(0, Stream::kCompute);
-  for (int i = 0; i < 50; ++i) tr.Record(c, tr.Intern("op" + std::to_string(i)), i * 100, i + 1);
+  for (int i = 0; i < 50; ++i) tr.Record(c, tr.Intern("op" + std::to_string(i)), int64_t{i} * 100, i + 1);
   StatsOptions o;
   o.top_names = 5;
   const TraceStats st = ComputeStats(tr.trace(), o);

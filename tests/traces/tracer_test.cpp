@@ -42,7 +42,7 @@ TEST(ChunkedVector, AppendsAcrossChunksWithoutMoving) {
   v.ForEach([&](int64_t x) { ASSERT_EQ(x, 3 * k++); });
   EXPECT_EQ(k, kN);
   // 64 Ki in the growing chunks, then 64 Ki per chunk: 4 x 64 Ki for 200,000.
-  EXPECT_EQ(v.capacity_bytes(), 4 * 65536 * sizeof(int64_t));
+  EXPECT_EQ(v.capacity_bytes(), size_t{4} * 65536 * sizeof(int64_t));
   ChunkedVector<int64_t> small;
   small.push_back(1);
   EXPECT_EQ(small.capacity_bytes(), 1024 * sizeof(int64_t));
