@@ -28,9 +28,10 @@ Result<traces::Trace> Load(const std::string& path, const CommonArgs& a, Json& w
   auto t = traces::ReadChromeTrace(path, o, &st);
   for (const std::string& w : st.warnings) {
     std::fprintf(stderr, "parallax: warning: %s: %s\n", path.c_str(), w.c_str());
-    warnings.push_back(path);
-    warnings.back() += ": ";
-    warnings.back() += w;
+    std::string line = path;
+    line += ": ";
+    line += w;
+    warnings.push_back(std::move(line));
   }
   return t;
 }
