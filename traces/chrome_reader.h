@@ -11,6 +11,7 @@
 // Kineto categories map onto tracks and slice flags (see kineto.h).
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -27,6 +28,16 @@ struct ReadOptions {
   bool lenient = false;
   //! Names the input in messages (defaults to the path).
   std::string origin;
+  //! Threads that scan a large plain input (mapped file or memory): 0 one per core, 1 none
+  //! (the caller's thread alone). gzip input is always read by one thread.
+  int threads = 0;
+  //! Inputs at least this large are scanned in parallel; smaller ones by the caller alone.
+  size_t parallel_min_bytes = size_t{8} << 20;
+  //! Bytes per chunk of the parallel scan (tests use small values to cut everywhere).
+  size_t chunk_bytes = size_t{1} << 20;
+  //! Called now and then with the input bytes read and the total (-1 when unknown, as for a
+  //! ByteSource); returning false cancels the read (an I/O error "<origin>: cancelled").
+  std::function<bool(int64_t done, int64_t total)> progress;
 };
 
 //! What the reader saw, beyond the Trace itself.
@@ -41,10 +52,11 @@ struct ReadStats {
   std::vector<std::string> warnings;
 };
 
-//! Reads a trace file. Errors (kind kBadInput) read "<file>: event <i> (byte <offset>): <what>".
+//! Reads a trace file: a plain file of at least 1 MiB is memory-mapped (and scanned in parallel
+//! when large, see ReadOptions), gzip and small files are streamed. Errors (kind kBadInput) read "<file>: event <i> (byte <offset>): <what>".
 Result<Trace> ReadChromeTrace(const std::string& path, const ReadOptions& options = {},
                               ReadStats* stats = nullptr);
-//! Reads trace bytes held in memory (plain or gzip).
+//! Reads trace bytes held in memory (plain: in place, in parallel when large; or gzip).
 Result<Trace> ReadChromeTraceFromMemory(std::string_view bytes, const ReadOptions& options = {},
                                         ReadStats* stats = nullptr);
 //! Reads from any byte source (already decompressed if it was gzip).

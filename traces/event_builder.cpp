@@ -1,6 +1,7 @@
 #include "traces/event_builder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "traces/chrome_writer.h"
@@ -23,6 +24,40 @@ bool FitsIn(int64_t v) {
 }
 
 uint64_t FlowKey(StringId cat, uint64_t id) { return id * 0x9E3779B97F4A7C15ULL + cat; }
+
+//! Slot of a short-text cache: length and three characters (collisions only cost a miss).
+size_t CacheSlot(std::string_view s, size_t slots) {
+  if (s.empty()) return 0;
+  const auto c = [&](size_t i) { return static_cast<size_t>(static_cast<unsigned char>(s[i])); };
+  return (s.size() * 31 + c(0) * 7 + c(s.size() - 1) * 13 + c(s.size() / 2)) & (slots - 1);
+}
+
+bool SameText(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+//! OpKindFromString / PhaseFromString behind a cache keyed by the canonical (static) name.
+template <class E, size_t N>
+std::optional<E> CachedEnum(std::string_view s, std::pair<const char*, E> (&cache)[N],
+                            std::optional<E> (*lookup)(std::string_view)) {
+  auto& e = cache[CacheSlot(s, N)];
+  if (e.first != nullptr && SameText(e.first, s)) return e.second;
+  const std::optional<E> v = lookup(s);
+  if (v) e = {ToString(*v), *v};
+  return v;
+}
+
+}  // namespace
+
+StringId EventBuilder::InternCached(std::string_view s) {
+  CacheEntry& e = cache_[CacheSlot(s, kCacheSize)];
+  if (SameText(e.text, s)) return e.id;  // an empty entry matches only "" (id 0)
+  const StringId id = trace_.Intern(s);
+  e = CacheEntry{trace_.Str(id), id};
+  return id;
+}
+
+namespace {
 
 }  // namespace
 
@@ -116,7 +151,7 @@ EventBuilder::IdFields EventBuilder::ParseArgs(const RawEvent& ev) {
         f.has_args = true;
       }
     } else if ((k == "collective" || k == "Collective name") && v.type == ValueType::kString) {
-      f.args.collective = trace_.Intern(v.text);
+      f.args.collective = InternCached(v.text);
       f.has_args = true;
     } else if (k == "In msg nelems") in_nelems = &v;
     else if (k == "Out msg nelems") out_nelems = &v;
@@ -125,8 +160,8 @@ EventBuilder::IdFields EventBuilder::ParseArgs(const RawEvent& ev) {
   if (op != nullptr && phase != nullptr) {
     std::optional<OpKind> kind;
     std::optional<Phase> ph;
-    if (op->type == ValueType::kString) kind = OpKindFromString(op->text);
-    if (phase->type == ValueType::kString) ph = PhaseFromString(phase->text);
+    if (op->type == ValueType::kString) kind = CachedEnum(op->text, op_cache_, &OpKindFromString);
+    if (phase->type == ValueType::kString) ph = CachedEnum(phase->text, phase_cache_, &PhaseFromString);
     OpIdentity id;
     id.microbatch = id.stage = id.layer = -1;
     int64_t* fields[5] = {&id.step, &id.rank, &id.microbatch, &id.stage, &id.layer};
@@ -206,7 +241,7 @@ void EventBuilder::Add(const RawEvent& ev) {
   const char ph = ev.ph.text[0];
   if (ev.cat.present() && ev.cat.type != ValueType::kString) throw EventError{"cat must be a string"};
   if (ev.name.present() && ev.name.type != ValueType::kString) throw EventError{"name must be a string"};
-  const StringId cat = ev.cat.present() ? trace_.Intern(ev.cat.text) : kEmptyString;
+  const StringId cat = ev.cat.present() ? InternCached(ev.cat.text) : kEmptyString;
   switch (ph) {
     case 'X': case 'B': case 'E': case 'i': case 'I': case 'C': case 'M': case 's': case 't':
     case 'f': case 'b': case 'e': case 'n': case 'P': case 'O': case 'N': case 'D': case 'R':
@@ -216,6 +251,7 @@ void EventBuilder::Add(const RawEvent& ev) {
       throw EventError{"unknown phase " + Quote(ev.ph.text)};
   }
   ++phase_counts_[static_cast<unsigned char>(ph)];
+  if (cat >= category_counts_.size()) category_counts_.resize(cat + 1);
   ++category_counts_[cat];
 
   if (ph == 'M') return Metadata(ev);
@@ -225,7 +261,7 @@ void EventBuilder::Add(const RawEvent& ev) {
       const int64_t dur = Ns(ev.dur, "dur", true);
       if (dur < 0) throw EventError{"negative duration (dur " + std::string(ev.dur.text) + ")"};
       const IdFields f = ParseArgs(ev);
-      AddSlice(TrackFor(ev), ts, dur, trace_.Intern(ev.name.text), cat, f, 0);
+      AddSlice(TrackFor(ev), ts, dur, InternCached(ev.name.text), cat, f, 0);
       return;
     }
     case 'B': {
@@ -436,7 +472,10 @@ void EventBuilder::Finish() {
   for (int c = 0; c < 128; ++c) {
     if (phase_counts_[c] > 0) stats_.phases[std::string(1, static_cast<char>(c))] += phase_counts_[c];
   }
-  for (const auto& [cat, n] : category_counts_) stats_.categories[std::string(trace_.Str(cat))] += n;
+  for (size_t cat = 0; cat < category_counts_.size(); ++cat) {
+    const int64_t n = category_counts_[cat];
+    if (n > 0) stats_.categories[std::string(trace_.Str(static_cast<StringId>(cat)))] += n;
+  }
 }
 
 }  // namespace parallax::traces

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -29,13 +30,19 @@ struct RawArg {
 struct RawEvent {
   RawValue ph, name, cat, pid, tid, ts, dur, id, bp, scope;
   bool has_args = false;
-  std::vector<RawArg> args;  //!< top-level args; nested values are kObject/kArray without text
+  //! Top-level args, stored by the scanner's caller: `args_begin`/`args_count` index its arg
+  //! store while scanning; `args` views them once bound (BindArgs). Nested values are
+  //! kObject/kArray without text.
+  uint32_t args_begin = 0, args_count = 0;
+  std::span<const RawArg> args;
 
   void Clear() {
     ph = name = cat = pid = tid = ts = dur = id = bp = scope = RawValue{};
     has_args = false;
-    args.clear();
+    args_begin = args_count = 0;
+    args = {};
   }
+  void BindArgs(const std::vector<RawArg>& store) { args = {store.data() + args_begin, args_count}; }
   const RawValue* Arg(std::string_view key) const {
     for (const RawArg& a : args) {
       if (a.key == key) return &a.value;
@@ -85,6 +92,9 @@ class EventBuilder {
   void Counter(const RawEvent& ev);
   void Async(const RawEvent& ev, char ph);
   void Warn(std::string w);
+  //! Intern with a small direct-mapped cache in front of the string table: event names and
+  //! categories repeat, and hashing them for every event was a tenth of a load.
+  StringId InternCached(std::string_view s);
 
   Trace& trace_;
   ReadStats& stats_;
@@ -99,7 +109,15 @@ class EventBuilder {
   std::map<int64_t, std::string> process_names_, process_labels_;
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
   std::map<std::pair<int64_t, int64_t>, int64_t> thread_sort_;
-  std::unordered_map<StringId, int64_t> category_counts_;
+  std::vector<int64_t> category_counts_;  // by StringId
+  struct CacheEntry {
+    std::string_view text;  // views the trace's string table (stable)
+    StringId id = kEmptyString;
+  };
+  static constexpr size_t kCacheSize = 256;
+  CacheEntry cache_[kCacheSize];
+  std::pair<const char*, OpKind> op_cache_[64] = {};
+  std::pair<const char*, Phase> phase_cache_[16] = {};
   int64_t phase_counts_[128] = {};
   int64_t unmatched_end_ = 0, unclosed_begin_ = 0, bad_identity_ = 0, dup_flow_ = 0;
   std::vector<StringId> op_name_ids_;
