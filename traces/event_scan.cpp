@@ -23,40 +23,84 @@ void ScanArgs(JsonScanner& scanner, RawEvent& ev, std::vector<RawArg>& store) {
 
 }  // namespace
 
+namespace {
+
+//! The slot of a key our writer and Kineto use, read without decoding the key string when it
+//! is written plainly ("ph": ...). Returns false (nothing consumed) otherwise.
+bool FastKey(JsonScanner& scanner, RawEvent& ev, RawValue** slot, bool* args) {
+  const char* p = scanner.pos();
+  if (scanner.end() - p < 8 || *p != '"') return false;
+  switch (p[1]) {
+    case 'p':
+      if (scanner.TryLiteral("\"ph\":")) return *slot = &ev.ph, true;
+      if (scanner.TryLiteral("\"pid\":")) return *slot = &ev.pid, true;
+      return false;
+    case 't':
+      if (scanner.TryLiteral("\"ts\":")) return *slot = &ev.ts, true;
+      if (scanner.TryLiteral("\"tid\":")) return *slot = &ev.tid, true;
+      return false;
+    case 'd':
+      return scanner.TryLiteral("\"dur\":") && (*slot = &ev.dur, true);
+    case 'n':
+      return scanner.TryLiteral("\"name\":") && (*slot = &ev.name, true);
+    case 'c':
+      return scanner.TryLiteral("\"cat\":") && (*slot = &ev.cat, true);
+    case 'i':
+      return scanner.TryLiteral("\"id\":") && (*slot = &ev.id, true);
+    case 'a':
+      return scanner.TryLiteral("\"args\":") && (*args = true, true);
+    default:
+      return false;
+  }
+}
+
+RawValue* SlotOf(RawEvent& ev, std::string_view key) {
+  switch (key.size()) {
+    case 1:
+      if (key[0] == 's') return &ev.scope;
+      break;
+    case 2:
+      if (key == "ph") return &ev.ph;
+      if (key == "ts") return &ev.ts;
+      if (key == "id") return &ev.id;
+      if (key == "bp") return &ev.bp;
+      break;
+    case 3:
+      if (key == "pid") return &ev.pid;
+      if (key == "tid") return &ev.tid;
+      if (key == "cat") return &ev.cat;
+      if (key == "dur") return &ev.dur;
+      break;
+    case 4:
+      if (key == "name") return &ev.name;
+      break;
+    default:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 void ScanEvent(JsonScanner& scanner, RawEvent& ev, std::vector<RawArg>& arg_store) {
   ev.Clear();
   scanner.Expect('{');
   if (scanner.Consume('}')) return;
   do {
-    const std::string_view key = scanner.String();
-    scanner.Expect(':');
+    scanner.SkipWs();
     RawValue* slot = nullptr;
-    switch (key.size()) {
-      case 1:
-        if (key[0] == 's') slot = &ev.scope;
-        break;
-      case 2:
-        if (key == "ph") slot = &ev.ph;
-        else if (key == "ts") slot = &ev.ts;
-        else if (key == "id") slot = &ev.id;
-        else if (key == "bp") slot = &ev.bp;
-        break;
-      case 3:
-        if (key == "pid") slot = &ev.pid;
-        else if (key == "tid") slot = &ev.tid;
-        else if (key == "cat") slot = &ev.cat;
-        else if (key == "dur") slot = &ev.dur;
-        break;
-      case 4:
-        if (key == "name") {
-          slot = &ev.name;
-        } else if (key == "args" && scanner.Peek() == '{') {
-          ScanArgs(scanner, ev, arg_store);
-          continue;
-        }
-        break;
-      default:
-        break;
+    bool args = false;
+    if (!FastKey(scanner, ev, &slot, &args)) {
+      const std::string_view key = scanner.String();
+      scanner.Expect(':');
+      slot = SlotOf(ev, key);
+      args = key == "args";
+    }
+    if (args) {
+      if (scanner.Peek() == '{') {
+        ScanArgs(scanner, ev, arg_store);
+        continue;
+      }
     }
     if (slot != nullptr) {
       *slot = scanner.Value(1);

@@ -99,7 +99,10 @@ void ScanChunk(Chunk& c, size_t k, const std::vector<const char*>& bounds, const
         return;
       }
       in_event = true;
-      ScanEvent(s, c.events.emplace_back(), c.args);
+      RawEvent& ev = c.events.emplace_back();
+      ScanEvent(s, ev, c.args);
+      ev.BindArgs(c.args);  // valid until the store grows; the consumer binds again
+      EventBuilder::Predecode(ev);
       c.starts.push_back(at);
       in_event = false;
       if (s.Consume(',')) {
