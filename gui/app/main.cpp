@@ -1,7 +1,7 @@
 // parallax-gui: the viewer, plus two scripted modes (DESIGN.md "Command line"):
 //   parallax-gui --screenshot out.png [--size WxH] [--view timeline|compare|plans|stats]
 //                [--range START_NS:END_NS] [--select REGEX] FILES...   (or --compare PRED MEAS)
-//   parallax-gui --benchmark FILE                      (one JSON object on stdout)
+//   parallax-gui --benchmark FILE [--threads N]        (one JSON object on stdout)
 // A bad file exits 2 naming it in these modes; in the window it is an error dialog.
 #include <QApplication>
 #include <QCommandLineParser>
@@ -45,12 +45,16 @@ int main(int argc, char** argv) {
                             "REGEX");
   QCommandLineOption benchmark("benchmark", "Load FILE, render frames, print one JSON object",
                                "FILE");
-  cli.addOptions({compare, screenshot, size, view, range, select, benchmark});
+  QCommandLineOption threads("threads",
+                             "Threads that read a large trace (0: one per core; 1: no extra)",
+                             "N", "0");
+  cli.addOptions({compare, screenshot, size, view, range, select, benchmark, threads});
   cli.process(app);
   const QStringList files = cli.positionalArguments();
 
   if (cli.isSet(benchmark)) {
-    auto r = parallax::gui::RunBenchmark(cli.value(benchmark).toStdString());
+    auto r = parallax::gui::RunBenchmark(cli.value(benchmark).toStdString(),
+                                         cli.value(threads).toInt());
     if (!r) return Fail(r.error().message, parallax::ExitCodeFor(r.error()));
     std::printf("%s\n", r->c_str());
     return 0;

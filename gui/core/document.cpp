@@ -78,7 +78,7 @@ Result<std::unique_ptr<traces::Trace>> SimulatePlan(const Plan& plan) {
   return std::make_unique<traces::Trace>(std::move(*sim->trace));
 }
 
-Result<Document> LoadDocument(const std::string& path, LoadProgress* progress) {
+Result<Document> LoadDocument(const std::string& path, LoadProgress* progress, int reader_threads) {
   auto kind = SniffKind(path);
   if (!kind) return kind.error();
   Document doc;
@@ -102,6 +102,7 @@ Result<Document> LoadDocument(const std::string& path, LoadProgress* progress) {
     const int64_t file_bytes = FileBytes(path);
     traces::ReadOptions ro;
     ro.origin = path;
+    ro.threads = reader_threads;
     if (progress) {
       ro.progress = [progress, file_bytes](int64_t done, int64_t total) {
         if (total < 0) total = file_bytes;  // a stream reports compressed bytes read
