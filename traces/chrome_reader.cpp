@@ -71,7 +71,8 @@ class ChromeReader {
   void Refill();
   int64_t Offset(const char* p) const { return base_ + (p - data_); }
   void ParseEvents(bool array_format);
-  void ParseEventsParallel(bool array_format, int threads);
+  //! False when no thread could be started (nothing consumed: scan sequentially instead).
+  bool ParseEventsParallel(bool array_format, int threads);
   //! Hands one scanned event to the builder (errors name the event and its offset).
   void AddEvent(const RawEvent& ev, int64_t index, int64_t offset);
   bool Progress(int64_t done, int64_t total) const { return !options_.progress || options_.progress(done, total); }
@@ -154,7 +155,7 @@ void ChromeReader::AddEvent(const RawEvent& ev, int64_t index, int64_t offset) {
   }
 }
 
-void ChromeReader::ParseEventsParallel(bool array_format, int threads) {
+bool ChromeReader::ParseEventsParallel(bool array_format, int threads) {
   ParallelEventsOptions po;
   po.threads = threads;
   po.chunk_bytes = options_.chunk_bytes;
@@ -167,6 +168,7 @@ void ChromeReader::ParseEventsParallel(bool array_format, int threads) {
         AddEvent(ev, index, Offset(at));
         ++index;
       });
+  if (end.kind == EventsEnd::Kind::kNoThreads) return false;
   // As the sequential loop leaves them: between events the index is the last event's.
   event_index_ = end.after_event ? index - 1 : index;
   between_events_ = end.after_event && array_format;
@@ -180,7 +182,10 @@ void ChromeReader::ParseEventsParallel(bool array_format, int threads) {
       throw Truncated{};
     case EventsEnd::Kind::kCancelled:
       throw SourceFailed{Cancelled()};
+    case EventsEnd::Kind::kNoThreads:
+      break;
   }
+  return true;
 }
 
 void ChromeReader::ParseEvents(bool array_format) {
@@ -190,8 +195,7 @@ void ChromeReader::ParseEvents(bool array_format) {
   const int threads = options_.threads > 0 ? options_.threads
                                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!done && src_ == nullptr && threads > 1 && filled_ >= options_.parallel_min_bytes) {
-    ParseEventsParallel(array_format, threads);
-    done = true;
+    done = ParseEventsParallel(array_format, threads);
   }
   int64_t index = 0;
   while (!done) {

@@ -1,7 +1,8 @@
 #pragma once
 // Chrome Trace Event JSON reader: our own output and PyTorch profiler (Kineto) traces, plain or
-// gzip (detected by magic bytes). A streaming pull parser over a refilled buffer: memory is the
-// Trace plus one buffer, never a DOM of the file.
+// gzip (detected by magic bytes). A pull parser, never a DOM of the file: gzip and small files
+// stream through a refilled buffer; a large plain file is memory-mapped and its events scanned
+// on several threads (parallel_events.h), with the same result as the sequential scan.
 //
 // Phases: X, B/E, i/I (zero-length slices), C (counters), M (names, sort indices),
 // s/t/f (flows; s->f pairs by (cat, id)), b/e (async slices on a per-process async track).

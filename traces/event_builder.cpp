@@ -33,7 +33,8 @@ size_t CacheSlot(std::string_view s, size_t slots) {
 }
 
 bool SameText(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
+  // memcmp must not see the null data() of an empty view, even with size 0.
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
 }
 
 //! OpKindFromString / PhaseFromString behind a cache keyed by the canonical (static) name.

@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -210,7 +211,14 @@ EventsEnd ScanEventsParallel(const char* begin, const char* end, bool array_form
       for (std::thread& t : workers) t.join();
     }
   } joiner{workers, mu, stop, slots, window_cv};
-  for (int i = 0; i < threads; ++i) workers.emplace_back(worker);
+  for (int i = 0; i < threads; ++i) {
+    try {
+      workers.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // out of threads: go on with those started
+    }
+  }
+  if (workers.empty()) return EventsEnd{EventsEnd::Kind::kNoThreads, begin, {}, false};
 
   size_t k = 0;
   for (;;) {

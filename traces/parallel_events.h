@@ -26,6 +26,7 @@ struct EventsEnd {
     kScanError,  //!< invalid JSON at `at`
     kTruncated,  //!< the input ended
     kCancelled,  //!< `progress` returned false
+    kNoThreads,  //!< no thread could be started; nothing was consumed (scan sequentially)
   };
   Kind kind = Kind::kEnd;
   const char* at = nullptr;
