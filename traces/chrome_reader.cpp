@@ -1,10 +1,18 @@
 #include "traces/chrome_reader.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "traces/event_builder.h"
+#include "traces/event_scan.h"
 #include "traces/json_scanner.h"
+#include "traces/parallel_events.h"
 
 namespace parallax::traces {
 namespace {
@@ -18,10 +26,22 @@ struct SourceFailed {
 
 class ChromeReader {
  public:
+  //! Streams from `src`.
   ChromeReader(ByteSource& src, const ReadOptions& options, ReadStats& stats)
-      : src_(src), options_(options), stats_(stats), builder_(trace_, stats_) {
+      : src_(&src), options_(options), stats_(stats), builder_(trace_, stats_) {
     buf_.resize(kInitialBuffer);
-    scanner_.SetWindow(buf_.data(), buf_.data());
+    data_ = buf_.data();
+    scanner_.SetWindow(data_, data_);
+  }
+  //! Reads JSON held in memory (one window over all of it; no copy).
+  ChromeReader(std::string_view json, const ReadOptions& options, ReadStats& stats)
+      : options_(options), stats_(stats), builder_(trace_, stats_) {
+    data_ = json.data();
+    filled_ = json.size();
+    eof_ = true;
+    stats_.json_bytes = static_cast<int64_t>(json.size());
+    scanner_.SetWindow(data_, data_ + filled_);
+    scanner_.SetFinal(true);
   }
 
   Result<Trace> Run();
@@ -49,23 +69,29 @@ class ChromeReader {
     }
   }
   void Refill();
-  int64_t Offset(const char* p) const { return base_ + (p - buf_.data()); }
+  int64_t Offset(const char* p) const { return base_ + (p - data_); }
   void ParseEvents(bool array_format);
-  void ParseEvent();
-  void ParseArgs();
+  //! False when no thread could be started (nothing consumed: scan sequentially instead).
+  bool ParseEventsParallel(bool array_format, int threads);
+  //! Hands one scanned event to the builder (errors name the event and its offset).
+  void AddEvent(const RawEvent& ev, int64_t index, int64_t offset);
+  bool Progress(int64_t done, int64_t total) const { return !options_.progress || options_.progress(done, total); }
+  Error Cancelled() const { return Error{options_.origin + ": cancelled", ErrorKind::kIo}; }
   Error Fail(const std::string& what, int64_t offset) const;
 
-  ByteSource& src_;
+  ByteSource* src_ = nullptr;  // null: the JSON is in memory
   const ReadOptions& options_;
   ReadStats& stats_;
   Trace trace_;
   EventBuilder builder_;
   JsonScanner scanner_;
-  std::vector<char> buf_;
-  size_t filled_ = 0;   // valid bytes in buf_
-  int64_t base_ = 0;    // JSON offset of buf_[0]
+  std::vector<char> buf_;        // streaming only
+  const char* data_ = nullptr;   // the window: buf_ when streaming, else the whole JSON
+  size_t filled_ = 0;   // valid bytes at data_
+  int64_t base_ = 0;    // JSON offset of data_[0]
   bool eof_ = false;
   RawEvent ev_;
+  std::vector<RawArg> args_;  // ev_'s args
   int64_t event_index_ = -1;  // index of the event being parsed, -1 outside traceEvents
   int64_t event_offset_ = 0;
   bool in_events_ = false;
@@ -73,6 +99,7 @@ class ChromeReader {
 };
 
 void ChromeReader::Refill() {
+  if (!Progress(src_->raw_offset(), -1)) throw SourceFailed{Cancelled()};
   const size_t keep_from = static_cast<size_t>(scanner_.pos() - buf_.data());
   const size_t keep = filled_ - keep_from;
   if (keep_from > 0) {
@@ -89,7 +116,7 @@ void ChromeReader::Refill() {
   }
   filled_ = keep;
   while (filled_ < buf_.size()) {
-    auto got = src_.Read(buf_.data() + filled_, buf_.size() - filled_);
+    auto got = src_->Read(buf_.data() + filled_, buf_.size() - filled_);
     if (!got.ok()) {
       if (options_.lenient && got.error().kind == ErrorKind::kBadInput) {
         stats_.warnings.push_back(got.error().message);
@@ -106,7 +133,8 @@ void ChromeReader::Refill() {
     if (filled_ - keep >= (1 << 16)) break;  // enough progress; parse before reading more
   }
   stats_.json_bytes = base_ + static_cast<int64_t>(filled_);
-  scanner_.SetWindow(buf_.data(), buf_.data() + filled_);
+  data_ = buf_.data();
+  scanner_.SetWindow(data_, data_ + filled_);
   scanner_.SetFinal(eof_);
 }
 
@@ -117,70 +145,58 @@ Error ChromeReader::Fail(const std::string& what, int64_t offset) const {
   return BadInput(std::move(msg));
 }
 
-void ChromeReader::ParseArgs() {
-  ev_.has_args = true;
-  scanner_.Expect('{');
-  if (scanner_.Consume('}')) return;
-  do {
-    RawArg a;
-    a.key = scanner_.String();
-    scanner_.Expect(':');
-    a.value = scanner_.Value(2);
-    ev_.args.push_back(a);
-  } while (scanner_.Consume(','));
-  scanner_.Expect('}');
+void ChromeReader::AddEvent(const RawEvent& ev, int64_t index, int64_t offset) {
+  event_index_ = index;
+  event_offset_ = offset;
+  try {
+    builder_.Add(ev);
+  } catch (const EventError& e) {
+    throw SourceFailed{Fail(e.what, event_offset_)};
+  }
 }
 
-void ChromeReader::ParseEvent() {
-  ev_.Clear();
-  scanner_.Expect('{');
-  if (scanner_.Consume('}')) return;
-  do {
-    const std::string_view key = scanner_.String();
-    scanner_.Expect(':');
-    RawValue* slot = nullptr;
-    switch (key.size()) {
-      case 1:
-        if (key[0] == 's') slot = &ev_.scope;
-        break;
-      case 2:
-        if (key == "ph") slot = &ev_.ph;
-        else if (key == "ts") slot = &ev_.ts;
-        else if (key == "id") slot = &ev_.id;
-        else if (key == "bp") slot = &ev_.bp;
-        break;
-      case 3:
-        if (key == "pid") slot = &ev_.pid;
-        else if (key == "tid") slot = &ev_.tid;
-        else if (key == "cat") slot = &ev_.cat;
-        else if (key == "dur") slot = &ev_.dur;
-        break;
-      case 4:
-        if (key == "name") slot = &ev_.name;
-        else if (key == "args") {
-          if (scanner_.Peek() == '{') {
-            ev_.args.clear();
-            ParseArgs();
-            continue;
-          }
-        }
-        break;
-      default:
-        break;
-    }
-    if (slot != nullptr) {
-      *slot = scanner_.Value(1);
-    } else {
-      scanner_.Skip(1);
-    }
-  } while (scanner_.Consume(','));
-  scanner_.Expect('}');
+bool ChromeReader::ParseEventsParallel(bool array_format, int threads) {
+  ParallelEventsOptions po;
+  po.threads = threads;
+  po.chunk_bytes = options_.chunk_bytes;
+  const int64_t total = static_cast<int64_t>(filled_);
+  const int64_t start = Offset(scanner_.pos());
+  if (options_.progress) po.progress = [&](int64_t done) { return Progress(start + done, total); };
+  int64_t index = 0;
+  const EventsEnd end =
+      ScanEventsParallel(scanner_.pos(), data_ + filled_, array_format, po, [&](const RawEvent& ev, const char* at) {
+        AddEvent(ev, index, Offset(at));
+        ++index;
+      });
+  if (end.kind == EventsEnd::Kind::kNoThreads) return false;
+  // As the sequential loop leaves them: between events the index is the last event's.
+  event_index_ = end.after_event ? index - 1 : index;
+  between_events_ = end.after_event && array_format;
+  switch (end.kind) {
+    case EventsEnd::Kind::kEnd:
+      scanner_.set_pos(end.at);
+      break;
+    case EventsEnd::Kind::kScanError:
+      throw ScanError{end.at, end.what};
+    case EventsEnd::Kind::kTruncated:
+      throw Truncated{};
+    case EventsEnd::Kind::kCancelled:
+      throw SourceFailed{Cancelled()};
+    case EventsEnd::Kind::kNoThreads:
+      break;
+  }
+  return true;
 }
 
 void ChromeReader::ParseEvents(bool array_format) {
   in_events_ = true;
   bool done = false;
   Unit([&] { done = scanner_.Consume(']'); });
+  const int threads = options_.threads > 0 ? options_.threads
+                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!done && src_ == nullptr && threads > 1 && filled_ >= options_.parallel_min_bytes) {
+    done = ParseEventsParallel(array_format, threads);
+  }
   int64_t index = 0;
   while (!done) {
     event_index_ = index;
@@ -188,12 +204,14 @@ void ChromeReader::ParseEvents(bool array_format) {
     Unit([&] {
       scanner_.SkipWs();
       event_offset_ = Offset(scanner_.pos());
-      ParseEvent();
+      args_.clear();
+      ScanEvent(scanner_, ev_, args_);
     });
-    try {
-      builder_.Add(ev_);
-    } catch (const EventError& e) {
-      throw SourceFailed{Fail(e.what, event_offset_)};
+    ev_.BindArgs(args_);
+    AddEvent(ev_, index, event_offset_);
+    if (src_ == nullptr && (index & 0x3fff) == 0x3fff &&
+        !Progress(Offset(scanner_.pos()), static_cast<int64_t>(filled_))) {
+      throw SourceFailed{Cancelled()};
     }
     ++index;
     between_events_ = array_format;
@@ -218,7 +236,7 @@ void ChromeReader::ParseEvents(bool array_format) {
 Result<Trace> ChromeReader::Run() {
   try {
     try {
-      Refill();
+      if (src_ != nullptr) Refill();
       char first = 0;
       Unit([&] { first = scanner_.Peek(); });
       if (first == '[') {
@@ -267,7 +285,7 @@ Result<Trace> ChromeReader::Run() {
       // Only whitespace may follow.
       for (;;) {
         scanner_.SkipWs();
-        if (scanner_.pos() != buf_.data() + filled_) {
+        if (scanner_.pos() != data_ + filled_) {
           throw ScanError{scanner_.pos(), "unexpected data after the trace"};
         }
         if (eof_) break;
@@ -297,7 +315,7 @@ Result<Trace> ChromeReader::Run() {
     return e.error;
   }
   builder_.Finish();
-  stats_.raw_bytes = src_.raw_offset();
+  stats_.raw_bytes = src_ != nullptr ? src_->raw_offset() : static_cast<int64_t>(filled_);
   if (trace_.metadata.source.empty()) trace_.metadata.source = options_.origin;
   return std::move(trace_);
 }
@@ -312,11 +330,67 @@ Result<Trace> ReadChromeTrace(ByteSource& source, const ReadOptions& options, Re
   return reader.Run();
 }
 
+namespace {
+
+Result<Trace> ReadPlainJson(std::string_view json, const ReadOptions& options, ReadStats* stats) {
+  ReadStats local;
+  ReadStats& s = stats != nullptr ? *stats : local;
+  s = ReadStats{};
+  ChromeReader reader(json, options, s);
+  return reader.Run();
+}
+
+bool IsGzip(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
+//! A read-only private mapping of a whole file.
+class MappedFile {
+ public:
+  MappedFile(int fd, size_t size) : size_(size) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p != MAP_FAILED) {
+      data_ = static_cast<const char*>(p);
+      ::madvise(p, size, MADV_WILLNEED);  // read ahead when the file is not cached yet
+    }
+  }
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  bool ok() const { return data_ != nullptr; }
+  std::string_view bytes() const { return {data_, size_}; }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_;
+};
+
+constexpr size_t kMapMinBytes = size_t{1} << 20;
+
+}  // namespace
+
 Result<Trace> ReadChromeTrace(const std::string& path, const ReadOptions& options, ReadStats* stats) {
-  auto src = OpenTraceSource(path);
-  if (!src.ok()) return src.error();
   ReadOptions o = options;
   if (o.origin.empty()) o.origin = path;
+  {
+    auto fd = OpenRegularFile(path);
+    if (!fd.ok()) return fd.error();
+    struct stat st {};
+    char magic[2] = {0, 0};
+    const bool plain = ::fstat(*fd, &st) == 0 && ::pread(*fd, magic, 2, 0) == 2 && !IsGzip({magic, 2});
+    if (plain && static_cast<size_t>(st.st_size) >= kMapMinBytes) {
+      MappedFile map(*fd, static_cast<size_t>(st.st_size));
+      ::close(*fd);
+      if (map.ok()) return ReadPlainJson(map.bytes(), o, stats);
+    } else {
+      ::close(*fd);
+    }
+  }
+  auto src = OpenTraceSource(path);
+  if (!src.ok()) return src.error();
   return ReadChromeTrace(**src, o, stats);
 }
 
@@ -324,6 +398,7 @@ Result<Trace> ReadChromeTraceFromMemory(std::string_view bytes, const ReadOption
                                         ReadStats* stats) {
   ReadOptions o = options;
   if (o.origin.empty()) o.origin = "<memory>";
+  if (!IsGzip(bytes)) return ReadPlainJson(bytes, o, stats);
   auto src = OpenMemoryTraceSource(bytes, o.origin);
   return ReadChromeTrace(*src, o, stats);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // Chrome Trace Event JSON reader: our own output and PyTorch profiler (Kineto) traces, plain or
-// gzip (detected by magic bytes). A streaming pull parser over a refilled buffer: memory is the
-// Trace plus one buffer, never a DOM of the file.
+// gzip (detected by magic bytes). A pull parser, never a DOM of the file: gzip and small files
+// stream through a refilled buffer; a large plain file is memory-mapped and its events scanned
+// on several threads (parallel_events.h), with the same result as the sequential scan.
 //
 // Phases: X, B/E, i/I (zero-length slices), C (counters), M (names, sort indices),
 // s/t/f (flows; s->f pairs by (cat, id)), b/e (async slices on a per-process async track).
@@ -11,6 +12,7 @@
 // Kineto categories map onto tracks and slice flags (see kineto.h).
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -27,6 +29,16 @@ struct ReadOptions {
   bool lenient = false;
   //! Names the input in messages (defaults to the path).
   std::string origin;
+  //! Threads that scan a large plain input (mapped file or memory): 0 one per core, 1 none
+  //! (the caller's thread alone). gzip input is always read by one thread.
+  int threads = 0;
+  //! Inputs at least this large are scanned in parallel; smaller ones by the caller alone.
+  size_t parallel_min_bytes = size_t{8} << 20;
+  //! Bytes per chunk of the parallel scan (tests use small values to cut everywhere).
+  size_t chunk_bytes = size_t{1} << 20;
+  //! Called now and then with the input bytes read and the total (-1 when unknown, as for a
+  //! ByteSource); returning false cancels the read (an I/O error "<origin>: cancelled").
+  std::function<bool(int64_t done, int64_t total)> progress;
 };
 
 //! What the reader saw, beyond the Trace itself.
@@ -41,10 +53,11 @@ struct ReadStats {
   std::vector<std::string> warnings;
 };
 
-//! Reads a trace file. Errors (kind kBadInput) read "<file>: event <i> (byte <offset>): <what>".
+//! Reads a trace file: a plain file of at least 1 MiB is memory-mapped (and scanned in parallel
+//! when large, see ReadOptions), gzip and small files are streamed. Errors (kind kBadInput) read "<file>: event <i> (byte <offset>): <what>".
 Result<Trace> ReadChromeTrace(const std::string& path, const ReadOptions& options = {},
                               ReadStats* stats = nullptr);
-//! Reads trace bytes held in memory (plain or gzip).
+//! Reads trace bytes held in memory (plain: in place, in parallel when large; or gzip).
 Result<Trace> ReadChromeTraceFromMemory(std::string_view bytes, const ReadOptions& options = {},
                                         ReadStats* stats = nullptr);
 //! Reads from any byte source (already decompressed if it was gzip).

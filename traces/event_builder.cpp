@@ -1,6 +1,7 @@
 #include "traces/event_builder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "traces/chrome_writer.h"
@@ -23,6 +24,41 @@ bool FitsIn(int64_t v) {
 }
 
 uint64_t FlowKey(StringId cat, uint64_t id) { return id * 0x9E3779B97F4A7C15ULL + cat; }
+
+//! Slot of a short-text cache: length and three characters (collisions only cost a miss).
+size_t CacheSlot(std::string_view s, size_t slots) {
+  if (s.empty()) return 0;
+  const auto c = [&](size_t i) { return static_cast<size_t>(static_cast<unsigned char>(s[i])); };
+  return (s.size() * 31 + c(0) * 7 + c(s.size() - 1) * 13 + c(s.size() / 2)) & (slots - 1);
+}
+
+bool SameText(std::string_view a, std::string_view b) {
+  // memcmp must not see the null data() of an empty view, even with size 0.
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+}
+
+//! OpKindFromString / PhaseFromString behind a cache keyed by the canonical (static) name.
+template <class E, size_t N>
+std::optional<E> CachedEnum(std::string_view s, std::pair<std::string_view, E> (&cache)[N],
+                            std::optional<E> (*lookup)(std::string_view)) {
+  auto& e = cache[CacheSlot(s, N)];
+  if (!e.first.empty() && SameText(e.first, s)) return e.second;
+  const std::optional<E> v = lookup(s);
+  if (v) e = {ToString(*v), *v};
+  return v;
+}
+
+}  // namespace
+
+StringId EventBuilder::InternCached(std::string_view s) {
+  CacheEntry& e = cache_[CacheSlot(s, kCacheSize)];
+  if (SameText(e.text, s)) return e.id;  // an empty entry matches only "" (id 0)
+  const StringId id = trace_.Intern(s);
+  e = CacheEntry{trace_.Str(id), id};
+  return id;
+}
+
+namespace {
 
 }  // namespace
 
@@ -86,9 +122,11 @@ int64_t EventBuilder::Ns(const RawValue& v, const char* what, bool required) {
   return ns;
 }
 
-EventBuilder::IdFields EventBuilder::ParseArgs(const RawEvent& ev) {
-  IdFields f;
-  if (!ev.has_args) return f;
+void EventBuilder::DecodeArgs(const RawEvent& ev, SliceFields* decoded, bool* bad_identity,
+                              std::string_view* collective, uint8_t* collective_keys) {
+  SliceFields& f = *decoded;
+  *bad_identity = false;
+  *collective_keys = 0;
   const RawValue* op = nullptr;
   const RawValue* phase = nullptr;
   const RawValue* ints[5] = {};  // step, rank, mb, stage, layer
@@ -98,35 +136,65 @@ EventBuilder::IdFields EventBuilder::ParseArgs(const RawEvent& ev) {
   for (const RawArg& a : ev.args) {
     const std::string_view k = a.key;
     const RawValue& v = a.value;
-    if (k == "op") op = &v;
-    else if (k == "phase") phase = &v;
-    else if (k == "step") ints[0] = &v;
-    else if (k == "rank") ints[1] = &v;
-    else if (k == "mb") ints[2] = &v;
-    else if (k == "stage") ints[3] = &v;
-    else if (k == "layer") ints[4] = &v;
-    else if (k == "flops" && v.type == ValueType::kNumber) {
-      f.has_args = ParseDouble(v.text, &f.args.flops) || f.has_args;
-    } else if (k == "bytes" && v.type == ValueType::kNumber) {
-      f.has_args = ParseInt64(v.text, &f.args.bytes) || f.has_args;
-    } else if ((k == "group_size" || k == "Group size") && v.type == ValueType::kNumber) {
-      int64_t g;
-      if (ParseInt64(v.text, &g) && g > 0 && g <= INT32_MAX) {
-        f.args.group_size = static_cast<int32_t>(g);
-        f.has_args = true;
-      }
-    } else if ((k == "collective" || k == "Collective name") && v.type == ValueType::kString) {
-      f.args.collective = trace_.Intern(v.text);
-      f.has_args = true;
-    } else if (k == "In msg nelems") in_nelems = &v;
-    else if (k == "Out msg nelems") out_nelems = &v;
-    else if (k == "dtype") dtype = &v;
+    switch (k.size()) {  // by length first: a trace's args are mostly these few keys
+      case 2:
+        if (k == "op") op = &v;
+        else if (k == "mb") ints[2] = &v;
+        break;
+      case 4:
+        if (k == "step") ints[0] = &v;
+        else if (k == "rank") ints[1] = &v;
+        break;
+      case 5:
+        if (k == "phase") phase = &v;
+        else if (k == "stage") ints[3] = &v;
+        else if (k == "layer") ints[4] = &v;
+        else if (k == "flops" && v.type == ValueType::kNumber) {
+          f.has_args = ParseDouble(v.text, &f.args.flops) || f.has_args;
+        } else if (k == "bytes" && v.type == ValueType::kNumber) {
+          f.has_args = ParseInt64(v.text, &f.args.bytes) || f.has_args;
+        } else if (k == "dtype") {
+          dtype = &v;
+        }
+        break;
+      case 10:
+        if (k == "group_size" || k == "Group size") {
+          int64_t g;
+          if (v.type == ValueType::kNumber && ParseInt64(v.text, &g) && g > 0 && g <= INT32_MAX) {
+            f.args.group_size = static_cast<int32_t>(g);
+            f.has_args = true;
+          }
+        } else if (k == "collective" && v.type == ValueType::kString) {
+          *collective = v.text;
+          if (*collective_keys < 2) ++*collective_keys;  // 2: several
+          f.has_args = true;
+        }
+        break;
+      case 13:
+        if (k == "In msg nelems") in_nelems = &v;
+        break;
+      case 14:
+        if (k == "Out msg nelems") out_nelems = &v;
+        break;
+      case 15:
+        if (k == "Collective name" && v.type == ValueType::kString) {
+          *collective = v.text;
+          if (*collective_keys < 2) ++*collective_keys;  // 2: several
+          f.has_args = true;
+        }
+        break;
+      default:
+        break;
+    }
   }
   if (op != nullptr && phase != nullptr) {
     std::optional<OpKind> kind;
     std::optional<Phase> ph;
-    if (op->type == ValueType::kString) kind = OpKindFromString(op->text);
-    if (phase->type == ValueType::kString) ph = PhaseFromString(phase->text);
+    // Per-thread caches: DecodeArgs runs on the scanning threads.
+    thread_local std::pair<std::string_view, OpKind> op_cache[64] = {};
+    thread_local std::pair<std::string_view, Phase> phase_cache[16] = {};
+    if (op->type == ValueType::kString) kind = CachedEnum(op->text, op_cache, &OpKindFromString);
+    if (phase->type == ValueType::kString) ph = CachedEnum(phase->text, phase_cache, &PhaseFromString);
     OpIdentity id;
     id.microbatch = id.stage = id.layer = -1;
     int64_t* fields[5] = {&id.step, &id.rank, &id.microbatch, &id.stage, &id.layer};
@@ -144,7 +212,7 @@ EventBuilder::IdFields EventBuilder::ParseArgs(const RawEvent& ev) {
       f.has_identity = true;
       f.identity = PackedIdentity::Pack(id);
     } else {
-      ++bad_identity_;
+      *bad_identity = true;
     }
   }
   // NCCL message size (Kineto): elements x dtype size; the larger of in/out is the full buffer,
@@ -160,7 +228,52 @@ EventBuilder::IdFields EventBuilder::ParseArgs(const RawEvent& ev) {
       f.has_args = true;
     }
   }
+}
+
+EventBuilder::IdFields EventBuilder::ParseArgs(const RawEvent& ev) {
+  IdFields f;
+  if (!ev.has_args) return f;
+  bool bad = false;
+  std::string_view collective;
+  uint8_t collective_keys = 0;
+  if (ev.fields_ok) {
+    f = ev.fields;
+    bad = ev.bad_identity;
+    collective = ev.collective;
+    collective_keys = ev.collective_keys;
+  } else {
+    DecodeArgs(ev, &f, &bad, &collective, &collective_keys);
+  }
+  if (collective_keys == 1) {
+    f.args.collective = InternCached(collective);
+  } else if (collective_keys > 1) {  // each is interned, in order, as the last one wins
+    for (const RawArg& a : ev.args) {
+      if ((a.key == "collective" || a.key == "Collective name") && a.value.type == ValueType::kString) {
+        f.args.collective = InternCached(a.value.text);
+      }
+    }
+  }
+  if (bad) ++bad_identity_;
   return f;
+}
+
+namespace {
+
+bool TryNs(const RawValue& v, int64_t* ns) {
+  constexpr int64_t kLimit = int64_t{1} << 62;  // as EventBuilder::Ns
+  return v.type == ValueType::kNumber && ParseMicrosToNs(v.text, ns) && *ns <= kLimit && *ns >= -kLimit;
+}
+
+}  // namespace
+
+void EventBuilder::Predecode(RawEvent& ev) {
+  ev.ts_ok = TryNs(ev.ts, &ev.ts_ns);
+  ev.dur_ok = TryNs(ev.dur, &ev.dur_ns);
+  if (ev.has_args) {
+    ev.fields = SliceFields{};
+    DecodeArgs(ev, &ev.fields, &ev.bad_identity, &ev.collective, &ev.collective_keys);
+    ev.fields_ok = true;
+  }
 }
 
 void EventBuilder::AddSlice(TrackId track, int64_t start, int64_t dur, StringId name, StringId cat,
@@ -206,7 +319,7 @@ void EventBuilder::Add(const RawEvent& ev) {
   const char ph = ev.ph.text[0];
   if (ev.cat.present() && ev.cat.type != ValueType::kString) throw EventError{"cat must be a string"};
   if (ev.name.present() && ev.name.type != ValueType::kString) throw EventError{"name must be a string"};
-  const StringId cat = ev.cat.present() ? trace_.Intern(ev.cat.text) : kEmptyString;
+  const StringId cat = ev.cat.present() ? InternCached(ev.cat.text) : kEmptyString;
   switch (ph) {
     case 'X': case 'B': case 'E': case 'i': case 'I': case 'C': case 'M': case 's': case 't':
     case 'f': case 'b': case 'e': case 'n': case 'P': case 'O': case 'N': case 'D': case 'R':
@@ -216,16 +329,17 @@ void EventBuilder::Add(const RawEvent& ev) {
       throw EventError{"unknown phase " + Quote(ev.ph.text)};
   }
   ++phase_counts_[static_cast<unsigned char>(ph)];
+  if (cat >= category_counts_.size()) category_counts_.resize(cat + 1);
   ++category_counts_[cat];
 
   if (ph == 'M') return Metadata(ev);
-  const int64_t ts = Ns(ev.ts, "ts", true);
+  const int64_t ts = ev.ts_ok ? ev.ts_ns : Ns(ev.ts, "ts", true);
   switch (ph) {
     case 'X': {
-      const int64_t dur = Ns(ev.dur, "dur", true);
+      const int64_t dur = ev.dur_ok ? ev.dur_ns : Ns(ev.dur, "dur", true);
       if (dur < 0) throw EventError{"negative duration (dur " + std::string(ev.dur.text) + ")"};
       const IdFields f = ParseArgs(ev);
-      AddSlice(TrackFor(ev), ts, dur, trace_.Intern(ev.name.text), cat, f, 0);
+      AddSlice(TrackFor(ev), ts, dur, InternCached(ev.name.text), cat, f, 0);
       return;
     }
     case 'B': {
@@ -436,7 +550,10 @@ void EventBuilder::Finish() {
   for (int c = 0; c < 128; ++c) {
     if (phase_counts_[c] > 0) stats_.phases[std::string(1, static_cast<char>(c))] += phase_counts_[c];
   }
-  for (const auto& [cat, n] : category_counts_) stats_.categories[std::string(trace_.Str(cat))] += n;
+  for (size_t cat = 0; cat < category_counts_.size(); ++cat) {
+    const int64_t n = category_counts_[cat];
+    if (n > 0) stats_.categories[std::string(trace_.Str(static_cast<StringId>(cat)))] += n;
+  }
 }
 
 }  // namespace parallax::traces

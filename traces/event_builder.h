@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,6 +21,14 @@ struct EventError {
   std::string what;
 };
 
+//! What a slice's args say: its op identity and numeric args.
+struct SliceFields {
+  bool has_identity = false;
+  PackedIdentity identity;
+  bool has_args = false;
+  SliceArgs args;  //!< args.collective is set by the builder (it interns)
+};
+
 struct RawArg {
   std::string_view key;
   RawValue value;
@@ -29,13 +38,31 @@ struct RawArg {
 struct RawEvent {
   RawValue ph, name, cat, pid, tid, ts, dur, id, bp, scope;
   bool has_args = false;
-  std::vector<RawArg> args;  //!< top-level args; nested values are kObject/kArray without text
+  //! Top-level args, stored by the scanner's caller: `args_begin`/`args_count` index its arg
+  //! store while scanning; `args` views them once bound (BindArgs). Nested values are
+  //! kObject/kArray without text.
+  uint32_t args_begin = 0, args_count = 0;
+  std::span<const RawArg> args;
+
+  //! Filled by EventBuilder::Predecode on a scanning thread, so that Add, on the one thread
+  //! that builds the trace, only does what needs the trace. Add falls back to decoding itself
+  //! where these are not set (and raises any error there, in file order).
+  bool ts_ok = false, dur_ok = false;  //!< ts_ns / dur_ns hold valid ts / dur
+  bool fields_ok = false;              //!< fields, bad_identity, collective* hold the decoded args
+  bool bad_identity = false;
+  uint8_t collective_keys = 0;         //!< string "collective"/"Collective name" args seen
+  int64_t ts_ns = 0, dur_ns = 0;
+  SliceFields fields;
+  std::string_view collective;         //!< the last of them
 
   void Clear() {
     ph = name = cat = pid = tid = ts = dur = id = bp = scope = RawValue{};
     has_args = false;
-    args.clear();
+    args_begin = args_count = 0;
+    args = {};
+    ts_ok = dur_ok = fields_ok = false;
   }
+  void BindArgs(const std::vector<RawArg>& store) { args = {store.data() + args_begin, args_count}; }
   const RawValue* Arg(std::string_view key) const {
     for (const RawArg& a : args) {
       if (a.key == key) return &a.value;
@@ -50,18 +77,15 @@ class EventBuilder {
 
   //! Adds one event; throws EventError for bad input.
   void Add(const RawEvent& ev);
+  //! Decodes what of `ev` needs no trace state (times, args); any thread. Args must be bound.
+  static void Predecode(RawEvent& ev);
   //! A top-level key of the JSON object other than traceEvents.
   void TopLevel(std::string_view key, const Json& value);
   //! Applies process/thread metadata, pairs what is left, classifies tracks, records warnings.
   void Finish();
 
  private:
-  struct IdFields {
-    bool has_identity = false;
-    PackedIdentity identity;
-    bool has_args = false;
-    SliceArgs args;
-  };
+  using IdFields = SliceFields;
   struct OpenSlice {
     int64_t start_ns;
     StringId name;
@@ -78,6 +102,9 @@ class EventBuilder {
   TrackId TrackFor(const RawEvent& ev);
   int64_t Ns(const RawValue& v, const char* what, bool required);
   IdFields ParseArgs(const RawEvent& ev);
+  //! The args' fields without the collective (interned by ParseArgs). Thread-safe.
+  static void DecodeArgs(const RawEvent& ev, SliceFields* f, bool* bad_identity,
+                         std::string_view* collective, uint8_t* collective_keys);
   void AddSlice(TrackId track, int64_t start, int64_t dur, StringId name, StringId cat,
                 const IdFields& f, uint8_t extra_flags);
   void Metadata(const RawEvent& ev);
@@ -85,6 +112,9 @@ class EventBuilder {
   void Counter(const RawEvent& ev);
   void Async(const RawEvent& ev, char ph);
   void Warn(std::string w);
+  //! Intern with a small direct-mapped cache in front of the string table: event names and
+  //! categories repeat, and hashing them for every event was a tenth of a load.
+  StringId InternCached(std::string_view s);
 
   Trace& trace_;
   ReadStats& stats_;
@@ -99,7 +129,13 @@ class EventBuilder {
   std::map<int64_t, std::string> process_names_, process_labels_;
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
   std::map<std::pair<int64_t, int64_t>, int64_t> thread_sort_;
-  std::unordered_map<StringId, int64_t> category_counts_;
+  std::vector<int64_t> category_counts_;  // by StringId
+  struct CacheEntry {
+    std::string_view text;  // views the trace's string table (stable)
+    StringId id = kEmptyString;
+  };
+  static constexpr size_t kCacheSize = 256;
+  CacheEntry cache_[kCacheSize];
   int64_t phase_counts_[128] = {};
   int64_t unmatched_end_ = 0, unclosed_begin_ = 0, bad_identity_ = 0, dup_flow_ = 0;
   std::vector<StringId> op_name_ids_;

@@ -39,7 +39,7 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 }  // namespace
 
-void JsonScanner::Expect(char c) {
+void JsonScanner::ExpectSlow(char c) {
   const char got = Peek();
   if (got != c) Fail(p_, std::string("expected '") + c + "' but found '" + got + "'");
   ++p_;
@@ -57,7 +57,17 @@ std::string_view JsonScanner::String() {
   if (Peek() != '"') Fail(p_, "expected a string");
   const char* start = ++p_;
   unsigned char high = 0;  // OR of all bytes: bit 7 set when anything is non-ASCII
-  // Fast scan over plain characters.
+  // Fast scan, 8 bytes at a time while none is '"', '\\', a control or a non-ASCII byte.
+  while (end_ - p_ >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p_, 8);
+    constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+    const uint64_t quote = w ^ (kOnes * '"'), slash = w ^ (kOnes * '\\');
+    // A byte is flagged when it is zero in `quote` or `slash`, below 0x20, or has bit 7 set.
+    const uint64_t special = ((quote - kOnes) & ~quote) | ((slash - kOnes) & ~slash) | (w - kOnes * 0x20) | w;
+    if ((special & kHigh) != 0) break;
+    p_ += 8;
+  }
   while (p_ != end_ && *p_ != '"' && *p_ != '\\' && static_cast<unsigned char>(*p_) >= 0x20) {
     high |= static_cast<unsigned char>(*p_);
     ++p_;
@@ -254,6 +264,18 @@ Json JsonScanner::ToJson(int depth) {
 }
 
 bool ParseInt64(std::string_view text, int64_t* out) {
+  // Fast path: up to 18 plain digits (cannot overflow); anything else as from_chars decides.
+  const bool neg = !text.empty() && text[0] == '-';
+  const size_t n = text.size() - (neg ? 1 : 0);
+  if (n >= 1 && n <= 18) {
+    int64_t v = 0;
+    size_t i = neg ? 1 : 0;
+    for (; i < text.size() && IsDigit(text[i]); ++i) v = v * 10 + (text[i] - '0');
+    if (i == text.size()) {
+      *out = neg ? -v : v;
+      return true;
+    }
+  }
   auto r = std::from_chars(text.data(), text.data() + text.size(), *out);
   return r.ec == std::errc() && r.ptr == text.data() + text.size();
 }

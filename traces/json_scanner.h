@@ -6,6 +6,7 @@
 // the stack.
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <string>
 #include <string_view>
@@ -40,6 +41,7 @@ class JsonScanner {
   //! Marks whether the window's end is the end of the input (a number may then end there).
   void SetFinal(bool final) { final_ = final; }
   const char* pos() const { return p_; }
+  const char* end() const { return end_; }
   void set_pos(const char* p) { p_ = p; }
   //! Forgets decoded strings of the previous unit.
   void ResetScratch() { scratch_used_ = 0; }
@@ -53,11 +55,27 @@ class JsonScanner {
     if (p_ == end_) throw ScanNeedMore{};
     return *p_;
   }
-  void Expect(char c);
+  void Expect(char c) {
+    if (p_ != end_ && *p_ == c) {
+      ++p_;
+      return;
+    }
+    ExpectSlow(c);
+  }
   //! True (and consumed) when the next non-space character is `c`.
   bool Consume(char c) {
     if (Peek() != c) return false;
     ++p_;
+    return true;
+  }
+  //! Consumes `text` (a quoted key and its ':', e.g. "\"ph\":") when the input continues with
+  //! exactly those bytes; otherwise consumes nothing. A fast path beside String(): a key written
+  //! any other way (spaces before ':', escapes) is left for String() to read.
+  template <size_t N>
+  bool TryLiteral(const char (&text)[N]) {
+    constexpr size_t n = N - 1;  // without the terminating NUL; a constant, so memcmp inlines
+    if (static_cast<size_t>(end_ - p_) < n || std::memcmp(p_, text, n) != 0) return false;
+    p_ += n;
     return true;
   }
   std::string_view String();
@@ -72,6 +90,7 @@ class JsonScanner {
 
  private:
   void Literal(std::string_view lit);
+  void ExpectSlow(char c);
   std::string_view DecodeEscaped(const char* start);
   //! `s` if valid UTF-8, else a sanitized copy in scratch (reusing the last slot if `in_scratch`).
   std::string_view Utf8Checked(std::string_view s, bool in_scratch);

@@ -75,6 +75,8 @@ void ClassifyTracks(Trace& trace) {
     bool device = false, compute = false, comm = false, host = false;
   };
   std::vector<Seen> seen(trace.tracks().size());
+  // What a category says, once per category rather than once per slice.
+  std::vector<uint8_t> cat_kind(trace.strings().size(), 0);  // bit 0 device, bit 1 host, bit 7 known
   trace.slices().ForEach([&](const Slice& s) {
     Seen& k = seen[s.track];
     if (s.has(slice_flags::kCompute) || s.has(slice_flags::kMemory)) k.device = true;
@@ -83,9 +85,13 @@ void ClassifyTracks(Trace& trace) {
       k.device = true;
       k.comm = true;
     }
-    const std::string_view cat = trace.Str(s.category);
-    if (cat == "gpu_user_annotation") k.device = true;
-    if (IsHostCategory(cat)) k.host = true;
+    uint8_t& ck = cat_kind[s.category];
+    if (ck == 0) {
+      const std::string_view cat = trace.Str(s.category);
+      ck = static_cast<uint8_t>(0x80 | (cat == "gpu_user_annotation" ? 1 : 0) | (IsHostCategory(cat) ? 2 : 0));
+    }
+    if ((ck & 1) != 0) k.device = true;
+    if ((ck & 2) != 0) k.host = true;
   });
   for (size_t i = 0; i < seen.size(); ++i) {
     Track& t = trace.track(static_cast<TrackId>(i));

@@ -1,7 +1,7 @@
 // parallax-gui: the viewer, plus two scripted modes (DESIGN.md "Command line"):
 //   parallax-gui --screenshot out.png [--size WxH] [--view timeline|compare|plans|stats]
-//                [--range START_NS:END_NS] FILES...   (or --compare PRED MEAS)
-//   parallax-gui --benchmark FILE                      (one JSON object on stdout)
+//                [--range START_NS:END_NS] [--select REGEX] FILES...   (or --compare PRED MEAS)
+//   parallax-gui --benchmark FILE [--threads N]        (one JSON object on stdout)
 // A bad file exits 2 naming it in these modes; in the window it is an error dialog.
 #include <QApplication>
 #include <QCommandLineParser>
@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "gui/app/benchmark.h"
+#include "gui/core/selection.h"
 #include "gui/views/main_window.h"
 #include "gui/views/timeline_view.h"
 
@@ -38,14 +39,22 @@ int main(int argc, char** argv) {
   QCommandLineOption view("view", "Screenshot view: timeline, compare, plans, stats", "view");
   QCommandLineOption range("range", "Timeline range to show, ns since the trace start",
                            "START_NS:END_NS");
+  QCommandLineOption select("select",
+                            "Screenshot: select the earliest slice whose name matches REGEX "
+                            "(its details and flow arrows show)",
+                            "REGEX");
   QCommandLineOption benchmark("benchmark", "Load FILE, render frames, print one JSON object",
                                "FILE");
-  cli.addOptions({compare, screenshot, size, view, range, benchmark});
+  QCommandLineOption threads("threads",
+                             "Threads that read a large trace (0: one per core; 1: no extra)",
+                             "N", "0");
+  cli.addOptions({compare, screenshot, size, view, range, select, benchmark, threads});
   cli.process(app);
   const QStringList files = cli.positionalArguments();
 
   if (cli.isSet(benchmark)) {
-    auto r = parallax::gui::RunBenchmark(cli.value(benchmark).toStdString());
+    auto r = parallax::gui::RunBenchmark(cli.value(benchmark).toStdString(),
+                                         cli.value(threads).toInt());
     if (!r) return Fail(r.error().message, parallax::ExitCodeFor(r.error()));
     std::printf("%s\n", r->c_str());
     return 0;
@@ -110,9 +119,19 @@ int main(int argc, char** argv) {
     if (w.timeline()->index()) w.timeline()->FitAll();
     if (w.compare_timeline()->index()) w.compare_timeline()->FitAll();
   }
+  if (cli.isSet(select)) {
+    auto* tv = v == "compare" ? w.compare_timeline() : w.timeline();
+    parallax::gui::SliceSearch search;
+    const std::string pattern = cli.value(select).toStdString();
+    if (!tv->trace()) return Fail("--select: no timeline is open");
+    if (std::string e = search.Set(*tv->trace(), pattern); !e.empty()) return Fail("--select: " + e);
+    if (search.matches().empty()) return Fail("--select: no slice name matches \"" + pattern + "\"");
+    tv->SelectSlice(search.matches().front());
+  }
   QApplication::processEvents();
   const QImage img = w.grab().toImage();
-  if (!img.save(cli.value(screenshot), nullptr, 0))  // 0: smallest PNG return Fail("cannot write "
-                                                     // + cli.value(screenshot).toStdString(), 1);
-    return 0;
+  if (!img.save(cli.value(screenshot), nullptr, 0)) {  // quality 0: the smallest PNG
+    return Fail("cannot write " + cli.value(screenshot).toStdString(), 1);
+  }
+  return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "model/json_io.h"
@@ -167,10 +168,40 @@ ScatterAxes FitScatter(const CandidateSet& set, const CandidateFilter& filter, b
     y_max = std::max(y_max, a.ValueY(c));
   }
   a.x_min = 0;
-  a.x_max = x_max > 0 ? x_max * 1.05 : 1;
+  a.x_ticks = NiceTicks(x_max * 1.02, 10);
+  a.x_max = a.x_ticks.back();
   a.y_min = 0;
-  a.y_max = y_max > 0 ? y_max * 1.05 : 1;
+  a.y_ticks = NiceTicks(y_max * 1.02);
+  a.y_max = a.y_ticks.back();
   return a;
+}
+
+std::vector<double> NiceTicks(double hi, int max_intervals) {
+  if (!(hi > 0) || !std::isfinite(hi)) return {0, 1};
+  max_intervals = std::max(max_intervals, 1);
+  double step = std::pow(10.0, std::floor(std::log10(hi / max_intervals)));
+  for (int guard = 0; guard < 8 && std::ceil(hi / step - 1e-9) > max_intervals; ++guard) {
+    const double mant = step / std::pow(10.0, std::floor(std::log10(step) + 1e-9));
+    step *= mant < 1.5 ? 2 : (mant < 3 ? 2.5 : 2);  // 1 -> 2 -> 5 -> 10
+  }
+  const int n = static_cast<int>(std::ceil(hi / step - 1e-9));
+  std::vector<double> ticks;
+  for (int i = 0; i <= n; ++i) ticks.push_back(step * i);
+  return ticks;
+}
+
+std::string ScatterYLabel(double v, double max_tick, bool tokens_per_s) {
+  char buf[48];
+  if (tokens_per_s) {
+    if (max_tick >= 1e6) std::snprintf(buf, sizeof buf, "%gM", v / 1e6);
+    else if (max_tick >= 1e3) std::snprintf(buf, sizeof buf, "%gk", v / 1e3);
+    else std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+  }
+  if (max_tick >= 1) std::snprintf(buf, sizeof buf, "%g s", v);
+  else if (max_tick >= 1e-3) std::snprintf(buf, sizeof buf, "%g ms", v * 1e3);
+  else std::snprintf(buf, sizeof buf, "%g us", v * 1e6);
+  return buf;
 }
 
 int64_t PickCandidate(const CandidateSet& set, const CandidateFilter& filter,

@@ -74,6 +74,7 @@ struct CandidateFilter {
 struct ScatterAxes {
   bool tokens_per_s = false;
   double x_min = 0, x_max = 1, y_min = 0, y_max = 1;   //!< data range shown
+  std::vector<double> x_ticks, y_ticks;                //!< round values, x_max/y_max the last
   int left = 70, top = 20, width = 600, height = 400;  //!< plot rectangle, px
 
   double XOf(const Candidate& c) const;  //!< pixel
@@ -82,6 +83,13 @@ struct ScatterAxes {
   double YOfValue(double v) const;
   double ValueY(const Candidate& c) const { return tokens_per_s ? c.tokens_per_s : c.step_time_s; }
 };
+
+//! Axis ticks 0, s, 2s, ... with s = 1, 2 or 5 x 10^k: the fewest ticks whose last one reaches
+//! `hi`, with at most `max_intervals` intervals. {0, 1} when hi <= 0.
+std::vector<double> NiceTicks(double hi, int max_intervals = 6);
+//! A y tick label: step time in the unit of the largest tick ("0 s", "5 s", "12.5 ms"), or
+//! tokens/s ("150k", "1.2M").
+std::string ScatterYLabel(double v, double max_tick, bool tokens_per_s);
 
 //! Fits the axes to the plotted candidates (evaluated; out-of-memory ones at step time 0 are not
 //! plotted on y) and the device memory line, in a plot rectangle of the given size.

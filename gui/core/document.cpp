@@ -13,34 +13,6 @@
 namespace parallax::gui {
 namespace {
 
-//! Reports how far into the file the reader is and stops it when cancelled.
-class ProgressSource final : public traces::ByteSource {
- public:
-  ProgressSource(std::unique_ptr<traces::ByteSource> inner, traces::ByteSource* raw,
-                 int64_t file_bytes, LoadProgress* progress)
-      : inner_(std::move(inner)), raw_(raw), file_bytes_(file_bytes), progress_(progress) {}
-  Result<size_t> Read(char* buf, size_t n) override {
-    if (progress_) {
-      if (progress_->cancel.load(std::memory_order_relaxed))
-        return Error{"cancelled", ErrorKind::kIo};
-      if (file_bytes_ > 0) {
-        // Reading is ~90% of a load; indexing the rest.
-        progress_->fraction.store(
-            0.9 * static_cast<double>(raw_->raw_offset()) / static_cast<double>(file_bytes_),
-            std::memory_order_relaxed);
-      }
-    }
-    return inner_->Read(buf, n);
-  }
-  int64_t raw_offset() const override { return inner_->raw_offset(); }
-
- private:
-  std::unique_ptr<traces::ByteSource> inner_;
-  traces::ByteSource* raw_;
-  int64_t file_bytes_;
-  LoadProgress* progress_;
-};
-
 int64_t FileBytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   return f ? static_cast<int64_t>(f.tellg()) : -1;
@@ -106,7 +78,7 @@ Result<std::unique_ptr<traces::Trace>> SimulatePlan(const Plan& plan) {
   return std::make_unique<traces::Trace>(std::move(*sim->trace));
 }
 
-Result<Document> LoadDocument(const std::string& path, LoadProgress* progress) {
+Result<Document> LoadDocument(const std::string& path, LoadProgress* progress, int reader_threads) {
   auto kind = SniffKind(path);
   if (!kind) return kind.error();
   Document doc;
@@ -126,21 +98,23 @@ Result<Document> LoadDocument(const std::string& path, LoadProgress* progress) {
     doc.plan = std::move(*plan);
     doc.trace = std::move(*trace);
   } else {
-    auto raw = traces::OpenFileSource(path);
-    if (!raw) return raw.error();
-    traces::ByteSource* raw_ptr = raw->get();
-    const bool gz = [&] {
-      std::ifstream f(path, std::ios::binary);
-      char m[2] = {0, 0};
-      f.read(m, 2);
-      return static_cast<uint8_t>(m[0]) == 0x1f && static_cast<uint8_t>(m[1]) == 0x8b;
-    }();
-    std::unique_ptr<traces::ByteSource> src =
-        gz ? traces::GzipSource(std::move(*raw), path) : std::move(*raw);
-    ProgressSource ps(std::move(src), raw_ptr, FileBytes(path), progress);
+    // The reader maps a large plain file and scans it on every core; gzip is streamed.
+    const int64_t file_bytes = FileBytes(path);
     traces::ReadOptions ro;
     ro.origin = path;
-    auto t = traces::ReadChromeTrace(ps, ro);
+    ro.threads = reader_threads;
+    if (progress) {
+      ro.progress = [progress, file_bytes](int64_t done, int64_t total) {
+        if (total < 0) total = file_bytes;  // a stream reports compressed bytes read
+        if (total > 0) {
+          // Reading is ~90% of a load; indexing the rest.
+          progress->fraction.store(0.9 * static_cast<double>(done) / static_cast<double>(total),
+                                   std::memory_order_relaxed);
+        }
+        return !progress->cancel.load(std::memory_order_relaxed);
+      };
+    }
+    auto t = traces::ReadChromeTrace(path, ro);
     if (!t) {
       if (progress && progress->cancel.load()) return Error{"cancelled", ErrorKind::kIo};
       return t.error();

@@ -38,8 +38,10 @@ struct Document {
 //! What a file holds, from its first bytes: gzip or Chrome JSON -> trace; "kind" plan/candidates.
 Result<DocumentKind> SniffKind(const std::string& path);
 //! Loads and indexes a file. Errors name the file (bad input: kBadInput); a cancelled load
-//! returns an error whose message is "cancelled".
-Result<Document> LoadDocument(const std::string& path, LoadProgress* progress = nullptr);
+//! returns an error whose message is "cancelled". `reader_threads`: threads that scan a large
+//! trace (traces::ReadOptions::threads; 0: one per core).
+Result<Document> LoadDocument(const std::string& path, LoadProgress* progress = nullptr,
+                              int reader_threads = 0);
 //! Wraps an in-memory trace (a simulated plan, a compare display) with its index.
 Document DocumentFromTrace(std::unique_ptr<traces::Trace> trace, std::string path);
 //! Simulates a plan into its predicted trace (every rank for worlds up to 64 ranks).

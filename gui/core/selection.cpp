@@ -1,7 +1,10 @@
 #include "gui/core/selection.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <regex>
 #include <unordered_map>
 
@@ -57,6 +60,25 @@ std::vector<std::pair<std::string, std::string>> DescribeSlice(const traces::Tra
   else if (t.gbps >= 0)
     std::snprintf(buf, sizeof buf, "%.1f GB/s (algbw)", t.gbps), out.emplace_back("achieved", buf);
   return out;
+}
+
+std::string FormatCounterValue(std::string_view name, std::string_view series, double value) {
+  auto has = [](std::string_view s, std::string_view w) {
+    return std::search(s.begin(), s.end(), w.begin(), w.end(), [](char a, char b) {
+             return std::tolower(static_cast<unsigned char>(a)) == b;
+           }) != s.end();
+  };
+  char buf[48];
+  if (has(name, "byte") || has(series, "byte") || has(name, "memory") || has(series, "memory")) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = value;
+    size_t u = 0;
+    while (std::fabs(v) >= 1024 && u + 1 < std::size(units)) v /= 1024, ++u;
+    std::snprintf(buf, sizeof buf, "%.3g %s", v, units[u]);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g", value);
+  }
+  return buf;
 }
 
 std::vector<size_t> FlowsOfSlice(const traces::Trace& trace, uint32_t slice) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct NameAggregate {
 std::vector<NameAggregate> AggregateRange(const traces::Trace& trace, const TimelineIndex& index,
                                           const std::vector<size_t>& rows, int64_t t0_ns,
                                           int64_t t1_ns);
+
+//! A counter value for display: bytes in binary units ("9 GiB", "512 MiB") when the counter's
+//! name or series speaks of bytes or memory, else three significant digits.
+std::string FormatCounterValue(std::string_view name, std::string_view series, double value);
 
 //! Name search by regular expression (ECMAScript, case-insensitive).
 class SliceSearch {

@@ -1,7 +1,9 @@
 #include "gui/core/timeline_index.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
+#include <thread>
 #include <tuple>
 
 namespace parallax::gui {
@@ -27,6 +29,21 @@ void AddToFinestGroup(std::vector<SliceGroup>& fine, size_t pos, const traces::S
     g.max_gap_ns = std::max(g.max_gap_ns, Saturate(s.start_ns - prev_end));
   }
   prev_end = s.end_ns();
+}
+
+//! Runs fn(i) for i in [0, n) on one thread per core; items are taken in order, one at a time
+//! (tracks and rows are few and large).
+template <class F>
+void ParallelFor(size_t n, F&& fn) {
+  const size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  auto run = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < threads; ++k) pool.emplace_back(run);
+  run();
+  for (std::thread& t : pool) t.join();
 }
 
 //! The coarser summary levels of a row from its finest one.
@@ -86,9 +103,10 @@ std::optional<TimelineIndex> TimelineIndex::Build(const traces::Trace& trace,
   std::vector<uint8_t> depth(n);
   std::vector<std::vector<uint32_t>> per_depth_count(tracks);
   std::vector<std::vector<std::vector<SliceGroup>>> per_depth_groups(tracks);
-  std::vector<int64_t> open_ends, prev_end;
-  for (size_t t = 0; t < tracks; ++t) {
-    if (Cancelled(cancel)) return std::nullopt;
+  // Tracks are independent (disjoint ranges of `order` and `depth`): one per core at a time.
+  ParallelFor(tracks, [&](size_t t) {
+    if (Cancelled(cancel)) return;
+    std::vector<int64_t> open_ends, prev_end;
     for (int attempt = 0; attempt < 2; ++attempt) {
       open_ends.clear();
       prev_end.clear();
@@ -119,7 +137,8 @@ std::optional<TimelineIndex> TimelineIndex::Build(const traces::Trace& trace,
       if (sorted) break;
       std::sort(order.begin() + begin[t], order.begin() + begin[t + 1], before);
     }
-  }
+  });
+  if (Cancelled(cancel)) return std::nullopt;
 
   // 3. Rows with exact capacity (no growth slack: the index stays at 4 bytes per slice).
   ix.rows_of_track_.resize(tracks);
@@ -134,15 +153,15 @@ std::optional<TimelineIndex> TimelineIndex::Build(const traces::Trace& trace,
       row.groups[0].shrink_to_fit();
       ix.rows_.push_back(std::move(row));
     }
+  }
+  ParallelFor(tracks, [&](size_t t) {  // a track fills only its own rows
     for (uint32_t p = begin[t]; p < begin[t + 1]; ++p)
       ix.rows_[ix.rows_of_track_[t][depth[p]]].slices.push_back(order[p]);
-  }
+  });
   std::vector<uint32_t>().swap(order);
   std::vector<uint8_t>().swap(depth);
-  for (auto& row : ix.rows_) {
-    if (Cancelled(cancel)) return std::nullopt;
-    BuildCoarseGroups(row);
-  }
+  if (Cancelled(cancel)) return std::nullopt;
+  ParallelFor(ix.rows_.size(), [&](size_t r) { BuildCoarseGroups(ix.rows_[r]); });
   if (Cancelled(cancel)) return std::nullopt;
 
   // 4. Counter series per (pid, name, series), by time.

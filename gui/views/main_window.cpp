@@ -6,6 +6,7 @@
 #include <QDragEnterEvent>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -175,14 +176,18 @@ void MainWindow::BuildUi() {
   controls->addWidget(color_combo_);
   controls->addStretch(1);
   plans_layout->addLayout(controls);
-  auto* filters = new QHBoxLayout;
-  filters->addWidget(new QLabel("filters:"));
+  // Filters in rows of five (one row of all nine made the window at least 1,360 px wide).
+  auto* filters = new QGridLayout;
+  filters->addWidget(new QLabel("filters:"), 0, 0);
+  constexpr int kPerRow = 5;
   for (Dimension d : kAllDimensions) {
     auto* c = new QComboBox;
     c->setToolTip(QString("filter: ") + ToString(d));
+    const int k = static_cast<int>(filter_combos_.size());
     filter_combos_.push_back(c);
-    filters->addWidget(new QLabel(QString(ToString(d)) + ":"));
-    filters->addWidget(c);
+    filters->addWidget(new QLabel(QString(ToString(d)) + ":"), k / kPerRow, 1 + 2 * (k % kPerRow),
+                       Qt::AlignRight);
+    filters->addWidget(c, k / kPerRow, 2 + 2 * (k % kPerRow));
     connect(c, &QComboBox::activated, this, [this] {
       CandidateFilter f;
       for (size_t i = 0; i < filter_combos_.size(); ++i) {
@@ -192,7 +197,7 @@ void MainWindow::BuildUi() {
       scatter_->SetFilter(f);
     });
   }
-  filters->addStretch(1);
+  filters->setColumnStretch(2 * kPerRow + 1, 1);
   plans_layout->addLayout(filters);
   scatter_ = new ScatterView;
   plans_layout->addWidget(scatter_, 1);

@@ -54,22 +54,25 @@ void ScatterView::Paint(QPainter& p, QSize size) const {
     return;
   }
   const ScatterAxes& a = axes_;
-  p.setPen(QColor(60, 60, 60));
-  p.drawRect(a.left, a.top, a.width, a.height);
-  // Axis ticks: 5 per axis.
-  for (int i = 0; i <= 5; ++i) {
-    const double gx = a.x_min + (a.x_max - a.x_min) * i / 5,
-                 gy = a.y_min + (a.y_max - a.y_min) * i / 5;
-    const double x = a.XOfValue(gx), y = a.YOfValue(gy);
+  // Axis ticks at round values (1/2/5 steps).
+  for (double gx : a.x_ticks) {
+    const double x = a.XOfValue(gx);
     p.setPen(QColor(230, 230, 230));
     p.drawLine(QPointF(x, a.top), QPointF(x, a.top + a.height));
+    p.setPen(QColor(60, 60, 60));
+    p.drawText(QRectF(x - 30, a.top + a.height + 3, 60, 16), Qt::AlignHCenter | Qt::AlignTop,
+               QString::asprintf("%g", gx));
+  }
+  for (double gy : a.y_ticks) {
+    const double y = a.YOfValue(gy);
+    p.setPen(QColor(230, 230, 230));
     p.drawLine(QPointF(a.left, y), QPointF(a.left + a.width, y));
     p.setPen(QColor(60, 60, 60));
-    p.drawText(QPointF(x - 14, a.top + a.height + 15), QString::asprintf("%.0f", gx));
-    const QString yl = a.tokens_per_s ? QString::asprintf("%.3g", gy)
-                                      : QString::fromStdString(FormatDuration(gy * 1e9));
-    p.drawText(QRectF(0, y - 8, a.left - 4, 16), Qt::AlignRight | Qt::AlignVCenter, yl);
+    p.drawText(QRectF(0, y - 8, a.left - 4, 16), Qt::AlignRight | Qt::AlignVCenter,
+               QString::fromStdString(ScatterYLabel(gy, a.y_ticks.back(), a.tokens_per_s)));
   }
+  p.setPen(QColor(60, 60, 60));
+  p.drawRect(a.left, a.top, a.width, a.height);
   p.drawText(QRectF(a.left, a.top + a.height + 20, a.width, 16), Qt::AlignCenter,
              "peak memory per GPU (GiB)");
   p.save();
@@ -82,7 +85,7 @@ void ScatterView::Paint(QPainter& p, QSize size) const {
       a.XOfValue(static_cast<double>(set_->device_memory_bytes) / (1024.0 * 1024.0 * 1024.0));
   p.setPen(QPen(QColor(200, 30, 30), 1.5, Qt::DashLine));
   p.drawLine(QPointF(lim, a.top), QPointF(lim, a.top + a.height));
-  p.drawText(QRectF(lim - 204, a.top + 2, 200, 16), Qt::AlignRight | Qt::AlignVCenter,
+  p.drawText(QRectF(lim - 204, a.top + a.height - 20, 200, 16), Qt::AlignRight | Qt::AlignVCenter,
              "device memory limit");
   // Points, coloured by the chosen dimension; legend.
   const auto values = DistinctValues(*set_, color_by_);
@@ -99,14 +102,21 @@ void ScatterView::Paint(QPainter& p, QSize size) const {
     p.drawEllipse(QPointF(a.XOf(c), a.YOf(c)), 3.2, 3.2);
   }
   p.setRenderHint(QPainter::Antialiasing, false);
-  int ly = a.top + 8;
+  // Legend in a box at the top right (the corner of slow, memory-hungry layouts: empty).
+  const int shown = static_cast<int>(std::min<size_t>(values.size(), 12));
+  const QRect box(a.left + a.width - 150, a.top + 6, 142, 24 + 16 * shown);
+  p.fillRect(box, QColor(255, 255, 255, 230));
+  p.setPen(QColor(200, 200, 200));
+  p.setBrush(Qt::NoBrush);
+  p.drawRect(box);
+  int ly = box.top() + 6;
   p.setPen(QColor(30, 30, 30));
-  p.drawText(QPointF(a.left + a.width - 260, ly + 4), QString("colour: ") + ToString(color_by_));
-  for (size_t k = 0; k < values.size() && k < 12; ++k) {
+  p.drawText(QPointF(box.left() + 8, ly + 8), QString("colour: ") + ToString(color_by_));
+  for (int k = 0; k < shown; ++k) {
     ly += 16;
-    p.fillRect(a.left + a.width - 260, ly - 5, 10, 10, QColor::fromRgb(CategoryColor(k)));
-    p.drawText(QPointF(a.left + a.width - 244, ly + 4),
-               QString::fromStdString(ValueLabel(color_by_, values[k])));
+    p.fillRect(box.left() + 8, ly - 1, 10, 10, QColor::fromRgb(CategoryColor(static_cast<size_t>(k))));
+    p.drawText(QPointF(box.left() + 24, ly + 8),
+               QString::fromStdString(ValueLabel(color_by_, values[static_cast<size_t>(k)])));
   }
 }
 

@@ -330,7 +330,10 @@ void TimelineView::PaintCounter(QPainter& p, const RowGeom& g, int y, int w) con
   path.closeSubpath();
   p.fillPath(path, QColor(90, 150, 210, 150));
   p.setPen(QColor(60, 60, 70));
-  p.drawText(QPointF(4, y + 12), QString::asprintf("max %.3g", row.max_value));
+  p.drawText(QPointF(4, y + 12),
+             QString::fromStdString("max " + FormatCounterValue(trace_->Str(row.name),
+                                                                trace_->Str(row.series),
+                                                                row.max_value)));
 }
 
 void TimelineView::PaintFlows(QPainter& p, int w) const {

@@ -4,7 +4,9 @@
 //  - a failed read is bad input whose message starts with the file name;
 //  - what is written from a loaded trace is strict JSON (nlohmann accepts it: valid UTF-8 etc.);
 //  - whatever loads (strictly or leniently) writes back to Chrome JSON that reloads strictly with
-//    the same number of slices, flows and counter samples.
+//    the same number of slices, flows and counter samples;
+//  - the parallel scan (chunks cut every few bytes, two threads) gives the same outcome: the
+//    same error message, or the same written trace.
 #include <string>
 #include <string_view>
 
@@ -31,7 +33,18 @@ PARALLAX_FUZZ_TARGET(kReader) {
     options.lenient = lenient;
     options.origin = "fuzz";
     ReadStats stats;
+    options.threads = 1;
     auto trace = ReadChromeTraceFromMemory(input, options, &stats);
+    ReadOptions par = options;
+    par.threads = 2;
+    par.parallel_min_bytes = 0;
+    par.chunk_bytes = 1 + size % 61;
+    auto par_trace = ReadChromeTraceFromMemory(input, par, nullptr);
+    if (par_trace.ok() != trace.ok() ||
+        (!trace.ok() && par_trace.error().message != trace.error().message)) {
+      Violation("parallel read differs", (trace.ok() ? std::string("ok") : trace.error().message) + " | " +
+                                             (par_trace.ok() ? std::string("ok") : par_trace.error().message));
+    }
     if (!trace.ok()) {
       parallax::fuzz::CheckBadInput(kReader, trace.error(), options.origin);
       continue;
@@ -41,6 +54,11 @@ PARALLAX_FUZZ_TARGET(kReader) {
     auto sink = StringSink(&written);
     if (parallax::Status st = WriteChromeTrace(*trace, *sink); !st.ok()) Violation("write failed", st.error().message);
     if (!parallax::Json::accept(written)) Violation("own output is not strict JSON", written.substr(0, 200));
+    std::string par_written;
+    auto par_sink = StringSink(&par_written);
+    if (!WriteChromeTrace(*par_trace, *par_sink).ok() || par_written != written) {
+      Violation("parallel read differs", "written traces differ");
+    }
     auto again = ReadChromeTraceFromMemory(written, ReadOptions{}, nullptr);
     if (!again.ok()) Violation("own output does not reload", again.error().message);
     if (again->slices().size() != trace->slices().size() || again->flows().size() != trace->flows().size() ||

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "traces/chrome_writer.h"
 #include "traces/tracer.h"
 
 namespace parallax::gui::test {
@@ -52,6 +53,75 @@ inline traces::Trace KnownTrace() {
     t.Counter(c, t.Intern("memory"), t.Intern("allocated_bytes"), 2000, 3e6);
   }
   return t.Take();
+}
+
+//! Two pipeline stages (ranks 0 and 1), four micro-batches forward then backward (1F1B-like
+//! order is not the point): per micro-batch a host thread launches three kernels
+//! (cudaLaunchKernel, 8 us each, a launch -> kernel flow to the compute stream 20 us later),
+//! kernels qkv / attn / fc of 120, 200, 160 us, then a pp_send on rank 0's pp-comm matched by a
+//! pp_recv on rank 1 (send -> recv flow), and backward in reverse. A memory counter per rank
+//! ("memory" / "allocated_bytes") rises by 2 GiB per forward micro-batch and falls by as much per
+//! backward one, from a 1 GiB base. Written to `flows.json` in the test data folder.
+inline QString FlowsTrace() {
+  const QString path = DataDir() + "/flows.json";
+  traces::Tracer t("measured");
+  constexpr int64_t kUs = 1000, kGiB = int64_t{1} << 30;
+  const char* kernels[] = {"qkv", "attn", "fc"};
+  const int64_t durs[] = {120 * kUs, 200 * kUs, 160 * kUs};
+  const OpKind ops[] = {OpKind::kQkv, OpKind::kAttnCore, OpKind::kFc1};
+  for (int64_t r = 0; r < 2; ++r) {
+    const auto host = t.Track(r, traces::Stream::kHost);
+    const auto compute = t.Track(r, traces::Stream::kCompute);
+    const auto pp = t.Track(r, traces::Stream::kPpComm);
+    const auto mem = t.Intern("memory"), series = t.Intern("allocated_bytes");
+    int64_t bytes = kGiB;
+    t.Counter(compute, mem, series, 0, static_cast<double>(bytes));
+    // Rank 1 starts when rank 0's first activations arrive.
+    int64_t clock = 10 * kUs + r * 560 * kUs;
+    for (int phase = 0; phase < 2; ++phase) {
+      for (int mb = 0; mb < 4; ++mb) {
+        const int64_t mb_start = clock;
+        for (int k = 0; k < 3; ++k) {
+          const int kk = phase == 0 ? k : 2 - k;
+          const int64_t launch = clock + k * 10 * kUs;
+          const int64_t start = std::max(launch + 20 * kUs, k == 0 ? launch + 20 * kUs : clock);
+          t.Record(host, t.Intern("cudaLaunchKernel"), launch, 8 * kUs);
+          OpIdentity id;
+          id.rank = r;
+          id.stage = static_cast<int>(r);
+          id.microbatch = mb;
+          id.layer = 0;
+          id.op = ops[kk];
+          id.phase = phase == 0 ? Phase::kFwd : Phase::kBwd;
+          const std::string name = std::string(kernels[kk]) + (phase == 0 ? "" : "_bwd");
+          t.Record(compute, t.Intern(name), start, durs[kk] * (phase == 0 ? 1 : 2), id,
+                   traces::SliceArgs::Compute(1e12));
+          t.Flow(host, launch + 4 * kUs, compute, start, t.Intern("launch"));
+          clock = start + durs[kk] * (phase == 0 ? 1 : 2);
+        }
+        bytes += phase == 0 ? 2 * kGiB : -2 * kGiB;
+        t.Counter(compute, mem, series, phase == 0 ? mb_start : clock, static_cast<double>(bytes));
+        if (r == 0 && phase == 0) {  // activations to stage 1
+          const auto pp1 = t.Track(1, traces::Stream::kPpComm);
+          OpIdentity id;
+          id.rank = 0;
+          id.microbatch = mb;
+          id.op = OpKind::kPpSend;
+          id.phase = Phase::kComm;
+          t.Record(pp, t.Intern("pp_send"), clock, 40 * kUs, id, traces::SliceArgs::Comm(64 << 20, 2));
+          id.rank = 1;
+          id.op = OpKind::kPpRecv;
+          t.Record(pp1, t.Intern("pp_recv"), clock + 5 * kUs, 40 * kUs, id,
+                   traces::SliceArgs::Comm(64 << 20, 2));
+          t.Flow(pp, clock + 2 * kUs, pp1, clock + 44 * kUs, t.Intern("pp_send"));
+        }
+        clock += 20 * kUs;
+      }
+    }
+  }
+  const traces::Trace trace = t.Take();
+  if (!traces::WriteChromeTrace(trace, path.toStdString()).ok()) return {};
+  return path;
 }
 
 //! `parallax simulate` of a 4-rank gpt-tiny layout on a local cluster: the predicted trace.

@@ -447,6 +447,41 @@ class TstGuiCore : public QObject {
     QVERIFY(!cs.ops().empty());
   }
 
+  void niceTicks_data() {
+    QTest::addColumn<double>("hi");
+    QTest::addColumn<int>("max_intervals");
+    QTest::addColumn<double>("step");
+    QTest::addColumn<double>("last");
+    QTest::newRow("80 GiB limit") << 81.6 << 10 << 10.0 << 90.0;
+    QTest::newRow("22 s") << 22.0 << 6 << 5.0 << 25.0;
+    QTest::newRow("exact multiple") << 20.0 << 6 << 5.0 << 20.0;
+    QTest::newRow("small") << 0.0034 << 6 << 0.001 << 0.004;
+    QTest::newRow("tokens/s") << 162345.0 << 6 << 50000.0 << 200000.0;
+    QTest::newRow("2-step") << 11.0 << 6 << 2.0 << 12.0;
+    QTest::newRow("empty") << 0.0 << 6 << 1.0 << 1.0;
+  }
+  void niceTicks() {
+    QFETCH(double, hi);
+    QFETCH(int, max_intervals);
+    QFETCH(double, step);
+    QFETCH(double, last);
+    const std::vector<double> t = NiceTicks(hi, max_intervals);
+    QVERIFY(t.size() >= 2);
+    QCOMPARE(t.front(), 0.0);
+    QVERIFY(std::abs(t[1] - step) < step * 1e-9);
+    QVERIFY(std::abs(t.back() - last) < step * 1e-9);
+    QVERIFY(static_cast<int>(t.size()) - 1 <= max_intervals);
+  }
+  void scatterLabels() {
+    QCOMPARE(ScatterYLabel(0, 25, false), std::string("0 s"));
+    QCOMPARE(ScatterYLabel(12.5, 25, false), std::string("12.5 s"));
+    QCOMPARE(ScatterYLabel(0.005, 0.02, false), std::string("5 ms"));
+    QCOMPARE(ScatterYLabel(150000, 200000, true), std::string("150k"));
+    QCOMPARE(FormatCounterValue("memory", "allocated_bytes", 9.0 * (1 << 30)), std::string("9 GiB"));
+    QCOMPARE(FormatCounterValue("[memory]", "Total Allocated", 512.0 * (1 << 20)), std::string("512 MiB"));
+    QCOMPARE(FormatCounterValue("queue", "depth", 12345), std::string("1.23e+04"));
+  }
+
   void candidates() {
     auto doc = LoadDocument(test::CandidatesFile().toStdString());
     QVERIFY2(doc, doc ? "" : doc.error().message.c_str());

@@ -4,7 +4,10 @@
 #include <QImage>
 #include <QProcess>
 #include <QtTest>
+#include <cstdlib>
+#include <map>
 #include <set>
+#include <vector>
 
 #include "gui/core/palette.h"
 #include "gui/views/scatter_view.h"
@@ -125,6 +128,92 @@ class TstGuiScreenshot : public QObject {
     QCOMPARE(s.exit_code, 0);
     QVERIFY(CountColor(s.image, qRgb(86, 140, 214)) > 1000);  // compute bar
     QVERIFY(CountColor(s.image, qRgb(235, 120, 70)) > 100);   // exposed communication
+  }
+
+  // The memory counters as area charts and the send -> recv arrow of a selected pp_send, on
+  // test::FlowsTrace (values known: rank 0 holds 3, 5, 7, 9 GiB after its forward micro-batches).
+  void flowsAndCounters() {
+    const QString trace = test::FlowsTrace();
+    QVERIFY(!trace.isEmpty());
+    const QStringList view = {"--view", "timeline", "--range", "0:2600000"};
+    Shot plain = Screenshot("flows_plain", view + QStringList{trace});
+    Shot sel = Screenshot("flows", view + QStringList{"--select", "pp_send", trace});
+    QCOMPARE(plain.exit_code, 0);
+    QCOMPARE(sel.exit_code, 0);
+    const QImage& img = plain.image;
+    constexpr int kPlotX = 176;  // right of the label column (TimelineView::kLabelWidth)
+
+    // Counter fill: QColor(90, 150, 210, 150) over the background (250, 250, 252).
+    auto is_fill = [](QRgb c) {
+      return std::abs(qRed(c) - 156) <= 3 && std::abs(qGreen(c) - 191) <= 3 &&
+             std::abs(qBlue(c) - 227) <= 3;
+    };
+    // Two charts (one per rank): bands of rows holding fill pixels.
+    std::vector<std::pair<int, int>> bands;  // [first, last] row
+    for (int y = 0; y < img.height(); ++y) {
+      bool any = false;
+      for (int x = kPlotX; x < img.width() && !any; x += 3) any = is_fill(img.pixel(x, y));
+      if (!any) continue;
+      if (!bands.empty() && bands.back().second >= y - 3)
+        bands.back().second = y;
+      else
+        bands.push_back({y, y});
+    }
+    QCOMPARE(static_cast<int>(bands.size()), 2);
+    // Rank 0's chart: per column the filled height. A step chart: the heights are a few levels,
+    // proportional to the values (3:5:7:9 GiB, scaled so that 9 GiB fills the 28 px plot).
+    std::map<int, int> level_columns;  // height -> columns
+    int first_full = -1;
+    for (int x = kPlotX; x < img.width() - 4; ++x) {
+      int h = 0;
+      for (int y = bands[0].first; y <= bands[0].second; ++y) h += is_fill(img.pixel(x, y)) ? 1 : 0;
+      ++level_columns[h];
+      if (h >= 26 && first_full < 0) first_full = x;
+    }
+    std::vector<int> levels;  // heights seen over at least 40 columns
+    for (auto [h, n] : level_columns)
+      if (n >= 40 && h > 0) levels.push_back(h);
+    QVERIFY2(levels.size() == 4, qPrintable(QString("levels: %1").arg(levels.size())));
+    for (size_t i = 0; i < 4; ++i) {
+      const double expected = 28.0 * (3 + 2 * static_cast<double>(i)) / 9.0;
+      QVERIFY2(std::abs(levels[i] - expected) <= 2.0,
+               qPrintable(QString("level %1: %2 px, expected %3").arg(i).arg(levels[i]).arg(expected)));
+    }
+    QVERIFY(first_full > img.width() / 2);  // 9 GiB only after the fourth micro-batch starts
+
+    // The arrow: pixels that turn dark when pp_send is selected, within the timeline (above the
+    // bottom of the second chart), reach from rank 0's pp-comm row down to rank 1's.
+    int top = img.height(), bottom = -1, dark = 0;
+    for (int y = 0; y <= bands[1].second; ++y) {
+      for (int x = kPlotX; x < img.width(); ++x) {
+        const QRgb a = plain.image.pixel(x, y), b = sel.image.pixel(x, y);
+        if (a == b || qRed(b) + qGreen(b) + qBlue(b) > 300) continue;
+        ++dark;
+        top = std::min(top, y);
+        bottom = std::max(bottom, y);
+      }
+    }
+    QVERIFY2(bottom - top >= 80, qPrintable(QString("dark span %1..%2").arg(top).arg(bottom)));
+    QVERIFY2(bottom < bands[1].first && top < bands[0].first,
+             qPrintable(QString("dark span %1..%2").arg(top).arg(bottom)));
+    // Its shaft between the rows: dark pixels in most rows of the middle of the span.
+    int rows_with_dark = 0;
+    for (int y = top + 20; y < bottom - 10; ++y) {
+      bool any = false;
+      for (int x = kPlotX; x < img.width() && !any; ++x) {
+        const QRgb b = sel.image.pixel(x, y);
+        any = plain.image.pixel(x, y) != b && qRed(b) + qGreen(b) + qBlue(b) <= 300;
+      }
+      rows_with_dark += any ? 1 : 0;
+    }
+    QVERIFY2(rows_with_dark >= (bottom - top - 30) * 9 / 10, qPrintable(QString::number(rows_with_dark)));
+    QVERIFY(dark > 60);
+  }
+
+  void selectWithoutMatchExitsTwo() {
+    Shot s = Screenshot("nomatch", {"--select", "no_such_slice", test::FlowsTrace()});
+    QCOMPARE(s.exit_code, 2);
+    QVERIFY2(s.err.contains("no_such_slice"), qPrintable(s.err));
   }
 
   void badFileExitsTwoNamingIt_data() {
