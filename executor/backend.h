@@ -278,7 +278,8 @@ class Backend {
   //! Su et al. 2021); `inverse` rotates by -theta, which is the backward pass.
   virtual void Rotary(DevPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) = 0;
 
-  //! Causal softmax attention. `probs` (optional, probs_floats()) keeps the softmax for backward.
+  //! Causal softmax attention. `probs` (optional, probs_floats()) keeps the softmax for backward;
+  //! every row is written in full (zeros above the diagonal), so it needs no zero-fill.
   virtual void AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr out,
                                 DevPtr probs) = 0;
   //! dq, dk, dv are overwritten. `probs` null: recomputed from q and k (selective recompute).

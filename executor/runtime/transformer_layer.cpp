@@ -236,7 +236,7 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
   const AttentionShape shape{ctx.batch, ctx.seq, nq, nkv, D};
   PX_ASSIGN(c.ctx, ctx.Act(T * Q));
   if (keep_probs) {
-    PX_ASSIGN(c.probs, ctx.ActZeroed(shape.probs_floats()));
+    PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));  // AttentionForward writes every row in full
   }
   {
     auto s = rec.Op(OpKind::kAttnCore, layer_,
@@ -394,7 +394,7 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
     OpRecorder::Where again = where;
     again.phase = Phase::kRecompute;
     rec.set_where(again);
-    PX_ASSIGN(c.probs, ctx.ActZeroed(shape.probs_floats()));
+    PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));
     PX_ASSIGN(Tensor scratch, ctx.Act(T * Q));
     {
       auto s = rec.Op(OpKind::kAttnCore, layer_, 2.0 * static_cast<double>(ctx.batch * nq * ctx.seq * ctx.seq * D));
