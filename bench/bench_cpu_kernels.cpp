@@ -257,6 +257,25 @@ void BiasGelu(benchmark::State& state) {
 }
 BENCHMARK(BiasGelu)->ArgName("fused")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
+void BiasGeluGrad(benchmark::State& state) {
+  const int64_t n = kTokens * kFfn;
+  const Vec x = Random(n, 1, 2.0f), dy = Random(n, 2);
+  Vec dx(static_cast<size_t>(n)), db(static_cast<size_t>(kFfn));
+  CpuBackend be;
+  for (auto _ : state) {
+    if (state.range(0)) {
+      BiasGeluBackward(x.data(), dy.data(), dx.data(), db.data(), kTokens, kFfn);
+    } else {
+      be.GeluBackward(x.data(), dy.data(), dx.data(), n);
+      be.BiasBackward(dx.data(), db.data(), kTokens, kFfn);
+    }
+    benchmark::DoNotOptimize(dx.data());
+    benchmark::DoNotOptimize(db.data());
+  }
+  Report(state, n, 3 * n * 4);
+}
+BENCHMARK(BiasGeluGrad)->ArgName("fused")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
 void LayerNorm(benchmark::State& state) {
   const bool scalar = state.range(0) == 0;
   const Vec x = Random(kTokens * kHidden, 1), gamma = Random(kHidden, 2), beta = Random(kHidden, 3);

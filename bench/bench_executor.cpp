@@ -1,9 +1,13 @@
 // Executor benchmarks (issue 5 item 8):
 //  - GEMM GFLOP/s of the CPU backend against OpenBLAS's cblas_sgemm called directly (ratio, aim >= 0.95)
 //  - runtime overhead per training step over the sum of its kernels on a 256-hidden model (aim < 10%)
+//  - cost of trace recording (the op recorder) per training step on the peer model (aim < 1%)
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <vector>
@@ -115,6 +119,105 @@ void StepOverhead(benchmark::State& state) {
   state.counters["idle_pct"] = (1.0 - kernel_s / step_s) * 100.0;
 }
 BENCHMARK(StepOverhead)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime();
+
+double CpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+Plan PeerPlan() {
+  Plan p = testing::WidePlan("micro_batch=8", 8);
+  p.model.name = "gpt-peer-4x256";
+  p.model.layers = 4;
+  return p;
+}
+
+// Trace recording cost (issue 15 item 3), two ways on the peer model, one process, fp32:
+//  1. end to end: two trainers of the same plan, one recording every op (record_ops, as --trace
+//     runs), one not, stepped alternately (ABBA order, so drift of the shared machine's load hits
+//     both alike); per-step process CPU time (and wall time) compared by medians;
+//  2. bottom up: the recorder's own cost per op (open + close a scope, resolve the events) in a
+//     tight loop, times the ops a step records, over the step's CPU time. On a loaded machine (1)
+//     is bounded by noise; (2) is the deterministic figure.
+// Arg: step pairs.
+void RecordingCost(benchmark::State& state) {
+  const Plan p = PeerPlan();
+  CpuBackend be_rec, be_plain;
+  auto world = LocalCommunicator();
+  TrainerOptions on, off;
+  on.record_ops = true;
+  off.record_ops = false;
+  auto rec = Trainer::Create(p, be_rec, *world, on);
+  auto plain = Trainer::Create(p, be_plain, *world, off);
+  if (!rec || !plain) {
+    state.SkipWithError("trainer creation failed");
+    return;
+  }
+  (void)(*rec)->Step();  // warm-up (allocator caches)
+  (void)(*plain)->Step();
+  const size_t ops_before = (*rec)->recorder().ops().size();
+  const int64_t pairs = state.range(0);
+  std::vector<double> cpu_rec, cpu_plain, wall_rec, wall_plain, cpu_diff;
+  for (auto _ : state) {
+    for (int64_t i = 0; i < pairs; ++i) {
+      double c[2] = {0, 0}, w[2] = {0, 0};
+      for (int j = 0; j < 2; ++j) {
+        const int which = (i % 2 == 0) ? j : 1 - j;  // 0 = recording; ABBA order
+        Trainer& t = which == 0 ? **rec : **plain;
+        const double c0 = CpuSeconds();
+        const auto w0 = std::chrono::steady_clock::now();
+        auto r = t.Step();
+        w[which] = Seconds(w0, std::chrono::steady_clock::now());
+        c[which] = CpuSeconds() - c0;
+        if (!r) {
+          state.SkipWithError(r.error().message.c_str());
+          return;
+        }
+      }
+      cpu_rec.push_back(c[0]);
+      cpu_plain.push_back(c[1]);
+      wall_rec.push_back(w[0]);
+      wall_plain.push_back(w[1]);
+      cpu_diff.push_back(c[0] - c[1]);
+    }
+  }
+  const double ops_per_step =
+      static_cast<double>((*rec)->recorder().ops().size() - ops_before) / static_cast<double>(cpu_rec.size());
+
+  // Bottom up: the recorder alone, on its own backend.
+  CpuBackend be;
+  OpRecorder r(&be, 0);
+  r.set_epoch(be.RecordEvent(StreamKind::kCompute));
+  const int kOps = 20000;
+  const double c0 = CpuSeconds();
+  for (int i = 0; i < kOps; ++i) {
+    auto s = r.Op(OpKind::kFc1, i % 4, 1.0);
+    if (i % 200 == 199) (void)r.Resolve();  // resolved once per "step" of 200 ops
+  }
+  (void)r.Resolve();
+  const double per_op_s = (CpuSeconds() - c0) / kOps;
+
+  const double step_cpu = Median(cpu_plain);
+  state.SetLabel(p.model.name);
+  state.counters["ops_per_step"] = ops_per_step;
+  state.counters["step_cpu_ms_plain"] = step_cpu * 1e3;
+  state.counters["step_cpu_ms_rec"] = Median(cpu_rec) * 1e3;
+  state.counters["step_wall_ms_plain"] = Median(wall_plain) * 1e3;
+  state.counters["step_wall_ms_rec"] = Median(wall_rec) * 1e3;
+  // End to end: median of the paired differences, relative to the plain step's CPU time.
+  state.counters["e2e_cost_pct"] = Median(cpu_diff) / step_cpu * 100.0;
+  state.counters["e2e_wall_cost_pct"] = (Median(wall_rec) / Median(wall_plain) - 1.0) * 100.0;
+  state.counters["recorder_ns_per_op"] = per_op_s * 1e9;
+  state.counters["bottom_up_cost_pct"] = per_op_s * ops_per_step / step_cpu * 100.0;
+}
+BENCHMARK(RecordingCost)->Arg(8)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
 
 }  // namespace
 }  // namespace parallax::executor

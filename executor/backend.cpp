@@ -220,4 +220,56 @@ void Backend::ResetPeak() {
   stats_.peak_reserved_bytes = stats_.reserved_bytes;
 }
 
+// ---- fused chains: generic defaults from the unfused kernels ---------------------------------
+
+void Backend::BiasGeluForward(DevPtr x, DevPtr bias, DevPtr y, int64_t rows, int64_t cols) {
+  if (bias) AddBias(x, bias, rows, cols);
+  GeluForward(x, y, rows * cols);
+}
+
+void Backend::BiasGeluBackward(DevPtr x, DevPtr dy, DevPtr dx, DevPtr dbias, int64_t rows, int64_t cols) {
+  GeluBackward(x, dy, dx, rows * cols);
+  if (dbias) BiasBackward(dx, dbias, rows, cols);
+}
+
+void Backend::ResidualAdd(DevPtr x, DevPtr residual, DevPtr bias, DevPtr out, int64_t rows, int64_t cols) {
+  Copy(out, residual, rows * cols);
+  Axpy(out, x, rows * cols, 1.0f);
+  if (bias) AddBias(out, bias, rows, cols);
+}
+
+void Backend::ResidualLayerNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr beta,
+                                       DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows, int64_t cols, float eps) {
+  Copy(h, residual, rows * cols);
+  Axpy(h, x, rows * cols, 1.0f);
+  if (bias) AddBias(h, bias, rows, cols);
+  LayerNormForward(h, gamma, beta, y, mean, rstd, rows, cols, eps);
+}
+
+void Backend::ResidualRmsNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr y,
+                                     DevPtr rstd, int64_t rows, int64_t cols, float eps) {
+  Copy(h, residual, rows * cols);
+  Axpy(h, x, rows * cols, 1.0f);
+  if (bias) AddBias(h, bias, rows, cols);
+  RmsNormForward(h, gamma, y, rstd, rows, cols, eps);
+}
+
+Status Backend::LayerNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dresidual,
+                                     DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols) {
+  auto tmp = Allocate(rows * cols, dresidual.dtype, MemoryKind::kWorkspace);
+  if (!tmp) return tmp.error();
+  LayerNormBackward(dy, x, gamma, mean, rstd, tmp->ptr(), dgamma, dbeta, rows, cols);
+  Axpy(dresidual, tmp->ptr(), rows * cols, 1.0f);
+  return {};
+}
+
+Status Backend::RmsNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dresidual, DevPtr dgamma,
+                                   int64_t rows, int64_t cols) {
+  auto tmp = Allocate(rows * cols, dresidual.dtype, MemoryKind::kWorkspace);
+  if (!tmp) return tmp.error();
+  RmsNormBackward(dy, x, gamma, rstd, tmp->ptr(), dgamma, rows, cols);
+  Axpy(dresidual, tmp->ptr(), rows * cols, 1.0f);
+  return {};
+}
+
 }  // namespace parallax::executor

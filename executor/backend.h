@@ -286,7 +286,8 @@ class Backend {
   //! Su et al. 2021); `inverse` rotates by -theta, which is the backward pass.
   virtual void Rotary(DevPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) = 0;
 
-  //! Causal softmax attention. `probs` (optional, probs_floats()) keeps the softmax for backward.
+  //! Causal softmax attention. `probs` (optional, probs_floats()) keeps the softmax for backward;
+  //! every row is written in full (zeros above the diagonal), so it needs no zero-fill.
   virtual void AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr out,
                                 DevPtr probs) = 0;
   //! dq, dk, dv are overwritten. `probs` null: recomputed from q and k (selective recompute).
@@ -321,6 +322,38 @@ class Backend {
   //! out (one kF64) += sum of squares of every span, in one launch. Non-finite inputs make it
   //! non-finite (fp16 overflow detection relies on this).
   virtual void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) = 0;
+
+  // ---- fused chains (compute stream) --------------------------------------------------------
+  // Elementwise chains the runtime runs back to back. Each has a generic default composed from
+  // the kernels above, in the runtime's former order (so a backend that does not override them
+  // computes exactly what the unfused sequence did); a backend overrides them with one kernel
+  // that reads each row once (CPU: executor/cpu/fused_kernels.h).
+
+  //! x[r, :] += bias (x keeps the biased pre-activation for backward; no bias when null), then
+  //! y = gelu(x). Default: AddBias, GeluForward.
+  virtual void BiasGeluForward(DevPtr x, DevPtr bias, DevPtr y, int64_t rows, int64_t cols);
+  //! dx = dy * gelu'(x); dbias += column sums of dx (skipped when null). Default: GeluBackward,
+  //! BiasBackward.
+  virtual void BiasGeluBackward(DevPtr x, DevPtr dy, DevPtr dx, DevPtr dbias, int64_t rows, int64_t cols);
+  //! out = x + residual (+ bias per row when set): a residual join not followed by a norm in the
+  //! same layer. out must not alias x or residual. Default: Copy, Axpy, AddBias.
+  virtual void ResidualAdd(DevPtr x, DevPtr residual, DevPtr bias, DevPtr out, int64_t rows, int64_t cols);
+  //! h = x + residual (+ bias per row when set), then y = LayerNorm(h) with mean and rstd saved as
+  //! LayerNormForward does (beta may be null). h must not alias x or residual. Default: Copy,
+  //! Axpy, AddBias, LayerNormForward.
+  virtual void ResidualLayerNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr beta,
+                                        DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows, int64_t cols, float eps);
+  //! h = x + residual (+ bias), then y = RMSNorm(h). Default: Copy, Axpy, AddBias, RmsNormForward.
+  virtual void ResidualRmsNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr y,
+                                      DevPtr rstd, int64_t rows, int64_t cols, float eps);
+  //! dresidual += LayerNorm's input gradient (the norm branch joining the residual stream's
+  //! gradient); dgamma, dbeta += (dbeta may be null). Default: LayerNormBackward into a workspace
+  //! tensor, then Axpy; that allocation is the only way it fails.
+  virtual Status LayerNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dresidual,
+                                      DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols);
+  //! dresidual += RMSNorm's input gradient; dgamma +=. Default: RmsNormBackward into workspace, Axpy.
+  virtual Status RmsNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dresidual, DevPtr dgamma,
+                                    int64_t rows, int64_t cols);
 
  protected:
   //! Raw device allocation hooks (nullptr when the device refuses); accounting and caching are

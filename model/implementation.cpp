@@ -17,8 +17,14 @@ ImplementationProfile Parallax() {
   p.description = "this repository's executor (executor/runtime), whose costs `parallax calibrate`/`refine` measure";
   p.attention = {AttentionKernel::kUnfused,
                  "executor/backend.h AttentionForward: causal softmax attention keeping the probabilities for backward"};
-  p.fused_bias_activation = {false, "executor/runtime/transformer_layer.cpp: bias add and activation are separate kernels"};
-  p.fused_bias_dropout_add = {false, "executor/runtime/transformer_layer.cpp: no dropout; residual add is its own kernel"};
+  p.fused_bias_activation = {true,
+                             "executor/runtime/transformer_layer.cpp: fc1's bias and GELU in one kernel "
+                             "(Backend::BiasGeluForward/Backward; CPU: executor/cpu/fused_kernels.cpp); a SwiGLU "
+                             "model's biases (none in the presets) are still added after the GEMM"};
+  p.fused_bias_dropout_add = {true,
+                              "executor/runtime/transformer_layer.cpp: no dropout; bias + residual add in one kernel "
+                              "(Backend::ResidualAdd after fc2; after the attention output it is fused into the MLP "
+                              "norm, Backend::ResidualLayerNormForward; CPU: executor/cpu/fused_kernels.cpp)"};
   p.grad_buffer_dtype = {GradDType::kFp32,
                          "agreed with the executor: fp32 gradient buffers for 16-bit training, as Megatron-Core "
                          "(Megatron-LM docs/source/api-guide/distributed_optimizer.md)"};

@@ -49,14 +49,7 @@ void SoftmaxBlock(const AttentionShape& s, const HeadView& hv, const float* q, c
   const int64_t S = s.seq;
   Sgemm(false, true, i1 - i0, i1, s.head_dim, ScaleOf(s), q + hv.q_off + i0 * hv.ld_q, hv.ld_q, k + hv.kv_off,
         hv.ld_kv, 0.0f, dst, S);
-  for (int64_t i = i0; i < i1; ++i) {
-    float* row = dst + (i - i0) * S;
-    const int64_t len = i + 1;
-    const float mx = vec::Max(row, len);
-    const double sum = vec::ExpShiftSum(row, len, mx);
-    vec::Scale(row, len, static_cast<float>(1.0 / sum));
-    std::memset(row + len, 0, static_cast<size_t>(S - len) * sizeof(float));
-  }
+  vec::CausalSoftmaxRows(dst, S, i0 + 1, i1 - i0, S);  // row i over [0, i], zeros after
 }
 
 // Uninitialised scratch for one call; the kernels write before reading.
@@ -107,11 +100,7 @@ void CpuBackend::AttentionBackward(const AttentionShape& s, const float* q, cons
         const float* p = probs ? probs + ((b * s.heads + h) * S + i0) * S : recomputed;
         if (!probs) SoftmaxBlock(s, hv, q, k, i0, i1, recomputed);
         Sgemm(false, true, m, i1, D, 1.0f, do_h + i0 * hv.ld_q, hv.ld_q, v + hv.kv_off, hv.ld_kv, 0.0f, ds, S);
-        for (int64_t i = i0; i < i1; ++i) {
-          float* row = ds + (i - i0) * S;
-          vec::SoftmaxGrad(p + (i - i0) * S, row, i + 1, scale);
-          std::memset(row + i + 1, 0, static_cast<size_t>(i1 - i - 1) * sizeof(float));
-        }
+        vec::CausalSoftmaxGradRows(p, ds, S, i0 + 1, m, i1, scale);  // row i over [0, i], zeros to i1
         Sgemm(false, false, m, D, i1, 1.0f, ds, S, k + hv.kv_off, hv.ld_kv, 0.0f, dq + hv.q_off + i0 * hv.ld_q,
               hv.ld_q);
         Sgemm(true, false, i1, D, m, 1.0f, ds, S, q + hv.q_off + i0 * hv.ld_q, hv.ld_q, 1.0f, dk + hv.kv_off,

@@ -76,6 +76,19 @@ class CpuBackend : public Backend {
                             DevPtr targets, int64_t vocab_begin, float scale, DevPtr dlogits) override;
   void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;
   void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) override;
+  // Fused chains (fused_kernels.h) when every operand is fp32; bf16/fp16 take the base class's
+  // composition of the typed kernels above.
+  void BiasGeluForward(DevPtr x, DevPtr bias, DevPtr y, int64_t rows, int64_t cols) override;
+  void BiasGeluBackward(DevPtr x, DevPtr dy, DevPtr dx, DevPtr dbias, int64_t rows, int64_t cols) override;
+  void ResidualAdd(DevPtr x, DevPtr residual, DevPtr bias, DevPtr out, int64_t rows, int64_t cols) override;
+  void ResidualLayerNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr beta, DevPtr y,
+                                DevPtr mean, DevPtr rstd, int64_t rows, int64_t cols, float eps) override;
+  void ResidualRmsNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr y, DevPtr rstd,
+                              int64_t rows, int64_t cols, float eps) override;
+  Status LayerNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dresidual,
+                              DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols) override;
+  Status RmsNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dresidual, DevPtr dgamma,
+                            int64_t rows, int64_t cols) override;
 
   // ---- fp32 kernels on host pointers (the reference the typed entry points call) --------------
   void Gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

@@ -12,6 +12,9 @@ void BiasGeluForward(float* x, const float* bias, float* y, int64_t rows, int64_
 //! dx = dy * gelu_tanh'(x) (dx may alias dy); dbias += column sums of dx.
 void BiasGeluBackward(const float* x, const float* dy, float* dx, float* dbias, int64_t rows, int64_t cols);
 
+//! out = x + residual (+ bias per row when not null).
+void ResidualAdd(const float* x, const float* residual, const float* bias, float* out, int64_t rows, int64_t cols);
+
 //! h = x + residual (+ bias per row when not null), then y = LayerNorm(h) with gamma, beta (beta may
 //! be null); mean and rstd saved per row as LayerNormForward does.
 void ResidualLayerNormForward(const float* x, const float* residual, const float* bias, float* h, const float* gamma,

@@ -275,6 +275,75 @@ void SoftmaxGradImpl(const float* p, float* dp, int64_t n, float scale) {
   });
 }
 
+// Rows of a causal score block (row r has len = first_len + r valid columns, leading dimension
+// ld): where the row has room for its last vector (len rounded up to whole vectors <= ld), the
+// tail is loaded and stored full width under a mask instead of through the stack buffer; lanes
+// past len read don't-care values (masked out of every result) and are stored as zeros. Results
+// equal the per-row Max/ExpShiftSum/Scale and SoftmaxGrad calls (same lanes, same sum order).
+HWY_INLINE V LoadRow(const float* p, int64_t count, bool room) {
+  const D d;
+  if (count == static_cast<int64_t>(hn::Lanes(d)) || !room) return Load(p, count);
+  return hn::LoadU(d, p);
+}
+
+HWY_INLINE void StoreRow(V v, float* p, int64_t count, bool room) {
+  const D d;
+  if (count == static_cast<int64_t>(hn::Lanes(d)) || !room) return Store(v, p, count);
+  hn::StoreU(hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(count)), v), d, p);
+}
+
+HWY_INLINE int64_t RoundUpToLanes(int64_t n) {
+  const D d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  return (n + lanes - 1) / lanes * lanes;
+}
+
+void CausalSoftmaxRowsImpl(float* rows, int64_t ld, int64_t first_len, int64_t count, int64_t zero_to) {
+  const D d;
+  for (int64_t r = 0; r < count; ++r) {
+    float* x = rows + r * ld;
+    const int64_t len = first_len + r, padded = RoundUpToLanes(len);
+    const bool room = padded <= ld;
+    V m = hn::Set(d, x[0]);
+    ForEach(len, [&](int64_t i, int64_t c) {
+      const V v = LoadRow(x + i, c, room);
+      m = c == static_cast<int64_t>(hn::Lanes(d)) ? hn::Max(m, v)
+                                                   : hn::IfThenElse(hn::FirstN(d, static_cast<size_t>(c)), hn::Max(m, v), m);
+    });
+    const V sh = hn::Set(d, hn::GetLane(hn::MaxOfLanes(d, m)));
+    const double sum = BlockSum(len, [&](int64_t i, int64_t c) {
+      const V e = ZeroTail(hn::Exp(d, hn::Sub(LoadRow(x + i, c, room), sh)), c);
+      StoreRow(e, x + i, c, room);
+      return e;
+    });
+    const V inv = hn::Set(d, static_cast<float>(1.0 / sum));
+    ForEach(len, [&](int64_t i, int64_t c) { StoreRow(hn::Mul(LoadRow(x + i, c, room), inv), x + i, c, room); });
+    const int64_t written = room ? padded : len;
+    if (zero_to > written) std::memset(x + written, 0, static_cast<size_t>(zero_to - written) * sizeof(float));
+  }
+}
+
+void CausalSoftmaxGradRowsImpl(const float* p, float* dp, int64_t ld, int64_t first_len, int64_t count,
+                               int64_t zero_to, float scale) {
+  const D d;
+  const V sc = hn::Set(d, scale);
+  for (int64_t r = 0; r < count; ++r) {
+    const float* pr = p + r * ld;
+    float* g = dp + r * ld;
+    const int64_t len = first_len + r, padded = RoundUpToLanes(len);
+    const bool room = padded <= ld;
+    const float dot = static_cast<float>(BlockSum(len, [&](int64_t i, int64_t c) {
+      return ZeroTail(hn::Mul(LoadRow(pr + i, c, room), LoadRow(g + i, c, room)), c);
+    }));
+    const V dotv = hn::Set(d, dot);
+    ForEach(len, [&](int64_t i, int64_t c) {
+      StoreRow(hn::Mul(hn::Mul(LoadRow(pr + i, c, room), hn::Sub(LoadRow(g + i, c, room), dotv)), sc), g + i, c, room);
+    });
+    const int64_t written = room ? padded : len;
+    if (zero_to > written) std::memset(g + written, 0, static_cast<size_t>(zero_to - written) * sizeof(float));
+  }
+}
+
 void LayerNormRowImpl(const float* x, const float* gamma, const float* beta, float* y, int64_t n, float eps,
                       float* mean, float* rstd) {
   const D d;
@@ -416,6 +485,8 @@ HWY_EXPORT(SumSquaresImpl);
 HWY_EXPORT(AddBiasImpl);
 HWY_EXPORT(BiasGradImpl);
 HWY_EXPORT(SoftmaxGradImpl);
+HWY_EXPORT(CausalSoftmaxRowsImpl);
+HWY_EXPORT(CausalSoftmaxGradRowsImpl);
 HWY_EXPORT(LayerNormRowImpl);
 HWY_EXPORT(LayerNormGradRowImpl);
 HWY_EXPORT(RmsNormRowImpl);
@@ -454,6 +525,13 @@ void BiasGrad(const float* dy, float* dbias, int64_t rows, int64_t cols) {
 double Dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n); }
 void SoftmaxGrad(const float* p, float* dp, int64_t n, float scale) {
   HWY_DYNAMIC_DISPATCH(SoftmaxGradImpl)(p, dp, n, scale);
+}
+void CausalSoftmaxRows(float* rows, int64_t ld, int64_t first_len, int64_t count, int64_t zero_to) {
+  HWY_DYNAMIC_DISPATCH(CausalSoftmaxRowsImpl)(rows, ld, first_len, count, zero_to);
+}
+void CausalSoftmaxGradRows(const float* p, float* dp, int64_t ld, int64_t first_len, int64_t count, int64_t zero_to,
+                           float scale) {
+  HWY_DYNAMIC_DISPATCH(CausalSoftmaxGradRowsImpl)(p, dp, ld, first_len, count, zero_to, scale);
 }
 void LayerNormRow(const float* x, const float* gamma, const float* beta, float* y, int64_t n, float eps, float* mean,
                   float* rstd) {

@@ -38,6 +38,14 @@ void Scale(float* x, int64_t n, float s);
 double Dot(const float* a, const float* b, int64_t n);
 //! Softmax backward in place: dp[i] = p[i] * (dp[i] - sum_j p[j] dp[j]) * scale.
 void SoftmaxGrad(const float* p, float* dp, int64_t n, float scale);
+//! Causal softmax over `count` rows of a score block with leading dimension ld: row r (at rows + r
+//! ld) is softmaxed in place over its first first_len + r columns and zeroed from there to
+//! zero_to (one call per block instead of Max, ExpShiftSum, Scale and memset per row).
+void CausalSoftmaxRows(float* rows, int64_t ld, int64_t first_len, int64_t count, int64_t zero_to);
+//! SoftmaxGrad on the same rows: dp row r = p (dp - sum p dp) scale over first_len + r columns,
+//! zeroed from there to zero_to.
+void CausalSoftmaxGradRows(const float* p, float* dp, int64_t ld, int64_t first_len, int64_t count, int64_t zero_to,
+                           float scale);
 //! y += x
 void Add(float* y, const float* x, int64_t n);
 //! y += alpha * x (Backend::Axpy).

@@ -25,17 +25,31 @@ Result<Tensor> Regather(RuntimeContext& ctx, const Tensor& local, int64_t cols, 
 
 constexpr float kNormEps = 1e-5f;
 
+// The residual join in front of a pre-norm: h = branch + stream (+ bias), written to `h` by the
+// fused residual + norm kernel.
+struct ResidualJoin {
+  DevPtr branch, stream, bias;
+  DevPtr h;
+};
+
 // A sub-block's pre-norm and its entry into the TP region: `mean`/`rstd` kept for backward, the
-// normalised input kept local (sequence parallel) and gathered (or passed on) into `region`.
+// normalised input kept local (sequence parallel) and gathered (or passed on) into `region`. With
+// `join`, the norm's input is the residual sum, formed in the same kernel (fused residual + norm);
+// its time is the norm op's.
 Status NormIntoRegion(RuntimeContext& ctx, OpKind op, int64_t layer, DevPtr x, DevPtr gamma, DevPtr beta,
-                      Tensor& mean, Tensor& rstd, Tensor& local, Tensor& region) {
+                      Tensor& mean, Tensor& rstd, Tensor& local, Tensor& region, const ResidualJoin* join = nullptr) {
   const int64_t H = ctx.model.hidden, Tl = ctx.local_tokens;
   PX_ASSIGN(Tensor y, ctx.Act(Tl * H));
   PX_ASSIGN(mean, ctx.F32(Tl));
   PX_ASSIGN(rstd, ctx.F32(Tl));
   {
     auto s = ctx.rec->Op(op, layer);
-    NormForward(ctx, x, gamma, beta, y.ptr(), mean.ptr(), rstd.ptr(), Tl);
+    if (join) {
+      ResidualNormForward(ctx, join->branch, join->stream, join->bias, join->h, gamma, beta, y.ptr(), mean.ptr(),
+                          rstd.ptr(), Tl);
+    } else {
+      NormForward(ctx, x, gamma, beta, y.ptr(), mean.ptr(), rstd.ptr(), Tl);
+    }
   }
   PX_ASSIGN(local, KeepLocalCopy(ctx, y, H));
   PX_ASSIGN(region, EnterRegion(ctx, std::move(y), H, layer));
@@ -51,6 +65,25 @@ void NormForward(RuntimeContext& ctx, DevPtr x, DevPtr gamma, DevPtr beta, DevPt
   } else {
     ctx.backend->RmsNormForward(x, gamma, y, rstd, rows, h, kNormEps);
   }
+}
+
+void ResidualNormForward(RuntimeContext& ctx, DevPtr branch, DevPtr stream, DevPtr bias, DevPtr h, DevPtr gamma,
+                         DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows) {
+  const int64_t hd = ctx.model.hidden;
+  if (ctx.model.norm == NormKind::kLayerNorm) {
+    ctx.backend->ResidualLayerNormForward(branch, stream, bias, h, gamma, beta, y, mean, rstd, rows, hd, kNormEps);
+  } else {
+    ctx.backend->ResidualRmsNormForward(branch, stream, bias, h, gamma, y, rstd, rows, hd, kNormEps);
+  }
+}
+
+Status NormBackwardAdd(RuntimeContext& ctx, DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd,
+                       DevPtr dresidual, DevPtr dgamma, DevPtr dbeta, int64_t rows) {
+  const int64_t h = ctx.model.hidden;
+  if (ctx.model.norm == NormKind::kLayerNorm) {
+    return ctx.backend->LayerNormBackwardAdd(dy, x, gamma, mean, rstd, dresidual, dgamma, dbeta, rows, h);
+  }
+  return ctx.backend->RmsNormBackwardAdd(dy, x, gamma, rstd, dresidual, dgamma, rows, h);
 }
 
 void NormBackward(RuntimeContext& ctx, DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx,
@@ -203,7 +236,7 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
   const AttentionShape shape{ctx.batch, ctx.seq, nq, nkv, D};
   PX_ASSIGN(c.ctx, ctx.Act(T * Q));
   if (keep_probs) {
-    PX_ASSIGN(c.probs, ctx.ActZeroed(shape.probs_floats()));
+    PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));  // AttentionForward writes every row in full
   }
   {
     auto s = rec.Op(OpKind::kAttnCore, layer_,
@@ -218,16 +251,14 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
   auto o2 = LeaveRegion(ctx, std::move(o), H, layer_);
   if (!o2) return o2.error();
   PX_ASSIGN(c.h, ctx.Act(Tl * H));
-  be.Copy(c.h.ptr(), c.x.ptr(), Tl * H);
-  be.Axpy(c.h.ptr(), o2->ptr(), Tl * H, 1.0f);
-  if (ix_.bo >= 0) be.AddBias(c.h.ptr(), P(ix_.bo), Tl, H);
-  o2->Reset();
-
+  // h = x + attention output + bo, fused into the MLP norm.
+  const ResidualJoin join{o2->ptr(), c.x.ptr(), P(ix_.bo), c.h.ptr()};
   if (Status st = NormIntoRegion(ctx, OpKind::kMlpNorm, layer_, c.h.ptr(), P(ix_.ln2_w), P(ix_.ln2_b), c.n2_mean,
-                                 c.n2_rstd, c.mg_local, c.mg);
+                                 c.n2_rstd, c.mg_local, c.mg, &join);
       !st) {
     return st.error();
   }
+  o2->Reset();
   const bool swiglu = m.mlp == MlpKind::kSwiglu;
   PX_ASSIGN(c.f1, ctx.Act(T * F));
   if (swiglu) {
@@ -235,7 +266,8 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
   }
   {
     auto s = rec.Op(OpKind::kFc1, layer_, 2.0 * t * static_cast<double>(H * F * (swiglu ? 2 : 1)));
-    LinearForward(be, c.mg.ptr(), P(ix_.fc1), P(ix_.b1), c.f1.ptr(), T, F, H);
+    // GELU: fc1's bias is added by the fused bias + GELU kernel (the act op).
+    LinearForward(be, c.mg.ptr(), P(ix_.fc1), swiglu ? P(ix_.b1) : DevPtr{}, c.f1.ptr(), T, F, H);
     if (swiglu) LinearForward(be, c.mg.ptr(), P(ix_.up), P(ix_.bup), c.up.ptr(), T, F, H);
   }
   if (ctx.sp) c.mg.Reset();
@@ -245,7 +277,7 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
     if (swiglu) {
       be.SwigluForward(c.f1.ptr(), c.up.ptr(), c.act.ptr(), T * F);
     } else {
-      be.GeluForward(c.f1.ptr(), c.act.ptr(), T * F);
+      be.BiasGeluForward(c.f1.ptr(), P(ix_.b1), c.act.ptr(), T, F);  // f1 keeps the biased pre-activation
     }
   }
   PX_ASSIGN(Tensor y, ctx.Act(T * H));
@@ -256,9 +288,7 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
   auto y2 = LeaveRegion(ctx, std::move(y), H, layer_);
   if (!y2) return y2.error();
   PX_ASSIGN(Tensor out, ctx.Act(Tl * H));
-  be.Copy(out.ptr(), c.h.ptr(), Tl * H);
-  be.Axpy(out.ptr(), y2->ptr(), Tl * H, 1.0f);
-  if (ix_.b2 >= 0) be.AddBias(out.ptr(), P(ix_.b2), Tl, H);
+  be.ResidualAdd(y2->ptr(), c.h.ptr(), P(ix_.b2), out.ptr(), Tl, H);  // out = h + MLP output + b2, one pass
   return out;
 }
 
@@ -314,7 +344,7 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
       PX_ASSIGN(dup, ctx.Act(T * F));
       be.SwigluBackward(c.f1.ptr(), c.up.ptr(), dact.ptr(), df.ptr(), dup.ptr(), T * F);
     } else {
-      be.GeluBackward(c.f1.ptr(), dact.ptr(), df.ptr(), T * F);
+      be.BiasGeluBackward(c.f1.ptr(), dact.ptr(), df.ptr(), G(ix_.b1), T, F);
     }
   }
   dact.Reset();
@@ -327,7 +357,8 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
   PX_ASSIGN(Tensor dmg, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kFc1, layer_, 4.0 * t * static_cast<double>(H * F * (swiglu ? 2 : 1)));
-    LinearBackward(be, df.ptr(), c.mg.ptr(), P(ix_.fc1), G(ix_.fc1), G(ix_.b1), dmg.ptr(), T, F, H, false);
+    LinearBackward(be, df.ptr(), c.mg.ptr(), P(ix_.fc1), G(ix_.fc1), swiglu ? G(ix_.b1) : DevPtr{}, dmg.ptr(), T, F,
+                   H, false);
     if (swiglu) LinearBackward(be, dup.ptr(), c.mg.ptr(), P(ix_.up), G(ix_.up), G(ix_.bup), dmg.ptr(), T, F, H, true);
   }
   df.Reset();
@@ -335,11 +366,9 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
   auto dm = EnterRegionBackward(ctx, std::move(dmg), H, layer_);
   if (!dm) return dm.error();
   {
-    PX_ASSIGN(Tensor tmp, ctx.Act(Tl * H));
-    auto s = rec.Op(OpKind::kMlpNorm, layer_);
-    NormBackward(ctx, dm->ptr(), c.h.ptr(), P(ix_.ln2_w), c.n2_mean.ptr(), c.n2_rstd.ptr(), tmp.ptr(), G(ix_.ln2_w),
-                 G(ix_.ln2_b), Tl);
-    be.Axpy(dh.ptr(), tmp.ptr(), Tl * H, 1.0f);
+    auto s = rec.Op(OpKind::kMlpNorm, layer_);  // the norm's input gradient joins the residual stream's dh
+    PX_TRY(NormBackwardAdd(ctx, dm->ptr(), c.h.ptr(), P(ix_.ln2_w), c.n2_mean.ptr(), c.n2_rstd.ptr(), dh.ptr(),
+                           G(ix_.ln2_w), G(ix_.ln2_b), Tl));
   }
   dm->Reset();
 
@@ -365,7 +394,7 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
     OpRecorder::Where again = where;
     again.phase = Phase::kRecompute;
     rec.set_where(again);
-    PX_ASSIGN(c.probs, ctx.ActZeroed(shape.probs_floats()));
+    PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));
     PX_ASSIGN(Tensor scratch, ctx.Act(T * Q));
     {
       auto s = rec.Op(OpKind::kAttnCore, layer_, 2.0 * static_cast<double>(ctx.batch * nq * ctx.seq * ctx.seq * D));
@@ -401,11 +430,9 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
   auto da = EnterRegionBackward(ctx, std::move(dag), H, layer_);
   if (!da) return da.error();
   {
-    PX_ASSIGN(Tensor tmp, ctx.Act(Tl * H));
     auto s = rec.Op(OpKind::kAttnNorm, layer_);
-    NormBackward(ctx, da->ptr(), c.x.ptr(), P(ix_.ln1_w), c.n1_mean.ptr(), c.n1_rstd.ptr(), tmp.ptr(), G(ix_.ln1_w),
-                 G(ix_.ln1_b), Tl);
-    be.Axpy(dx.ptr(), tmp.ptr(), Tl * H, 1.0f);
+    PX_TRY(NormBackwardAdd(ctx, da->ptr(), c.x.ptr(), P(ix_.ln1_w), c.n1_mean.ptr(), c.n1_rstd.ptr(), dx.ptr(),
+                           G(ix_.ln1_w), G(ix_.ln1_b), Tl));
   }
   return dx;
 }

@@ -63,6 +63,12 @@ void NormForward(RuntimeContext& ctx, DevPtr x, DevPtr gamma, DevPtr beta, DevPt
                  int64_t rows);
 void NormBackward(RuntimeContext& ctx, DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx,
                   DevPtr dgamma, DevPtr dbeta, int64_t rows);
+//! h = branch + stream (+ bias), then y = norm(h), in one fused backend call.
+void ResidualNormForward(RuntimeContext& ctx, DevPtr branch, DevPtr stream, DevPtr bias, DevPtr h, DevPtr gamma,
+                         DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows);
+//! dresidual += the norm's input gradient; dgamma, dbeta +=.
+Status NormBackwardAdd(RuntimeContext& ctx, DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd,
+                       DevPtr dresidual, DevPtr dgamma, DevPtr dbeta, int64_t rows);
 //! y[rows, n] = x[rows, k] W^T (+ bias) with W [n, k].
 void LinearForward(Backend& be, DevPtr x, DevPtr w, DevPtr bias, DevPtr y, int64_t rows, int64_t n, int64_t k);
 //! dW (fp32) += dy^T x, dbias += colsum(dy); dx = dy W (+= when accumulate_dx).

@@ -334,6 +334,115 @@ TEST_P(OpsTest, ActivationsAndRotary) {
   Expect("rotary inverse", Q2, q, DType::kF32);
 }
 
+// The fused chains (bias + GELU, residual + norm, norm backward added into the residual
+// gradient) against the same double references as the unfused kernels; backends that do not
+// override them run the base class's composition, which this checks too.
+TEST_P(OpsTest, FusedChains) {
+  // fp32 outputs computed from an intermediate stored in the compute dtype (h, dx) carry its
+  // rounding, so they are held to that dtype's tolerance.
+  const int64_t rows = 9, cols = 48, n = rows * cols;
+  const float eps = 1e-5f;
+  const Vec pre = Random(n, dt_, -3, 3), bias = Random(cols, dt_), dy = Random(n, dt_);
+  {
+    Vec biased(pre), y(pre.size()), dx(pre.size());
+    const Vec db0 = Random(cols, DType::kF32);
+    Vec db(db0);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t i = static_cast<size_t>(r * cols + c);
+        biased[i] = Round(pre[i] + bias[static_cast<size_t>(c)], dt_);
+        y[i] = Gelu(biased[i]);
+        dx[i] = dy[i] * GeluGrad(biased[i]);
+        db[static_cast<size_t>(c)] += dx[i];
+      }
+    }
+    Tensor X = Dev(pre, dt_), B = Dev(bias, dt_), Y = Dev(Vec(pre.size(), 0.0), dt_);
+    be_->BiasGeluForward(X.ptr(), B.ptr(), Y.ptr(), rows, cols);
+    Expect("bias_gelu pre-activation", X, biased, dt_);
+    Expect("bias_gelu", Y, y, dt_);
+    Tensor DY = Dev(dy, dt_), DX = Dev(Vec(pre.size(), 0.0), dt_), DB = Dev(db0, DType::kF32);
+    be_->BiasGeluBackward(X.ptr(), DY.ptr(), DX.ptr(), DB.ptr(), rows, cols);
+    Expect("bias_gelu dx", DX, dx, dt_);
+    Expect("bias_gelu dbias", DB, db, dt_);  // summed from the stored dx
+  }
+  const Vec x = Random(n, dt_, -2, 2), res = Random(n, dt_, -2, 2), gamma = Random(cols, dt_, 0.5, 1.5);
+  const Vec beta = Random(cols, dt_);
+  for (bool with_bias : {false, true}) {
+    Vec want(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t i = static_cast<size_t>(r * cols + c);
+        want[i] = x[i] + res[i] + (with_bias ? bias[static_cast<size_t>(c)] : 0.0);
+      }
+    }
+    Tensor X = Dev(x, dt_), R = Dev(res, dt_), B = Dev(bias, dt_), O = Dev(Vec(x.size(), 0.0), dt_);
+    be_->ResidualAdd(X.ptr(), R.ptr(), with_bias ? B.ptr() : DevPtr{}, O.ptr(), rows, cols);
+    Expect(with_bias ? "residual_add+bias" : "residual_add", O, want, dt_);
+  }
+  for (bool rms : {false, true}) {
+    for (bool with_bias : {false, true}) {
+      Vec h(x.size()), y(x.size()), mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+      const Vec d0 = Random(n, dt_);
+      Vec dres(d0), dg(static_cast<size_t>(cols), 0.0), dbeta(static_cast<size_t>(cols), 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        double mu = 0, var = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          const size_t i = static_cast<size_t>(r * cols + c);
+          h[i] = x[i] + res[i] + (with_bias ? bias[static_cast<size_t>(c)] : 0.0);
+          mu += h[i];
+        }
+        mu = rms ? 0.0 : mu / static_cast<double>(cols);
+        for (int64_t c = 0; c < cols; ++c) {
+          const double d = h[static_cast<size_t>(r * cols + c)] - mu;
+          var += d * d;
+        }
+        const double rs = 1.0 / std::sqrt(var / static_cast<double>(cols) + eps);
+        mean[static_cast<size_t>(r)] = mu;
+        rstd[static_cast<size_t>(r)] = rs;
+        double sum_g = 0, sum_gx = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          const size_t i = static_cast<size_t>(r * cols + c), ci = static_cast<size_t>(c);
+          const double xh = (h[i] - mu) * rs, g = dy[i] * gamma[ci];
+          y[i] = xh * gamma[ci] + (rms ? 0.0 : beta[ci]);
+          sum_g += g;
+          sum_gx += g * xh;
+          dg[ci] += dy[i] * xh;
+          dbeta[ci] += dy[i];
+        }
+        for (int64_t c = 0; c < cols; ++c) {
+          const size_t i = static_cast<size_t>(r * cols + c);
+          const double xh = (h[i] - mu) * rs, g = dy[i] * gamma[static_cast<size_t>(c)];
+          dres[i] += rms ? rs * g - xh * rs * sum_gx / static_cast<double>(cols)
+                         : rs * (g - sum_g / static_cast<double>(cols) - xh * sum_gx / static_cast<double>(cols));
+        }
+      }
+      Tensor X = Dev(x, dt_), R = Dev(res, dt_), B = Dev(bias, dt_), G = Dev(gamma, dt_), BE = Dev(beta, dt_);
+      Tensor H = Dev(Vec(x.size(), 0.0), dt_), Y = Dev(Vec(x.size(), 0.0), dt_);
+      Tensor M = Dev(Vec(static_cast<size_t>(rows), 0.0), DType::kF32), RS = Dev(Vec(static_cast<size_t>(rows), 0.0), DType::kF32);
+      const DevPtr bp = with_bias ? B.ptr() : DevPtr{};
+      Tensor DY = Dev(dy, dt_), DR = Dev(d0, dt_);
+      Tensor DG = Dev(Vec(static_cast<size_t>(cols), 0.0), DType::kF32), DB = Dev(Vec(static_cast<size_t>(cols), 0.0), DType::kF32);
+      const std::string what = std::string(rms ? "residual_rms_norm" : "residual_layer_norm") + (with_bias ? "+bias" : "");
+      if (rms) {
+        be_->ResidualRmsNormForward(X.ptr(), R.ptr(), bp, H.ptr(), G.ptr(), Y.ptr(), RS.ptr(), rows, cols, eps);
+        ASSERT_TRUE(be_->RmsNormBackwardAdd(DY.ptr(), H.ptr(), G.ptr(), RS.ptr(), DR.ptr(), DG.ptr(), rows, cols));
+      } else {
+        be_->ResidualLayerNormForward(X.ptr(), R.ptr(), bp, H.ptr(), G.ptr(), BE.ptr(), Y.ptr(), M.ptr(), RS.ptr(),
+                                      rows, cols, eps);
+        Expect((what + " mean").c_str(), M, mean, dt_);
+        ASSERT_TRUE(be_->LayerNormBackwardAdd(DY.ptr(), H.ptr(), G.ptr(), M.ptr(), RS.ptr(), DR.ptr(), DG.ptr(),
+                                              DB.ptr(), rows, cols));
+        Expect((what + " dbeta").c_str(), DB, dbeta, dt_);
+      }
+      Expect((what + " h").c_str(), H, h, dt_);
+      Expect(what.c_str(), Y, y, dt_);
+      Expect((what + " rstd").c_str(), RS, rstd, dt_);
+      Expect((what + " dresidual").c_str(), DR, dres, dt_);
+      Expect((what + " dgamma").c_str(), DG, dg, dt_);
+    }
+  }
+}
+
 TEST_P(OpsTest, CausalGroupedQueryAttention) {
   const AttentionShape s{2, 6, 4, 2, 8};
   const int64_t rows = s.seq * s.batch, qn = rows * s.heads * s.head_dim, kn = rows * s.kv_heads * s.head_dim;

@@ -556,14 +556,19 @@ TEST_F(CpuKernels, BlockedAttentionMatchesDefinitionAcrossBlocks) {
     be.AttentionForward(s, q.data(), k.data(), v.data(), out2.data(), nullptr);
     EXPECT_LT(MaxRelError(out, ReferenceAttention(s, q, k, v)), 2e-6) << "seq " << s.seq;
     EXPECT_EQ(out, out2);
-    // Saved probabilities: each row sums to one over its causal prefix and is zero after it.
-    for (int64_t i : {int64_t{0}, s.seq / 2, s.seq - 1}) {
-      const float* row = probs.data() + i * s.seq;
-      double sum = 0;
-      for (int64_t j = 0; j <= i; ++j) sum += row[j];
-      EXPECT_NEAR(sum, 1.0, 1e-5);
-      for (int64_t j = i + 1; j < s.seq; ++j) EXPECT_EQ(row[j], 0.0f);
+    // Saved probabilities (the buffer started as 7s): every row of every (sequence, head) sums to
+    // one over its causal prefix and is zero after it, so the runtime needs no zero-fill.
+    int bad = 0;
+    for (int64_t bh = 0; bh < s.batch * s.heads; ++bh) {
+      for (int64_t i = 0; i < s.seq; ++i) {
+        const float* row = probs.data() + (bh * s.seq + i) * s.seq;
+        double sum = 0;
+        for (int64_t j = 0; j <= i; ++j) sum += row[j];
+        if (std::abs(sum - 1.0) > 1e-5) ++bad;
+        for (int64_t j = i + 1; j < s.seq; ++j) bad += row[j] != 0.0f;
+      }
     }
+    EXPECT_EQ(bad, 0) << "seq " << s.seq;
     Vec dq(qn), dk(kn), dv(kn), dq2(qn), dk2(kn), dv2(kn), rdq, rdk, rdv;
     be.AttentionBackward(s, q.data(), k.data(), v.data(), probs.data(), dout.data(), dq.data(), dk.data(), dv.data());
     be.AttentionBackward(s, q.data(), k.data(), v.data(), nullptr, dout.data(), dq2.data(), dk2.data(), dv2.data());
@@ -574,6 +579,37 @@ TEST_F(CpuKernels, BlockedAttentionMatchesDefinitionAcrossBlocks) {
     EXPECT_EQ(dq, dq2);
     EXPECT_EQ(dk, dk2);
     EXPECT_EQ(dv, dv2);
+  }
+}
+
+// One call per block equals the per-row Max / ExpShiftSum / Scale calls bit for bit, and the
+// per-row SoftmaxGrad calls to rounding (the compiler may contract the dot product's multiply and
+// add differently), with and without room for a full-width tail (ld 150, and ld = the last row's
+// length 77, which is no multiple of the vector width).
+TEST_F(CpuKernels, CausalSoftmaxRowsEqualThePerRowLoops) {
+  for (const int64_t ld : {int64_t{150}, int64_t{77}}) {
+    const int64_t first = 13, count = ld - first + 1;
+    const size_t n = static_cast<size_t>(count * ld);
+    Vec x = Random(n, rng), g = Random(n, rng);
+    Vec want = x, got = x, gwant = g, ggot = g;
+    for (int64_t r = 0; r < count; ++r) {
+      float* row = want.data() + r * ld;
+      const int64_t len = first + r;
+      const float mx = vec::Max(row, len);
+      const double sum = vec::ExpShiftSum(row, len, mx);
+      vec::Scale(row, len, static_cast<float>(1.0 / sum));
+      std::fill(row + len, row + ld, 0.0f);
+      float* grow = gwant.data() + r * ld;
+      vec::SoftmaxGrad(row, grow, len, 0.125f);
+      std::fill(grow + len, grow + ld, 0.0f);
+    }
+    vec::CausalSoftmaxRows(got.data(), ld, first, count, ld);
+    vec::CausalSoftmaxGradRows(got.data(), ggot.data(), ld, first, count, ld, 0.125f);
+    EXPECT_EQ(got, want) << "ld " << ld;
+    EXPECT_LT(MaxRelError(ggot, gwant), 1e-5) << "ld " << ld;
+    for (int64_t r = 0; r < count; ++r) {  // zeros past the causal prefix exactly
+      for (int64_t j = first + r; j < ld; ++j) EXPECT_EQ(ggot[static_cast<size_t>(r * ld + j)], 0.0f);
+    }
   }
 }
 
