@@ -360,8 +360,8 @@ class MappedFile {
   }
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
-  bool ok() const { return data_ != nullptr; }
-  std::string_view bytes() const { return {data_, size_}; }
+  bool Ok() const { return data_ != nullptr; }
+  std::string_view Bytes() const { return {data_, size_}; }
 
  private:
   const char* data_ = nullptr;
@@ -384,7 +384,7 @@ Result<Trace> ReadChromeTrace(const std::string& path, const ReadOptions& option
     if (plain && static_cast<size_t>(st.st_size) >= kMapMinBytes) {
       MappedFile map(*fd, static_cast<size_t>(st.st_size));
       ::close(*fd);
-      if (map.ok()) return ReadPlainJson(map.bytes(), o, stats);
+      if (map.Ok()) return ReadPlainJson(map.Bytes(), o, stats);
     } else {
       ::close(*fd);
     }

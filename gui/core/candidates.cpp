@@ -48,8 +48,10 @@ Result<CandidateSet> ParseCandidates(const Json& j, const std::string& file) {
       const Json& e = list[i];
       const std::string path = "/candidates/" + std::to_string(i);
       Candidate cand;
-      if (!e.is_object() || !e.contains("layout"))
-        return BadInput(file + ": " + path + "/layout: missing");
+      std::string where = file;
+      where += ": ";
+      where += path;
+      if (!e.is_object() || !e.contains("layout")) return BadInput(where + "/layout: missing");
       auto l = LayoutFromJson(e.at("layout"), file, path + "/layout");
       if (!l) return l.error();
       cand.layout = *l;
@@ -59,8 +61,7 @@ Result<CandidateSet> ParseCandidates(const Json& j, const std::string& file) {
       cand.mfu = e.value("mfu", 0.0);
       cand.peak_memory_bytes = e.value("peak_memory_bytes", int64_t{0});
       if (cand.evaluated() && !(cand.step_time_s > 0)) {
-        return BadInput(file + ": " + path +
-                        "/step_time_s: an evaluated candidate needs a step time > 0");
+        return BadInput(where + "/step_time_s: an evaluated candidate needs a step time > 0");
       }
       set.candidates.push_back(cand);
     }

@@ -288,7 +288,7 @@ size_t TimelineIndex::MemoryBytes() const {
   for (const auto& r : counter_rows_)
     b += sizeof(CounterRow) + r.samples.capacity() * sizeof(uint32_t);
   for (const auto& l : lanes_) b += l.rows.capacity() * sizeof(size_t) + l.label.capacity();
-  for (const auto& t : rows_of_track_) b += sizeof(t) + t.capacity() * sizeof(size_t);
+  for (const auto& t : rows_of_track_) b += sizeof(std::vector<size_t>) + t.capacity() * sizeof(size_t);
   return b;
 }
 
