@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # clang-tidy with the project's .clang-tidy on the C++ sources a change touches: files changed
 # since the merge base with the main branch (plus uncommitted ones), or every source when no merge
-# base can be found (a fresh clone without main, a detached checkout). Headers are checked through
+# base can be found (a fresh clone without main, a detached checkout). On main itself (a clean clone
+# of main, as in CI) the change is the tip commit. Headers are checked through
 # the sources that include them (HeaderFilterRegex).
 # Usage: scripts/tidy.sh [-b BUILD_DIR] [-r BASE_REF] [--all] [FILE...]
 #   -b  build folder with compile_commands.json (default: build)
@@ -36,6 +37,10 @@ if ((${#files[@]} == 0)); then
           base="$mb"; break
         fi
       done
+      # On main itself (CI's clean clone) the change is the tip commit: its first parent is the base.
+      if [ -n "$base" ] && [ "$base" = "$(git rev-parse HEAD)" ] && git rev-parse -q --verify HEAD~1 >/dev/null; then
+        base=$(git rev-parse HEAD~1)
+      fi
     else
       base=$(git merge-base HEAD "$base" 2>/dev/null) || die "no merge base between HEAD and $base"
     fi

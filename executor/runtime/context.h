@@ -17,7 +17,7 @@
 //! `PX_TRY(status_expr);` returns the error from the enclosing function (Status or Result<T>).
 #define PX_TRY(expr)                                        \
   do {                                                      \
-    if (::parallax::Status px_s_ = (expr); !px_s_) return px_s_.error(); \
+    if (const ::parallax::Status& px_s_ = (expr); !px_s_) return px_s_.error(); \
   } while (0)
 #define PX_ASSIGN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                   \

@@ -31,7 +31,7 @@ class Acquired {
   }
   Acquired(const Acquired&) = delete;
   Acquired& operator=(const Acquired&) = delete;
-  const Status& status() const { return status_; }
+  const Status& Outcome() const { return status_; }
 
  private:
   std::vector<ParamGroup*> groups_;
@@ -178,7 +178,7 @@ Status RunPipelineStep(RuntimeContext& ctx, ShardedModel& model, const DataSourc
         if (ch.first) {
           batch_of(op.microbatch);
           Acquired a(ctx, {model.words(), model.positions()}, -1);
-          PX_TRY(a.status());
+          PX_TRY(a.Outcome());
           PX_ASSIGN(x, model.embedding()->Forward(ctx, inputs, st.embedding));
         } else {
           x = std::move(incoming[i].t);
@@ -186,13 +186,13 @@ Status RunPipelineStep(RuntimeContext& ctx, ShardedModel& model, const DataSourc
         st.layers.resize(ch.layers.size());
         for (size_t j = 0; j < ch.layers.size(); ++j) {
           Acquired a(ctx, {&ch.layers[j].group()}, ch.layers[j].layer());
-          PX_TRY(a.status());
+          PX_TRY(a.Outcome());
           PX_ASSIGN(x, ch.layers[j].Forward(ctx, std::move(x), st.layers[j]));
         }
         if (ch.last) {
           batch_of(op.microbatch);
           Acquired a(ctx, {model.head_group(), model.lm_group()}, -1);
-          PX_TRY(a.status());
+          PX_TRY(a.Outcome());
           PX_TRY(model.head()->Forward(ctx, std::move(x), targets, st.head));
         } else {
           outgoing.push_back({std::move(x), next, PipelineTag(op.microbatch, stages, ch.stage + 1, false), place(op)});
@@ -204,7 +204,7 @@ Status RunPipelineStep(RuntimeContext& ctx, ShardedModel& model, const DataSourc
       Tensor dx;
       if (ch.last) {
         Acquired a(ctx, {model.head_group(), model.lm_group()}, -1);
-        PX_TRY(a.status());
+        PX_TRY(a.Outcome());
         PX_ASSIGN(dx, model.head()->Backward(ctx, st.head));
       } else {
         dx = std::move(incoming[i].t);
@@ -213,14 +213,14 @@ Status RunPipelineStep(RuntimeContext& ctx, ShardedModel& model, const DataSourc
         TransformerLayer& layer = ch.layers[j];
         {
           Acquired a(ctx, {&layer.group()}, layer.layer());
-          PX_TRY(a.status());
+          PX_TRY(a.Outcome());
           PX_ASSIGN(dx, layer.Backward(ctx, st.layers[j], std::move(dx)));
         }
         PX_TRY(SyncGroup(ctx, layer.group(), last_backward));
       }
       if (ch.first) {
         Acquired a(ctx, {model.words(), model.positions()}, -1);
-        PX_TRY(a.status());
+        PX_TRY(a.Outcome());
         PX_TRY(model.embedding()->Backward(ctx, st.embedding, std::move(dx)));
       } else {
         outgoing.push_back({std::move(dx), prev, PipelineTag(op.microbatch, stages, ch.stage - 1, true), place(op)});

@@ -656,6 +656,7 @@ TEST_P(OpsTest, CollectivesOnStreams) {
     return v;
   };
   std::vector<Vec> inputs;
+  inputs.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) inputs.push_back(input_of(r));
   const Vec& mine = inputs[static_cast<size_t>(me)];
   Stream& s = be_->stream(StreamKind::kDpComm);
