@@ -15,6 +15,7 @@
 #include "executor/launch.h"
 #include "executor/runtime/training_loop.h"
 #include "model/load.h"
+#include "profiler/cuda/cupti_tracer.h"
 
 namespace parallax::cli {
 namespace {
@@ -38,6 +39,7 @@ struct RunOptions {
   int64_t threads = 0;
   std::string precision;  //!< overrides the plan's (fp32, bf16, fp16)
   std::string grad_reduce = "fp32";
+  bool no_cupti = false;
 };
 
 Result<Plan> ResolveRunPlan(const RunOptions& o) {
@@ -88,6 +90,22 @@ int Run(const RunOptions& o) {
     return fail(BadInput("this parallax was built without MPI (PARALLAX_WITH_MPI off), so it runs one process; "
                          "the plan needs " + std::to_string(plan->layout.world_size()) + " ranks"));
   }
+  // The device tracer starts before the backend creates its CUDA context, so CUPTI sees all of it.
+  // Without CUPTI (missing, too old, refused) the run goes on, timed by CUDA events; said once.
+  std::unique_ptr<executor::DeviceActivity> activity;
+  std::string activity_problem;
+  if (o.backend == "cuda" && !o.trace.empty() && !o.no_cupti) {
+    auto started = profiler::StartDeviceTracer(o.backend);
+    if (started) {
+      activity = std::move(*started);
+    } else {
+      activity_problem = started.error().message;
+      if (root) {
+        std::fprintf(stderr, "parallax: CUPTI unavailable (%s); ops are timed with CUDA events\n",
+                     activity_problem.c_str());
+      }
+    }
+  }
   auto backend = executor::CreateBackend(o.backend);
   if (!backend) return fail(backend.error());
   auto world = (*backend)->ConnectWorld(*launch, o.timeout_s);
@@ -101,6 +119,7 @@ int Run(const RunOptions& o) {
   ro.resume = o.resume;
   ro.trace_path = o.trace;
   ro.threads = o.threads;
+  ro.activity = activity.get();
   ro.trainer.data.file = o.data;
   ro.trainer.data.seed = plan->training.seed;
   ro.trainer.grad_reduce = o.grad_reduce == "bf16" ? executor::DType::kBf16 : executor::DType::kF32;
@@ -150,6 +169,15 @@ int Run(const RunOptions& o) {
                      {"precision", ToString(plan->training.precision)},
                      {"grad_reduce", o.grad_reduce},
                      {"first_step", report->first_step},
+                     {"profiling", Json{{"source", report->profiling.source},
+                                        {"records", report->profiling.records},
+                                        {"dropped", report->profiling.dropped},
+                                        {"device_records", report->profiling.device_records},
+                                        {"attributed", report->profiling.attributed},
+                                        {"ops_retimed", report->profiling.ops_retimed},
+                                        {"nccl_kernels", report->profiling.nccl_kernels},
+                                        {"nccl_in_collectives", report->profiling.nccl_in_collectives},
+                                        {"unavailable", activity_problem}}},
                      {"threads", Json{{"per_rank", report->host_threads.threads},
                                       {"intra_op", report->intra_op_threads},
                                       {"source", report->host_threads.source},
@@ -166,7 +194,20 @@ int Run(const RunOptions& o) {
       std::printf("mean step time %.1f ms (after the first step), peak memory %.2f MiB per rank (max)\n",
                   report->mean_step_time_s() * 1e3,
                   static_cast<double>(report->peak_memory_bytes) / (1024.0 * 1024.0));
-      if (!o.trace.empty()) std::printf("measured trace: %s\n", o.trace.c_str());
+      if (!o.trace.empty()) {
+        const executor::ProfilingReport& p = report->profiling;
+        std::printf("measured trace: %s (ops timed by %s", o.trace.c_str(),
+                    p.source == "events" ? (o.backend == "cuda" ? "CUDA events" : "host clocks") : p.source.c_str());
+        if (p.source != "events") {
+          std::printf("; %lld device records, %lld in recorded ops, %lld ops GPU-timed", static_cast<long long>(p.device_records),
+                      static_cast<long long>(p.attributed), static_cast<long long>(p.ops_retimed));
+        }
+        std::printf(")\n");
+      }
+      if (report->profiling.dropped > 0) {
+        std::printf("warning: CUPTI dropped %lld records (every activity buffer was full): the trace misses them\n",
+                    static_cast<long long>(report->profiling.dropped));
+      }
     }
   }
   return 0;
@@ -187,7 +228,10 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "Also checkpoint every N steps");
   cmd->add_flag("--resume", o->resume, "Resume from the latest checkpoint in --checkpoint-dir");
   cmd->add_flag("--json", o->json, "Print one JSON object: losses, step_times_s, peak_memory_bytes, layout");
-  cmd->add_option("--trace", o->trace, "Write the measured trace of every rank's ops (Chrome JSON, .gz ok)");
+  cmd->add_option("--trace", o->trace,
+                  "Write the measured trace of every rank's ops (Chrome JSON, .gz ok); with --backend cuda, CUPTI "
+                  "times them on the GPU and adds kernels, host launches and launch->kernel flows");
+  cmd->add_flag("--no-cupti", o->no_cupti, "With --backend cuda --trace: time ops with CUDA events, not CUPTI");
   cmd->add_option("--data", o->data, "Byte-level text corpus (default: synthetic token stream)");
   cmd->add_option("--seed", o->seed, "Seed for weights and data (default: the plan's)");
   cmd->add_option("--lr", o->lr, "Learning rate (default: the plan's)");

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <vector>
 
+#include "model/atomic_publish.h"
+
 namespace parallax {
 namespace {
 
@@ -295,22 +297,10 @@ Result<Json> LoadJsonFile(const std::string& path) {
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view contents) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  // Temp names are built by append: GCC 12 at -O3 warns falsely (-Wrestrict, GCC PR 105329) on
-  // "." + string.
-  std::string prefix(".");
-  prefix.append(target.filename().string()).append(".tmp");
   std::string named;  // the temp file's name while it has one
-  // An unnamed file first: a writer killed before the link below leaves nothing behind.
-  int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    named = (dir / prefix).string();
-    named.append("XXXXXX");
-    fd = ::mkstemp(named.data());
-    if (fd < 0) return IoError(path + ": cannot create a temporary file: " + std::strerror(errno));
-  }
+  auto opened = OpenTempFor(path, named);
+  if (!opened) return opened.error();
+  int fd = *opened;
   auto fail = [&](const char* what) -> Status {
     const std::string why = std::strerror(errno);
     if (fd >= 0) ::close(fd);
@@ -330,32 +320,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view contents) {
   }
   ::fchmod(fd, 0644);
   if (::fsync(fd) != 0) return fail("fsync failed");
-  if (named.empty()) {
-    // The file is complete: give it a unique name beside the target, then rename it over.
-    const std::string proc = "/proc/self/fd/" + std::to_string(fd);
-    for (int attempt = 0; named.empty(); ++attempt) {
-      std::string candidate = (dir / prefix).string();
-      candidate.append(".").append(std::to_string(::getpid())).append(".").append(std::to_string(attempt));
-      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, candidate.c_str(), AT_SYMLINK_FOLLOW) == 0) {
-        named = candidate;
-      } else if (errno != EEXIST || attempt > 100) {
-        return fail("cannot link the temporary file");
-      }
-    }
-  }
-  if (::close(fd) != 0) {
-    fd = -1;
-    return fail("close failed");
-  }
-  fd = -1;
-  if (std::rename(named.c_str(), path.c_str()) != 0) return fail("rename failed");
-  // Persist the rename itself.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
+  const Status published = PublishTemp(fd, path, named);
+  ::close(fd);
+  return published;
 }
 
 Status WriteJsonAtomic(const std::string& path, const Json& j) {

@@ -9,31 +9,18 @@
 #include <cstring>
 #include <string>
 
+#include "model/atomic_publish.h"
 #include "traces/byte_stream.h"
 
 namespace parallax::traces {
 
-namespace {
-
-std::string DirOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-}  // namespace
-
 Result<std::unique_ptr<AtomicFileSink>> AtomicFileSink::Create(const std::string& path) {
   // An unnamed file in the target's folder (O_TMPFILE): a writer killed mid-trace leaves nothing
   // behind. It gets a name only once complete (Finish). Named temp file where unsupported.
-  int fd = ::open(DirOf(path).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
   std::string temp;
-  if (fd < 0) {
-    temp = path + ".tmp.XXXXXX";
-    fd = ::mkstemp(temp.data());
-    if (fd < 0) return IoError(path + ": cannot create temp file: " + std::strerror(errno));
-  }
-  return std::unique_ptr<AtomicFileSink>(new AtomicFileSink(path, std::move(temp), fd));
+  auto fd = OpenTempFor(path, temp);
+  if (!fd) return fd.error();
+  return std::unique_ptr<AtomicFileSink>(new AtomicFileSink(path, std::move(temp), *fd));
 }
 
 AtomicFileSink::AtomicFileSink(std::string path, std::string temp, int fd)
@@ -58,32 +45,16 @@ Status AtomicFileSink::Write(std::string_view bytes) {
 
 Status AtomicFileSink::Finish() {
   if (::fsync(fd_) != 0) return IoError(path_ + ": fsync failed: " + std::strerror(errno));
-  // mkstemp creates 0600; a trace is an ordinary user file.
+  // A trace is an ordinary user file (the temporary was created 0644 or 0600).
   const mode_t mask = ::umask(0);
   ::umask(mask);
   ::fchmod(fd_, 0666 & ~mask);
-  if (temp_.empty()) {
-    // Complete: link the unnamed file beside the target under a unique name, renamed over below.
-    const std::string proc = "/proc/self/fd/" + std::to_string(fd_);
-    for (int attempt = 0; temp_.empty(); ++attempt) {
-      std::string candidate = path_;
-      candidate.append(".tmp.").append(std::to_string(::getpid())).append(".").append(std::to_string(attempt));
-      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, candidate.c_str(), AT_SYMLINK_FOLLOW) == 0) {
-        temp_ = candidate;
-      } else if (errno != EEXIST || attempt > 100) {
-        return IoError(path_ + ": cannot link the temporary file: " + std::strerror(errno));
-      }
-    }
-  }
-  if (::close(fd_) != 0) {
-    fd_ = -1;
-    return IoError(path_ + ": close failed: " + std::strerror(errno));
-  }
+  const Status published = PublishTemp(fd_, path_, temp_);
+  const int closed = ::close(fd_);
   fd_ = -1;
-  if (::rename(temp_.c_str(), path_.c_str()) != 0) {
-    return IoError(path_ + ": rename failed: " + std::strerror(errno));
-  }
+  if (!published.ok()) return published;
   committed_ = true;
+  if (closed != 0) return IoError(path_ + ": close failed: " + std::strerror(errno));
   return Status::Ok();
 }
 

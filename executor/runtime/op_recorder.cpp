@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+
+#include "executor/runtime/device_timeline.h"
 
 namespace parallax::executor {
 
@@ -28,6 +31,11 @@ StreamKind StreamKindOf(OpKind op) {
   }
 }
 
+OpRecorder::OpRecorder(Backend* backend, int64_t rank)
+    : backend_(backend), rank_(rank), device_summary_(std::make_unique<TimelineSummary>()) {}
+
+OpRecorder::~OpRecorder() = default;
+
 OpRecorder::Scope::Scope(OpRecorder* r, OpIdentity id, double flops, int64_t bytes, int32_t group_size)
     : r_(r->enabled_ ? r : nullptr) {
   if (!r_) return;
@@ -40,10 +48,13 @@ OpRecorder::Scope::Scope(OpRecorder* r, OpIdentity id, double flops, int64_t byt
   index_ = r_->pending_.size();
   r_->pending_.push_back({r_->ops_.size(), r_->backend_->RecordEvent(StreamKindOf(id.op)), Event{}});
   r_->ops_.push_back(op);
+  r_->keys_.push_back(r_->next_key_++);
+  if (r_->activity_ != nullptr) r_->activity_->EnterOp(r_->keys_.back());
 }
 
 OpRecorder::Scope::~Scope() {
   if (!r_) return;
+  if (r_->activity_ != nullptr) r_->activity_->ExitOp();
   Pending& p = r_->pending_[index_];
   p.end = r_->backend_->RecordEvent(StreamKindOf(r_->ops_[p.op].id.op));
 }
@@ -65,6 +76,34 @@ Status OpRecorder::Resolve() {
     op.dur_ns = std::max<int64_t>(0, (*times)[2 * i + 1] - (*times)[2 * i]);
   }
   pending_.clear();
+  return ResolveDevice();
+}
+
+Status OpRecorder::ResolveDevice() {
+  if (activity_ == nullptr || device_from_ >= ops_.size()) return {};
+  // The events above were waited for, so the device has finished the ops' work.
+  std::vector<ActivityRecord> records;
+  std::vector<ExternalLink> links;
+  if (Status st = activity_->Drain(records, links); !st) return st;
+  const size_t from = device_from_;
+  const size_t first_slice = device_slices_.size();
+  const TimelineSummary s = BuildDeviceTimeline(
+      records, links, std::span<const uint64_t>(keys_).subspan(from), std::span<MeasuredOp>(ops_).subspan(from),
+      device_slices_, device_summary_->clock_offset_ns);
+  for (size_t i = first_slice; i < device_slices_.size(); ++i) {
+    if (device_slices_[i].op >= 0) device_slices_[i].op += static_cast<int64_t>(from);
+  }
+  TimelineSummary& t = *device_summary_;
+  if (s.aligned) {
+    t.clock_offset_ns = s.clock_offset_ns;
+    t.aligned = true;
+  }
+  t.device_records += s.device_records;
+  t.attributed += s.attributed;
+  t.ops_retimed += s.ops_retimed;
+  t.nccl_kernels += s.nccl_kernels;
+  t.nccl_in_collectives += s.nccl_in_collectives;
+  device_from_ = ops_.size();
   return {};
 }
 
@@ -119,6 +158,12 @@ Status OpRecorder::GatherInto(Communicator& world, traces::Tracer* tracer) const
   for (size_t i = 0; i < ops_.size(); ++i) Pack(ops_[i], &mine[1 + i * kWords]);
   std::vector<int64_t> all(static_cast<size_t>(block_words * world.size()));
   if (Status s = world.HostAllGather(mine.data(), all.data(), block_words * 8); !s) return s;
+  // Device records: every rank takes part when any has a tracer (the flag is world-reduced).
+  double any_device = activity_ != nullptr ? 1 : 0;
+  if (Status s = world.HostAllReduce(&any_device, 1, ReduceOp::kMax); !s) return s;
+  if (any_device > 0) {
+    if (Status s = GatherDeviceSlices(world, tracer); !s) return s;
+  }
   if (world.rank() != 0 || tracer == nullptr) return {};
   for (int r = 0; r < world.size(); ++r) {
     const int64_t* block = &all[static_cast<size_t>(r * block_words)];
@@ -136,6 +181,105 @@ Status OpRecorder::GatherInto(Communicator& world, traces::Tracer* tracer) const
       tracer->Record(s);
     }
   }
+  return {};
+}
+
+void OpRecorder::Clear() {
+  ops_.clear();
+  keys_.clear();
+  device_slices_.clear();
+  device_from_ = 0;
+}
+
+namespace {
+
+// Device slices travel as bytes: fixed fields, then the name.
+void PutWord(std::string& out, int64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+int64_t GetWord(const char*& p) {
+  int64_t v = 0;
+  std::memcpy(&v, p, sizeof v);
+  p += sizeof v;
+  return v;
+}
+
+std::string PackSlices(const std::vector<DeviceSlice>& slices, const std::vector<MeasuredOp>& ops) {
+  std::string out;
+  PutWord(out, static_cast<int64_t>(slices.size()));
+  for (const DeviceSlice& d : slices) {
+    PutWord(out, static_cast<int64_t>(d.kind));
+    PutWord(out, d.start_ns);
+    PutWord(out, d.dur_ns);
+    PutWord(out, d.stream);
+    PutWord(out, d.op >= 0 ? static_cast<int64_t>(ops[static_cast<size_t>(d.op)].id.op) : -1);
+    PutWord(out, d.launch_ns);
+    PutWord(out, d.launch_thread);
+    PutWord(out, d.bytes);
+    PutWord(out, d.nccl ? 1 : 0);
+    PutWord(out, static_cast<int64_t>(d.name.size()));
+    out.append(d.name);
+  }
+  return out;
+}
+
+// Track ids of device detail: GPU streams and host threads get their own rows after the four
+// op streams of each rank.
+constexpr int64_t kGpuStreamTid = 100;
+constexpr int64_t kHostThreadTid = 1000000;
+
+void AppendSlices(const char* p, int64_t rank, traces::Tracer& tracer) {
+  const int64_t n = GetWord(p);
+  const traces::StringId launch = tracer.Intern("launch");
+  for (int64_t i = 0; i < n; ++i) {
+    const auto kind = static_cast<ActivityKind>(GetWord(p));
+    const int64_t start = GetWord(p);
+    const int64_t dur = GetWord(p);
+    const int64_t stream = GetWord(p);
+    const int64_t op = GetWord(p);
+    const int64_t launch_ns = GetWord(p);
+    const int64_t launch_thread = GetWord(p);
+    const int64_t bytes = GetWord(p);
+    const bool nccl = GetWord(p) != 0;
+    const auto len = static_cast<size_t>(GetWord(p));
+    const std::string_view name(p, len);
+    p += len;
+    const bool host = kind == ActivityKind::kRuntime || kind == ActivityKind::kSync;
+    const traces::TrackId track =
+        host ? tracer.CustomTrack(rank, kHostThreadTid + stream, "host thread " + std::to_string(stream), rank,
+                                  traces::Stream::kHost)
+             : tracer.CustomTrack(rank, kGpuStreamTid + stream, "GPU stream " + std::to_string(stream), rank,
+                                  nccl ? traces::Stream::kComm : traces::Stream::kCompute);
+    traces::SliceSpec s;
+    s.track = track;
+    s.name = tracer.Intern(name);
+    s.start_ns = start;
+    s.dur_ns = dur;
+    s.category = tracer.Intern(ToString(kind));
+    s.bytes = bytes;
+    if (nccl && op >= 0) s.collective = tracer.OpName(static_cast<OpKind>(op));
+    tracer.Record(s);
+    if (launch_ns >= 0) {
+      const traces::TrackId from = tracer.CustomTrack(rank, kHostThreadTid + launch_thread,
+                                                      "host thread " + std::to_string(launch_thread), rank,
+                                                      traces::Stream::kHost);
+      tracer.Flow(from, launch_ns, track, start, launch);
+    }
+  }
+}
+
+}  // namespace
+
+Status OpRecorder::GatherDeviceSlices(Communicator& world, traces::Tracer* tracer) const {
+  // Variable-size byte blocks padded to the largest rank's.
+  const std::string mine = PackSlices(device_slices_, ops_);
+  double size = static_cast<double>(mine.size());
+  if (Status s = world.HostAllReduce(&size, 1, ReduceOp::kMax); !s) return s;
+  const auto block = static_cast<size_t>(size);
+  std::string padded = mine;
+  padded.resize(block, '\0');
+  std::string all(block * static_cast<size_t>(world.size()), '\0');
+  if (Status s = world.HostAllGather(padded.data(), all.data(), static_cast<int64_t>(block)); !s) return s;
+  if (world.rank() != 0 || tracer == nullptr) return {};
+  for (int r = 0; r < world.size(); ++r) AppendSlices(all.data() + static_cast<size_t>(r) * block, world.WorldRank(r), *tracer);
   return {};
 }
 

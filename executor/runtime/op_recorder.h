@@ -8,14 +8,19 @@
 // microbatch -1; optimizer and grad_clip carry phase optim.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "executor/backend.h"
+#include "executor/device_activity.h"
 #include "model/op_identity.h"
 #include "traces/trace.h"
 #include "traces/tracer.h"
 
 namespace parallax::executor {
+
+struct DeviceSlice;
+struct TimelineSummary;
 
 struct MeasuredOp {
   OpIdentity id;
@@ -34,7 +39,7 @@ StreamKind StreamKindOf(OpKind op);
 
 class OpRecorder {
  public:
-  OpRecorder(Backend* backend, int64_t rank) : backend_(backend), rank_(rank) {}
+  OpRecorder(Backend* backend, int64_t rank);
 
   //! Where the following ops run: micro-batch, model stage and phase.
   struct Where {
@@ -62,6 +67,15 @@ class OpRecorder {
   const Where& where() const { return where_; }
   //! Event that start times are measured from; recorded after a world barrier, kept for the job.
   void set_epoch(Event e) { epoch_ = e; }
+  //! A device activity tracer (CUPTI): every op is bracketed with EnterOp/ExitOp, and Resolve
+  //! re-times the ops from the device's own records and keeps those records for the trace.
+  //! Null (the default): events alone time the ops.
+  void set_activity(DeviceActivity* a) { activity_ = a; }
+  DeviceActivity* activity() const { return activity_; }
+  //! The device records kept so far (recorder clock; DeviceSlice::op indexes ops()).
+  const std::vector<DeviceSlice>& device_slices() const { return device_slices_; }
+  //! Totals over every Resolve so far (device records, attributed, re-timed ops, NCCL kernels).
+  const TimelineSummary& device_summary() const { return *device_summary_; }
 
   //! Times an op at the current place (layer -1 for embedding/head/none).
   Scope Op(OpKind op, int64_t layer, double flops = -1, int64_t bytes = -1, int32_t group_size = 0) {
@@ -82,13 +96,17 @@ class OpRecorder {
   Status Resolve();
 
   const std::vector<MeasuredOp>& ops() const { return ops_; }
-  void Clear() { ops_.clear(); }
+  void Clear();
   //! Seconds spent in compute-stream ops of `step`.
   double ComputeSeconds(int64_t step) const;
 
-  //! Collective over `world`: gathers every rank's ops; on world rank 0 appends them to `tracer`
-  //! (tracer may be null on other ranks).
+  //! Collective over `world`: gathers every rank's ops (and device records, when a tracer was
+  //! set); on world rank 0 appends them to `tracer` (tracer may be null on other ranks).
   Status GatherInto(Communicator& world, traces::Tracer* tracer) const;
+
+  OpRecorder(const OpRecorder&) = delete;
+  OpRecorder& operator=(const OpRecorder&) = delete;
+  ~OpRecorder();
 
  private:
   OpIdentity Identity(OpKind op, int64_t layer) const {
@@ -101,6 +119,14 @@ class OpRecorder {
   Event epoch_;
   Where where_;
   std::vector<MeasuredOp> ops_;
+  std::vector<uint64_t> keys_;  //!< keys_[i]: ops_[i]'s key for the device tracer
+  uint64_t next_key_ = 1;
+  size_t device_from_ = 0;      //!< first op not yet matched with device records
+  DeviceActivity* activity_ = nullptr;
+  std::vector<DeviceSlice> device_slices_;
+  std::unique_ptr<TimelineSummary> device_summary_;
+  Status ResolveDevice();
+  Status GatherDeviceSlices(Communicator& world, traces::Tracer* tracer) const;
   struct Pending {
     size_t op = 0;
     Event begin, end;

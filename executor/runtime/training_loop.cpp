@@ -6,6 +6,7 @@
 
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/collective_status.h"
+#include "executor/runtime/device_timeline.h"
 #include "traces/chrome_writer.h"
 #include "traces/tracer.h"
 
@@ -56,6 +57,7 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
     return created ? agreed.error() : created.error();
   }
   Trainer& t = **created;
+  if (o.activity != nullptr) t.recorder().set_activity(o.activity);
   TrainingReport report;
   report.host_threads = *threads;
   report.host_threads.oversubscribed = any_oversubscribed > 0;
@@ -91,6 +93,12 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
     }
   }
 
+  if (o.activity != nullptr) {
+    const ActivityStats st = o.activity->stats();
+    const TimelineSummary& d = t.recorder().device_summary();
+    report.profiling = {o.activity->source(), st.records,   st.dropped,      d.device_records, d.attributed,
+                        d.ops_retimed,        d.nccl_kernels, d.nccl_in_collectives};
+  }
   double peak = static_cast<double>(backend.memory().peak_bytes);
   PX_TRY(world.HostAllReduce(&peak, 1, ReduceOp::kMax));
   report.peak_memory_bytes = static_cast<int64_t>(peak);

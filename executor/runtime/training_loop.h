@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "executor/backend.h"
+#include "executor/device_activity.h"
 #include "executor/host_threads.h"
 #include "executor/runtime/trainer.h"
 #include "model/plan.h"
@@ -29,6 +30,20 @@ struct TrainingRunOptions {
   //! Intra-op threads per rank: > 0 forces the count; 0 shares the node's CPUs among its ranks
   //! (executor/host_threads.h; OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, when set, win).
   int64_t threads = 0;
+  //! Device activity tracer (CUPTI) that times the recorded ops; null: events time them.
+  DeviceActivity* activity = nullptr;
+};
+
+//! How the measured ops were timed, and what the device tracer saw (rank 0's).
+struct ProfilingReport {
+  std::string source = "events";  //!< "events" (backend events / host clocks) or the tracer's ("cupti")
+  int64_t records = 0;            //!< device tracer records delivered
+  int64_t dropped = 0;            //!< records the tracer lost (full buffers)
+  int64_t device_records = 0;     //!< kernels, copies and fills
+  int64_t attributed = 0;         //!< of which inside a recorded op
+  int64_t ops_retimed = 0;        //!< ops timed by their device records
+  int64_t nccl_kernels = 0;
+  int64_t nccl_in_collectives = 0;
 };
 
 struct TrainingReport {
@@ -43,6 +58,7 @@ struct TrainingReport {
   bool resumed = false;
   HostThreads host_threads;      //!< rank 0's decision; oversubscribed is true if any host is
   int64_t intra_op_threads = 1;  //!< what rank 0's backend runs kernels on after applying it
+  ProfilingReport profiling;
   //! Mean step time without the first (warm-up) step when there are several.
   double mean_step_time_s() const;
 };

@@ -151,6 +151,19 @@ TEST(MegatronCoreH100Validation, EveryRowWithinTenPercent) {
   auto j = LoadJsonFile(PARALLAX_SHARED_DIR "/validation/h100_published.json");
   ASSERT_TRUE(j) << j.error().message;
   const Json& rows = (*j)["megatron_core_h100"]["rows"];
+  // PARALLAX_VALIDATION_COSTDB_H100=costdb.json: the same rows with measured H100 costs (one
+  // database for every row, from `parallax calibrate --backend cuda` on an H100).
+  std::optional<CostDb> db;
+  if (const char* path = std::getenv("PARALLAX_VALIDATION_COSTDB_H100"); path != nullptr && *path != '\0') {
+    auto loaded = LoadCostDbFile(path);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    ASSERT_EQ(loaded->device, "h100-sxm-80g") << path << ": the rows ran on H100-SXM5-80GB";
+    db = *loaded;
+    std::printf("measured costs: %s\n", path);
+  } else {
+    std::printf("no measured costs (PARALLAX_VALIDATION_COSTDB_H100 unset): device-physics roofline\n");
+  }
+  const CostDb* dbp = db ? &*db : nullptr;
   double abs_sum = 0, worst_err = 0;
   int n = 0;
   std::optional<Plan> worst, first_row;
@@ -194,7 +207,7 @@ TEST(MegatronCoreH100Validation, EveryRowWithinTenPercent) {
           l.virtual_stages = v;
           plan.layout = l;
           if (!ValidateLayout(l, plan.model, plan.cluster)) continue;
-          auto est = Estimate(plan);
+          auto est = Estimate(plan, dbp);
           if (!est || !est->fits) continue;
           if (best_step == 0 || est->step_time_s < best_step) {
             best_step = est->step_time_s;
@@ -205,7 +218,7 @@ TEST(MegatronCoreH100Validation, EveryRowWithinTenPercent) {
     }
     ASSERT_GT(best_step, 0) << plan.model.name << ": no feasible layout";
     plan.layout = best;
-    auto sim = Simulate(plan);
+    auto sim = Simulate(plan, dbp);
     ASSERT_TRUE(sim) << sim.error().message;
     const double published = r[9].get<double>();
     const double predicted = sim->prediction.model_tflops_per_gpu;
@@ -226,9 +239,9 @@ TEST(MegatronCoreH100Validation, EveryRowWithinTenPercent) {
   std::printf("MAPE %.2f%%\n", abs_sum / n);
   for (const auto& [label, row] : {std::pair{"first row", &first_row}, std::pair{"worst row", &worst}}) {
     if (!*row) continue;
-    auto sim = Simulate(**row);
+    auto sim = Simulate(**row, dbp);
     ASSERT_TRUE(sim);
-    PrintBreakdown((std::string(label) + " " + (*row)->model.name).c_str(), **row, *sim, nullptr);
+    PrintBreakdown((std::string(label) + " " + (*row)->model.name).c_str(), **row, *sim, dbp);
   }
 }
 
