@@ -31,10 +31,12 @@ ImplementationProfile Parallax() {
   p.grad_reduce_dtype = {GradDType::kFp32, "executor/runtime/grad_sync.cpp reduces the fp32 gradient buffer"};
   p.dp_algorithm = {DpAlgorithm::kNccl, "executor/cuda: ncclAllReduce / ncclReduceScatter over the DP communicator"};
   p.dp_bucket_MiB = {0, "executor/runtime/param_group.h: one bucket per parameter group (a layer); 0 = per layer"};
-  p.zero3_prefetch_layers = {1, "issue 13 item 3: the executor gathers the next layer's parameters one layer ahead"};
+  p.zero3_prefetch_layers = {1, "executor/runtime/pipeline_runner.cpp: ParamGroup::Prefetch issues the next layer's "
+                                "all-gather (forward: l+1, backward: l-1) before the current layer computes"};
   p.overlap_tp_comm = {false, "executor/runtime/tp_ops.cpp: TP collectives run between the GEMMs, on the critical path"};
   p.overlap_dp_reduce = {true, "executor/runtime/grad_sync.h: StartGradSync is asynchronous, waited before the optimizer"};
-  p.overlap_param_gather = {true, "issue 13 item 3: ZeRO-3 gathers prefetched one layer ahead on the dp stream"};
+  p.overlap_param_gather = {true, "executor/runtime/param_group.cpp: the prefetched gather runs on the dp stream; "
+                                 "the compute stream waits for it only when the layer is acquired"};
   p.launch_overhead_us = {5.0,
                           "C++ host loop, no Python: cudaLaunchKernel ~5 us per launch (CUDA C++ Best Practices "
                           "Guide, 'Kernel launch overhead' is on the order of microseconds); our own calibration overrides"};

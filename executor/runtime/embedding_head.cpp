@@ -119,7 +119,7 @@ Status Head::Forward(RuntimeContext& ctx, Tensor x, const std::vector<int32_t>& 
   PX_ASSIGN(c.zg, EnterRegion(ctx, std::move(z), H, -1));
   PX_ASSIGN(c.logits, ctx.Act(T * V));
   {
-    auto s = ctx.rec->Op(OpKind::kLmHead, -1, 2.0 * static_cast<double>(T * V * H));
+    auto s = ctx.rec->Op(OpKind::kLmHead, -1);
     LinearForward(be, c.zg.ptr(), lm_->param(lm_index_), DevPtr{}, c.logits.ptr(), T, V, H);
   }
   PX_ASSIGN(c.row_max, ctx.F32(T));
@@ -166,7 +166,7 @@ Result<Tensor> Head::Backward(RuntimeContext& ctx, HeadCache& c) {
   c.logits.Reset();
   PX_ASSIGN(Tensor dzg, ctx.Act(T * H));
   {
-    auto s = ctx.rec->Op(OpKind::kLmHead, -1, 4.0 * static_cast<double>(T * V * H));
+    auto s = ctx.rec->Op(OpKind::kLmHead, -1);
     LinearBackward(be, dlogits.ptr(), c.zg.ptr(), lm_->param(lm_index_), lm_->grad(lm_index_), DevPtr{}, dzg.ptr(), T,
                    V, H, false);
   }

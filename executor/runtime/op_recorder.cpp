@@ -36,6 +36,27 @@ OpRecorder::OpRecorder(Backend* backend, int64_t rank)
 
 OpRecorder::~OpRecorder() = default;
 
+void OpRecorder::set_catalogue(const OpCatalogue& catalogue) {
+  for (auto& in_layer : tags_) {
+    for (auto& by_op : in_layer) {
+      for (Tag& t : by_op) t = Tag{};
+    }
+  }
+  // The first entry of each (op, phase) wins, as OpCatalogueEntry finds it.
+  auto fill = [&](const UnitOpSpecs& u, size_t in_layer) {
+    for (const auto* list : {&u.fwd, &u.bwd}) {
+      for (const OpSpec& o : *list) {
+        Tag& t = tags_[in_layer][static_cast<size_t>(o.op)][static_cast<size_t>(o.phase)];
+        if (t.flops < 0) t = Tag{o.flops, o.bytes};
+      }
+    }
+  };
+  fill(catalogue.layer, 1);
+  fill(catalogue.embedding, 0);
+  fill(catalogue.head, 0);
+  has_catalogue_ = true;
+}
+
 OpRecorder::Scope::Scope(OpRecorder* r, OpIdentity id, double flops, int64_t bytes, int32_t group_size)
     : r_(r->enabled_ ? r : nullptr) {
   if (!r_) return;
@@ -44,6 +65,13 @@ OpRecorder::Scope::Scope(OpRecorder* r, OpIdentity id, double flops, int64_t byt
   op.stream = StreamOf(id.op);
   op.flops = flops;
   op.bytes = bytes;
+  if (r_->has_catalogue_ && op.stream == traces::Stream::kCompute) {
+    const Tag& t = r_->tags_[id.layer >= 0 ? 1 : 0][static_cast<size_t>(id.op)][static_cast<size_t>(id.phase)];
+    if (t.flops >= 0) {
+      op.flops = t.flops > 0 ? t.flops : -1;
+      if (op.bytes < 0 && t.bytes > 0) op.bytes = static_cast<int64_t>(t.bytes);
+    }
+  }
   op.group_size = group_size;
   index_ = r_->pending_.size();
   r_->pending_.push_back({r_->ops_.size(), r_->backend_->RecordEvent(StreamKindOf(id.op)), Event{}});

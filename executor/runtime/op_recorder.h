@@ -13,6 +13,7 @@
 
 #include "executor/backend.h"
 #include "executor/device_activity.h"
+#include "model/op_catalogue.h"
 #include "model/op_identity.h"
 #include "traces/trace.h"
 #include "traces/tracer.h"
@@ -67,6 +68,10 @@ class OpRecorder {
   const Where& where() const { return where_; }
   //! Event that start times are measured from; recorded after a world barrier, kept for the job.
   void set_epoch(Event e) { epoch_ = e; }
+  //! The op catalogue of the run (model/op_catalogue.h): every op recorded afterwards is tagged
+  //! with its entry's FLOPs (Megatron's convention, as the planner's predicted trace) and, for a
+  //! compute op, HBM bytes. The catalogue is the one definition; callers pass no FLOPs of their own.
+  void set_catalogue(const OpCatalogue& catalogue);
   //! A device activity tracer (CUPTI): every op is bracketed with EnterOp/ExitOp, and Resolve
   //! re-times the ops from the device's own records and keeps those records for the trace.
   //! Null (the default): events alone time the ops.
@@ -120,6 +125,15 @@ class OpRecorder {
   Where where_;
   std::vector<MeasuredOp> ops_;
   std::vector<uint64_t> keys_;  //!< keys_[i]: ops_[i]'s key for the device tracer
+  //! Catalogue FLOPs and bytes by [in_layer][op][phase]; flops < 0: no entry.
+  struct Tag {
+    double flops = -1;
+    double bytes = -1;
+  };
+  static constexpr size_t kOpKinds = static_cast<size_t>(OpKind::kGradClip) + 1;
+  static constexpr size_t kPhases = 5;
+  bool has_catalogue_ = false;
+  Tag tags_[2][kOpKinds][kPhases] = {};
   uint64_t next_key_ = 1;
   size_t device_from_ = 0;      //!< first op not yet matched with device records
   DeviceActivity* activity_ = nullptr;

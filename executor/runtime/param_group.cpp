@@ -73,12 +73,30 @@ Status ParamGroup::Materialize(Backend& backend, const ZeroConfig& zero, int64_t
 Status ParamGroup::Acquire(RuntimeContext& ctx, int64_t trace_layer) {
   if (zero_.stage != 3) return {};
   if (acquired_++ > 0) return {};
+  if (prefetched_) {
+    prefetched_ = false;
+    return backend_->WaitEvent(StreamKind::kCompute, prefetch_done_);
+  }
   PX_ASSIGN(gathered_, backend_->Allocate(padded_, compute_, MemoryKind::kWeights));
   const DevPtr mine = gathered_.at(shard_begin());
   backend_->Copy(mine, values_.ptr(), shard_size());
   return RunCollective(ctx, OpKind::kDpAllGather, trace_layer, padded_ * SizeOf(compute_),
                        static_cast<int32_t>(zero_.dp),
                        [&](Stream& s) { return ctx.dp_comm().AllGather(mine, gathered_.ptr(), shard_size(), s); });
+}
+
+Status ParamGroup::Prefetch(RuntimeContext& ctx, int64_t trace_layer) {
+  if (zero_.stage != 3 || acquired_ > 0 || prefetched_) return {};
+  PX_ASSIGN(gathered_, backend_->Allocate(padded_, compute_, MemoryKind::kWeights));
+  const DevPtr mine = gathered_.at(shard_begin());
+  backend_->Copy(mine, values_.ptr(), shard_size());
+  PX_TRY(RunCollective(ctx, OpKind::kDpAllGather, trace_layer, padded_ * SizeOf(compute_),
+                       static_cast<int32_t>(zero_.dp),
+                       [&](Stream& s) { return ctx.dp_comm().AllGather(mine, gathered_.ptr(), shard_size(), s); },
+                       /*compute_waits=*/false));
+  prefetch_done_ = ctx.Mark(StreamKind::kDpComm);
+  prefetched_ = true;
+  return {};
 }
 
 void ParamGroup::Release() {

@@ -84,6 +84,11 @@ class ParamGroup {
   //! dp stream, reference counted; the compute stream waits for it). Other stages: no-op.
   Status Acquire(RuntimeContext& ctx, int64_t trace_layer);
   void Release();
+  //! ZeRO-3: starts the all-gather of the full parameters on the dp stream now (the compute stream
+  //! does not wait), so it overlaps the layer computing; the Acquire that follows only waits for
+  //! it. The executor prefetches one layer ahead, as the planner models (memory: the current and
+  //! the prefetched layer). No-op for other stages or when the parameters are already gathered.
+  Status Prefetch(RuntimeContext& ctx, int64_t trace_layer);
   //! Parameter `i` in the compute dtype (valid while acquired under ZeRO-3).
   DevPtr param(size_t i) const;
   //! Before a backward pass: ZeRO 2/3 allocate the transient full gradient (zeroed) if absent;
@@ -143,6 +148,8 @@ class ParamGroup {
   Tensor main_;
   Tensor gathered_;  // ZeRO-3 transient full parameters
   int acquired_ = 0;
+  bool prefetched_ = false;  // gathered_ holds a prefetch the compute stream has not waited for
+  Event prefetch_done_;
   Tensor grads_;
   Tensor grad_temp_;
   Tensor m_, v_;

@@ -187,6 +187,8 @@ Status RunPipelineStep(RuntimeContext& ctx, ShardedModel& model, const DataSourc
         for (size_t j = 0; j < ch.layers.size(); ++j) {
           Acquired a(ctx, {&ch.layers[j].group()}, ch.layers[j].layer());
           PX_TRY(a.Outcome());
+          // ZeRO-3: the next layer's gather overlaps this layer's compute.
+          if (j + 1 < ch.layers.size()) PX_TRY(ch.layers[j + 1].group().Prefetch(ctx, ch.layers[j + 1].layer()));
           PX_ASSIGN(x, ch.layers[j].Forward(ctx, std::move(x), st.layers[j]));
         }
         if (ch.last) {
@@ -214,6 +216,7 @@ Status RunPipelineStep(RuntimeContext& ctx, ShardedModel& model, const DataSourc
         {
           Acquired a(ctx, {&layer.group()}, layer.layer());
           PX_TRY(a.Outcome());
+          if (j > 0) PX_TRY(ch.layers[j - 1].group().Prefetch(ctx, ch.layers[j - 1].layer()));
           PX_ASSIGN(dx, layer.Backward(ctx, st.layers[j], std::move(dx)));
         }
         PX_TRY(SyncGroup(ctx, layer.group(), last_backward));

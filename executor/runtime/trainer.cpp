@@ -73,6 +73,18 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
     c.scaler.window = options.loss_scale_window;
   }
   t->rec_.set_enabled(options.record_ops);
+  {
+    // The FLOPs and bytes the recorder tags ops with: the one op catalogue, as the planner prices
+    // this layout (our executor's implementation profile).
+    OpShapeKey key;
+    key.micro_batch = c.batch;
+    key.seq_len = c.seq;
+    key.tp = c.tp;
+    key.sequence_parallel = c.sp;
+    key.recompute = plan.layout.recompute;
+    key.element_bytes = plan.training.precision == Precision::kFp32 ? 4 : 2;
+    t->rec_.set_catalogue(BuildOpCatalogue(plan.model, key, DefaultImplementation()));
+  }
   auto data = DataSource::Create(options.data, plan.model.vocab, c.seq);
   if (!data) return data.error();
   t->data_ = std::move(data).value();

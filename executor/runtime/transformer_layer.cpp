@@ -210,7 +210,6 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
   const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, D = m.head_dim();
   const int64_t nq = m.heads / ctx.tp, nkv = m.kv_heads / ctx.tp, Q = nq * D, K = nkv * D;
   const int64_t F = m.ffn_hidden / ctx.tp;
-  const double t = static_cast<double>(T);
   c.x = std::move(x);
 
   if (Status st = NormIntoRegion(ctx, OpKind::kAttnNorm, layer_, c.x.ptr(), P(ix_.ln1_w), P(ix_.ln1_b), c.n1_mean,
@@ -223,7 +222,7 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
   PX_ASSIGN(c.k, ctx.Act(T * K));
   PX_ASSIGN(c.v, ctx.Act(T * K));
   {
-    auto s = rec.Op(OpKind::kQkv, layer_, 2.0 * t * static_cast<double>(H * (Q + 2 * K)));
+    auto s = rec.Op(OpKind::kQkv, layer_);
     LinearForward(be, c.ag.ptr(), P(ix_.wq), P(ix_.bq), c.q.ptr(), T, Q, H);
     LinearForward(be, c.ag.ptr(), P(ix_.wk), P(ix_.bk), c.k.ptr(), T, K, H);
     LinearForward(be, c.ag.ptr(), P(ix_.wv), P(ix_.bv), c.v.ptr(), T, K, H);
@@ -239,13 +238,12 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
     PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));  // AttentionForward writes every row in full
   }
   {
-    auto s = rec.Op(OpKind::kAttnCore, layer_,
-                    2.0 * static_cast<double>(ctx.batch * nq * ctx.seq * ctx.seq * D));  // causal half of 4bs^2d
+    auto s = rec.Op(OpKind::kAttnCore, layer_);
     be.AttentionForward(shape, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.ctx.ptr(), keep_probs ? c.probs.ptr() : DevPtr{});
   }
   PX_ASSIGN(Tensor o, ctx.Act(T * H));
   {
-    auto s = rec.Op(OpKind::kAttnOut, layer_, 2.0 * t * static_cast<double>(Q * H));
+    auto s = rec.Op(OpKind::kAttnOut, layer_);
     LinearForward(be, c.ctx.ptr(), P(ix_.wo), DevPtr{}, o.ptr(), T, H, Q);
   }
   auto o2 = LeaveRegion(ctx, std::move(o), H, layer_);
@@ -265,7 +263,7 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
     PX_ASSIGN(c.up, ctx.Act(T * F));
   }
   {
-    auto s = rec.Op(OpKind::kFc1, layer_, 2.0 * t * static_cast<double>(H * F * (swiglu ? 2 : 1)));
+    auto s = rec.Op(OpKind::kFc1, layer_);
     // GELU: fc1's bias is added by the fused bias + GELU kernel (the act op).
     LinearForward(be, c.mg.ptr(), P(ix_.fc1), swiglu ? P(ix_.b1) : DevPtr{}, c.f1.ptr(), T, F, H);
     if (swiglu) LinearForward(be, c.mg.ptr(), P(ix_.up), P(ix_.bup), c.up.ptr(), T, F, H);
@@ -282,7 +280,7 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
   }
   PX_ASSIGN(Tensor y, ctx.Act(T * H));
   {
-    auto s = rec.Op(OpKind::kFc2, layer_, 2.0 * t * static_cast<double>(F * H));
+    auto s = rec.Op(OpKind::kFc2, layer_);
     LinearForward(be, c.act.ptr(), P(ix_.fc2), DevPtr{}, y.ptr(), T, H, F);
   }
   auto y2 = LeaveRegion(ctx, std::move(y), H, layer_);
@@ -320,7 +318,6 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
   const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, D = m.head_dim();
   const int64_t nq = m.heads / ctx.tp, nkv = m.kv_heads / ctx.tp, Q = nq * D, K = nkv * D;
   const int64_t F = m.ffn_hidden / ctx.tp;
-  const double t = static_cast<double>(T);
   const bool swiglu = m.mlp == MlpKind::kSwiglu;
   PX_TRY(group_->EnsureGrads());
 
@@ -332,7 +329,7 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
   if (!dy) return dy.error();
   PX_ASSIGN(Tensor dact, ctx.Act(T * F));
   {
-    auto s = rec.Op(OpKind::kFc2, layer_, 4.0 * t * static_cast<double>(F * H));
+    auto s = rec.Op(OpKind::kFc2, layer_);
     LinearBackward(be, dy->ptr(), c.act.ptr(), P(ix_.fc2), G(ix_.fc2), DevPtr{}, dact.ptr(), T, H, F, false);
   }
   dy->Reset();
@@ -356,7 +353,7 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
   }
   PX_ASSIGN(Tensor dmg, ctx.Act(T * H));
   {
-    auto s = rec.Op(OpKind::kFc1, layer_, 4.0 * t * static_cast<double>(H * F * (swiglu ? 2 : 1)));
+    auto s = rec.Op(OpKind::kFc1, layer_);
     LinearBackward(be, df.ptr(), c.mg.ptr(), P(ix_.fc1), G(ix_.fc1), swiglu ? G(ix_.b1) : DevPtr{}, dmg.ptr(), T, F,
                    H, false);
     if (swiglu) LinearBackward(be, dup.ptr(), c.mg.ptr(), P(ix_.up), G(ix_.up), G(ix_.bup), dmg.ptr(), T, F, H, true);
@@ -380,7 +377,7 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
   if (!dof) return dof.error();
   PX_ASSIGN(Tensor dctx, ctx.Act(T * Q));
   {
-    auto s = rec.Op(OpKind::kAttnOut, layer_, 4.0 * t * static_cast<double>(Q * H));
+    auto s = rec.Op(OpKind::kAttnOut, layer_);
     LinearBackward(be, dof->ptr(), c.ctx.ptr(), P(ix_.wo), G(ix_.wo), DevPtr{}, dctx.ptr(), T, H, Q, false);
   }
   dof->Reset();
@@ -397,13 +394,13 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
     PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));
     PX_ASSIGN(Tensor scratch, ctx.Act(T * Q));
     {
-      auto s = rec.Op(OpKind::kAttnCore, layer_, 2.0 * static_cast<double>(ctx.batch * nq * ctx.seq * ctx.seq * D));
+      auto s = rec.Op(OpKind::kAttnCore, layer_);
       be.AttentionForward(shape, c.q.ptr(), c.k.ptr(), c.v.ptr(), scratch.ptr(), c.probs.ptr());
     }
     rec.set_where(where);
   }
   {
-    auto s = rec.Op(OpKind::kAttnCore, layer_, 4.0 * static_cast<double>(ctx.batch * nq * ctx.seq * ctx.seq * D));
+    auto s = rec.Op(OpKind::kAttnCore, layer_);
     be.AttentionBackward(shape, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.probs.ptr(), dctx.ptr(), dq.ptr(), dk.ptr(), dv.ptr());
   }
   dctx.Reset();
@@ -415,7 +412,7 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
   }
   PX_ASSIGN(Tensor dag, ctx.Act(T * H));
   {
-    auto s = rec.Op(OpKind::kQkv, layer_, 4.0 * t * static_cast<double>(H * (Q + 2 * K)));
+    auto s = rec.Op(OpKind::kQkv, layer_);
     if (m.position == PositionKind::kRotary) {
       be.Rotary(dq.ptr(), ctx.seq, ctx.batch, nq, D, true);
       be.Rotary(dk.ptr(), ctx.seq, ctx.batch, nkv, D, true);

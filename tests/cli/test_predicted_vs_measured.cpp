@@ -5,7 +5,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "run_command.h"
 #include "traces/chrome_reader.h"
@@ -70,6 +72,32 @@ TEST_P(PredictedVsMeasured, AlignOnIdentities) {
     }
     EXPECT_TRUE(fwd && bwd) << op;
   }
+  // One op catalogue: every measured compute op carries the FLOPs the planner predicted for the
+  // same identity (model/op_catalogue.h; attention once differed by 2x).
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int>, double> predicted_flops;
+  auto key = [](const OpIdentity& id) {
+    return std::tuple{id.rank, id.microbatch, id.stage, id.layer, static_cast<int>(id.op), static_cast<int>(id.phase)};
+  };
+  for (size_t i = 0; i < p->slices().size(); ++i) {
+    const traces::Slice& s = p->slices()[i];
+    const traces::SliceArgs* a = p->args(s);
+    if (s.has(traces::slice_flags::kHasIdentity) && a != nullptr && a->flops > 0) {
+      predicted_flops[key(s.identity.Unpack())] = a->flops;
+    }
+  }
+  int64_t compared = 0;
+  for (size_t i = 0; i < m->slices().size(); ++i) {
+    const traces::Slice& s = m->slices()[i];
+    if (!s.has(traces::slice_flags::kHasIdentity)) continue;
+    const OpIdentity id = s.identity.Unpack();
+    const auto it = predicted_flops.find(key(id));
+    if (it == predicted_flops.end()) continue;
+    const traces::SliceArgs* a = m->args(s);
+    ASSERT_NE(a, nullptr) << ToString(id.op) << " " << ToString(id.phase) << ": measured slice without FLOPs";
+    EXPECT_DOUBLE_EQ(a->flops, it->second) << ToString(id.op) << " " << ToString(id.phase) << " layer " << id.layer;
+    ++compared;
+  }
+  EXPECT_GT(compared, 10) << c.name;
   std::filesystem::remove_all(dir);
 }
 

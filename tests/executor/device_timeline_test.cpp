@@ -226,3 +226,52 @@ TEST(DeviceTimeline, TrainingWithATracerWritesGpuTimedOpsKernelsLaunchesAndFlows
 
 }  // namespace
 }  // namespace parallax::executor
+
+namespace parallax::executor {
+namespace {
+
+// ZeRO-3 prefetch (issue order, not timing): in forward the all-gather of layer l+1 is issued
+// before layer l's first compute op, in backward the gather of layer l-1 before layer l's
+// backward ops, and no layer is gathered twice per pass.
+TEST(ZeroThreePrefetch, GathersAreIssuedOneLayerAhead) {
+  auto world = LocalCommunicator();
+  CpuBackend be;
+  TrainerOptions topt;
+  topt.record_ops = true;
+  auto t = Trainer::Create(testing::TinyPlan("dp=1,micro_batch=2,zero=3", 2), be, *world, topt);
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE((*t)->Step());
+  const std::vector<MeasuredOp>& ops = (*t)->recorder().ops();
+  auto first_index = [&](OpKind op, Phase phase, int64_t layer) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].id.op == op && ops[i].id.phase == phase && ops[i].id.layer == layer) return static_cast<int64_t>(i);
+    }
+    return static_cast<int64_t>(-1);
+  };
+  auto gathers = [&](Phase phase, int64_t layer) {
+    int64_t n = 0;
+    for (const MeasuredOp& o : ops) n += o.id.op == OpKind::kDpAllGather && o.id.phase == phase && o.id.layer == layer;
+    return n;
+  };
+  const int64_t layers = testing::TinyPlan("dp=1", 2).model.layers;
+  ASSERT_GE(layers, 2);
+  for (int64_t l = 0; l + 1 < layers; ++l) {
+    const int64_t gather_next = first_index(OpKind::kDpAllGather, Phase::kFwd, l + 1);
+    const int64_t compute = first_index(OpKind::kQkv, Phase::kFwd, l);
+    ASSERT_GE(gather_next, 0) << "layer " << l + 1;
+    EXPECT_LT(gather_next, compute) << "forward: layer " << l + 1 << "'s gather must be issued before layer " << l
+                                    << " computes";
+    EXPECT_EQ(gathers(Phase::kFwd, l + 1), 1);
+  }
+  for (int64_t l = layers - 1; l > 0; --l) {
+    const int64_t gather_prev = first_index(OpKind::kDpAllGather, Phase::kBwd, l - 1);
+    const int64_t compute = first_index(OpKind::kFc2, Phase::kBwd, l);
+    ASSERT_GE(gather_prev, 0) << "layer " << l - 1;
+    EXPECT_LT(gather_prev, compute) << "backward: layer " << l - 1 << "'s gather must be issued before layer " << l
+                                    << " computes";
+    EXPECT_EQ(gathers(Phase::kBwd, l - 1), 1);
+  }
+}
+
+}  // namespace
+}  // namespace parallax::executor

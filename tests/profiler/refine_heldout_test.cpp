@@ -4,6 +4,7 @@
 // from an empty CPU cost database (the nominal roofline). Also: a trace of another plan and a trace
 // without op identities exit 2 saying why; the calibrate import writes a database the planner reads.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -22,7 +23,8 @@ using Json = nlohmann::json;
 class RefineLoop : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / "parallax_refine_loop";
+    // Per process: ctest runs each case as its own process, in parallel (-j).
+    dir_ = fs::temp_directory_path() / ("parallax_refine_loop_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     cluster_ = test::WriteTempFile(
