@@ -2,6 +2,7 @@
 // refer to the named repository at the release the profile describes.
 #include "model/implementation.h"
 
+#include <algorithm>
 #include <map>
 
 namespace parallax {
@@ -289,6 +290,12 @@ Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_f
     return ImplementationFromJson(*j, name);
   }
   return ImplementationPreset(name);
+}
+
+int64_t DpBucketBytes(const ImplementationProfile& impl, int64_t layer_grad_bytes) {
+  const int64_t mib = impl.dp_bucket_MiB.value;
+  if (mib <= 0) return layer_grad_bytes;
+  return std::min(layer_grad_bytes, mib * (int64_t{1} << 20));
 }
 
 }  // namespace parallax

@@ -58,6 +58,12 @@ struct ImplementationProfile {
   Fact<P2pSemantics> pipeline_p2p;
 };
 
+//! The one definition of a DP gradient bucket: bytes of unsharded gradient reduced (and staged)
+//! at once, for a layer whose gradient holds `layer_grad_bytes`. dp_bucket_MiB 0 means one bucket
+//! per layer (our executor: a layer's parameter group); otherwise buckets of that size, never more
+//! than the layer. Used by the memory model (ZeRO-2/3 staging) and matched by the executor.
+int64_t DpBucketBytes(const ImplementationProfile& impl, int64_t layer_grad_bytes);
+
 //! Built-in profiles: parallax, megatron-core, megatron-2021, deepspeed.
 std::vector<std::string> ImplementationNames();
 //! A preset by name; an unknown name is bad input listing the known ones.

@@ -9,7 +9,6 @@ namespace parallax::planner {
 namespace {
 
 //! Largest gradient bucket (PyTorch DDP's default bucket_cap_mb = 25); ZeRO-2/3 keep two in flight.
-constexpr int64_t kDpBucketBytes = 25LL << 20;
 
 int64_t LayerParams(const ModelSpec& m, const ModelCounts& c, int64_t tp) {
   // Column/row-parallel weights and column biases split; norms and row-parallel biases replicated.
@@ -120,11 +119,12 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
     const ModelCounts c = CountModel(m);
     transient += 2 * sb.weight * LayerParams(m, c, l.tp);  // current + prefetched layer
   }
-  // ZeRO-2/3 reduce-scatter per layer: the unsharded gradient of the layer being reduced and of the
-  // next one (double buffering), each bucket at most kDpBucketBytes (and never above the rank's whole gradient).
+  // ZeRO-2/3 reduce-scatter per bucket: the unsharded gradient of the bucket being reduced and of
+  // the next one (double buffering); the bucket is the implementation's (DpBucketBytes: a whole
+  // layer for our executor), never above the rank's whole gradient.
   if (l.zero_stage >= 2 && dp > 1) {
     const int64_t layer_grad = sb.grad * LayerParams(m, CountModel(m), l.tp);
-    transient += std::min(2 * std::min(kDpBucketBytes, layer_grad), sb.grad * phi);
+    transient += std::min(2 * DpBucketBytes(plan.implementation, layer_grad), sb.grad * phi);
   }
   const int64_t modelled = r.weights + r.gradients + r.optimizer + r.activations;
   r.workspace = transient + static_cast<int64_t>(kAllocatorMargin * static_cast<double>(modelled));

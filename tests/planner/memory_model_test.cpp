@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "model/counting.h"
+#include "model/implementation.h"
 #include "model/presets.h"
 #include "model/schedule.h"
 #include "planner/cost/stage_partition.h"
@@ -54,6 +55,28 @@ TEST(MemoryModel, ZeroStagesShardProgressively) {
     EXPECT_EQ(m.gradients, zero >= 2 ? (4 * phi + 7) / 8 : 4 * phi);
     EXPECT_EQ(m.weights, zero >= 3 ? (2 * phi + 7) / 8 : 2 * phi);
   }
+}
+
+// One bucket definition (DpBucketBytes): ZeRO-2 stages two buckets of unsharded fp32 gradient.
+// Our executor reduces a whole layer at once (llama-7b: 202M parameters, 809 MB of fp32 gradient
+// per layer), Megatron-Core in 40M-element buckets (153 MiB); the workspace differs by exactly
+// two buckets' difference.
+TEST(MemoryModel, ZeroTwoStagesTwoBucketsOfTheImplementation) {
+  Plan ours = MakePlan("llama-7b", "dp=8,zero=2,global_batch=64", Precision::kBf16, 8);
+  Plan mcore = ours;
+  mcore.implementation = *ImplementationPreset("megatron-core");
+  const int64_t layer_grad = 4 * LayerParamsPerTpRank(ours.model, 1);
+  EXPECT_EQ(DpBucketBytes(ours.implementation, layer_grad), layer_grad);
+  EXPECT_EQ(DpBucketBytes(mcore.implementation, layer_grad), 153LL << 20);
+  const auto a = EstimateRankMemory(ours, 0);
+  const auto b = EstimateRankMemory(mcore, 0);
+  // The transient part: the workspace less the allocator margin over what is modelled.
+  auto transient = [](const MemoryBreakdown& m) {
+    return m.workspace - static_cast<int64_t>(kAllocatorMargin * static_cast<double>(m.weights + m.gradients +
+                                                                                       m.optimizer + m.activations));
+  };
+  const int64_t activation_transient_diff = 0;  // same model, layout and micro-batch: same 2*e*sbh and no ZeRO-3 gather
+  EXPECT_EQ(transient(a) - transient(b), 2 * (layer_grad - (153LL << 20)) + activation_transient_diff);
 }
 
 TEST(MemoryModel, RecomputeAndSequenceParallelShrinkActivations) {
