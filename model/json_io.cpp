@@ -320,7 +320,7 @@ Status WriteFileAtomic(const std::string& path, std::string_view contents) {
   }
   ::fchmod(fd, 0644);
   if (::fsync(fd) != 0) return fail("fsync failed");
-  const Status published = PublishTemp(fd, path, named);
+  Status published = PublishTemp(fd, path, named);
   ::close(fd);
   return published;
 }

@@ -49,7 +49,7 @@ Status AtomicFileSink::Finish() {
   const mode_t mask = ::umask(0);
   ::umask(mask);
   ::fchmod(fd_, 0666 & ~mask);
-  const Status published = PublishTemp(fd_, path_, temp_);
+  Status published = PublishTemp(fd_, path_, temp_);
   const int closed = ::close(fd_);
   fd_ = -1;
   if (!published.ok()) return published;

@@ -197,7 +197,8 @@ class CuptiTracer final : public executor::DeviceActivity {
                                        size_t valid) {
     CuptiTracer* t = g_tracer.load();
     if (t != nullptr && buffer != nullptr) t->Consume(ctx, stream_id, buffer, valid);
-    std::free(buffer);
+    // CUPTI hands back the buffer BufferRequested allocated with aligned_alloc (a C interface).
+    std::free(buffer);  // NOLINT(cppcoreguidelines-no-malloc)
   }
 
   void Consume(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t valid) {
