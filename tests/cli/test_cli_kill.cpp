@@ -104,7 +104,8 @@ bool IsTempOf(const std::string& name, pid_t pid) {
   const std::string base = fs::path(name).filename().string();
   if (base.empty() || base[0] != '.' || base.find(".tmp.") == std::string::npos) return false;
   const size_t last = base.rfind('.');
-  const std::string tail = "." + std::to_string(pid) + ".";
+  std::string tail(1, '.');  // appended piecewise: GCC 12 -Wrestrict misfires on "." + string&&
+  tail.append(std::to_string(pid)).push_back('.');
   return last != std::string::npos && last >= tail.size() - 1 &&
          base.compare(last + 1 - tail.size(), tail.size(), tail) == 0 &&
          base.find_first_not_of("0123456789", last + 1) == std::string::npos && last + 1 < base.size();
