@@ -67,7 +67,7 @@ timed() {
 run_parallax() {  # case threads ranks global_batch file [steps]
   local threads=$2 ranks=$3 gb=$4 file=$5 n=${6:-$steps}
   local cmd=("$parallax" run --plan "dp=$ranks,micro_batch=8" --model "$model" --global-batch "$gb"
-             --steps "$n" --seed "$seed" --lr "$lr" --json)
+             --steps "$n" --seed "$seed" --lr "$lr" --precision fp32 --json)
   cpu_file="$file.cpu"
   if ((ranks > 1)); then
     OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads timed mpirun -np "$ranks" -x OPENBLAS_NUM_THREADS \

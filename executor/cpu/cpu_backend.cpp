@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "executor/cpu/kernel_threads.h"
 #include "executor/cpu/vector_kernels.h"
 #include "executor/cpu/wait_policy.h"
 #include "executor/host_threads.h"
@@ -35,6 +36,7 @@ Result<std::unique_ptr<Communicator>> CpuBackend::ConnectWorld(LaunchContext& la
 
 void CpuBackend::UseHostThreads(const HostThreads& t) {
   openblas_set_num_threads(static_cast<int>(std::max<int64_t>(1, t.threads)));
+  SetKernelThreads(t.threads);
   SetWaitPolicy(t.oversubscribed ? WaitPolicy::Oversubscribed() : WaitPolicy::Dedicated());
 }
 

@@ -3,19 +3,30 @@
 #include <vector>
 
 #include "executor/cpu/cpu_backend.h"
+#include "executor/cpu/kernel_threads.h"
 #include "executor/cpu/vector_kernels.h"
 
 namespace parallax::executor {
 
-void CpuBackend::GeluForward(const float* x, float* y, int64_t n) { vec::Gelu(x, y, n); }
+// Elements per chunk of the intra-op threads (kernel_threads.h): a multiple of every SIMD width.
+constexpr int64_t kGrain = 16384;
 
-void CpuBackend::GeluBackward(const float* x, const float* dy, float* dx, int64_t n) { vec::GeluGrad(x, dy, dx, n); }
+void CpuBackend::GeluForward(const float* x, float* y, int64_t n) {
+  ParallelFor(n, kGrain, [&](int64_t b, int64_t e) { vec::Gelu(x + b, y + b, e - b); });
+}
 
-void CpuBackend::SwigluForward(const float* gate, const float* up, float* y, int64_t n) { vec::Swiglu(gate, up, y, n); }
+void CpuBackend::GeluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+  ParallelFor(n, kGrain, [&](int64_t b, int64_t e) { vec::GeluGrad(x + b, dy + b, dx + b, e - b); });
+}
+
+void CpuBackend::SwigluForward(const float* gate, const float* up, float* y, int64_t n) {
+  ParallelFor(n, kGrain, [&](int64_t b, int64_t e) { vec::Swiglu(gate + b, up + b, y + b, e - b); });
+}
 
 void CpuBackend::SwigluBackward(const float* gate, const float* up, const float* dy, float* dgate, float* dup,
                                 int64_t n) {
-  vec::SwigluGrad(gate, up, dy, dgate, dup, n);
+  ParallelFor(n, kGrain,
+              [&](int64_t b, int64_t e) { vec::SwigluGrad(gate + b, up + b, dy + b, dgate + b, dup + b, e - b); });
 }
 
 void CpuBackend::Rotary(float* x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) {

@@ -6,6 +6,7 @@
 #include <initializer_list>
 
 #include "executor/cpu/cpu_backend.h"
+#include "executor/cpu/kernel_threads.h"
 #include "executor/cpu/vector_kernels.h"
 
 namespace parallax::executor {
@@ -21,11 +22,13 @@ void ResidualRow(const float* x, const float* residual, const float* bias, float
 }  // namespace
 
 void BiasGeluForward(float* x, const float* bias, float* y, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* xr = x + r * cols;
-    vec::Add(xr, bias, cols);
-    vec::Gelu(xr, y + r * cols, cols);
-  }
+  ParallelFor(rows, RowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* xr = x + r * cols;
+      vec::Add(xr, bias, cols);
+      vec::Gelu(xr, y + r * cols, cols);
+    }
+  });
 }
 
 void BiasGeluBackward(const float* x, const float* dy, float* dx, float* dbias, int64_t rows, int64_t cols) {
@@ -37,26 +40,32 @@ void BiasGeluBackward(const float* x, const float* dy, float* dx, float* dbias, 
 }
 
 void ResidualAdd(const float* x, const float* residual, const float* bias, float* out, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) ResidualRow(x + r * cols, residual + r * cols, bias, out + r * cols, cols);
+  ParallelFor(rows, RowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) ResidualRow(x + r * cols, residual + r * cols, bias, out + r * cols, cols);
+  });
 }
 
 void ResidualLayerNormForward(const float* x, const float* residual, const float* bias, float* h, const float* gamma,
                               const float* beta, float* y, float* mean, float* rstd, int64_t rows, int64_t cols,
                               float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* hr = h + r * cols;
-    ResidualRow(x + r * cols, residual + r * cols, bias, hr, cols);
-    vec::LayerNormRow(hr, gamma, beta, y + r * cols, cols, eps, &mean[r], &rstd[r]);
-  }
+  ParallelFor(rows, RowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* hr = h + r * cols;
+      ResidualRow(x + r * cols, residual + r * cols, bias, hr, cols);
+      vec::LayerNormRow(hr, gamma, beta, y + r * cols, cols, eps, &mean[r], &rstd[r]);
+    }
+  });
 }
 
 void ResidualRmsNormForward(const float* x, const float* residual, const float* bias, float* h, const float* gamma,
                             float* y, float* rstd, int64_t rows, int64_t cols, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* hr = h + r * cols;
-    ResidualRow(x + r * cols, residual + r * cols, bias, hr, cols);
-    vec::RmsNormRow(hr, gamma, y + r * cols, cols, eps, &rstd[r]);
-  }
+  ParallelFor(rows, RowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* hr = h + r * cols;
+      ResidualRow(x + r * cols, residual + r * cols, bias, hr, cols);
+      vec::RmsNormRow(hr, gamma, y + r * cols, cols, eps, &rstd[r]);
+    }
+  });
 }
 
 void LayerNormBackwardAdd(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "executor/cpu/cpu_backend.h"
+#include "executor/cpu/kernel_threads.h"
 #include "executor/cpu/vector_kernels.h"
 
 namespace parallax::executor {
@@ -18,7 +19,7 @@ void CpuBackend::AdamW(float* param, const float* grad, float* m, float* v, int6
   s.eps = static_cast<float>(p.eps);
   s.decay = static_cast<float>(1.0 - p.lr * p.weight_decay);
   s.grad_scale = static_cast<float>(p.grad_scale);
-  vec::AdamW(param, grad, m, v, n, s);
+  ParallelFor(n, 16384, [&](int64_t b, int64_t e) { vec::AdamW(param + b, grad + b, m + b, v + b, e - b, s); });
 }
 
 }  // namespace parallax::executor
