@@ -43,7 +43,7 @@ class Pool {
     threads_.store(static_cast<int64_t>(workers_.size()) + 1);
   }
 
-  int64_t threads() const { return threads_.load(); }
+  int64_t Threads() const { return threads_.load(); }
 
   // False when the caller must run the chunks itself (nested call, pool busy or empty).
   bool Run(int64_t chunks, const std::function<void(int64_t)>& chunk) {
@@ -128,14 +128,14 @@ Pool& ThePool() {
 
 void SetKernelThreads(int64_t threads) { ThePool().Resize(threads); }
 
-int64_t KernelThreads() { return ThePool().threads(); }
+int64_t KernelThreads() { return ThePool().Threads(); }
 
 void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t chunks = (n + grain - 1) / grain;
   const auto chunk = [&](int64_t c) { body(c * grain, std::min(n, (c + 1) * grain)); };
-  if (chunks > 1 && ThePool().threads() > 1 && ThePool().Run(chunks, chunk)) return;
+  if (chunks > 1 && ThePool().Threads() > 1 && ThePool().Run(chunks, chunk)) return;
   for (int64_t c = 0; c < chunks; ++c) chunk(c);
 }
 

@@ -87,6 +87,7 @@ TEST_F(KernelThreadsTest, NestedAndConcurrentCallersRunEverything) {
     });
   };
   std::vector<std::thread> callers;
+  callers.reserve(3);
   for (int t = 0; t < 3; ++t) callers.emplace_back(work);  // ranks as threads of one process
   work();
   for (std::thread& t : callers) t.join();
