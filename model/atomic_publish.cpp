@@ -39,8 +39,7 @@ const std::string& HostTag() {
   return tag;
 }
 
-// ".<file>.tmp." and the folder it lives in.
-// (Appended piecewise: GCC 12's -Wrestrict misfires on `"." + std::string&&` at -O2.)
+// ".<file>.tmp." (appended piecewise: GCC 12's -Wrestrict misfires on `"." + std::string&&` at -O3).
 std::string StemOf(const std::string& target) {
   const std::string file = FileOf(target);
   std::string stem;
@@ -69,6 +68,22 @@ long PidOfOurs(std::string_view rest) {
   const std::string_view pid = head.substr(dot + 1);
   if (!AllDigits(pid) || pid.size() > 9 || head.substr(0, dot) != HostTag()) return -1;
   return std::stol(std::string(pid));
+}
+
+// Names target's temporaries prefix0, prefix1, ... in turn until `make(name)` succeeds (named is
+// set) or fails for a reason other than EEXIST; at most 101 names.
+template <class Make>
+bool NameUnique(const std::string& target, Make make, std::string& named) {
+  const std::string prefix = TempPrefixFor(target);
+  for (int attempt = 0; attempt <= 100; ++attempt) {
+    std::string candidate = prefix + std::to_string(attempt);
+    if (make(candidate)) {
+      named = std::move(candidate);
+      return true;
+    }
+    if (errno != EEXIST) break;
+  }
+  return false;
 }
 
 }  // namespace
@@ -107,16 +122,11 @@ Result<int> OpenTempFor(const std::string& target, std::string& named) {
   int fd = ::open(DirOf(target).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (fd >= 0) return fd;
   // No O_TMPFILE here: a named temporary from the start (a kill leaves it; the next write removes it).
-  const std::string prefix = TempPrefixFor(target);
-  for (int attempt = 0; attempt <= 100; ++attempt) {
-    std::string candidate = prefix + std::to_string(attempt);
-    fd = ::open(candidate.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      named = std::move(candidate);
-      return fd;
-    }
-    if (errno != EEXIST) break;
-  }
+  const auto create = [&fd](const std::string& name) {
+    fd = ::open(name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    return fd >= 0;
+  };
+  if (NameUnique(target, create, named)) return fd;
   return IoError(target + ": cannot create a temporary file: " + std::strerror(errno));
 }
 
@@ -125,14 +135,11 @@ Status PublishTemp(int fd, const std::string& target, std::string& named) {
     // Complete: link the unnamed file under a unique name and rename it over the target at once
     // (nothing in between, so the window where a kill leaves the name is as short as it can be).
     const std::string proc = "/proc/self/fd/" + std::to_string(fd);
-    const std::string prefix = TempPrefixFor(target);
-    for (int attempt = 0; named.empty(); ++attempt) {
-      std::string candidate = prefix + std::to_string(attempt);
-      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, candidate.c_str(), AT_SYMLINK_FOLLOW) == 0) {
-        named = std::move(candidate);
-      } else if (errno != EEXIST || attempt > 100) {
-        return IoError(target + ": cannot link the temporary file: " + std::strerror(errno));
-      }
+    const auto link = [&proc](const std::string& name) {
+      return ::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0;
+    };
+    if (!NameUnique(target, link, named)) {
+      return IoError(target + ": cannot link the temporary file: " + std::strerror(errno));
     }
   }
   // Test hook: PARALLAX_FAULT_PUBLISH_PAUSE_MS holds the named temporary before the rename, so a

@@ -32,16 +32,15 @@ bool IsDeviceWork(ActivityKind k) {
 }  // namespace
 
 TimelineSummary BuildDeviceTimeline(std::span<const ActivityRecord> records, std::span<const ExternalLink> links,
-                                    std::span<const uint64_t> keys, std::span<MeasuredOp> ops,
+                                    uint64_t first_key, std::span<MeasuredOp> ops,
                                     std::vector<DeviceSlice>& slices, int64_t fallback_offset_ns) {
   TimelineSummary sum;
-  std::unordered_map<uint64_t, int64_t> op_of_key;
-  op_of_key.reserve(keys.size());
-  for (size_t i = 0; i < keys.size() && i < ops.size(); ++i) op_of_key[keys[i]] = static_cast<int64_t>(i);
   std::unordered_map<uint32_t, int64_t> op_of_corr;
   op_of_corr.reserve(links.size());
   for (const ExternalLink& l : links) {
-    if (auto it = op_of_key.find(l.op_key); it != op_of_key.end()) op_of_corr[l.correlation] = it->second;
+    if (l.op_key >= first_key && l.op_key - first_key < ops.size()) {
+      op_of_corr[l.correlation] = static_cast<int64_t>(l.op_key - first_key);
+    }
   }
   // The runtime call behind each correlation id (its host start and thread).
   std::unordered_map<uint32_t, const ActivityRecord*> launch_of_corr;

@@ -10,7 +10,7 @@
 // - The tracer's clock is aligned to the recorder's by the median, over ops with records, of
 //   (event-timed start - first record start): events are recorded on the op's stream just before
 //   its first launch, so the two agree up to the event's own resolution.
-// GPU-free: tested with synthetic records (tests/executor/test_device_timeline.cpp).
+// GPU-free: tested with synthetic records (tests/executor/device_timeline_test.cpp).
 
 #include <cstdint>
 #include <span>
@@ -46,11 +46,12 @@ struct TimelineSummary {
   int64_t nccl_in_collectives = 0;  //!< NCCL kernels attributed to a communication op
 };
 
-//! Attributes `records` to `ops` (ops[i] carries key `keys[i]`), re-times the ops that have device
-//! records, and appends every record to `slices` on the recorder's clock. `fallback_offset_ns` is
-//! used when no op has both an event time and a device record.
+//! Attributes `records` to `ops` (ops[i] carries key `first_key + i`, as the recorder numbers its
+//! ops), re-times the ops that have device records, and appends every record to `slices` on the
+//! recorder's clock. `fallback_offset_ns` is used when no op has both an event time and a device
+//! record.
 TimelineSummary BuildDeviceTimeline(std::span<const ActivityRecord> records, std::span<const ExternalLink> links,
-                                    std::span<const uint64_t> keys, std::span<MeasuredOp> ops,
+                                    uint64_t first_key, std::span<MeasuredOp> ops,
                                     std::vector<DeviceSlice>& slices, int64_t fallback_offset_ns = 0);
 
 //! True for NCCL's device kernels ("ncclKernel_...", "ncclDevKernel_...").

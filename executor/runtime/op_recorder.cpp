@@ -76,8 +76,7 @@ OpRecorder::Scope::Scope(OpRecorder* r, OpIdentity id, double flops, int64_t byt
   index_ = r_->pending_.size();
   r_->pending_.push_back({r_->ops_.size(), r_->backend_->RecordEvent(StreamKindOf(id.op)), Event{}});
   r_->ops_.push_back(op);
-  r_->keys_.push_back(r_->next_key_++);
-  if (r_->activity_ != nullptr) r_->activity_->EnterOp(r_->keys_.back());
+  if (r_->activity_ != nullptr) r_->activity_->EnterOp(r_->first_key_ + (r_->ops_.size() - 1));
 }
 
 OpRecorder::Scope::~Scope() {
@@ -116,7 +115,7 @@ Status OpRecorder::ResolveDevice() {
   const size_t from = device_from_;
   const size_t first_slice = device_slices_.size();
   const TimelineSummary s = BuildDeviceTimeline(
-      records, links, std::span<const uint64_t>(keys_).subspan(from), std::span<MeasuredOp>(ops_).subspan(from),
+      records, links, first_key_ + from, std::span<MeasuredOp>(ops_).subspan(from),
       device_slices_, device_summary_->clock_offset_ns);
   for (size_t i = first_slice; i < device_slices_.size(); ++i) {
     if (device_slices_[i].op >= 0) device_slices_[i].op += static_cast<int64_t>(from);
@@ -213,8 +212,8 @@ Status OpRecorder::GatherInto(Communicator& world, traces::Tracer* tracer) const
 }
 
 void OpRecorder::Clear() {
+  first_key_ += ops_.size();  // keys stay unique across the job
   ops_.clear();
-  keys_.clear();
   device_slices_.clear();
   device_from_ = 0;
 }

@@ -124,7 +124,6 @@ class OpRecorder {
   Event epoch_;
   Where where_;
   std::vector<MeasuredOp> ops_;
-  std::vector<uint64_t> keys_;  //!< keys_[i]: ops_[i]'s key for the device tracer
   //! Catalogue FLOPs and bytes by [in_layer][op][phase]; flops < 0: no entry.
   struct Tag {
     double flops = -1;
@@ -134,7 +133,7 @@ class OpRecorder {
   static constexpr size_t kPhases = 5;
   bool has_catalogue_ = false;
   Tag tags_[2][kOpKinds][kPhases] = {};
-  uint64_t next_key_ = 1;
+  uint64_t first_key_ = 1;       //!< ops_[i]'s key for the device tracer is first_key_ + i
   size_t device_from_ = 0;      //!< first op not yet matched with device records
   DeviceActivity* activity_ = nullptr;
   std::vector<DeviceSlice> device_slices_;

@@ -42,7 +42,7 @@ TEST(DeviceTimeline, AttributesKernelsByExternalCorrelationAndRetimesOps) {
   // Recorder clock: events say qkv at 1000 (500 long), the tp all-reduce at 2000 (900 long). The
   // tracer's clock runs 1,000,000 ns ahead; its kernels are what the GPU really did.
   std::vector<MeasuredOp> ops = {Op(OpKind::kQkv, 1000, 500), Op(OpKind::kTpAllReduce, 2000, 900)};
-  const std::vector<uint64_t> keys = {11, 12};
+  const uint64_t first_key = 11;  // the recorder numbers its ops from here: qkv 11, all-reduce 12
   const std::vector<ActivityRecord> records = {
       Rec(ActivityKind::kRuntime, 1000950, 1000990, 1, 7, "cudaLaunchKernel"),
       Rec(ActivityKind::kKernel, 1001010, 1001210, 1, 3, "sm90_xmma_gemm"),  // qkv: 10 ns after its event
@@ -56,7 +56,7 @@ TEST(DeviceTimeline, AttributesKernelsByExternalCorrelationAndRetimesOps) {
   };
   const std::vector<ExternalLink> links = {{1, 11}, {2, 11}, {3, 12}, {4, 99}};
   std::vector<DeviceSlice> slices;
-  const TimelineSummary s = BuildDeviceTimeline(records, links, keys, ops, slices);
+  const TimelineSummary s = BuildDeviceTimeline(records, links, first_key, ops, slices);
 
   EXPECT_TRUE(s.aligned);
   EXPECT_EQ(s.clock_offset_ns, 1000 - 1001010);  // both ops: event start - first kernel = -1000010
@@ -91,16 +91,16 @@ TEST(DeviceTimeline, MedianAlignmentIgnoresAnOutlierAndKeepsUnmatchedOps) {
   // host stall before it): the median offset ignores it.
   std::vector<MeasuredOp> ops = {Op(OpKind::kQkv, 100, 50), Op(OpKind::kFc1, 300, 50), Op(OpKind::kFc2, 500, 50),
                                  Op(OpKind::kAttnOut, 9000, 50), Op(OpKind::kAttnCore, 800, 77)};
-  const std::vector<uint64_t> keys = {1, 2, 3, 4, 5};
+  const uint64_t first_key = 1;
   std::vector<ActivityRecord> records;
   std::vector<ExternalLink> links;
   const int64_t dev[] = {5100, 5295, 5505, 5700};  // tracer clock = recorder + 5000 (+-5), op 3 at 700
   for (uint32_t i = 0; i < 4; ++i) {
     records.push_back(Rec(ActivityKind::kKernel, dev[i], dev[i] + 40, i + 1, 1, "k"));
-    links.push_back({i + 1, keys[i]});
+    links.push_back({i + 1, first_key + i});
   }
   std::vector<DeviceSlice> slices;
-  const TimelineSummary s = BuildDeviceTimeline(records, links, keys, ops, slices);
+  const TimelineSummary s = BuildDeviceTimeline(records, links, first_key, ops, slices);
   // Deltas: -5000, -4995, -5005, +3300 -> median (upper of the middle two) -4995 or -5000.
   EXPECT_GE(s.clock_offset_ns, -5000);
   EXPECT_LE(s.clock_offset_ns, -4995);
@@ -112,10 +112,9 @@ TEST(DeviceTimeline, MedianAlignmentIgnoresAnOutlierAndKeepsUnmatchedOps) {
 
 TEST(DeviceTimeline, WithoutAnyMatchTheFallbackOffsetIsUsedAndOpsStay) {
   std::vector<MeasuredOp> ops = {Op(OpKind::kQkv, 100, 50)};
-  const std::vector<uint64_t> keys = {1};
   const std::vector<ActivityRecord> records = {Rec(ActivityKind::kKernel, 1000, 1100, 5, 1, "k")};
   std::vector<DeviceSlice> slices;
-  const TimelineSummary s = BuildDeviceTimeline(records, {}, keys, ops, slices, -900);
+  const TimelineSummary s = BuildDeviceTimeline(records, {}, 1, ops, slices, -900);
   EXPECT_FALSE(s.aligned);
   EXPECT_EQ(s.clock_offset_ns, -900);
   EXPECT_EQ(s.attributed, 0);

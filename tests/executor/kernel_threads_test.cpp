@@ -166,14 +166,8 @@ TEST_F(KernelThreadsTest, KernelsGiveTheSameBitsWithOneThreadOrSeveral) {
   ExpectSameWithThreads("adamw", [&] {
     Vec p = x, m = dy, v(x.size());
     for (size_t i = 0; i < v.size(); ++i) v[i] = gate[i] * gate[i];
-    AdamWParams ap;
-    ap.lr = 1e-3;
-    ap.beta1 = 0.9;
-    ap.beta2 = 0.95;
-    ap.eps = 1e-8;
-    ap.weight_decay = 0.1;
-    ap.step = 3;
-    ap.grad_scale = 1.0;
+    const AdamWParams ap{
+        .lr = 1e-3, .weight_decay = 0.1, .step = 3};  // betas, eps, scale: defaults
     be.AdamW(p.data(), dy.data(), m.data(), v.data(), n, ap);
     return std::vector<Vec>{p, m, v};
   });

@@ -22,6 +22,21 @@
 namespace parallax::planner {
 namespace {
 
+// Measured costs for a table from the environment variable `env` (a `parallax calibrate` database
+// of `device`, the one the table's runs used), or none: the device-physics roofline.
+void LoadMeasuredCosts(const char* env, const char* device, const char* ran_on, std::optional<CostDb>& db) {
+  const char* path = std::getenv(env);
+  if (path == nullptr || *path == '\0') {
+    std::printf("no measured costs (%s unset): device-physics roofline\n", env);
+    return;
+  }
+  auto loaded = LoadCostDbFile(path);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  ASSERT_EQ(loaded->device, device) << path << ": the rows ran on " << ran_on;
+  db = *loaded;
+  std::printf("measured costs: %s\n", path);
+}
+
 ModelSpec ModelFor(const testing::MegatronRow& row) {
   for (const auto& name : ModelPresetNames()) {
     auto m = ModelPreset(name);
@@ -78,15 +93,7 @@ TEST(MegatronValidation, EveryRowWithinTenPercent) {
   const std::vector<testing::MegatronRow>& rows = *loaded_rows;
   ASSERT_EQ(rows.size(), 10u);
   std::optional<CostDb> db;
-  if (const char* path = std::getenv("PARALLAX_VALIDATION_COSTDB"); path != nullptr && *path != '\0') {
-    auto loaded = LoadCostDbFile(path);
-    ASSERT_TRUE(loaded) << loaded.error().message;
-    ASSERT_EQ(loaded->device, "a100-sxm-80g") << path << ": the rows ran on A100-SXM4-80GB";
-    db = *loaded;
-    std::printf("measured costs: %s\n", path);
-  } else {
-    std::printf("no measured costs (PARALLAX_VALIDATION_COSTDB unset): device-physics roofline\n");
-  }
+  ASSERT_NO_FATAL_FAILURE(LoadMeasuredCosts("PARALLAX_VALIDATION_COSTDB", "a100-sxm-80g", "A100-SXM4-80GB", db));
   const CostDb* dbp = db ? &*db : nullptr;
   double abs_pct_sum = 0;
   std::printf("%8s %4s %4s %4s %5s %3s %3s %10s %10s %8s\n", "params_B", "tp", "pp", "dp", "gpus", "mb", "vp",
@@ -154,15 +161,7 @@ TEST(MegatronCoreH100Validation, EveryRowWithinTenPercent) {
   // PARALLAX_VALIDATION_COSTDB_H100=costdb.json: the same rows with measured H100 costs (one
   // database for every row, from `parallax calibrate --backend cuda` on an H100).
   std::optional<CostDb> db;
-  if (const char* path = std::getenv("PARALLAX_VALIDATION_COSTDB_H100"); path != nullptr && *path != '\0') {
-    auto loaded = LoadCostDbFile(path);
-    ASSERT_TRUE(loaded) << loaded.error().message;
-    ASSERT_EQ(loaded->device, "h100-sxm-80g") << path << ": the rows ran on H100-SXM5-80GB";
-    db = *loaded;
-    std::printf("measured costs: %s\n", path);
-  } else {
-    std::printf("no measured costs (PARALLAX_VALIDATION_COSTDB_H100 unset): device-physics roofline\n");
-  }
+  ASSERT_NO_FATAL_FAILURE(LoadMeasuredCosts("PARALLAX_VALIDATION_COSTDB_H100", "h100-sxm-80g", "H100-SXM5-80GB", db));
   const CostDb* dbp = db ? &*db : nullptr;
   double abs_sum = 0, worst_err = 0;
   int n = 0;
