@@ -9,16 +9,19 @@
 //   - the backend's kernel (Highway, run-time dispatch; attention through cblas_sgemm).
 // Counters: ns per element (or per score), and GB/s of the arrays each kernel must touch.
 #include <benchmark/benchmark.h>
+#include <cblas.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "executor/cpu/cpu_backend.h"
 #include "executor/cpu/fused_kernels.h"
+#include "executor/cpu/kernel_threads.h"
 #include "executor/cpu/vector_kernels.h"
 
 namespace parallax::executor {
@@ -367,6 +370,60 @@ void Attention(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(Attention)->ArgName("mode")->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+// The rank's intra-op threads, two ways, on every core of the machine (wall time):
+//   pool 0: as before the kernel pool: OpenBLAS's own threads for GEMMs, our kernels on the calling
+//           thread;
+//   pool 1: as `parallax run` does now: OpenBLAS single-threaded, GEMMs split by blocks of rows and
+//           our kernels by chunks across the kernel pool (executor/cpu/kernel_threads.h).
+// op 0 GELU forward (1M elements), 1 LayerNorm forward (1024 x 256), 2 attention forward + backward
+// of one peer micro-batch (8 x 128 tokens, 4 heads of 64), 3 the peer's fc1 GEMM (1024 x 1024 x 256),
+// 4 its weight gradient (256 x 1024 x 1024, A transposed).
+void KernelThreads(benchmark::State& state) {
+  const int op = static_cast<int>(state.range(0));
+  const bool pool = state.range(1) != 0;
+  const int threads = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  CpuBackend be;  // first: it makes OpenBLAS single-threaded
+  openblas_set_num_threads(pool ? 1 : threads);
+  SetKernelThreads(pool ? threads : 1);
+  const AttentionShape s{8, 128, 4, 4, 64};
+  const int64_t n = op == 0   ? kTokens * kFfn
+                    : op == 1 ? kTokens * kHidden
+                    : op == 2 ? s.seq * s.batch * s.heads * s.head_dim
+                              : kTokens * kFfn;
+  const Vec x = Random(n, 1), k = Random(n, 2), v = Random(n, 3), dout = Random(n, 4);
+  const Vec gamma = Random(kHidden, 5), beta = Random(kHidden, 6);
+  Vec y(x.size()), mean(kTokens), rstd(kTokens), probs(op == 2 ? static_cast<size_t>(s.probs_floats()) : 0);
+  Vec dq(x.size()), dk(x.size()), dv(x.size());
+  for (auto _ : state) {
+    if (op == 0) {
+      be.GeluForward(x.data(), y.data(), n);
+    } else if (op == 1) {
+      be.LayerNormForward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), kTokens, kHidden,
+                          1e-5f);
+    } else if (op == 2) {
+      be.AttentionForward(s, x.data(), k.data(), v.data(), y.data(), probs.data());
+      be.AttentionBackward(s, x.data(), k.data(), v.data(), probs.data(), dout.data(), dq.data(), dk.data(),
+                           dv.data());
+    } else if (op == 3) {  // [tokens x hidden] x [hidden x ffn]
+      be.Gemm(Trans::kNo, Trans::kNo, kTokens, kFfn, kHidden, 1.0f, x.data(), kHidden, k.data(), kFfn, 0.0f,
+              y.data(), kFfn);
+    } else {  // dW = X^T dY: [hidden x tokens] x [tokens x ffn]
+      be.Gemm(Trans::kYes, Trans::kNo, kHidden, kFfn, kTokens, 1.0f, x.data(), kHidden, k.data(), kFfn, 0.0f,
+              y.data(), kFfn);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::DoNotOptimize(dq.data());
+  }
+  state.counters["threads"] = static_cast<double>(threads);
+  SetKernelThreads(1);
+  openblas_set_num_threads(1);
+}
+BENCHMARK(KernelThreads)
+    ->ArgNames({"op", "pool"})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 void Target(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(vec::TargetName());

@@ -63,32 +63,11 @@ std::unique_ptr<float[]> Scratch(int64_t floats) {
   return std::make_unique_for_overwrite<float[]>(static_cast<size_t>(floats));
 }
 
-// While the heads run on the kernel threads, each BLAS call stays on its thread (OpenBLAS would
-// otherwise start its own threads inside every one of them).
-class BlasThreadsForHeads {
- public:
-  explicit BlasThreadsForHeads(int64_t pairs) {
-    if (pairs > 1 && KernelThreads() > 1) {
-      saved_ = openblas_get_num_threads();
-      if (saved_ > 1) openblas_set_num_threads(1);
-    }
-  }
-  BlasThreadsForHeads(const BlasThreadsForHeads&) = delete;
-  BlasThreadsForHeads& operator=(const BlasThreadsForHeads&) = delete;
-  ~BlasThreadsForHeads() {
-    if (saved_ > 1) openblas_set_num_threads(saved_);
-  }
-
- private:
-  int saved_ = 0;
-};
-
 }  // namespace
 
 void CpuBackend::AttentionForward(const AttentionShape& s, const float* q, const float* k,
                                   const float* v, float* out, float* probs) {
   const int64_t S = s.seq, pairs = s.batch * s.heads;
-  const BlasThreadsForHeads blas(pairs);
   ParallelFor(pairs, 1, [&](int64_t first, int64_t end) {
     std::unique_ptr<float[]> scratch;
     if (probs == nullptr) scratch = Scratch(std::min(S, kBlock) * S);
@@ -118,7 +97,6 @@ void CpuBackend::AttentionBackward(const AttentionShape& s, const float* q, cons
   std::fill(dv, dv + kv_floats, 0.0f);
   const float scale = ScaleOf(s);
   const int64_t group = s.heads / s.kv_heads, groups = s.batch * s.kv_heads;
-  const BlasThreadsForHeads blas(groups);
   ParallelFor(groups, 1, [&](int64_t first, int64_t end) {
     std::unique_ptr<float[]> scratch = Scratch(rows * S * (probs ? 1 : 2));
     float* ds = scratch.get();

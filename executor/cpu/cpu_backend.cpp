@@ -34,13 +34,15 @@ Result<std::unique_ptr<Communicator>> CpuBackend::ConnectWorld(LaunchContext& la
   return launch.World(timeout_s);
 }
 
+CpuBackend::CpuBackend() { openblas_set_num_threads(1); }
+
 void CpuBackend::UseHostThreads(const HostThreads& t) {
-  openblas_set_num_threads(static_cast<int>(std::max<int64_t>(1, t.threads)));
+  openblas_set_num_threads(1);  // our GEMMs use the kernel threads (gemm.cpp)
   SetKernelThreads(t.threads);
   SetWaitPolicy(t.oversubscribed ? WaitPolicy::Oversubscribed() : WaitPolicy::Dedicated());
 }
 
-int64_t CpuBackend::IntraOpThreads() const { return openblas_get_num_threads(); }
+int64_t CpuBackend::IntraOpThreads() const { return KernelThreads(); }
 
 namespace {
 
@@ -60,6 +62,21 @@ float LoadAsFloat(const void* p, DType t, int64_t i) {
 void ConvertElements(void* dst, DType dt, const void* src, DType st, int64_t n) {
   if (dt == st) {
     std::memmove(dst, src, static_cast<size_t>(n * SizeOf(dt)));
+    return;
+  }
+  // The casts every bf16 kernel call makes (operands widened to fp32 scratch, outputs rounded
+  // back): vectorised and spread over the kernel threads; elementwise, so bit-identical.
+  constexpr int64_t kCastGrain = 1 << 16;
+  if (dt == DType::kF32 && st == DType::kBf16) {
+    ParallelFor(n, kCastGrain, [&](int64_t b, int64_t e) {
+      vec::Bf16ToF32(static_cast<const uint16_t*>(src) + b, static_cast<float*>(dst) + b, e - b);
+    });
+    return;
+  }
+  if (dt == DType::kBf16 && st == DType::kF32) {
+    ParallelFor(n, kCastGrain, [&](int64_t b, int64_t e) {
+      vec::F32ToBf16(static_cast<const float*>(src) + b, static_cast<uint16_t*>(dst) + b, e - b);
+    });
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -113,11 +130,11 @@ void CpuBackend::BiasBackward(const float* dy, float* dbias, int64_t rows, int64
 }
 
 void CpuBackend::CastToBf16(const float* x, uint16_t* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = FloatToBf16(x[i]);
+  ConvertElements(y, DType::kBf16, x, DType::kF32, n);
 }
 
 void CpuBackend::CastFromBf16(const uint16_t* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = Bf16ToFloat(x[i]);
+  ConvertElements(y, DType::kF32, x, DType::kBf16, n);
 }
 
 float* CpuBackend::HalfScratch::Get(int64_t n) {

@@ -18,7 +18,8 @@ namespace parallax::executor {
 
 class CpuBackend : public Backend {
  public:
-  CpuBackend() = default;
+  //! Makes OpenBLAS single-threaded: GEMMs are split across the kernel threads instead (gemm.cpp).
+  CpuBackend();
   ~CpuBackend() override { ReleaseCache(); }
   std::string name() const override { return "cpu"; }
   bool SupportsPrecision(Precision) const override { return true; }

@@ -14,6 +14,7 @@
 #ifndef PARALLAX_EXECUTOR_CPU_VECTOR_KERNELS_ONCE
 #define PARALLAX_EXECUTOR_CPU_VECTOR_KERNELS_ONCE
 #include "executor/cpu/vector_kernels.h"
+#include "executor/dtype.h"
 #endif
 
 HWY_BEFORE_NAMESPACE();
@@ -458,6 +459,38 @@ void AdamWImpl(float* param, const float* grad, float* m, float* v, int64_t n, c
   });
 }
 
+// fp32 <-> bf16 bit for bit as FloatToBf16 / Bf16ToFloat (executor/dtype.h): round to nearest
+// even on the bits, a NaN stays a quiet NaN. Integer lanes; the tail goes through the scalar ones.
+void F32ToBf16Impl(const float* x, uint16_t* y, int64_t n) {
+  const hn::ScalableTag<int32_t> di;
+  const hn::Rebind<uint16_t, decltype(di)> dh;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(di));
+  const auto one = hn::Set(di, 1), bias = hn::Set(di, 0x7fff), abs_mask = hn::Set(di, 0x7fffffff);
+  const auto inf = hn::Set(di, 0x7f800000), quiet = hn::Set(di, 0x40), low16 = hn::Set(di, 0xffff);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto bits = hn::BitCast(di, hn::LoadU(hn::RebindToFloat<decltype(di)>(), x + i));
+    const auto high = hn::And(hn::ShiftRight<16>(bits), low16);  // logical: the sign bit stays
+    const auto rounded = hn::And(hn::ShiftRight<16>(hn::Add(bits, hn::Add(bias, hn::And(high, one)))), low16);
+    const auto nan = hn::Gt(hn::And(bits, abs_mask), inf);
+    hn::StoreU(hn::DemoteTo(dh, hn::IfThenElse(nan, hn::Or(high, quiet), rounded)), dh, y + i);
+  }
+  for (; i < n; ++i) y[i] = FloatToBf16(x[i]);
+}
+
+void Bf16ToF32Impl(const uint16_t* x, float* y, int64_t n) {
+  const hn::ScalableTag<int32_t> di;
+  const hn::Rebind<uint16_t, decltype(di)> dh;
+  const D d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(di));
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto wide = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<decltype(di)>(), hn::LoadU(dh, x + i)));
+    hn::StoreU(hn::BitCast(d, hn::ShiftLeft<16>(wide)), d, y + i);
+  }
+  for (; i < n; ++i) y[i] = Bf16ToFloat(x[i]);
+}
+
 const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
@@ -492,6 +525,8 @@ HWY_EXPORT(LayerNormGradRowImpl);
 HWY_EXPORT(RmsNormRowImpl);
 HWY_EXPORT(RmsNormGradRowImpl);
 HWY_EXPORT(AdamWImpl);
+HWY_EXPORT(F32ToBf16Impl);
+HWY_EXPORT(Bf16ToF32Impl);
 HWY_EXPORT(TargetNameImpl);
 
 void Gelu(const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(GeluImpl)(x, y, n); }
@@ -551,6 +586,8 @@ void RmsNormGradRow(const float* dy, const float* x, const float* gamma, float r
 void AdamW(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWScalars& s) {
   HWY_DYNAMIC_DISPATCH(AdamWImpl)(param, grad, m, v, n, s);
 }
+void F32ToBf16(const float* x, uint16_t* y, int64_t n) { HWY_DYNAMIC_DISPATCH(F32ToBf16Impl)(x, y, n); }
+void Bf16ToF32(const uint16_t* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(Bf16ToF32Impl)(x, y, n); }
 const char* TargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 std::vector<int64_t> TargetsForTest() { return hwy::SupportedAndGeneratedTargets(); }
 void ForceTargetForTest(int64_t target) { hwy::SetSupportedTargetsForTest(target); }

@@ -76,6 +76,10 @@ struct AdamWScalars {
 };
 void AdamW(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWScalars& s);
 
+//! fp32 -> bf16 and back, bit for bit as FloatToBf16 / Bf16ToFloat (executor/dtype.h).
+void F32ToBf16(const float* x, uint16_t* y, int64_t n);
+void Bf16ToF32(const uint16_t* x, float* y, int64_t n);
+
 //! Name of the instruction set the dispatcher chose (for benchmarks and reports).
 const char* TargetName();
 //! Instruction sets compiled in and supported by this CPU (Highway target bits), so tests can run

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -351,6 +352,41 @@ TEST_F(CpuKernels, Bf16CastsRoundToNearestEven) {
   EXPECT_NEAR(back[2], 3.140625f, 1e-7);
   EXPECT_EQ(back[3], 1.0f);
   EXPECT_EQ(back[4], 1.015625f);
+}
+
+// The vectorised casts equal the scalar FloatToBf16 / Bf16ToFloat bit for bit on every compiled
+// instruction set: every bf16 value back to fp32, and every bf16 value's neighbourhood in fp32
+// (low halves 0, 1, 0x7fff, 0x8000 ties, 0x8001, 0xffff and two others: rounding up, down, to
+// even, carries into the exponent, infinities, every NaN payload, subnormals, both signs).
+TEST_F(CpuKernels, Bf16CastsEqualTheScalarCastsBitForBit) {
+  std::vector<uint16_t> every(65536);
+  for (uint32_t i = 0; i < 65536; ++i) every[i] = static_cast<uint16_t>(i);
+  Vec probes;
+  for (uint32_t hi = 0; hi < 65536; ++hi) {
+    for (const uint32_t lo : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu, 0x1234u, 0xc3a1u}) {
+      probes.push_back(std::bit_cast<float>((hi << 16) | lo));
+    }
+  }
+  const int64_t n = static_cast<int64_t>(probes.size()) - 3;  // a ragged tail for the scalar path
+  std::vector<int64_t> targets = vec::TargetsForTest();
+  targets.push_back(0);  // and the run-time choice
+  for (const int64_t target : targets) {
+    vec::ForceTargetForTest(target);
+    const std::string name = vec::TargetName();
+    Vec wide(every.size());
+    be.CastFromBf16(every.data(), wide.data(), static_cast<int64_t>(every.size()));
+    std::vector<uint16_t> narrow(static_cast<size_t>(n));
+    be.CastToBf16(probes.data(), narrow.data(), n);
+    vec::ForceTargetForTest(0);
+    for (size_t i = 0; i < every.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(Bf16ToFloat(every[i])))
+          << name << " bf16 0x" << std::hex << i;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(narrow[static_cast<size_t>(i)], FloatToBf16(probes[static_cast<size_t>(i)]))
+          << name << " fp32 0x" << std::hex << std::bit_cast<uint32_t>(probes[static_cast<size_t>(i)]);
+    }
+  }
 }
 
 TEST_F(CpuKernels, BiasAndVectorHelpers) {

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -184,6 +186,39 @@ TEST_F(KernelThreadsTest, KernelsGiveTheSameBitsWithOneThreadOrSeveral) {
                            dout.data(), dq.data(), dk.data(), dv.data());
       return std::vector<Vec>{out, probs, dq, dk, dv};
     });
+  }
+}
+
+// GEMMs split across the kernel threads by blocks of rows (or columns) fixed by the shape: the same
+// bits with 2 threads or 4, every transpose; against one unsplit call the same sums per element
+// in the same order unless OpenBLAS blocks the smaller call differently (it does for some
+// shapes), so within a few roundings of a k-term sum.
+TEST_F(KernelThreadsTest, GemmSplitsByShapeNotByThreads) {
+  CpuBackend be;
+  struct Case {
+    Trans ta, tb;
+    int64_t m, n, k;
+  };
+  const Case cases[] = {{Trans::kNo, Trans::kNo, 500, 96, 130},    // by rows, ragged last block
+                        {Trans::kYes, Trans::kNo, 300, 70, 200},   // by rows, A transposed
+                        {Trans::kNo, Trans::kYes, 40, 900, 128},   // few rows: by columns, B transposed
+                        {Trans::kYes, Trans::kYes, 48, 520, 300}};  // by columns, both transposed
+  for (const Case& c : cases) {
+    const int64_t lda = c.ta == Trans::kYes ? c.m : c.k, ldb = c.tb == Trans::kYes ? c.k : c.n;
+    const Vec a = Random(static_cast<size_t>(c.m * c.k), 13), b = Random(static_cast<size_t>(c.k * c.n), 14);
+    const Vec c0 = Random(static_cast<size_t>(c.m * c.n), 15);
+    const auto run = [&](int64_t threads) {
+      SetKernelThreads(threads);
+      Vec out = c0;  // beta = 0.5: accumulates into C
+      be.Gemm(c.ta, c.tb, c.m, c.n, c.k, 1.0f, a.data(), lda, b.data(), ldb, 0.5f, out.data(), c.n);
+      return out;
+    };
+    const Vec one = run(1), two = run(2), four = run(4);
+    EXPECT_EQ(std::memcmp(two.data(), four.data(), two.size() * sizeof(float)), 0)
+        << c.m << "x" << c.n << "x" << c.k << ": 2 and 4 threads differ";
+    double worst = 0;  // absolute: a sum of k products of unit normals, rounded in another order
+    for (size_t i = 0; i < one.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(one[i]) - four[i]));
+    EXPECT_LT(worst, 4 * FLT_EPSILON * static_cast<double>(c.k)) << c.m << "x" << c.n << "x" << c.k;
   }
 }
 
