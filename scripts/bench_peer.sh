@@ -5,7 +5,7 @@
 # (Debian's python3-torch, installed here if missing; the benchmark only, never CI), side by side:
 #   1thread   one process, one thread, micro-batch 8
 #   dp2       two processes: parallax DP=2 over MPI vs PyTorch DDP over gloo, 8 sequences per rank
-#   allcores  one process, every core (OpenBLAS threads / torch intra-op threads), micro-batch 8
+#   allcores  one process, every core (parallax kernel threads / torch intra-op threads), micro-batch 8
 # Prints each side's median step time (steps after the warm-up), the speedup (PyTorch time over
 # parallax time) and whether the loss curves agree. Also the CPU seconds per step of all the
 # case's processes (user + system, from a run of --steps minus a run of 2 steps, so start-up
