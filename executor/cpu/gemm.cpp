@@ -7,7 +7,7 @@
 // ctest -j) a descheduled worker holds every GEMM up by a scheduler slice: gpt-tiny with 2 threads
 // on a 2-core VM under a 2-job build ran at 0.5-1.3 s per step against 10-14 ms with one thread.
 // Our pool's caller runs whatever chunks no worker has taken, so a late worker costs at most one
-// chunk (bench/bench_cpu_kernels.cpp, GemmThreads, compares the two on an idle machine).
+// chunk (bench/bench_cpu_kernels.cpp, KernelThreads ops 3 and 4, compares the two on an idle machine).
 #include <cblas.h>
 
 #include <algorithm>
