@@ -7,7 +7,11 @@
 #   3. Refine each model's database once on the trace of one layout and predict the others again
 #      (the refining layout itself is predicted from a database refined on a different layout).
 #   4. Print predicted vs measured, before and after refine.
-# Usage: scripts/fidelity.sh [build dir] [output dir] [steps per run]
+# Usage: scripts/fidelity.sh [build dir] [output dir] [steps per run] [tiny|small]
+#   tiny (default): gpt-tiny (4 x 64, seq 32) and llama-tiny; steps of 2-5 ms, ops of 1-50 us, so
+#                   per-op host costs and waits weigh as much as the kernels.
+#   small:          the peer benchmark's GPT (4 x 256, seq 128) and a LLaMA-style model of the same
+#                   size; steps of 0.1-0.3 s, GEMMs of 0.1-2 ms.
 # Needs python3 (tables only). Prints a markdown table; writes fidelity.json in the output dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,12 +23,27 @@ mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 mpi=(mpirun --oversubscribe -np 2)
 
-# A LLaMA-style second model: RMSNorm, SwiGLU, rotary positions, grouped-query attention, no biases.
-cat > "$out/llama-tiny.json" <<'JSON'
+size="${4:-tiny}"
+case "$size" in
+  tiny)
+    gpt=gpt-tiny
+    # A LLaMA-style second model: RMSNorm, SwiGLU, rotary positions, grouped-query attention, no biases.
+    cat > "$out/llama.json" <<'JSON'
 {"kind": "model", "version": 1, "name": "llama-tiny", "layers": 4, "hidden": 64, "heads": 4, "kv_heads": 2,
  "ffn_hidden": 128, "vocab": 256, "seq_len": 32, "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary",
  "bias": false, "tie_embeddings": false}
 JSON
+    ;;
+  small)
+    gpt="$PWD/bench/peer/model-peer.json"
+    cat > "$out/llama.json" <<'JSON'
+{"kind": "model", "version": 1, "name": "llama-small", "layers": 4, "hidden": 256, "heads": 4, "kv_heads": 2,
+ "ffn_hidden": 704, "vocab": 256, "seq_len": 128, "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary",
+ "bias": false, "tie_embeddings": false}
+JSON
+    ;;
+  *) echo "fidelity.sh: size must be tiny or small, not '$size'" >&2; exit 2 ;;
+esac
 
 gpt_layouts=(
   "dp=2,micro_batch=2"
@@ -47,20 +66,21 @@ llama_layouts=(
 
 results="$out/results.tsv"
 : > "$results"
-for model in gpt-tiny llama-tiny; do
-  m="$model"
-  [ "$model" = llama-tiny ] && m="$out/llama-tiny.json"
+for model in gpt llama; do
+  m="$gpt"
+  [ "$model" = llama ] && m="$out/llama.json"
   echo "== calibrate (2 ranks, quick) for $model" >&2
   "${mpi[@]}" "$bin" calibrate --quick --no-progress --model "$m" -o "$out/db-$model.json" \
     --cluster-out "$out/cluster.json" >&2
-  if [ "$model" = gpt-tiny ]; then layouts=("${gpt_layouts[@]}"); else layouts=("${llama_layouts[@]}"); fi
+  if [ "$model" = gpt ]; then layouts=("${gpt_layouts[@]}"); else layouts=("${llama_layouts[@]}"); fi
   i=0
   for l in "${layouts[@]}"; do
     pred=$("$bin" simulate --model "$m" --cluster "$out/cluster.json" --costdb "$out/db-$model.json" --plan "$l" \
              --global-batch 8 --precision fp32 --json)
     "${mpi[@]}" "$bin" run --model "$m" --cluster "$out/cluster.json" --plan "$l" --global-batch 8 \
       --precision fp32 --steps "$steps" --json --trace "$out/trace-$model-$i.json" > "$out/run-$model-$i.json"
-    printf '%s\t%s\t%s\t%s\n' "$model" "$l" "$(echo "$pred" | tr -d '\n')" "$out/run-$model-$i.json" >> "$results"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$model" "$l" "$(echo "$pred" | tr -d '\n')" "$out/run-$model-$i.json" \
+      "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"])' "$out/run-$model-$i.json")" >> "$results"
     i=$((i + 1))
   done
   # One refine pass on layout 0's trace predicts every other layout; layout 0 itself is predicted
@@ -85,13 +105,13 @@ import json, statistics, sys, os, collections
 out = sys.argv[1]
 rows, idx = [], collections.Counter()
 for line in open(os.path.join(out, "results.tsv")):
-    model, layout, pred, run = line.rstrip("\n").split("\t")
+    model, layout, pred, run, name = line.rstrip("\n").split("\t")
     i = idx[model]; idx[model] += 1
     p = json.loads(pred)["step_time_s"]
     steps = json.load(open(run))["step_times_s"][1:]
     meas = statistics.median(steps)
     after = json.load(open(os.path.join(out, f"after-{model}-{i}.json")))["step_time_s"]
-    rows.append(dict(model=model, layout=layout, predicted_s=p, measured_s=meas, measured_min_s=min(steps),
+    rows.append(dict(model=name, layout=layout, predicted_s=p, measured_s=meas, measured_min_s=min(steps),
                      error=(p - meas) / meas, predicted_after_s=after, error_after=(after - meas) / meas))
 print("| model | layout | predicted ms | measured ms (median) | error | after refine ms | error | measured min ms | error vs min |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|")

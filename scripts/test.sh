@@ -4,9 +4,10 @@
 # Other suites by name:
 #   scripts/test.sh gpu         tests that need a GPU (label gpu)
 #   scripts/test.sh validation  predictions vs published measurements (label validation)
-#   scripts/test.sh ci          what CI runs (.ci/run): the above, then the libraries and CLI
-#                               in Release (-O3, warnings are errors), the fast and mpi labels
-#                               under AddressSanitizer + UBSan, and clang-tidy on changed files
+#   scripts/test.sh ci          what CI runs (.ci/run): the above built at -O3 (preset ci: GCC
+#                               warns about some code only at -O3, and warnings are errors), the
+#                               fast and mpi labels under AddressSanitizer + UBSan, and clang-tidy
+#                               on changed files
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -14,20 +15,14 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 export QT_QPA_PLATFORM=offscreen
 jobs=$(nproc)
 
-# The default configuration: build, every local test, the zero-tests/skips check.
+# A configuration (default; ci: the same at -O3 with line tables): build, every local test, the
+# zero-tests/skips check. CI builds once, at -O3, because GCC warns about some code only there
+# (docs/hardening.md); a separate Release build of the libraries and CLI cost it 5 minutes.
 default_suite() {
-  scripts/setup.sh default
-  ctest --preset default -j "$jobs"
+  local preset="${1:-default}"
+  scripts/setup.sh "$preset"
+  ctest --preset "$preset" -j "$jobs"
   scripts/check_test_log.sh build
-}
-
-# The libraries and the CLI as users build them (Release, -O3) with warnings as errors: GCC warns
-# about some code only at -O3 (docs/hardening.md). Tests, GUI, benchmarks, fuzzers and CUDA are
-# compiled, and the tests run, in the default build; building them again here cost CI about a
-# quarter of its 45-minute budget.
-release_suite() {
-  cmake --preset ci-release
-  cmake --build --preset ci-release -j "$jobs"
 }
 
 # AddressSanitizer + UBSan: only what the fast and mpi labels need (no GUI, bench, CUDA, fuzz).
@@ -60,8 +55,7 @@ case "${1:-}" in
   gpu|validation) scripts/setup.sh default; ctest --test-dir build -L "$1" --output-on-failure ;;
   "") default_suite ;;
   ci)
-    default_suite
-    release_suite
+    default_suite ci
     asan_suite
     scripts/tidy.sh -b build
     ;;
