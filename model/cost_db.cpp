@@ -51,6 +51,13 @@ Result<CollectiveKind> CollectiveFromString(const std::string& s) {
                   "\" (expected all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send_recv)");
 }
 
+double CostDb::RunFactorOf(const std::string& family, DType dtype) const {
+  for (const auto& f : run_factors) {
+    if (f.family == family && (family != "gemm" || f.dtype == dtype)) return f.factor;
+  }
+  return 1.0;
+}
+
 Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
   return CatchJsonErrors([&]() -> Result<CostDb> {
     ObjectReader r(j, file, "");
@@ -135,6 +142,30 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
       db.contention.spread = c.NonNegativeNumber("spread", 0);
       c.Finish();
     }
+    if (r.Has("run_factors")) {
+      const Json& a = ArrayAt(r, "run_factors");
+      for (size_t i = 0; i < a.size(); ++i) {
+        ObjectReader f(a[i], file, r.PathOf("run_factors") + "/" + std::to_string(i));
+        RunFactor rf;
+        rf.family = f.String("family");
+        if (rf.family.empty()) f.Fail("family", "must not be empty");
+        if (rf.family == "gemm") {
+          auto dt = DTypeFromString(f.String("dtype"));
+          if (!dt) f.Fail("dtype", dt.error().message);
+          rf.dtype = *dt;
+        }
+        rf.factor = f.PositiveNumber("factor");
+        rf.ops = f.NonNegativeInt("ops", 0);
+        rf.source = f.String("source", "");
+        f.Finish();
+        for (const auto& prev : db.run_factors) {
+          if (prev.family == rf.family && (rf.family != "gemm" || prev.dtype == rf.dtype)) {
+            f.Fail("family", "\"" + rf.family + "\" appears twice");
+          }
+        }
+        db.run_factors.push_back(std::move(rf));
+      }
+    }
     if (r.Has("skipped")) {
       const Json& a = ArrayAt(r, "skipped");
       for (size_t i = 0; i < a.size(); ++i) {
@@ -189,6 +220,16 @@ Json CostDbToJson(const CostDb& db) {
   if (!db.contention.source.empty()) {
     j["contention"] = {{"source", db.contention.source}, {"samples", db.contention.samples},
                        {"spread", db.contention.spread}};
+  }
+  if (!db.run_factors.empty()) {
+    Json factors = Json::array();
+    for (const auto& f : db.run_factors) {
+      Json o{{"family", f.family}, {"factor", f.factor}, {"ops", f.ops}};
+      if (f.family == "gemm") o["dtype"] = ToString(f.dtype);
+      if (!f.source.empty()) o["source"] = f.source;
+      factors.push_back(std::move(o));
+    }
+    j["run_factors"] = factors;
   }
   if (!db.skipped.empty()) {
     Json skipped = Json::array();

@@ -75,6 +75,18 @@ struct ContentionFit {
   double spread = 0;    //!< interquartile range of the per-op slowdowns
 };
 
+//! How much longer one family's ops took inside training steps than calibrate's isolated timings
+//! predicted (operands colder, the other ranks' work beside them), measured by `refine` on a
+//! trace: the planner multiplies that family's calibrated samples by `factor`. Samples that
+//! `refine` took from a trace are in-run times already and are not scaled.
+struct RunFactor {
+  std::string family;          //!< "gemm" (the GEMMs of `dtype`) or a kernel family ("act", "attention_bwd", ...)
+  DType dtype = DType::kFp32;  //!< GEMMs only
+  double factor = 1.0;         //!< in-run time / calibrated time, summed over the family's ops (> 0)
+  int64_t ops = 0;             //!< op descriptions (pooled instances) it was measured on
+  std::string source{};        //!< "refine"
+};
+
 struct CostDb {
   std::string device;   //!< device name the measurements belong to
   std::string cluster;  //!< cluster name (collectives); may be empty
@@ -86,7 +98,11 @@ struct CostDb {
   //! Host time of one kernel call that does no work, measured (0: not measured; the implementation
   //! profile's figure applies). Replaces the profile's launch overhead as the per-kernel floor.
   double launch_overhead_us = 0;
+  std::vector<RunFactor> run_factors{};
   std::vector<SkippedMeasurement> skipped{};
+
+  //! The in-run factor of `family` (for "gemm", of `dtype`); 1 when none was measured.
+  double RunFactorOf(const std::string& family, DType dtype = DType::kFp32) const;
 };
 
 const char* ToString(CollectiveKind k);

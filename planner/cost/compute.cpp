@@ -29,12 +29,16 @@ ComputeModel::ComputeModel(const DeviceSpec& device, DType dtype, const CostDb* 
 }
 
 void ComputeModel::BuildGemmCorrection() {
+  const double gemm_run_factor = db_->RunFactorOf("gemm", dtype_);
   for (const auto& g : db_->gemms) {
     if (g.dtype != dtype_ || g.time_s <= 0 || g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0) continue;
     GemmPoint p;
     p.x = {std::log(static_cast<double>(g.m)), std::log(static_cast<double>(g.n)), std::log(static_cast<double>(g.k)),
            std::log(static_cast<double>(g.batch))};
-    p.log_ratio = std::log(g.time_s / RooflineGemm(g.m, g.n, g.k, g.batch));
+    // A calibrated (isolated) time becomes an in-run time when refine measured how much longer
+    // GEMMs ran inside steps; a sample refine took from a trace is one already.
+    const double t = g.source == "refine" ? g.time_s : g.time_s * gemm_run_factor;
+    p.log_ratio = std::log(t / RooflineGemm(g.m, g.n, g.k, g.batch));
     gemm_points_.push_back(p);
   }
   if (gemm_points_.empty()) return;
@@ -66,7 +70,8 @@ void ComputeModel::BuildKernelCorrection() {
   for (const auto& s : db_->kernels) {
     if (s.time_s <= 0 || s.bytes <= 0) continue;
     const double bytes = static_cast<double>(s.bytes);
-    kernel_points_[s.op].push_back({std::log(bytes), std::log(s.time_s / RooflineMemory(bytes))});
+    const double t = s.source == "refine" ? s.time_s : s.time_s * db_->RunFactorOf(s.op);
+    kernel_points_[s.op].push_back({std::log(bytes), std::log(t / RooflineMemory(bytes))});
   }
   for (auto& [op, pts] : kernel_points_) {
     std::sort(pts.begin(), pts.end(), [](const KernelPoint& a, const KernelPoint& b) { return a.log_bytes < b.log_bytes; });

@@ -54,6 +54,19 @@ MergeCounts MergeSamples(const FittedSamples& fitted, CostDb& db) {
       ++n.collective_points_added;
     }
   }
+  for (const RunFactor& r : fitted.run_ratios) {
+    auto it = std::find_if(db.run_factors.begin(), db.run_factors.end(), [&](const RunFactor& f) {
+      return f.family == r.family && (r.family != "gemm" || f.dtype == r.dtype);
+    });
+    if (it == db.run_factors.end()) {
+      db.run_factors.push_back(r);
+    } else {
+      // The trace's ratio is relative to predictions that carried the old factor already.
+      it->factor *= r.factor;
+      it->ops += r.ops;
+      it->source = r.source;
+    }
+  }
   if (fitted.contention_factor) {
     n.contention_ratio = *fitted.contention_factor;
     if (*fitted.contention_factor > db.contention_factor) {

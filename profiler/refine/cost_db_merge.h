@@ -1,7 +1,8 @@
 #pragma once
 // Adds refined samples to a cost database. A sample at a shape the database already holds
 // replaces it (the newer measurement of the same shape wins); a collective point joins the curve
-// the planner reads for its (op, group size, node span), or starts a "refine" curve.
+// the planner reads for its (op, group size, node span), or starts a "refine" curve. A family's
+// run ratio multiplies its run factor (the ratio was measured against predictions that used it).
 
 #include "model/cost_db.h"
 #include "profiler/refine/sample_fit.h"

@@ -49,7 +49,12 @@ ComputeDescription OpCatalog::Optimizer(int64_t pp_rank) const {
   // grad-norm read of its gradient shard.
   const Layout& l = plan_.layout;
   const double params = static_cast<double>(planner::RankParams(plan_.model, l, pp_rank));
-  const double grad_e = plan_.training.precision == Precision::kFp32 ? 4.0 : 2.0;
+  // The gradient bytes the grad-norm reads, as the planner counts them: fp32 for fp32 training
+  // and for a profile that keeps fp32 gradient buffers (parallax, Megatron-Core).
+  const double grad_e = plan_.training.precision == Precision::kFp32 ||
+                                ctx_.implementation().grad_reduce_dtype.value == GradDType::kFp32
+                            ? 4.0
+                            : 2.0;
   const double shard = params / static_cast<double>(l.zero_stage >= 1 ? l.dp : 1);
   const double grad_shard = params / static_cast<double>(l.zero_stage >= 2 ? l.dp : 1);
   ComputeDescription d;

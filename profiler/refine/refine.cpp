@@ -222,6 +222,8 @@ Json RefineToJson(const RefineResult& r) {
   }
   Json not_sampled = Json::object();
   for (const auto& [why, n] : r.not_sampled) not_sampled[why] = n;
+  Json run_factors = Json::object();
+  for (const auto& f : r.db.run_factors) run_factors[f.family] = f.factor;
   const auto& m = r.merged;
   return Json{{"layout", LayoutToString(r.plan.layout)},
               {"step_time", {{"measured_s", static_cast<double>(r.before.measured_step_ns) * 1e-9},
@@ -237,7 +239,8 @@ Json RefineToJson(const RefineResult& r) {
                            {"collective_points_added", m.collective_points_added},
                            {"collective_points_replaced", m.collective_points_replaced}}},
               {"not_sampled", not_sampled},
-              {"contention", {{"refitted", r.contention_refitted}, {"factor", r.db.contention_factor}, {"trace_ratio", r.merged.contention_ratio}}}};
+              {"contention", {{"refitted", r.contention_refitted}, {"factor", r.db.contention_factor}, {"trace_ratio", r.merged.contention_ratio}}},
+              {"run_factors", run_factors}};
 }
 
 std::string FormatRefine(const RefineResult& r) {
@@ -274,6 +277,14 @@ std::string FormatRefine(const RefineResult& r) {
                 static_cast<long long>(m.collective_points_replaced),
                 r.db.contention_factor, contention_note.c_str());
   out += buf;
+  if (!r.db.run_factors.empty()) {
+    out += "run factors (in-run / calibrated time, applied to shapes no trace sampled):";
+    for (const auto& f : r.db.run_factors) {
+      std::snprintf(buf, sizeof buf, " %s %.3f", f.family.c_str(), f.factor);
+      out += buf;
+    }
+    out += "\n";
+  }
   for (const auto& [why, n] : r.not_sampled) {
     std::snprintf(buf, sizeof buf, "  not sampled: %lld x %s\n", static_cast<long long>(n), why.c_str());
     out += buf;

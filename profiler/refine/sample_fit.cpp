@@ -73,6 +73,9 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<Estimate>> gemm_est;
   std::map<std::pair<std::string, int64_t>, std::vector<Estimate>> kernel_est;
   std::vector<double> ratios;
+  // family -> (measured, predicted) seconds over the op instances that priced it
+  std::map<std::string, std::pair<double, double>> family_time;
+  std::map<std::string, int64_t> family_ops;
   for (auto& [key, g] : groups) {
     const Measurement alone = Summarize(g.alone);
     const Measurement over = Summarize(g.overlapped);
@@ -95,13 +98,22 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
     const Measurement m = g.alone.empty() ? over : alone;
     const ComputeDescription& c = *g.desc.compute;
     if (c.time_s <= 0) continue;
+    const auto count = static_cast<double>(g.alone.empty() ? g.overlapped.size() : g.alone.size());
+    auto add_family = [&](const std::string& family, double share, double predicted_s) {
+      auto& [measured, predicted] = family_time[family];
+      measured += m.median_s * share * count;
+      predicted += predicted_s * count;
+      ++family_ops[family];
+    };
     for (const auto& part : c.gemms) {
       const double share = part.time_s / c.time_s;
       gemm_est[{part.m, part.n, part.k, part.batch}].push_back({m.median_s * share, m.spread_s * share, m.repetitions});
+      add_family("gemm", share, part.time_s);
     }
     for (const auto& part : c.memory) {
       const double share = part.time_s / c.time_s;
       kernel_est[{part.family, part.bytes}].push_back({m.median_s * share, m.spread_s * share, m.repetitions});
+      add_family(part.family, share, part.time_s);
     }
   }
   for (const auto& [shape, est] : gemm_est) {
@@ -117,6 +129,16 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
   for (const auto& [key, est] : kernel_est) {
     const Measurement m = Pool(est);
     out.kernels.push_back({key.first, key.second, m.median_s, m.stats(), "refine"});
+  }
+  for (const auto& [family, t] : family_time) {
+    if (t.first <= 0 || t.second <= 0) continue;
+    RunFactor f;
+    f.family = family;
+    f.dtype = catalog.dtype();
+    f.factor = t.first / t.second;
+    f.ops = family_ops[family];
+    f.source = "refine";
+    out.run_ratios.push_back(f);
   }
   if (!ratios.empty()) {
     std::sort(ratios.begin(), ratios.end());

@@ -5,7 +5,10 @@
 // parts in proportion to their predicted times (the only apportioning there is: an op that is one
 // GEMM becomes exactly one sample at that GEMM's shape). Compute instances overlapped by measured
 // DP communication on their rank are kept apart: the samples come from the others, and the ratio
-// overlapped / alone of the ops that have both is the contention factor.
+// overlapped / alone of the ops that have both is the contention factor. Each family's measured
+// and predicted totals give its run ratio: how much longer the family's ops ran inside steps than
+// the database (calibrated in isolation) predicted, which the planner applies to the shapes no
+// trace has sampled.
 
 #include <cstdint>
 #include <map>
@@ -34,6 +37,10 @@ struct FittedSamples {
   std::vector<GemmSample> gemms;
   std::vector<KernelSample> kernels;
   std::vector<CollectiveSample> collectives;
+  //! Per family, how much longer its ops ran in the trace than the database predicted: the sum
+  //! over op descriptions of (median measured share x instances) / (predicted x instances).
+  //! Merged into the database as run factors (multiplying any it had).
+  std::vector<RunFactor> run_ratios;
   std::optional<double> contention_factor;  //!< when some op ran both overlapped and alone
   ContentionFit contention;
   std::map<std::string, int64_t> not_sampled;  //!< reason -> op instances left out for it

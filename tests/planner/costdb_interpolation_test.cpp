@@ -151,6 +151,30 @@ TEST(CostDbMemory, FamiliesInterpolateInLogBytesAndFallBack) {
   EXPECT_NEAR(with_generic.MemoryBound("act", mid) / roof.RooflineMemory(mid), 1.4, 1e-9);
 }
 
+TEST(CostDbRunFactors, ScaleCalibratedSamplesAndLeaveTraceSamples) {
+  CostDb db = GridDb();
+  const ComputeModel before(A100(), DType::kBf16, &db);
+  const ComputeModel roof(A100(), DType::kBf16);
+  const double bytes = 1 << 20;
+  db.kernels.push_back({"act", static_cast<int64_t>(bytes), roof.RooflineMemory(bytes) * 2.0, {}, "calibrate"});
+  db.kernels.push_back({"act", static_cast<int64_t>(64 * bytes), roof.RooflineMemory(64 * bytes) * 1.5, {}, "refine"});
+  db.run_factors.push_back({"gemm", DType::kBf16, 1.2, 3, "refine"});
+  db.run_factors.push_back({"act", DType::kFp32, 1.1, 2, "refine"});
+  db.run_factors.push_back({"gemm", DType::kFp16, 3.0, 1, "refine"});  // another dtype: not these GEMMs
+  const ComputeModel c(A100(), DType::kBf16, &db);
+  // Calibrated GEMMs (no source counts as calibrated) run 1.2x longer everywhere, between samples too.
+  EXPECT_NEAR(c.Gemm(2048, 4096, 2048) / before.Gemm(2048, 4096, 2048), 1.2, 1e-9);
+  EXPECT_NEAR(c.Gemm(1000, 700, 3000) / before.Gemm(1000, 700, 3000), 1.2, 1e-9);
+  // A calibrated kernel point is scaled, a point refine took from a trace is not.
+  EXPECT_NEAR(c.MemoryBound("act", bytes) / roof.RooflineMemory(bytes), 2.0 * 1.1, 1e-9);
+  EXPECT_NEAR(c.MemoryBound("act", 64 * bytes) / roof.RooflineMemory(64 * bytes), 1.5, 1e-9);
+  // A refine GEMM sample is exact at its shape.
+  db.gemms[0].source = "refine";
+  const ComputeModel mixed(A100(), DType::kBf16, &db);
+  EXPECT_NEAR(mixed.Gemm(db.gemms[0].m, db.gemms[0].n, db.gemms[0].k) / db.gemms[0].time_s, 1.0, 1e-9);
+  EXPECT_NEAR(mixed.Gemm(db.gemms[1].m, db.gemms[1].n, db.gemms[1].k) / db.gemms[1].time_s, 1.2, 1e-9);
+}
+
 CollectiveCurve AllReduce8(double busbw_small_GBps, double busbw_large_GBps) {
   CollectiveCurve c;
   c.op = CollectiveKind::kAllReduce;

@@ -31,6 +31,8 @@ TEST(CostDbExtensions, RoundTrip) {
   db.contention_factor = 1.2;
   db.contention = {"refine", 40, 0.05};
   db.skipped.push_back({"gemm m=1 n=1 k=1 fp32", "out of memory"});
+  db.run_factors.push_back({"gemm", DType::kFp32, 1.07, 9, "refine"});
+  db.run_factors.push_back({"act", DType::kFp32, 1.3, 4, "refine"});
   const Json j = CostDbToJson(db);
   auto back = CostDbFromJson(j, "db.json");
   ASSERT_TRUE(back) << back.error().message;
@@ -40,6 +42,24 @@ TEST(CostDbExtensions, RoundTrip) {
   EXPECT_EQ(back->collectives[0].placement, "out-of-place");
   EXPECT_EQ(back->skipped[0].reason, "out of memory");
   EXPECT_EQ(back->contention.samples, 40);
+  EXPECT_DOUBLE_EQ(back->RunFactorOf("gemm", DType::kFp32), 1.07);
+  EXPECT_DOUBLE_EQ(back->RunFactorOf("gemm", DType::kBf16), 1.0);  // measured for fp32 GEMMs only
+  EXPECT_DOUBLE_EQ(back->RunFactorOf("act"), 1.3);
+  EXPECT_DOUBLE_EQ(back->RunFactorOf("attn_norm"), 1.0);
+}
+
+TEST(CostDbExtensions, BadRunFactorsNameThePath) {
+  auto read = [](const char* factors) {
+    const Json j = Json::parse(std::string(R"({"kind":"costdb","version":1,"device":"x","run_factors":)") + factors + "}");
+    auto db = CostDbFromJson(j, "bad.json");
+    return db ? std::string("accepted") : db.error().message;
+  };
+  EXPECT_EQ(read(R"([{"family":"act","factor":0}])"), "bad.json: /run_factors/0/factor: must be > 0 (got 0)");
+  EXPECT_NE(read(R"([{"family":"gemm","factor":1.1}])").find("/run_factors/0/dtype"), std::string::npos);
+  EXPECT_EQ(read(R"([{"family":"act","factor":1.1},{"family":"act","factor":1.2}])"),
+            "bad.json: /run_factors/1/family: \"act\" appears twice");
+  EXPECT_EQ(read(R"([{"family":"gemm","dtype":"fp32","factor":1.1},{"family":"gemm","dtype":"bf16","factor":1.2}])"),
+            "accepted");
 }
 
 TEST(CostDbExtensions, OlderFilesReadUnchanged) {
