@@ -33,10 +33,11 @@ default_suite() {
 #    (those keep recompute's code paths under the sanitizers);
 #  - KillWhileWriting: processes killed with SIGKILL, which no sanitizer can report on;
 #  - bf16-follows-fp32 on the 6-layer model: the gpt-tiny case runs the same code;
-#  - the readers' replay and mutation tests (FuzzReplay, FuzzReader): the default build's libFuzzer
-#    binaries run every reader under AddressSanitizer + UBSan already (20000 inputs each).
+#  - the readers' replay and mutation tests (FuzzReplay, FuzzReader; not even built there, preset
+#    option PARALLAX_FUZZ_REPLAY): the default build's libFuzzer binaries run every reader under
+#    AddressSanitizer + UBSan already (20000 inputs each).
 asan_skip='^executor_mpi_.*_bf16$|^executor_mpi_(tp2|tp2_sp|pp2_gpipe|pp2_1f1b|dp2_zero1|dp2_zero2|dp2_tp2|tp2_pp2|dp2_pp2_zero1)_full_fp32$'
-asan_skip+='|^KillWhileWriting\.|^MixedPrecision\.Bf16FollowsFp32After50StepsOn6x256$|FuzzReplay\.|^FuzzReader\.'
+asan_skip+='|^KillWhileWriting\.|^MixedPrecision\.Bf16FollowsFp32After50StepsOn6x256$'
 asan_suite() {
   cmake --preset debug-asan
   cmake --build --preset debug-asan -j "$jobs"
