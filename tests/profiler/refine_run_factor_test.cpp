@@ -1,12 +1,14 @@
 // `parallax refine` learns per-family run factors: a trace in which every compute op ran 1.25x
 // the calibrated prediction gives factors of 1.25, and a layout whose shapes the trace never ran
-// is then predicted 1.25x slower too (its shapes come from calibrated samples, scaled). Before run
-// factors only the traced shapes moved, and interpolation between them and calibrated shapes
-// mixed the two. The database's calibrated samples are twice the roofline everywhere, so the
-// expected figures follow from the definitions alone.
+// is then predicted 1.25x slower too (its shapes come from calibrated samples, scaled): 1.25001.
+// Without run factors only the traced shapes moved, and interpolation between them and the
+// calibrated shapes mixed the two: 1.2399 (2026-11-25), outside the 0.1% this test allows.
+// The database's calibrated samples are twice the roofline everywhere, so the expected figures
+// follow from the definitions alone.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -91,12 +93,13 @@ TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
   const Json written = Json::parse(std::ifstream(refined));
   ASSERT_TRUE(written.contains("run_factors"));
 
-  // A layout with other GEMM shapes (full width, one sequence per micro-batch) and byte counts.
-  const std::string held_out = "--cluster " + cluster + " --plan pp=2,micro_batch=1,global_batch=8 --costdb ";
+  // A layout with other GEMM shapes (full width, four sequences per micro-batch) and byte counts.
+  const std::string held_out = "--cluster " + cluster + " --plan dp=2,micro_batch=4,global_batch=8 --costdb ";
   const double calibrated = ComputeSeconds(held_out + db_file);
   const double after = ComputeSeconds(held_out + refined);
   ASSERT_GT(calibrated, 0);
-  EXPECT_NEAR(after / calibrated, kSlowdown, 5e-3) << "calibrated " << calibrated << " s, after refine " << after;
+  std::printf("held-out compute, refined / calibrated: %.5f (run factors %.3f)\n", after / calibrated, kSlowdown);
+  EXPECT_NEAR(after / calibrated, kSlowdown, 1e-3) << "calibrated " << calibrated << " s, after refine " << after;
   fs::remove_all(dir);
 }
 
