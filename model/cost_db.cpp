@@ -22,6 +22,17 @@ const Json& ArrayAt(ObjectReader& r, std::string_view key) {
   return a;
 }
 
+//! Reads each element of the array at `key` through `read`, as an object named by its JSON path.
+template <class Read>
+void ForEachObject(ObjectReader& r, std::string_view key, const std::string& file, Read&& read) {
+  const Json& a = ArrayAt(r, key);
+  const std::string path = r.PathOf(key);
+  for (size_t i = 0; i < a.size(); ++i) {
+    ObjectReader o(a[i], file, path + "/" + std::to_string(i));
+    read(o);
+  }
+}
+
 MeasurementStats ReadStats(ObjectReader& r) {
   MeasurementStats s;
   s.repetitions = r.NonNegativeInt("repetitions", 0);
@@ -53,7 +64,7 @@ Result<CollectiveKind> CollectiveFromString(const std::string& s) {
 
 double CostDb::RunFactorOf(const std::string& family, DType dtype) const {
   for (const auto& f : run_factors) {
-    if (f.family == family && (family != "gemm" || f.dtype == dtype)) return f.factor;
+    if (f.Matches(family, dtype)) return f.factor;
   }
   return 1.0;
 }
@@ -69,9 +80,7 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
     if (db.contention_factor < 1.0) r.Fail("contention_factor", "must be >= 1 (a slowdown factor)");
     db.launch_overhead_us = r.NonNegativeNumber("launch_overhead_us", 0);
     if (r.Has("gemm")) {
-      const Json& a = ArrayAt(r, "gemm");
-      for (size_t i = 0; i < a.size(); ++i) {
-        ObjectReader g(a[i], file, r.PathOf("gemm") + "/" + std::to_string(i));
+      ForEachObject(r, "gemm", file, [&](ObjectReader& g) {
         GemmSample s;
         s.m = g.PositiveInt("m");
         s.n = g.PositiveInt("n");
@@ -85,12 +94,10 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
         s.source = g.String("source", "");
         g.Finish();
         db.gemms.push_back(s);
-      }
+      });
     }
     if (r.Has("kernels")) {
-      const Json& a = ArrayAt(r, "kernels");
-      for (size_t i = 0; i < a.size(); ++i) {
-        ObjectReader g(a[i], file, r.PathOf("kernels") + "/" + std::to_string(i));
+      ForEachObject(r, "kernels", file, [&](ObjectReader& g) {
         KernelSample s;
         s.op = g.String("op");
         s.bytes = g.PositiveInt("bytes");
@@ -99,13 +106,10 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
         s.source = g.String("source", "");
         g.Finish();
         db.kernels.push_back(s);
-      }
+      });
     }
     if (r.Has("collectives")) {
-      const Json& a = ArrayAt(r, "collectives");
-      for (size_t i = 0; i < a.size(); ++i) {
-        const std::string base = r.PathOf("collectives") + "/" + std::to_string(i);
-        ObjectReader c(a[i], file, base);
+      ForEachObject(r, "collectives", file, [&](ObjectReader& c) {
         CollectiveCurve curve;
         auto op = CollectiveFromString(c.String("op"));
         if (!op) c.Fail("op", op.error().message);
@@ -116,9 +120,7 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
         curve.source = c.String("source", "calibrate");
         curve.origin = c.String("origin", "");
         curve.placement = c.Choice("placement", {"in-place", "out-of-place"}, "");
-        const Json& pts = ArrayAt(c, "points");
-        for (size_t k = 0; k < pts.size(); ++k) {
-          ObjectReader p(pts[k], file, c.PathOf("points") + "/" + std::to_string(k));
+        ForEachObject(c, "points", file, [&](ObjectReader& p) {
           CollectivePoint pt;
           pt.bytes = p.PositiveInt("bytes");
           pt.time_s = p.PositiveNumber("time_s");
@@ -127,13 +129,13 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
           pt.stats = ReadStats(p);
           p.Finish();
           curve.points.push_back(pt);
-        }
+        });
         if (curve.points.empty()) c.Fail("points", "must hold at least one point");
         std::sort(curve.points.begin(), curve.points.end(),
                   [](const CollectivePoint& x, const CollectivePoint& y) { return x.bytes < y.bytes; });
         c.Finish();
         db.collectives.push_back(std::move(curve));
-      }
+      });
     }
     if (r.Has("contention")) {
       ObjectReader c = r.Object("contention");
@@ -143,9 +145,7 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
       c.Finish();
     }
     if (r.Has("run_factors")) {
-      const Json& a = ArrayAt(r, "run_factors");
-      for (size_t i = 0; i < a.size(); ++i) {
-        ObjectReader f(a[i], file, r.PathOf("run_factors") + "/" + std::to_string(i));
+      ForEachObject(r, "run_factors", file, [&](ObjectReader& f) {
         RunFactor rf;
         rf.family = f.String("family");
         if (rf.family.empty()) f.Fail("family", "must not be empty");
@@ -159,23 +159,19 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
         rf.source = f.String("source", "");
         f.Finish();
         for (const auto& prev : db.run_factors) {
-          if (prev.family == rf.family && (rf.family != "gemm" || prev.dtype == rf.dtype)) {
-            f.Fail("family", "\"" + rf.family + "\" appears twice");
-          }
+          if (prev.Matches(rf.family, rf.dtype)) f.Fail("family", "\"" + rf.family + "\" appears twice");
         }
         db.run_factors.push_back(std::move(rf));
-      }
+      });
     }
     if (r.Has("skipped")) {
-      const Json& a = ArrayAt(r, "skipped");
-      for (size_t i = 0; i < a.size(); ++i) {
-        ObjectReader k(a[i], file, r.PathOf("skipped") + "/" + std::to_string(i));
+      ForEachObject(r, "skipped", file, [&](ObjectReader& k) {
         SkippedMeasurement s;
         s.what = k.String("what");
         s.reason = k.String("reason");
         k.Finish();
         db.skipped.push_back(std::move(s));
-      }
+      });
     }
     r.Finish();
     return db;

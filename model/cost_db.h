@@ -85,6 +85,11 @@ struct RunFactor {
   double factor = 1.0;         //!< in-run time / calibrated time, summed over the family's ops (> 0)
   int64_t ops = 0;             //!< op descriptions (pooled instances) it was measured on
   std::string source{};        //!< "refine"
+
+  //! Whether this is the factor of `name` (for "gemm", of GEMMs in `type`; other families have none).
+  bool Matches(const std::string& name, DType type) const {
+    return family == name && (name != "gemm" || dtype == type);
+  }
 };
 
 struct CostDb {

@@ -55,9 +55,8 @@ MergeCounts MergeSamples(const FittedSamples& fitted, CostDb& db) {
     }
   }
   for (const RunFactor& r : fitted.run_ratios) {
-    auto it = std::find_if(db.run_factors.begin(), db.run_factors.end(), [&](const RunFactor& f) {
-      return f.family == r.family && (r.family != "gemm" || f.dtype == r.dtype);
-    });
+    auto it = std::find_if(db.run_factors.begin(), db.run_factors.end(),
+                           [&](const RunFactor& f) { return f.Matches(r.family, r.dtype); });
     if (it == db.run_factors.end()) {
       db.run_factors.push_back(r);
     } else {

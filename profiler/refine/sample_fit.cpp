@@ -73,9 +73,13 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<Estimate>> gemm_est;
   std::map<std::pair<std::string, int64_t>, std::vector<Estimate>> kernel_est;
   std::vector<double> ratios;
-  // family -> (measured, predicted) seconds over the op instances that priced it
-  std::map<std::string, std::pair<double, double>> family_time;
-  std::map<std::string, int64_t> family_ops;
+  // Per family: measured and predicted seconds over the op instances that priced it, and how many
+  // op descriptions those were.
+  struct FamilyTotals {
+    double measured_s = 0, predicted_s = 0;
+    int64_t ops = 0;
+  };
+  std::map<std::string, FamilyTotals> families;
   for (auto& [key, g] : groups) {
     const Measurement alone = Summarize(g.alone);
     const Measurement over = Summarize(g.overlapped);
@@ -100,10 +104,10 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
     if (c.time_s <= 0) continue;
     const auto count = static_cast<double>(g.alone.empty() ? g.overlapped.size() : g.alone.size());
     auto add_family = [&](const std::string& family, double share, double predicted_s) {
-      auto& [measured, predicted] = family_time[family];
-      measured += m.median_s * share * count;
-      predicted += predicted_s * count;
-      ++family_ops[family];
+      FamilyTotals& t = families[family];
+      t.measured_s += m.median_s * share * count;
+      t.predicted_s += predicted_s * count;
+      ++t.ops;
     };
     for (const auto& part : c.gemms) {
       const double share = part.time_s / c.time_s;
@@ -130,15 +134,9 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
     const Measurement m = Pool(est);
     out.kernels.push_back({key.first, key.second, m.median_s, m.stats(), "refine"});
   }
-  for (const auto& [family, t] : family_time) {
-    if (t.first <= 0 || t.second <= 0) continue;
-    RunFactor f;
-    f.family = family;
-    f.dtype = catalog.dtype();
-    f.factor = t.first / t.second;
-    f.ops = family_ops[family];
-    f.source = "refine";
-    out.run_ratios.push_back(f);
+  for (const auto& [family, t] : families) {
+    if (t.measured_s <= 0 || t.predicted_s <= 0) continue;
+    out.run_ratios.push_back({family, catalog.dtype(), t.measured_s / t.predicted_s, t.ops, "refine"});
   }
   if (!ratios.empty()) {
     std::sort(ratios.begin(), ratios.end());
