@@ -110,8 +110,9 @@ Status FinishGradSync(RuntimeContext& ctx, const std::vector<ParamGroup*>& group
   ctx.pending_grad_groups.clear();
   if (tied_words != nullptr && ctx.groups->embedding) {
     // Megatron's embedding group: first and last stage hold copies of the tied word embedding.
+    // A DP-plane all-reduce of one bucket, as the planner predicts it (its own 2-rank group).
     const int64_t n = tied_words->grads_storage_size();
-    PX_TRY(RunCollectiveAt(ctx, OpKind::kPpSend, -1, tied_words->stage, -1, Phase::kComm, n * 4, 2, [&](Stream& s) {
+    PX_TRY(RunCollectiveAt(ctx, OpKind::kDpAllReduce, -1, tied_words->stage, -1, Phase::kComm, n * 4, 2, [&](Stream& s) {
       return ctx.groups->embedding->AllReduce(tied_words->grads().ptr(), n, ReduceOp::kSum, s);
     }));
   }

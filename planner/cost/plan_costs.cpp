@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/cost/placement.h"
+#include "model/counting.h"
 #include "planner/memory/memory_model.h"
 
 namespace parallax::planner {
@@ -118,10 +119,54 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     for (const auto& cc : rc.chunks) layers_on_rank += cc.layers.count;
     const double outer_params = static_cast<double>(rc.params) - layer_params * static_cast<double>(layers_on_rank);
     if (l.dp > 1) {
+      const bool after = l.zero_stage == 1 || l.zero_stage == 2;
+      rc.dp.per_group = impl.dp_bucket_MiB.value == 0 && impl.overlap_dp_reduce.value;
+      rc.dp.grad_layer_bytes = grad_e * layer_params;
+      rc.dp.param_layer_bytes = param_e * layer_params;
       rc.dp.grad_layer_s = coll.Time(grad_coll, grad_e * layer_params, dpg);
-      rc.dp.grad_outer_s = coll.Time(grad_coll, grad_e * outer_params, dpg);
       if (l.zero_stage == 3) rc.dp.gather_layer_s = coll.Time(CollectiveKind::kAllGather, param_e * layer_params, dpg);
-      if (l.zero_stage == 1 || l.zero_stage == 2) {
+      // The outer groups of this rank (sizes per TP rank, as RankParams counts them).
+      const bool first = r == 0, last = r == l.pp - 1;
+      const ModelCounts counts = CountModel(m);
+      const int64_t words_per_tp_rank = m.vocab * m.hidden / l.tp;  // vocab-parallel, as RankParams
+      const auto words = static_cast<double>(words_per_tp_rank);
+      struct Group {
+        bool embedding, head;
+        double params;
+      };
+      std::vector<Group> groups;
+      if (first) {
+        groups.push_back({true, m.tie_embeddings && stages == 1, words});
+        const double positions = static_cast<double>(counts.params_embedding - m.vocab * m.hidden);
+        if (positions > 0) groups.push_back({true, false, positions});
+      }
+      if (last) {
+        groups.push_back({false, true, static_cast<double>(counts.params_final_norm) + (m.tie_embeddings ? 0.0 : words)});
+        if (m.tie_embeddings && stages > 1) groups.push_back({false, true, words});
+      }
+      if (!rc.dp.per_group && !groups.empty()) {
+        // Size-based buckets: the outer gradients reduce as one bucket, are gathered as one.
+        groups = {{first, last, outer_params}};
+      }
+      for (const Group& g : groups) {
+        DpCost::OuterGroup o;
+        o.embedding = g.embedding;
+        o.head = g.head;
+        o.grad_bytes = grad_e * g.params;
+        o.param_bytes = param_e * g.params;
+        o.grad_s = coll.Time(grad_coll, grad_e * g.params, dpg);
+        if (l.zero_stage == 3) o.gather_s = coll.Time(CollectiveKind::kAllGather, param_e * g.params, dpg);
+        rc.dp.grad_outer_s += o.grad_s;
+        if (after && rc.dp.per_group) {
+          o.gather_after_s = coll.Time(CollectiveKind::kAllGather, param_e * g.params, dpg);
+          rc.dp.gather_after_s += o.gather_after_s;
+        }
+        rc.dp.outer.push_back(o);
+      }
+      if (after && rc.dp.per_group) {
+        rc.dp.gather_after_layer_s = coll.Time(CollectiveKind::kAllGather, param_e * layer_params, dpg);
+        rc.dp.gather_after_s += static_cast<double>(layers_on_rank) * rc.dp.gather_after_layer_s;
+      } else if (after) {
         rc.dp.gather_after_s = coll.Time(CollectiveKind::kAllGather, param_e * static_cast<double>(rc.params), dpg);
       }
     }

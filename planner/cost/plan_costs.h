@@ -60,11 +60,31 @@ struct ChunkCost {
 //!  3: all-gather of a layer's parameters before every forward / recompute / backward pass
 //!     (prefetched one layer ahead), reduce-scatter of its gradients after every backward.
 struct DpCost {
+  //! A parameter group outside the transformer layers, as the executor builds them
+  //! (executor/runtime/sharded_model.cpp): the word embedding and learned positions on the first
+  //! stage; the final norm (+ an untied LM head) and Megatron's copy of a tied word embedding on
+  //! the last. With per-group buckets each has its own gradient collective and, under ZeRO-3, its
+  //! own gather before the pass that uses it.
+  struct OuterGroup {
+    bool embedding = false;  //!< used by the embedding pass (first stage)
+    bool head = false;       //!< used by the head pass (last stage)
+    double grad_s = 0;
+    double grad_bytes = 0, param_bytes = 0;  //!< message sizes (gradient collective; gathers)
+    double gather_s = 0;        //!< ZeRO-3: gathered before each pass that uses it
+    double gather_after_s = 0;  //!< ZeRO-1/2, per-group buckets: gathered after the step
+  };
   double grad_layer_s = 0;    //!< gradient collective of one layer's gradients
-  double grad_outer_s = 0;    //!< of the embedding / head gradients (first / last stage)
+  double grad_layer_bytes = 0, param_layer_bytes = 0;  //!< its message; a layer gather's
+  double grad_outer_s = 0;    //!< of the embedding / head gradients (first / last stage), all groups
   double gather_layer_s = 0;  //!< ZeRO-3: all-gather of one layer's parameters
-  double gather_after_s = 0;  //!< ZeRO-1/2: all-gather of the rank's parameters after the step
+  double gather_after_s = 0;  //!< ZeRO-1/2: all-gather of the rank's parameters after the step, all groups
   double tied_embedding_s = 0;  //!< all-reduce of the tied embedding gradient, first <-> last stage
+  //! Buckets are parameter groups (profile dp_bucket_MiB 0, our executor): one collective per
+  //! group in `outer`, ZeRO-1/2 gathers per group after the step, and at most one ZeRO-2/3
+  //! reduce-scatter in flight (executor/runtime/grad_sync.cpp FlushMicrobatchGrads).
+  bool per_group = false;
+  std::vector<OuterGroup> outer;  //!< the rank's outer groups, in the executor's order
+  double gather_after_layer_s = 0;  //!< per_group, ZeRO-1/2: one layer group's gather after the step
 };
 
 struct RankCost {

@@ -21,6 +21,30 @@ double Zero3Extra(int64_t n, double a, double r, double x, double x_c, double k,
   return std::max(0.0, queued + a - lead) + (nn - 1) * std::max(busy, xk) + x - nn * x;
 }
 
+//! Per-group buckets (our executor): the outer groups of a chunk, as the simulator walks them.
+struct OuterGroups {
+  double embedding_gathers = 0;  //!< ZeRO-3 gathers before the embedding's pass
+  double head_gathers = 0;       //!< before the head's
+  double chain = 0;              //!< gradient collectives but the last: the compute waits for each
+  double last = 0;               //!< the last one, left in flight
+  bool any = false;
+};
+
+OuterGroups OuterOf(const DpCost& dp, const ChunkCost& cc) {
+  OuterGroups o;
+  if (!dp.per_group) return o;
+  for (const DpCost::OuterGroup& g : dp.outer) {
+    if (cc.embedding && g.embedding) o.embedding_gathers += g.gather_s;
+    if (cc.head && g.head) o.head_gathers += g.gather_s;
+    if ((g.embedding && cc.embedding) || (g.head && !g.embedding && cc.head)) {
+      o.chain += o.last;
+      o.last = g.grad_s;
+      o.any = true;
+    }
+  }
+  return o;
+}
+
 }  // namespace
 
 StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
@@ -51,14 +75,27 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
         // The chunk holding the embedding or the head also reduce-scatters their gradients after
         // its backward, behind the last layer's; the embedding's backward runs meanwhile.
         const double emb_bwd = cc.embedding ? u.embedding.bwd_s : 0.0;
+        const bool pg = rc.dp.per_group;
+        const OuterGroups og = OuterOf(rc.dp, cc);
+        // Per-group buckets: the compute waits for the last layer's reduce-scatter (the outer
+        // gathers queue behind it, or the first outer reduce-scatter waits for it), then for each
+        // outer one but the last, which is what the next pass finds queued. The outer gathers are
+        // exposed, and so is the first layer's (issued after the unit that precedes it).
         const double queued =
-            n > 0 ? std::max(0.0, red - emb_bwd) + (cc.embedding || cc.head ? rc.dp.grad_outer_s : 0.0) : 0.0;
+            pg ? (og.any ? og.last : (n > 0 ? red : 0.0))
+               : (n > 0 ? std::max(0.0, red - emb_bwd) + (cc.embedding || cc.head ? rc.dp.grad_outer_s : 0.0) : 0.0);
+        const double fwd_outer = pg ? og.embedding_gathers + og.head_gathers : 0.0;
+        const double bwd_outer =
+            pg ? og.head_gathers + (og.any ? (n > 0 ? red : 0.0) + og.embedding_gathers + og.chain : 0.0) : 0.0;
         auto zf = [&](double q) {
           return Zero3Extra(n, a, 0, u.layer.fwd_s, u.layer.fwd_s - u.layer.fwd_tp_s, k, q,
-                            cc.embedding ? u.embedding.fwd_s : 0.0);
+                            cc.embedding && !pg ? u.embedding.fwd_s : 0.0) +
+                 fwd_outer;
         };
         auto zb = [&](double q) {
-          return Zero3Extra(n, a, red, u.layer.bwd_s, u.layer.bwd_s - u.layer.bwd_tp_s, k, q, cc.head ? u.head.bwd_s : 0.0);
+          return Zero3Extra(n, a, red, u.layer.bwd_s, u.layer.bwd_s - u.layer.bwd_tp_s, k, q,
+                            cc.head && !pg ? u.head.bwd_s : 0.0) +
+                 bwd_outer;
         };
         const double zfwd = zf(gpipe ? 0 : queued), zbwd = zb(gpipe ? queued : 0);
         zero3_wait[static_cast<size_t>(r)] += zfwd + zbwd;
@@ -78,6 +115,31 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
       const double cb = (k - 1) * std::min(dp_work, rc.bwd_s - rc.bwd_tp_s);
       b += cb;
       contention_extra[static_cast<size_t>(r)] += cb;
+      if (rc.dp.per_group) {
+        // One reduce-scatter in flight: a layer's waits for the previous layer's, the first outer
+        // one for the last layer's (the embedding's backward runs between), each later outer one
+        // for the one before it.
+        double wait = 0;
+        for (const ChunkCost& cc : rc.chunks) {
+          const double n = static_cast<double>(cc.layers.count);
+          const double R = rc.dp.grad_layer_s;
+          // A layer's backward as it runs beside the busy DP stream (contention included above).
+          const double x = u.layer.bwd_s + (k - 1) * (u.layer.bwd_s - u.layer.bwd_tp_s);
+          if (n > 1) wait += (n - 1) * std::max(0.0, R - x);
+          const OuterGroups og = OuterOf(rc.dp, cc);
+          if (og.any) {
+            wait += (n > 0 ? std::max(0.0, R - (cc.embedding ? u.embedding.bwd_s : 0.0)) : 0.0) + og.chain;
+            // The last outer one is still in flight when the next backward of the chunk issues its
+            // first layer's (m - 1 times in m): after a head backward and a layer's, and under
+            // 1F1B-style schedules a forward pass of the chunk too.
+            const double gap = (l.schedule == ScheduleKind::kGpipe ? 0.0 : cc.fwd_s) + (cc.head ? u.head.bwd_s : 0.0) +
+                               u.layer.bwd_s;
+            if (n > 0) wait += std::max(0.0, og.last - gap) * (m - 1) / m;
+          }
+        }
+        b += wait;
+        zero3_wait[static_cast<size_t>(r)] += wait;
+      }
       // A backlog that outgrows a micro-batch's compute stretches the step (handled at the end).
     }
     if (pc.blocking_p2p && p > 1) {

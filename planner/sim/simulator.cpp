@@ -20,6 +20,7 @@ struct RankState {
   double dp_free = 0;       // DP stream free
   double send_fwd_free = 0, send_bwd_free = 0;
   double compute_s = 0, tp_s = 0, pp_wait_s = 0, bubble_wait_s = 0, dp_wait_s = 0;
+  double rs_end = 0;        // end of the last ZeRO-2/3 reduce-scatter (per-group buckets: one in flight)
 };
 
 class StepSimulator {
@@ -71,7 +72,14 @@ class StepSimulator {
         const double d = static_cast<double>(layers) * rc.dp.grad_layer_s + (outer ? rc.dp.grad_outer_s : 0.0);
         DpOp(r, s.t, d, plan_.layout.zero_stage == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter, -1, -1);
       }
-      if (rc.dp.tied_embedding_s > 0) DpOp(r, s.t, rc.dp.tied_embedding_s, OpKind::kDpAllReduce, -1, -1);
+      if (rc.dp.tied_embedding_s > 0) {
+        // The stage holding this rank's copy of the tied word embedding (first or last).
+        int64_t tied_stage = -1;
+        for (const ChunkCost& cc : rc.chunks) {
+          if ((r == 0 && cc.embedding) || (r != 0 && cc.head)) tied_stage = cc.stage;
+        }
+        DpOp(r, s.t, rc.dp.tied_embedding_s, OpKind::kDpAllReduce, -1, -1, tied_stage);
+      }
       barrier = std::max(barrier, std::max(s.t, s.dp_free));
     }
     double step = 0;
@@ -82,7 +90,24 @@ class StepSimulator {
       Record(r, traces::Stream::kCompute, OpKind::kGradClip, Phase::kOptim, -1, -1, -1, barrier, pc_.clip_sync_s);
       Record(r, traces::Stream::kCompute, OpKind::kOptimizer, Phase::kOptim, -1, -1, -1, opt_start, rc.optimizer_s);
       double end = opt_start + rc.optimizer_s;
-      if (rc.dp.gather_after_s > 0) {
+      if (rc.dp.gather_after_s > 0 && rc.dp.per_group) {
+        // One gather per parameter group, in the executor's group order (optimizer.cpp).
+        auto gather = [&](double d, double bytes, int64_t stage, int64_t layer) {
+          Record(r, traces::Stream::kDpComm, OpKind::kDpAllGather, Phase::kComm, -1, stage, layer, end, d, -1, bytes);
+          end += d;
+        };
+        for (const ChunkCost& cc : rc.chunks) {
+          for (const DpCost::OuterGroup& g : rc.dp.outer) {
+            if (g.embedding && cc.embedding) gather(g.gather_after_s, g.param_bytes, cc.stage, -1);
+          }
+          for (int64_t i = 0; i < cc.layers.count; ++i) {
+            gather(rc.dp.gather_after_layer_s, rc.dp.param_layer_bytes, cc.stage, cc.layers.first + i);
+          }
+          for (const DpCost::OuterGroup& g : rc.dp.outer) {
+            if (!g.embedding && g.head && cc.head) gather(g.gather_after_s, g.param_bytes, cc.stage, -1);
+          }
+        }
+      } else if (rc.dp.gather_after_s > 0) {
         Record(r, traces::Stream::kDpComm, OpKind::kDpAllGather, Phase::kComm, -1, -1, -1, end, rc.dp.gather_after_s);
         end += rc.dp.gather_after_s;
       }
@@ -113,12 +138,49 @@ class StepSimulator {
   //! Enqueues a DP collective on rank r's DP stream; returns its end.
   //! Identity as the executor records it: the model stage holding the layer, and the micro-batch
   //! only for per-micro-batch collectives (ZeRO-2/3 reduce-scatter, ZeRO-3 gathers), else -1.
-  double DpOp(int64_t r, double ready, double dur, OpKind op, int64_t mb, int64_t layer, int64_t stage = -1) {
+  //! `bytes`: the message (refine samples the collective at it); -1 when the op is not one bucket.
+  double DpOp(int64_t r, double ready, double dur, OpKind op, int64_t mb, int64_t layer, int64_t stage = -1,
+              Phase phase = Phase::kComm, double bytes = -1) {
     RankState& s = ranks_[static_cast<size_t>(r)];
     const double start = std::max(ready, s.dp_free);
     s.dp_free = start + dur;
-    Record(r, traces::Stream::kDpComm, op, Phase::kComm, mb, stage, layer, start, dur);
+    Record(r, traces::Stream::kDpComm, op, phase, mb, stage, layer, start, dur, -1, bytes);
     return s.dp_free;
+  }
+
+  //! Issues the gradient collective of one group at compute time `t`; returns the compute time
+  //! after it. ZeRO-2/3 with per-group buckets keeps one reduce-scatter in flight: the compute
+  //! waits for the previous one before issuing the next (executor/runtime/grad_sync.cpp).
+  double GradOp(int64_t r, double t, double dur, double bytes, int64_t mb, int64_t layer, int64_t stage) {
+    RankState& s = ranks_[static_cast<size_t>(r)];
+    const int64_t zero = plan_.layout.zero_stage;
+    if (zero >= 2 && pc_.ranks[static_cast<size_t>(r)].dp.per_group && s.rs_end > t) {
+      s.dp_wait_s += s.rs_end - t;
+      t = s.rs_end;
+    }
+    const double end = DpOp(r, t, dur, zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter,
+                            zero >= 2 ? mb : -1, layer, stage, Phase::kComm, bytes);
+    if (zero >= 2) s.rs_end = end;
+    return t;
+  }
+
+  //! ZeRO-3: gathers the groups outside the layers that a unit pass uses (the embedding's or the
+  //! head's) when it runs; nothing prefetches them, so the compute waits. Returns the compute time.
+  double GatherOuter(int64_t r, double t, bool embedding_pass, int64_t mb, int64_t stage, Phase phase) {
+    RankState& s = ranks_[static_cast<size_t>(r)];
+    const DpCost& dp = pc_.ranks[static_cast<size_t>(r)].dp;
+    // The executor acquires {words, positions} for the embedding and {head, LM weights} for the
+    // head: for the head, its own group first, then a word embedding it shares.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const DpCost::OuterGroup& g : dp.outer) {
+        const bool use = embedding_pass ? (g.embedding && pass == 0) : (g.head && (pass == 0) != g.embedding);
+        if (!use) continue;
+        const double end = DpOp(r, t, g.gather_s, OpKind::kDpAllGather, mb, -1, stage, phase, g.param_bytes);
+        s.dp_wait_s += end - t;
+        t = end;
+      }
+    }
+    return t;
   }
 
   //! Runs the ops of one unit pass starting at `t`; returns the end time.
@@ -217,16 +279,32 @@ class StepSimulator {
     const bool grads_now = zero >= 2 || (last_bwd && !pc_.dp_after_backward);
     const bool dp = plan_.layout.dp > 1;
     const int64_t n = cc.layers.count;
-    // ZeRO-3: gather of layer i is issued when layer i-1 starts (prefetch one ahead).
-    std::vector<double> gathered;
-    if (dp && zero == 3 && n > 0) {
-      gathered.resize(static_cast<size_t>(n));
-      gathered[0] = DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb,
-                         fwd ? cc.layers.first : cc.layers.first + n - 1, stage);
-    }
+    const Phase pass = fwd ? Phase::kFwd : Phase::kBwd;
+    const bool zero3 = dp && zero == 3;
+    // Per-group buckets (our executor) gather the embedding's and the head's groups when their unit
+    // runs, and the first layer's when the pass reaches it (nothing prefetches either); size-based
+    // buckets issue the first layer's gather when the pass starts (prefetched behind the unit).
+    const bool per_group = rc.dp.per_group;
     auto layer_at = [&](int64_t i) { return fwd ? cc.layers.first + i : cc.layers.first + n - 1 - i; };
-    if (fwd && cc.embedding) t = RunOps(r, u.embedding.fwd, mb, stage, -1, t);
-    if (!fwd && cc.head) t = RunOps(r, u.head.bwd, mb, stage, -1, t);
+    // ZeRO-3: the gather of layer i is issued when layer i-1 starts (prefetch one ahead), recorded
+    // with the pass's phase, as the executor records it (the pass that needs the parameters).
+    std::vector<double> gathered;
+    auto first_gather = [&] {
+      if (!zero3 || n <= 0) return;
+      gathered.resize(static_cast<size_t>(n));
+      gathered[0] =
+          DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(0), stage, pass, rc.dp.param_layer_bytes);
+    };
+    if (!per_group) first_gather();
+    if (fwd && cc.embedding) {
+      if (zero3 && per_group) t = GatherOuter(r, t, true, mb, stage, pass);
+      t = RunOps(r, u.embedding.fwd, mb, stage, -1, t);
+    }
+    if (!fwd && cc.head) {
+      if (zero3 && per_group) t = GatherOuter(r, t, false, mb, stage, pass);
+      t = RunOps(r, u.head.bwd, mb, stage, -1, t);
+    }
+    if (per_group) first_gather();
     for (int64_t i = 0; i < n; ++i) {
       const int64_t layer = layer_at(i);
       if (!gathered.empty()) {
@@ -236,20 +314,28 @@ class StepSimulator {
         }
         if (i + 1 < n) {
           gathered[static_cast<size_t>(i + 1)] =
-              DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(i + 1), stage);
+              DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(i + 1), stage, pass,
+                   rc.dp.param_layer_bytes);
         }
       }
       t = RunOps(r, fwd ? u.layer.fwd : u.layer.bwd, mb, stage, layer, t);
-      if (!fwd && dp && grads_now) {
-        DpOp(r, t, rc.dp.grad_layer_s, zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter,
-             zero >= 2 ? mb : -1, layer, stage);
-      }
+      if (!fwd && dp && grads_now) t = GradOp(r, t, rc.dp.grad_layer_s, rc.dp.grad_layer_bytes, mb, layer, stage);
     }
-    if (fwd && cc.head) t = RunOps(r, u.head.fwd, mb, stage, -1, t);
-    if (!fwd && cc.embedding) t = RunOps(r, u.embedding.bwd, mb, stage, -1, t);
+    if (fwd && cc.head) {
+      if (zero3 && per_group) t = GatherOuter(r, t, false, mb, stage, pass);
+      t = RunOps(r, u.head.fwd, mb, stage, -1, t);
+    }
+    if (!fwd && cc.embedding) {
+      if (zero3 && per_group) t = GatherOuter(r, t, true, mb, stage, pass);
+      t = RunOps(r, u.embedding.bwd, mb, stage, -1, t);
+    }
     if (!fwd && dp && grads_now && (cc.embedding || cc.head)) {
-      DpOp(r, t, rc.dp.grad_outer_s, zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter,
-           zero >= 2 ? mb : -1, -1, stage);
+      // The chunk's outer groups, after its last unit (executor: ch.other_groups, in order).
+      for (const DpCost::OuterGroup& g : rc.dp.outer) {
+        if ((g.embedding && cc.embedding) || (g.head && !g.embedding && cc.head)) {
+          t = GradOp(r, t, g.grad_s, g.grad_bytes, mb, -1, stage);
+        }
+      }
     }
     return t;
   }

@@ -11,6 +11,21 @@ const std::vector<planner::CostedOp>* ListFor(const planner::UnitOps& u, Phase p
   return nullptr;
 }
 
+// A TP or DP collective measured at the size the predicted slice carries, over its group.
+OpDescription CollectiveAt(CollectiveKind kind, int64_t predicted_bytes, const planner::PlacedGroup& group) {
+  OpDescription out;
+  if (predicted_bytes <= 0) {
+    out.not_sampled = "the predicted slice carries no message size (a reduction of several buckets)";
+    return out;
+  }
+  CollectiveDescription c;
+  c.kind = kind;
+  c.bytes = predicted_bytes;
+  c.group = group;
+  out.collective = c;
+  return out;
+}
+
 }  // namespace
 
 OpCatalog::OpCatalog(const Plan& plan, const CostDb* db) : plan_(plan), ctx_(plan.cluster, plan.training.precision, db) {
@@ -71,20 +86,11 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
   switch (id.op) {
     case OpKind::kTpAllReduce:
     case OpKind::kTpAllGather:
-    case OpKind::kTpReduceScatter: {
-      if (predicted_bytes <= 0) {
-        out.not_sampled = "the predicted slice carries no message size";
-        return out;
-      }
-      CollectiveDescription c;
-      c.kind = id.op == OpKind::kTpAllReduce   ? CollectiveKind::kAllReduce
-               : id.op == OpKind::kTpAllGather ? CollectiveKind::kAllGather
-                                               : CollectiveKind::kReduceScatter;
-      c.bytes = predicted_bytes;
-      c.group = planner::PlaceGroup(l, plan_.cluster, planner::GroupKind::kTp);
-      out.collective = c;
-      return out;
-    }
+    case OpKind::kTpReduceScatter:
+      return CollectiveAt(id.op == OpKind::kTpAllReduce   ? CollectiveKind::kAllReduce
+                          : id.op == OpKind::kTpAllGather ? CollectiveKind::kAllGather
+                                                          : CollectiveKind::kReduceScatter,
+                          predicted_bytes, planner::PlaceGroup(l, plan_.cluster, planner::GroupKind::kTp));
     case OpKind::kPpSend: {
       if (l.tp > 1 && !l.sequence_parallel) {
         out.not_sampled = "the planner prices the send together with a TP all-gather (Megatron scatter/gather)";
@@ -108,8 +114,12 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
     case OpKind::kDpAllReduce:
     case OpKind::kDpReduceScatter:
     case OpKind::kDpAllGather:
-      out.not_sampled = "DP collectives are not sampled yet (their bucket sizes are not in the predicted trace)";
-      return out;
+      // One bucket over the DP group (the tied embedding's first-last all-reduce carries no size):
+      // the in-run time of the collective, from when the rank issued it to when every part arrived.
+      return CollectiveAt(id.op == OpKind::kDpAllReduce   ? CollectiveKind::kAllReduce
+                          : id.op == OpKind::kDpAllGather ? CollectiveKind::kAllGather
+                                                          : CollectiveKind::kReduceScatter,
+                          predicted_bytes, planner::PlaceGroup(l, plan_.cluster, planner::GroupKind::kDp));
     case OpKind::kGradClip:
       out.not_sampled = "the planner prices the grad-norm as a 4-byte all-reduce; the measured slice also computes "
                         "the norm";

@@ -98,6 +98,24 @@ TEST_P(PredictedVsMeasured, AlignOnIdentities) {
     ++compared;
   }
   EXPECT_GT(compared, 10) << c.name;
+  // The DP collectives are the same operations on both sides: one per parameter group (each
+  // layer; word embedding, learned positions and head outside them), ZeRO-3 gathers with the
+  // phase of the pass that needs them, ZeRO-1/2 gathers after the step per group.
+  using DpKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int>;
+  auto dp_ops = [&](const traces::Trace& t) {
+    std::map<DpKey, int> n;
+    for (size_t i = 0; i < t.slices().size(); ++i) {
+      const traces::Slice& s = t.slices()[i];
+      if (!s.has(traces::slice_flags::kHasIdentity)) continue;
+      const OpIdentity id = s.identity.Unpack();
+      if (id.op == OpKind::kDpAllReduce || id.op == OpKind::kDpReduceScatter || id.op == OpKind::kDpAllGather) {
+        ++n[key(id)];
+      }
+    }
+    return n;
+  };
+  const auto pd = dp_ops(*p), md = dp_ops(*m);
+  EXPECT_EQ(pd, md) << c.name << ": predicted and measured DP collectives differ";
   std::filesystem::remove_all(dir);
 }
 
@@ -107,6 +125,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, PredictedVsMeasured,
                                            Case{"pp2_1f1b", 2, "pp=2,micro_batch=1,schedule=1f1b"},
                                            Case{"dp2_zero1", 2, "dp=2,micro_batch=2,zero=1"},
                                            Case{"dp2_zero2", 2, "dp=2,micro_batch=2,zero=2"},
+                                           Case{"dp2_zero3", 2, "dp=2,micro_batch=2,zero=3"},
                                            Case{"pp2_interleaved", 2,
                                                 "pp=2,micro_batch=1,schedule=interleaved,virtual_stages=2"}),
                          [](const ::testing::TestParamInfo<Case>& param_info) { return std::string(param_info.param.name); });

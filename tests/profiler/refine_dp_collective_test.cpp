@@ -1,0 +1,102 @@
+// `parallax refine` samples the DP collectives of a measured run: the planner's predicted trace
+// and the executor's trace share one DP identity per gradient bucket (a layer's parameter group,
+// the word embedding, the learned positions, the head) with its message size, so a measured
+// bucket's time becomes a collective point at that size. A trace whose DP all-reduces each took
+// 3x the predicted time makes the same buckets 3x slower in a held-out layout that has them (a
+// different micro-batch size: same buckets, other compute shapes), and leaves compute alone.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "run_command.h"
+
+namespace parallax {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+constexpr double kSlowdown = 3.0;
+
+// Durations (us) of the trace's DP all-reduces on rank 0, by (layer, bytes).
+std::map<std::pair<int64_t, int64_t>, double> DpAllReduces(const Json& trace) {
+  std::map<std::pair<int64_t, int64_t>, double> out;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") != "X" || !e.contains("args")) continue;
+    const Json& a = e["args"];
+    if (a.value("op", "") != "dp_allreduce" || a.value("rank", -1) != 0) continue;
+    out[{a["layer"].get<int64_t>(), a.value("bytes", int64_t{-1})}] = e["dur"].get<double>();
+  }
+  return out;
+}
+
+TEST(RefineDpCollectives, MeasuredBucketTimesBecomeCollectivePoints) {
+  const fs::path dir = fs::temp_directory_path() / ("parallax_refine_dp_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string cluster = test::WriteTempFile(
+      "refine_dp_cluster.json",
+      R"({"kind":"cluster","version":1,"name":"local","nodes":1,"gpus_per_node":2,"device":"cpu",)"
+      R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
+  const std::string db_file = (dir / "db.json").string();
+  std::ofstream(db_file) << Json{{"kind", "costdb"}, {"version", 1}, {"device", "cpu"}}.dump();
+
+  // The traced layout's predicted trace, its DP all-reduces 3x longer, as measured.
+  const std::string traced = "dp=2,micro_batch=2,global_batch=8";
+  const std::string predicted = (dir / "predicted.json").string();
+  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + traced +
+                               " --costdb " + db_file + " --trace " + predicted);
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  Json trace = Json::parse(std::ifstream(predicted));
+  const auto before = DpAllReduces(trace);
+  // One per layer (4) and one per outer group (word embedding, positions, head), each with its size.
+  ASSERT_EQ(before.size(), 7u);
+  for (const auto& [key, us] : before) ASSERT_GT(key.second, 0) << "layer " << key.first << ": no message size";
+  trace["otherData"]["trace_kind"] = "measured";
+  for (auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") == "X" && e.contains("args") && e["args"].value("op", "") == "dp_allreduce") {
+      e["dur"] = e["dur"].get<double>() * kSlowdown;
+    }
+  }
+  const std::string measured = (dir / "measured.json").string();
+  std::ofstream(measured) << trace.dump();
+
+  const std::string refined = (dir / "refined.json").string();
+  auto r = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
+                             measured + " --costdb " + db_file + " -o " + refined + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json out = Json::parse(r.out);
+  const Json& samples = out["samples"];
+  // Four distinct sizes: a layer's bucket, the word embedding, the positions, the head.
+  EXPECT_EQ(samples["collective_points_added"].get<int>() + samples["collective_points_replaced"].get<int>(), 4)
+      << r.out;
+  for (const auto& [why, n] : out["not_sampled"].items()) {
+    EXPECT_EQ(why.find("dp_"), std::string::npos) << why << " (" << n << ")";
+  }
+
+  // Held out: twice the micro-batch. The buckets are the same; each all-reduce is now 3x.
+  const std::string held_out = "dp=2,micro_batch=4,global_batch=8";
+  auto time_dp = [&](const std::string& db) {
+    const std::string file = (dir / ("held_out_" + fs::path(db).stem().string() + ".json")).string();
+    auto s = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + held_out +
+                               " --costdb " + db + " --trace " + file);
+    EXPECT_EQ(s.exit_code, 0) << s.err;
+    return DpAllReduces(Json::parse(std::ifstream(file)));
+  };
+  const auto calibrated = time_dp(db_file), after = time_dp(refined);
+  ASSERT_EQ(calibrated.size(), 7u);
+  ASSERT_EQ(after.size(), 7u);
+  for (const auto& [key, us] : calibrated) {
+    // Trace times are microseconds with 3 decimals: compare at that resolution.
+    EXPECT_NEAR(after.at(key), kSlowdown * us, 2e-3 + 1e-6 * us) << "layer " << key.first << ", " << key.second << " B";
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace parallax
