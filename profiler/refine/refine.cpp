@@ -16,6 +16,11 @@ namespace {
 
 double Rel(double predicted, double measured) { return measured > 0 ? (predicted - measured) / measured : 0; }
 
+//! How reports name a run factor: "gemm/bf16" (GEMM factors are per dtype), else the family.
+std::string RunFactorName(const RunFactor& f) {
+  return f.family == "gemm" ? f.family + "/" + ToString(f.dtype) : f.family;
+}
+
 //! Checks what the measured trace says it ran against the plan; adopts its training precision.
 Status MatchRecordedPlan(const traces::Trace& measured, const std::string& file, Plan& plan) {
   const Json& rec = measured.metadata.plan;
@@ -223,7 +228,8 @@ Json RefineToJson(const RefineResult& r) {
   Json not_sampled = Json::object();
   for (const auto& [why, n] : r.not_sampled) not_sampled[why] = n;
   Json run_factors = Json::object();
-  for (const auto& f : r.db.run_factors) run_factors[f.family] = f.factor;
+  // "gemm/<dtype>" for GEMMs (a database may hold factors of two dtypes), else the kernel family.
+  for (const auto& f : r.db.run_factors) run_factors[RunFactorName(f)] = f.factor;
   const auto& m = r.merged;
   return Json{{"layout", LayoutToString(r.plan.layout)},
               {"step_time", {{"measured_s", static_cast<double>(r.before.measured_step_ns) * 1e-9},
@@ -280,7 +286,7 @@ std::string FormatRefine(const RefineResult& r) {
   if (!r.db.run_factors.empty()) {
     out += "run factors (in-run / calibrated time, applied to shapes no trace sampled):";
     for (const auto& f : r.db.run_factors) {
-      std::snprintf(buf, sizeof buf, " %s %.3f", f.family.c_str(), f.factor);
+      std::snprintf(buf, sizeof buf, " %s %.3f", RunFactorName(f).c_str(), f.factor);
       out += buf;
     }
     out += "\n";
