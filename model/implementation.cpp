@@ -26,6 +26,9 @@ ImplementationProfile Parallax() {
                               "executor/runtime/transformer_layer.cpp: no dropout; bias + residual add in one kernel "
                               "(Backend::ResidualAdd after fc2; after the attention output it is fused into the MLP "
                               "norm, Backend::ResidualLayerNormForward; CPU: executor/cpu/fused_kernels.cpp)"};
+  p.residual_join_in_norm = {true,
+                             "executor/runtime/transformer_layer.cpp Run: ResidualJoin passed to the mlp_norm op "
+                             "(Backend::ResidualLayerNormForward / ResidualRmsNormForward)"};
   p.grad_buffer_dtype = {GradDType::kFp32,
                          "agreed with the executor: fp32 gradient buffers for 16-bit training, as Megatron-Core "
                          "(Megatron-LM docs/source/api-guide/distributed_optimizer.md)"};
@@ -54,6 +57,8 @@ ImplementationProfile MegatronCore() {
                  "transformer_engine/pytorch/attention.py DotProductAttention: cuDNN fused / flash-attn backend"};
   p.fused_bias_activation = {true, "megatron/core/fusions/fused_bias_gelu.py, fused_bias_swiglu.py"};
   p.fused_bias_dropout_add = {true, "megatron/core/fusions/fused_bias_dropout.py"};
+  p.residual_join_in_norm = {false, "megatron/core/transformer/transformer_layer.py: self_attn_bda (bias-dropout-add) "
+                                    "runs before pre_mlp_layernorm"};
   p.grad_buffer_dtype = {GradDType::kFp32,
                          "docs/source/api-guide/distributed_optimizer.md: bf16 params, fp32 grads (18 B/param, "
                          "6 + 12/d distributed); megatron/training/arguments.py forces "
@@ -87,6 +92,8 @@ ImplementationProfile Megatron2021() {
                  "FusedScaleMaskSoftmax, attention_dropout, bmm with V"};
   p.fused_bias_activation = {true, "megatron/model/fused_bias_gelu.py (--bias-gelu-fusion, on by default)"};
   p.fused_bias_dropout_add = {true, "megatron/model/transformer.py bias_dropout_add_fused_train (--bias-dropout-fusion)"};
+  p.residual_join_in_norm = {false, "megatron/model/transformer.py ParallelTransformerLayer.forward: bias_dropout_add, "
+                                    "then post_attention_layernorm"};
   p.grad_buffer_dtype = {GradDType::kParam,
                          "megatron/arguments.py (v2.5): accumulate_allreduce_grads_in_fp32 defaults to False and "
                          "is forced only for bf16; fp16 runs keep fp16 main_grad buffers"};
@@ -113,6 +120,8 @@ ImplementationProfile DeepSpeed() {
                  "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention (flash only with --use-flash-attn)"};
   p.fused_bias_activation = {true, "Megatron-DeepSpeed megatron/model/fused_bias_gelu.py"};
   p.fused_bias_dropout_add = {true, "Megatron-DeepSpeed megatron/model/transformer.py bias_dropout_add_fused_train"};
+  p.residual_join_in_norm = {false, "Megatron-DeepSpeed megatron/model/transformer.py: bias_dropout_add, then "
+                                    "post_attention_layernorm"};
   p.grad_buffer_dtype = {GradDType::kParam,
                          "Rajbhandari et al. SC'20 section 3.1: 2 + 2 + K (K = 12) bytes per parameter, fp16 grads"};
   p.grad_reduce_dtype = {GradDType::kParam,
@@ -241,6 +250,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Enum("attention", p.attention, {AttentionKernel::kUnfused, AttentionKernel::kFlash});
       f.Bool("fused_bias_activation", p.fused_bias_activation);
       f.Bool("fused_bias_dropout_add", p.fused_bias_dropout_add);
+      f.Bool("residual_join_in_norm", p.residual_join_in_norm);
       f.Enum("grad_buffer_dtype", p.grad_buffer_dtype, {GradDType::kFp32, GradDType::kParam});
       f.Enum("grad_reduce_dtype", p.grad_reduce_dtype, {GradDType::kFp32, GradDType::kParam});
       f.Enum("dp_algorithm", p.dp_algorithm, {DpAlgorithm::kNccl, DpAlgorithm::kHierarchical});
@@ -268,6 +278,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                {{"attention", EnumJson(p.attention)},
                 {"fused_bias_activation", FactJson(p.fused_bias_activation)},
                 {"fused_bias_dropout_add", FactJson(p.fused_bias_dropout_add)},
+                {"residual_join_in_norm", FactJson(p.residual_join_in_norm)},
                 {"grad_buffer_dtype", EnumJson(p.grad_buffer_dtype)},
                 {"grad_reduce_dtype", EnumJson(p.grad_reduce_dtype)},
                 {"dp_algorithm", EnumJson(p.dp_algorithm)},

@@ -45,6 +45,9 @@ struct ImplementationProfile {
   Fact<AttentionKernel> attention;
   Fact<bool> fused_bias_activation;   //!< bias + GeLU / SwiGLU in one kernel
   Fact<bool> fused_bias_dropout_add;  //!< bias + dropout + residual add in one kernel
+  //! The residual join after the attention output projection (bias + residual add) runs inside the
+  //! MLP norm's kernel (one pass: read both, write the sum and the normalized rows), not after the GEMM
+  Fact<bool> residual_join_in_norm;
   Fact<GradDType> grad_buffer_dtype;  //!< what the DP gradient buffer holds (memory)
   Fact<GradDType> grad_reduce_dtype;  //!< what the DP reduction sends (communication)
   Fact<DpAlgorithm> dp_algorithm;

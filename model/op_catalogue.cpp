@@ -112,9 +112,17 @@ class Catalogue {
     if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
     o.push_back(Gemm(OpKind::kQkv, ph, {{T_, (h_ + 2 * kv) / t_, h_, 1}}));
     o.push_back(AttnCore(ph, false));
-    o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, h_, h_ / t_, 1}}, ResidualBytes(false), ResidualKernels()));
+    // The attention's residual join: after the output GEMM (its bias + dropout + add), or inside
+    // the MLP norm's kernel, which then reads the branch and the residual and writes the sum and
+    // the normalized rows (our executor).
+    const bool join_in_norm = impl_.residual_join_in_norm.value;
+    if (join_in_norm) {
+      o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, h_, h_ / t_, 1}}));
+    } else {
+      o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, h_, h_ / t_, 1}}, ResidualBytes(false), ResidualKernels()));
+    }
     AddTp(o, out_coll, ph, e_ * Th);
-    o.push_back(Mem(OpKind::kMlpNorm, ph, 2 * e_ * sT_ * h_));
+    o.push_back(Mem(OpKind::kMlpNorm, ph, (join_in_norm ? 4 : 2) * e_ * sT_ * h_));
     if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
     o.push_back(Gemm(OpKind::kFc1, ph, {{T_, fin / t_, h_, 1}}));
     // Bias + activation: read and write the fc1 output once when fused, twice when not.

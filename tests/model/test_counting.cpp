@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "model/counting.h"
+#include "model/implementation.h"
+#include "model/op_catalogue.h"
 #include "model/presets.h"
 
 namespace parallax {
@@ -130,6 +132,38 @@ TEST(Counting, HeadActivationsScaleWithVocabOverTp) {
   const int64_t t8 = HeadActivationBytes(m, o);
   const int64_t logits1 = 6LL * m.seq_len * m.vocab;
   EXPECT_EQ(t1 - t8, logits1 - logits1 / 8);
+}
+
+}  // namespace
+}  // namespace parallax
+
+namespace parallax {
+namespace {
+
+// Where the attention's residual join is priced follows the profile: our executor joins it inside
+// the MLP norm's kernel (read branch and residual, write sum and normalized rows); Megatron-Core
+// adds it after the output projection (bias-dropout-add), before a plain norm.
+TEST(OpCatalogueJoin, ResidualJoinPricedWhereTheImplementationRunsIt) {
+  const ModelSpec m = *ModelPreset("gpt-tiny");
+  OpShapeKey key;
+  key.micro_batch = 2;
+  key.element_bytes = 4;
+  const double rows_bytes = 4.0 * static_cast<double>(key.micro_batch * m.seq_len * m.hidden);  // one [T, h] fp32
+  auto fwd = [&](const ImplementationProfile& impl, OpKind op) {
+    auto o = OpCatalogueEntry(BuildOpCatalogue(m, key, impl), op, Phase::kFwd, true);
+    EXPECT_TRUE(o.has_value()) << ToString(op);
+    return o ? o->bytes : -1.0;
+  };
+  const ImplementationProfile ours = DefaultImplementation();
+  const ImplementationProfile mcore = *ImplementationPreset("megatron-core");
+  ASSERT_TRUE(ours.residual_join_in_norm.value);
+  ASSERT_FALSE(mcore.residual_join_in_norm.value);
+  EXPECT_DOUBLE_EQ(fwd(ours, OpKind::kAttnOut), 0.0);
+  EXPECT_DOUBLE_EQ(fwd(ours, OpKind::kMlpNorm), 4 * rows_bytes);
+  EXPECT_GT(fwd(mcore, OpKind::kAttnOut), 0.0);
+  EXPECT_DOUBLE_EQ(fwd(mcore, OpKind::kMlpNorm), 2 * rows_bytes);
+  // The norm before attention is a plain norm in both.
+  EXPECT_DOUBLE_EQ(fwd(ours, OpKind::kAttnNorm), 2 * rows_bytes);
 }
 
 }  // namespace
