@@ -75,7 +75,8 @@ class Builder {
     k.tp = key.tp;
     k.sequence_parallel = key.sp;
     k.element_bytes = executor::SizeOf(o_.kernel_dtype);
-    const OpCatalogue cat = BuildOpCatalogue(m, k, DefaultImplementation());
+    const ImplementationProfile impl = DefaultImplementation();  // the executor that calibrate times
+    const OpCatalogue cat = BuildOpCatalogue(m, k, impl);
     const int64_t T = key.micro_batch * m.seq_len;
     const int64_t Tl = key.sp ? T / key.tp : T;
     for (const UnitOpSpecs* unit : {&cat.layer, &cat.embedding, &cat.head}) {
@@ -108,8 +109,13 @@ class Builder {
           p.bias = m.bias;
           switch (s.op) {
             case OpKind::kAttnNorm:
-            case OpKind::kMlpNorm:
             case OpKind::kFinalNorm: p.kind = bwd ? ProbeKind::kNormBwd : ProbeKind::kNormFwd; break;
+            case OpKind::kMlpNorm:
+              // Our executor joins the attention's residual inside this kernel (the profile's fact).
+              p.kind = bwd                                ? ProbeKind::kNormBwd
+                       : impl.residual_join_in_norm.value ? ProbeKind::kResidualNormFwd
+                                                          : ProbeKind::kNormFwd;
+              break;
             case OpKind::kAct:
               p.kind = bwd ? ProbeKind::kActBwd : ProbeKind::kActFwd;
               p.n = T * (m.ffn_hidden / key.tp);

@@ -18,6 +18,7 @@ const char* KindName(ProbeKind k) {
   switch (k) {
     case ProbeKind::kGemm: return "gemm";
     case ProbeKind::kNormFwd: return "norm_fwd";
+    case ProbeKind::kResidualNormFwd: return "residual_norm_fwd";
     case ProbeKind::kNormBwd: return "norm_bwd";
     case ProbeKind::kActFwd: return "act_fwd";
     case ProbeKind::kActBwd: return "act_bwd";
@@ -161,6 +162,17 @@ Status KernelProbe::Prepare(executor::Backend& backend) {
       PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
       PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
       break;
+    case ProbeKind::kResidualNormFwd:  // x (branch), residual, bias, h, gamma, beta, y, mean, rstd
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
+      PX_RETURN_IF_ERROR(add(p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.cols, d));
+      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
+      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
+      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
+      break;
     case ProbeKind::kNormBwd:  // dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dh
       PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
       PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
@@ -286,6 +298,15 @@ Status KernelProbe::Run(executor::Backend& be) {
         be.LayerNormForward(T(0), T(1), T(2), T(3), T(4), T(5), p.rows, p.cols, 1e-5f);
       }
       break;
+    case ProbeKind::kResidualNormFwd: {
+      const executor::DevPtr bias = p.bias ? T(2) : executor::DevPtr{};
+      if (p.rms) {
+        be.ResidualRmsNormForward(T(0), T(1), bias, T(3), T(4), T(6), T(8), p.rows, p.cols, 1e-5f);
+      } else {
+        be.ResidualLayerNormForward(T(0), T(1), bias, T(3), T(4), T(5), T(6), T(7), T(8), p.rows, p.cols, 1e-5f);
+      }
+      break;
+    }
     case ProbeKind::kNormBwd:
       if (p.rms) {
         be.RmsNormBackward(T(0), T(1), T(2), T(4), T(5), T(6), p.rows, p.cols);

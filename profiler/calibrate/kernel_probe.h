@@ -17,6 +17,7 @@ namespace parallax::profiler {
 enum class ProbeKind {
   kGemm,          //!< m x n x k (x batch), transposes as the op runs it
   kNormFwd,       //!< LayerNorm / RMSNorm forward over rows x cols
+  kResidualNormFwd,  //!< the same with the residual join fused in: h = x + residual (+ bias), y = norm(h)
   kNormBwd,       //!< its backward, plus the residual-gradient Axpy the layer adds
   kActFwd,        //!< GELU or SwiGLU over n elements
   kActBwd,
