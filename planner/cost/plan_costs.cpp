@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "planner/cost/placement.h"
-#include "model/counting.h"
 #include "planner/memory/memory_model.h"
 
 namespace parallax::planner {
@@ -125,40 +124,24 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
       rc.dp.param_layer_bytes = param_e * layer_params;
       rc.dp.grad_layer_s = coll.Time(grad_coll, grad_e * layer_params, dpg);
       if (l.zero_stage == 3) rc.dp.gather_layer_s = coll.Time(CollectiveKind::kAllGather, param_e * layer_params, dpg);
-      // The outer groups of this rank (sizes per TP rank, as RankParams counts them).
-      const bool first = r == 0, last = r == l.pp - 1;
-      const ModelCounts counts = CountModel(m);
-      const int64_t words_per_tp_rank = m.vocab * m.hidden / l.tp;  // vocab-parallel, as RankParams
-      const auto words = static_cast<double>(words_per_tp_rank);
-      struct Group {
-        bool embedding, head;
-        double params;
-      };
-      std::vector<Group> groups;
-      if (first) {
-        groups.push_back({true, m.tie_embeddings && stages == 1, words});
-        const double positions = static_cast<double>(counts.params_embedding - m.vocab * m.hidden);
-        if (positions > 0) groups.push_back({true, false, positions});
-      }
-      if (last) {
-        groups.push_back({false, true, static_cast<double>(counts.params_final_norm) + (m.tie_embeddings ? 0.0 : words)});
-        if (m.tie_embeddings && stages > 1) groups.push_back({false, true, words});
-      }
+      // The outer groups of this rank (memory_model.h, the one definition RankParams sums too).
+      std::vector<OuterParamGroup> groups = OuterParamGroups(m, l, r);
       if (!rc.dp.per_group && !groups.empty()) {
         // Size-based buckets: the outer gradients reduce as one bucket, are gathered as one.
-        groups = {{first, last, outer_params}};
+        groups = {{r == 0, r == l.pp - 1, static_cast<int64_t>(outer_params)}};
       }
-      for (const Group& g : groups) {
+      for (const OuterParamGroup& g : groups) {
         DpCost::OuterGroup o;
         o.embedding = g.embedding;
         o.head = g.head;
-        o.grad_bytes = grad_e * g.params;
-        o.param_bytes = param_e * g.params;
-        o.grad_s = coll.Time(grad_coll, grad_e * g.params, dpg);
-        if (l.zero_stage == 3) o.gather_s = coll.Time(CollectiveKind::kAllGather, param_e * g.params, dpg);
+        o.grad_bytes = grad_e * static_cast<double>(g.params);
+        o.param_bytes = param_e * static_cast<double>(g.params);
+        o.grad_s = coll.Time(grad_coll, o.grad_bytes, dpg);
+        const double gather_s = coll.Time(CollectiveKind::kAllGather, o.param_bytes, dpg);
+        if (l.zero_stage == 3) o.gather_s = gather_s;
         rc.dp.grad_outer_s += o.grad_s;
         if (after && rc.dp.per_group) {
-          o.gather_after_s = coll.Time(CollectiveKind::kAllGather, param_e * g.params, dpg);
+          o.gather_after_s = gather_s;
           rc.dp.gather_after_s += o.gather_after_s;
         }
         rc.dp.outer.push_back(o);

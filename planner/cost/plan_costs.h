@@ -72,6 +72,10 @@ struct DpCost {
     double grad_bytes = 0, param_bytes = 0;  //!< message sizes (gradient collective; gathers)
     double gather_s = 0;        //!< ZeRO-3: gathered before each pass that uses it
     double gather_after_s = 0;  //!< ZeRO-1/2, per-group buckets: gathered after the step
+
+    //! Whether chunk `cc` reduces this group after its backward (the embedding's chunk its groups,
+    //! the head's chunk the groups only the head uses).
+    bool ReducedBy(const ChunkCost& cc) const { return (embedding && cc.embedding) || (head && !embedding && cc.head); }
   };
   double grad_layer_s = 0;    //!< gradient collective of one layer's gradients
   double grad_layer_bytes = 0, param_layer_bytes = 0;  //!< its message; a layer gather's

@@ -36,7 +36,7 @@ OuterGroups OuterOf(const DpCost& dp, const ChunkCost& cc) {
   for (const DpCost::OuterGroup& g : dp.outer) {
     if (cc.embedding && g.embedding) o.embedding_gathers += g.gather_s;
     if (cc.head && g.head) o.head_gathers += g.gather_s;
-    if ((g.embedding && cc.embedding) || (g.head && !g.embedding && cc.head)) {
+    if (g.ReducedBy(cc)) {
       o.chain += o.last;
       o.last = g.grad_s;
       o.any = true;
@@ -120,11 +120,11 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
         // one for the last layer's (the embedding's backward runs between), each later outer one
         // for the one before it.
         double wait = 0;
+        const double R = rc.dp.grad_layer_s;
+        // A layer's backward as it runs beside the busy DP stream (contention included above).
+        const double x = u.layer.bwd_s + (k - 1) * (u.layer.bwd_s - u.layer.bwd_tp_s);
         for (const ChunkCost& cc : rc.chunks) {
           const double n = static_cast<double>(cc.layers.count);
-          const double R = rc.dp.grad_layer_s;
-          // A layer's backward as it runs beside the busy DP stream (contention included above).
-          const double x = u.layer.bwd_s + (k - 1) * (u.layer.bwd_s - u.layer.bwd_tp_s);
           if (n > 1) wait += (n - 1) * std::max(0.0, R - x);
           const OuterGroups og = OuterOf(rc.dp, cc);
           if (og.any) {

@@ -42,14 +42,26 @@ int64_t RankParams(const ModelSpec& m, const Layout& l, int64_t pp_rank) {
     layers += StageLayers(m.layers, stages, ModelStage(l.pp, pp_rank, chunk)).count;
   }
   int64_t params = layers * LayerParams(m, c, l.tp);
-  const int64_t word_embedding = m.vocab * m.hidden / l.tp;  // vocab-parallel
-  if (pp_rank == 0) params += word_embedding + (c.params_embedding - m.vocab * m.hidden);
-  if (pp_rank == l.pp - 1) {
-    params += c.params_final_norm;
-    // Untied head, or Megatron's copy of the tied word embedding on the last stage when pp > 1.
-    if (!m.tie_embeddings || l.pp > 1) params += word_embedding;
-  }
+  for (const OuterParamGroup& g : OuterParamGroups(m, l, pp_rank)) params += g.params;
   return params;
+}
+
+std::vector<OuterParamGroup> OuterParamGroups(const ModelSpec& m, const Layout& l, int64_t pp_rank) {
+  const ModelCounts c = CountModel(m);
+  const int64_t word_embedding = m.vocab * m.hidden / l.tp;  // vocab-parallel
+  std::vector<OuterParamGroup> out;
+  if (pp_rank == 0) {
+    // With one stage a tied LM head uses the word embedding itself.
+    out.push_back({true, m.tie_embeddings && l.pp == 1, word_embedding});
+    const int64_t positions = c.params_embedding - m.vocab * m.hidden;
+    if (positions > 0) out.push_back({true, false, positions});
+  }
+  if (pp_rank == l.pp - 1) {
+    out.push_back({false, true, c.params_final_norm + (m.tie_embeddings ? 0 : word_embedding)});
+    // Megatron's copy of the tied word embedding on the last stage when pp > 1.
+    if (m.tie_embeddings && l.pp > 1) out.push_back({false, true, word_embedding});
+  }
+  return out;
 }
 
 std::vector<int64_t> InFlightPerChunk(ScheduleKind kind, int64_t pp, int64_t pp_rank, int64_t microbatches,

@@ -45,6 +45,17 @@ int64_t PeakMemoryBytes(const Plan& plan);
 //! Parameters held by one TP rank of pipeline rank `pp_rank` (all its chunks, embedding on the
 //! first stage, LM head / tied embedding copy and final norm on the last), before ZeRO sharding.
 int64_t RankParams(const ModelSpec& m, const Layout& l, int64_t pp_rank);
+//! A parameter group outside the transformer layers, per TP rank, as the executor builds them
+//! (executor/runtime/sharded_model.cpp): the word embedding and learned positions on the first
+//! stage; the final norm (+ an untied LM head) and Megatron's copy of a tied word embedding on the
+//! last. RankParams counts the same parameters.
+struct OuterParamGroup {
+  bool embedding = false;  //!< used by the embedding pass
+  bool head = false;       //!< used by the head pass
+  int64_t params = 0;
+};
+//! Pipeline rank `pp_rank`'s outer groups, in the executor's order (empty on a middle rank).
+std::vector<OuterParamGroup> OuterParamGroups(const ModelSpec& m, const Layout& l, int64_t pp_rank);
 //! Parameters of one transformer layer held by one TP rank (norms and row-parallel biases replicated).
 int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp);
 

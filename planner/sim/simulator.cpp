@@ -295,15 +295,14 @@ class StepSimulator {
       gathered[0] =
           DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(0), stage, pass, rc.dp.param_layer_bytes);
     };
+    // The embedding's or the head's pass, after gathering its groups when they are gathered per group.
+    auto outer_unit = [&](const std::vector<CostedOp>& ops, bool embedding) {
+      if (zero3 && per_group) t = GatherOuter(r, t, embedding, mb, stage, pass);
+      t = RunOps(r, ops, mb, stage, -1, t);
+    };
     if (!per_group) first_gather();
-    if (fwd && cc.embedding) {
-      if (zero3 && per_group) t = GatherOuter(r, t, true, mb, stage, pass);
-      t = RunOps(r, u.embedding.fwd, mb, stage, -1, t);
-    }
-    if (!fwd && cc.head) {
-      if (zero3 && per_group) t = GatherOuter(r, t, false, mb, stage, pass);
-      t = RunOps(r, u.head.bwd, mb, stage, -1, t);
-    }
+    if (fwd && cc.embedding) outer_unit(u.embedding.fwd, true);
+    if (!fwd && cc.head) outer_unit(u.head.bwd, false);
     if (per_group) first_gather();
     for (int64_t i = 0; i < n; ++i) {
       const int64_t layer = layer_at(i);
@@ -321,20 +320,12 @@ class StepSimulator {
       t = RunOps(r, fwd ? u.layer.fwd : u.layer.bwd, mb, stage, layer, t);
       if (!fwd && dp && grads_now) t = GradOp(r, t, rc.dp.grad_layer_s, rc.dp.grad_layer_bytes, mb, layer, stage);
     }
-    if (fwd && cc.head) {
-      if (zero3 && per_group) t = GatherOuter(r, t, false, mb, stage, pass);
-      t = RunOps(r, u.head.fwd, mb, stage, -1, t);
-    }
-    if (!fwd && cc.embedding) {
-      if (zero3 && per_group) t = GatherOuter(r, t, true, mb, stage, pass);
-      t = RunOps(r, u.embedding.bwd, mb, stage, -1, t);
-    }
+    if (fwd && cc.head) outer_unit(u.head.fwd, false);
+    if (!fwd && cc.embedding) outer_unit(u.embedding.bwd, true);
     if (!fwd && dp && grads_now && (cc.embedding || cc.head)) {
       // The chunk's outer groups, after its last unit (executor: ch.other_groups, in order).
       for (const DpCost::OuterGroup& g : rc.dp.outer) {
-        if ((g.embedding && cc.embedding) || (g.head && !g.embedding && cc.head)) {
-          t = GradOp(r, t, g.grad_s, g.grad_bytes, mb, -1, stage);
-        }
+        if (g.ReducedBy(cc)) t = GradOp(r, t, g.grad_s, g.grad_bytes, mb, -1, stage);
       }
     }
     return t;

@@ -155,23 +155,18 @@ Status KernelProbe::Prepare(executor::Backend& backend) {
       PX_RETURN_IF_ERROR(add(p.m * p.n * p.batch, p.beta != 0 ? DType::kF32 : d));
       break;
     case ProbeKind::kNormFwd:  // x, gamma, beta, y, mean, rstd
+    case ProbeKind::kResidualNormFwd:  // the same, then residual, bias, h (x is the branch)
       PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
       PX_RETURN_IF_ERROR(add(p.cols, d));
       PX_RETURN_IF_ERROR(add(p.cols, d));
       PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
       PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
       PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
-      break;
-    case ProbeKind::kResidualNormFwd:  // x (branch), residual, bias, h, gamma, beta, y, mean, rstd
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
-      PX_RETURN_IF_ERROR(add(p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
-      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
-      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
+      if (p.kind == ProbeKind::kResidualNormFwd) {
+        PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
+        PX_RETURN_IF_ERROR(add(p.cols, d));
+        PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
+      }
       break;
     case ProbeKind::kNormBwd:  // dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dh
       PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
@@ -299,11 +294,11 @@ Status KernelProbe::Run(executor::Backend& be) {
       }
       break;
     case ProbeKind::kResidualNormFwd: {
-      const executor::DevPtr bias = p.bias ? T(2) : executor::DevPtr{};
+      const executor::DevPtr bias = p.bias ? T(7) : executor::DevPtr{};
       if (p.rms) {
-        be.ResidualRmsNormForward(T(0), T(1), bias, T(3), T(4), T(6), T(8), p.rows, p.cols, 1e-5f);
+        be.ResidualRmsNormForward(T(0), T(6), bias, T(8), T(1), T(3), T(5), p.rows, p.cols, 1e-5f);
       } else {
-        be.ResidualLayerNormForward(T(0), T(1), bias, T(3), T(4), T(5), T(6), T(7), T(8), p.rows, p.cols, 1e-5f);
+        be.ResidualLayerNormForward(T(0), T(6), bias, T(8), T(1), T(2), T(3), T(4), T(5), p.rows, p.cols, 1e-5f);
       }
       break;
     }
