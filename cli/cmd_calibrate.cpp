@@ -118,6 +118,13 @@ int RunMeasure(const CalibrateOptions& o) {
   std::printf("  launch overhead %.2f us per kernel call\n", r->db.launch_overhead_us);
   std::printf("  contention factor %.3f (1 = compute hides a gradient all-reduce entirely, %.0f = not at all)\n",
               r->db.contention_factor, profiler::kMaxContention);
+  if (r->summary.contains("noise")) {
+    const Json& n = r->summary["noise"];
+    std::printf("  system noise: 1 ms of work takes %.2f%% more than its median on average; 2 ranks wait %.1f us "
+                "for the later one after 1 ms, %.1f us after 100 ms\n",
+                100 * n["mean_excess_1ms"].get<double>(), n["sync_excess_us_1ms_2ranks"].get<double>(),
+                n["sync_excess_us_100ms_2ranks"].get<double>());
+  }
   for (const auto& s : r->db.skipped) std::printf("  skipped: %s: %s\n", s.what.c_str(), s.reason.c_str());
   std::printf("wrote %s%s%s\n", o.output.c_str(), o.cluster_out.empty() ? "" : " and ", o.cluster_out.c_str());
   return 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 namespace parallax {
 namespace {
@@ -164,6 +165,36 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
         db.run_factors.push_back(std::move(rf));
       });
     }
+    if (r.Has("noise")) {
+      ObjectReader n = r.Object("noise");
+      db.noise.source = n.String("source");
+      db.noise.quantum_s = n.PositiveNumber("quantum_s");
+      db.noise.ranks = n.PositiveInt("ranks", 1);
+      db.noise.duration_s = n.NonNegativeNumber("duration_s", 0);
+      ForEachObject(n, "windows", file, [&](ObjectReader& w) {
+        NoiseWindow nw;
+        nw.window_s = w.PositiveNumber("window_s");
+        if (!db.noise.windows.empty() && nw.window_s <= db.noise.windows.back().window_s) {
+          w.Fail("window_s", "windows must be in ascending window_s");
+        }
+        const Json& q = ArrayAt(w, "detour_s");
+        if (q.empty()) w.Fail("detour_s", "must hold at least one quantile");
+        for (size_t i = 0; i < q.size(); ++i) {
+          auto fail = [&](const char* what) {
+            throw JsonInputError{file + ": " + w.PathOf("detour_s") + "/" + std::to_string(i) + ": " + what};
+          };
+          if (!q[i].is_number()) fail("expected a number");
+          const double v = q[i].get<double>();
+          if (!std::isfinite(v)) fail("must be a finite number");
+          if (!nw.detour_s.empty() && v < nw.detour_s.back()) fail("quantiles must be ascending");
+          nw.detour_s.push_back(v);
+        }
+        w.Finish();
+        db.noise.windows.push_back(std::move(nw));
+      });
+      if (db.noise.windows.empty()) n.Fail("windows", "must hold at least one window");
+      n.Finish();
+    }
     if (r.Has("skipped")) {
       ForEachObject(r, "skipped", file, [&](ObjectReader& k) {
         SkippedMeasurement s;
@@ -226,6 +257,12 @@ Json CostDbToJson(const CostDb& db) {
       factors.push_back(std::move(o));
     }
     j["run_factors"] = factors;
+  }
+  if (db.noise.measured()) {
+    Json windows = Json::array();
+    for (const auto& w : db.noise.windows) windows.push_back({{"window_s", w.window_s}, {"detour_s", w.detour_s}});
+    j["noise"] = {{"source", db.noise.source}, {"quantum_s", db.noise.quantum_s}, {"ranks", db.noise.ranks},
+                  {"duration_s", db.noise.duration_s}, {"windows", windows}};
   }
   if (!db.skipped.empty()) {
     Json skipped = Json::array();

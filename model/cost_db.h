@@ -92,6 +92,26 @@ struct RunFactor {
   }
 };
 
+//! Operating-system and device noise, measured with fixed work quanta (FWQ: every rank runs the
+//! same short kernel back to back at once and times each run; LLNL's FWQ benchmark, Petrini et
+//! al. SC'03, Hoefler et al. SC'10). Per window length: the distribution of the time one rank
+//! takes for work whose median time is window_s, less window_s. A calibrated op time is a median:
+//! this is what it leaves out (the mean above the median, and the spread a synchronization of
+//! several ranks waits on).
+struct NoiseWindow {
+  double window_s = 0;            //!< median time of the window's work
+  std::vector<double> detour_s;   //!< quantiles at (i + 0.5) / n of (time - window_s), ascending
+};
+
+struct SystemNoise {
+  std::string source;        //!< "calibrate" (empty: not measured)
+  double quantum_s = 0;      //!< median time of one quantum
+  int64_t ranks = 0;         //!< ranks that ran the quanta at once (their quantiles are averaged)
+  double duration_s = 0;     //!< time each rank ran quanta
+  std::vector<NoiseWindow> windows;  //!< ascending window_s
+  bool measured() const { return !windows.empty(); }
+};
+
 struct CostDb {
   std::string device;   //!< device name the measurements belong to
   std::string cluster;  //!< cluster name (collectives); may be empty
@@ -105,6 +125,7 @@ struct CostDb {
   double launch_overhead_us = 0;
   std::vector<RunFactor> run_factors{};
   std::vector<SkippedMeasurement> skipped{};
+  SystemNoise noise{};  //!< not measured: predictions carry no noise
 
   //! The in-run factor of `family` (for "gemm", of `dtype`); 1 when none was measured.
   double RunFactorOf(const std::string& family, DType dtype = DType::kFp32) const;

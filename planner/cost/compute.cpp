@@ -25,6 +25,7 @@ ComputeModel::ComputeModel(const DeviceSpec& device, DType dtype, const CostDb* 
   if (db_) {
     BuildGemmCorrection();
     BuildKernelCorrection();
+    noise_ = NoiseModel(db_->noise);
   }
 }
 

@@ -31,6 +31,7 @@
 #include "model/device_spec.h"
 #include "model/op_catalogue.h"
 #include "planner/cost/device_traits.h"
+#include "planner/cost/noise.h"
 
 namespace parallax::planner {
 
@@ -64,6 +65,8 @@ class ComputeModel {
   const DeviceTraits& traits() const { return traits_; }
   //! Measured host time of one kernel call (CostDb::launch_overhead_us), seconds; 0: not measured.
   double measured_launch_overhead_s() const { return db_ != nullptr ? db_->launch_overhead_us * 1e-6 : 0.0; }
+  //! The measured system noise (CostDb::noise; none without a database or a measurement).
+  const NoiseModel& noise() const { return noise_; }
 
  private:
   //! log(measured / roofline) interpolated at the query (0 without samples).
@@ -94,6 +97,7 @@ class ComputeModel {
   bool gemm_grid_ = false;
   std::map<std::string, std::vector<KernelPoint>, std::less<>> kernel_points_;  // by op family
   const CostDb* db_ = nullptr;
+  NoiseModel noise_;
 };
 
 }  // namespace parallax::planner

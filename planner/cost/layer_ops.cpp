@@ -90,6 +90,7 @@ class Pricer {
     out.reserve(specs.size());
     for (const OpSpec& s : specs) out.push_back(Price(s));
     if (impl_.overlap_tp_comm.value) HideTpBehindGemms(out, c_.contention_factor());
+    AddNoise(out);
     return out;
   }
 
@@ -111,6 +112,35 @@ class Pricer {
       const double hidden = std::min(ops[i].time_s, ops[g].time_s);
       ops[i].time_s -= hidden;
       ops[g].time_s += (k - 1) * hidden;
+    }
+  }
+
+  // System noise (planner/cost/noise.h): each compute op runs its mean excess longer; each TP
+  // collective waits for the latest rank of its group, which computed since the previous one
+  // (the list read as a cycle: layers repeat, so the first collective follows the last's tail).
+  void AddNoise(std::vector<CostedOp>& ops) const {
+    const NoiseModel& n = c_.noise();
+    if (!n.measured()) return;
+    double since = 0, tail = 0;
+    bool seen = false;
+    for (const CostedOp& o : ops) {
+      if (o.tp_comm) {
+        seen = true;
+        tail = 0;
+      } else {
+        tail += o.time_s;
+      }
+    }
+    for (CostedOp& o : ops) {
+      if (o.tp_comm) {
+        o.noise_s = n.SyncExcess(since + (seen ? tail : 0.0), tp_.size);
+        seen = false;  // only the first collective follows the tail
+        since = 0;
+      } else {
+        since += o.time_s;
+        o.noise_s = n.MeanExcess(o.time_s);
+      }
+      o.time_s += o.noise_s;
     }
   }
 

@@ -33,6 +33,10 @@ struct CostedOp {
   std::vector<GemmPart> gemms{};         //!< the op's GEMMs (empty for memory-bound ops and comm)
   const char* memory_family = nullptr;   //!< CostDb kernel family of its memory-bound part (`bytes`)
   double memory_time_s = 0;              //!< time of that part
+  //! The part of time_s that is system noise (NoiseModel): a compute op's mean detour, a TP
+  //! collective's wait for the latest rank of its group. Not a cost of the op's work: refine
+  //! compares measured medians with time_s - noise_s.
+  double noise_s = 0;
 };
 
 //! The CostDb kernel family of an op's memory-bound part: the OpKind name for forward and

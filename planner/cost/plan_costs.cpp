@@ -166,6 +166,18 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     // Per-tensor AdamW (no multi-tensor kernel) re-reads each moment in its own pass: ~2x the bytes.
     const double adam_bytes = impl.optimizer.value == OptimizerKind::kPerTensor ? 56.0 : 28.0;
     rc.optimizer_s = comp.MemoryBound("optimizer", adam_bytes * shard) + comp.MemoryBound("grad_clip", grad_e * grad_shard);
+    rc.optimizer_s += comp.noise().MeanExcess(rc.optimizer_s);
+  }
+  // System noise at the step's one world-wide synchronization (the grad-norm all-reduce): each TP
+  // group arrives late by what its ranks' detours added over the step's compute (within a TP group
+  // every TP collective has already waited for its latest rank), and all wait for the latest group.
+  if (comp.noise().measured()) {
+    double step_compute = 0;
+    for (const RankCost& rc : pc.ranks) {
+      step_compute = std::max(step_compute, static_cast<double>(pc.microbatches) * (rc.fwd_s + rc.bwd_s) + rc.optimizer_s);
+    }
+    pc.clip_sync_noise_s = comp.noise().SyncExcess(step_compute, l.dp * l.pp);
+    pc.clip_sync_s += pc.clip_sync_noise_s;
   }
   return pc;
 }

@@ -108,7 +108,8 @@ struct PlanCosts {
   //! interleaved wrap from rank pp-1 to rank 0 included). Empty when pp == 1.
   std::vector<double> boundary_p2p_s;
   double p2p_s = 0;       //!< the slowest boundary's transfer (0 when pp == 1)
-  double clip_sync_s = 0; //!< the global grad-norm all-reduce (a step-wide barrier)
+  double clip_sync_s = 0; //!< the global grad-norm all-reduce (a step-wide barrier), noise included
+  double clip_sync_noise_s = 0;  //!< its part waiting for the latest TP group (NoiseModel)
   int64_t microbatches = 1;
   double contention = 1.0;  //!< compute slowdown while DP collectives overlap it
   bool dp_overlapped = false;  //!< some DP collectives overlap compute (dp > 1)

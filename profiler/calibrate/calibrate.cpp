@@ -9,11 +9,13 @@
 #include <set>
 
 #include "planner/cost/collective.h"
+#include "planner/cost/noise.h"
 #include "planner/memory/memory_model.h"
 #include "profiler/calibrate/backend_timer.h"
 #include "profiler/calibrate/calibration_set.h"
 #include "profiler/calibrate/collective_probe.h"
 #include "profiler/calibrate/kernel_probe.h"
+#include "profiler/calibrate/noise_probe.h"
 
 namespace parallax::profiler {
 namespace {
@@ -266,6 +268,21 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   if (stop.load()) return IoError("interrupted: nothing written");
   out.report = *report;
   db.skipped = report->skipped;
+  {
+    // System noise: fixed work quanta on every rank at once (noise_probe.h).
+    if (o.progress != nullptr) std::fprintf(o.progress, "calibrate: system noise (fixed work quanta, %.1f s)\n", o.quick ? 0.3 : 1.0);
+    NoiseOptions no;
+    no.duration_s = o.quick ? 0.3 : 1.0;
+    no.dtype = so.kernel_dtype;
+    no.interrupt = o.interrupt;
+    auto noise = MeasureNoise(backend, world, no);
+    if (!noise) {
+      if (o.interrupt != nullptr && o.interrupt->load()) return IoError("interrupted: nothing written");
+      db.skipped.push_back({"system noise (fixed work quanta)", noise.error().message});
+    } else {
+      db.noise = *noise;
+    }
+  }
   for (auto& [key, curve] : curves) {
     if (curve.points.empty()) continue;
     std::sort(curve.points.begin(), curve.points.end(),
@@ -332,6 +349,13 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
                  {"links", links},
                  {"contention_factor", db.contention_factor},
                  {"launch_overhead_us", db.launch_overhead_us}};
+  if (db.noise.measured()) {
+    const planner::NoiseModel nm(db.noise);
+    out.summary["noise"] = {{"quantum_us", db.noise.quantum_s * 1e6},
+                            {"mean_excess_1ms", nm.MeanExcess(1e-3) / 1e-3},
+                            {"sync_excess_us_1ms_2ranks", nm.SyncExcess(1e-3, 2) * 1e6},
+                            {"sync_excess_us_100ms_2ranks", nm.SyncExcess(0.1, 2) * 1e6}};
+  }
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <ostream>
 #include <tuple>
 
 #include "executor/cpu/local_communicator.h"
@@ -19,10 +20,18 @@ struct Case {
   bool wide;
 };
 
-class MemoryTruth : public ::testing::TestWithParam<std::tuple<Case, Precision>> {};
+// Readable ctest names (gtest_discover_tests names each case by its printed value).
+void PrintTo(const Case& c, std::ostream* os) { *os << (c.wide ? "6x256 " : "tiny ") << c.layout; }
+struct PrecisionName {
+  Precision p;
+};
+void PrintTo(const PrecisionName& p, std::ostream* os) { *os << ToString(p.p); }
+
+class MemoryTruth : public ::testing::TestWithParam<std::tuple<Case, PrecisionName>> {};
 
 TEST_P(MemoryTruth, PlannerIsAnUpperBoundWithinFifteenPercent) {
-  const auto [c, precision] = GetParam();
+  const auto [c, named] = GetParam();
+  const Precision precision = named.p;
   Plan plan = c.wide ? testing::WidePlan(c.layout, 8) : testing::TinyPlan(c.layout, 8);
   plan.training.precision = precision;
   auto world = LocalCommunicator();
@@ -47,7 +56,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{"micro_batch=1", true}, Case{"micro_batch=4", true},
                                          Case{"micro_batch=4,recompute=full", true},
                                          Case{"micro_batch=2,recompute=selective", true}),
-                       ::testing::Values(Precision::kFp32, Precision::kBf16, Precision::kFp16)));
+                       ::testing::Values(PrecisionName{Precision::kFp32}, PrecisionName{Precision::kBf16},
+                                         PrecisionName{Precision::kFp16})));
 
 }  // namespace
 }  // namespace parallax::executor

@@ -62,7 +62,12 @@ TEST(CliCalibrate, QuickMeasurementFeedsPlanAndSimulate) {
   EXPECT_GT(j["kernel_samples"].get<int>(), 10);
   EXPECT_GT(j["peak_tflops"]["fp32"].get<double>(), 0.0);
   EXPECT_GT(j["launch_overhead_us"].get<double>(), 0.0);
+  // System noise from fixed work quanta: quantiles per window, windows ascending, summarized.
+  EXPECT_GE(j["noise"]["mean_excess_1ms"].get<double>(), 0.0);
   const auto written = nlohmann::json::parse(std::ifstream(db));
+  ASSERT_TRUE(written.contains("noise"));
+  EXPECT_GE(written["noise"]["windows"].size(), 3u);
+  EXPECT_GT(written["noise"]["quantum_s"].get<double>(), 0.0);
   // The families are keyed as the planner looks them up (planner/cost/layer_ops.h MemoryFamily).
   // Our executor joins the attention's residual inside the MLP norm (forward), so attn_out has
   // memory-bound work only in backward.

@@ -33,6 +33,7 @@ TEST(CostDbExtensions, RoundTrip) {
   db.skipped.push_back({"gemm m=1 n=1 k=1 fp32", "out of memory"});
   db.run_factors.push_back({"gemm", DType::kFp32, 1.07, 9, "refine"});
   db.run_factors.push_back({"act", DType::kFp32, 1.3, 4, "refine"});
+  db.noise = {"calibrate", 5e-5, 2, 0.3, {{5e-5, {0, 1e-6, 4e-6}}, {2e-4, {1e-6, 3e-6, 9e-6}}}};
   const Json j = CostDbToJson(db);
   auto back = CostDbFromJson(j, "db.json");
   ASSERT_TRUE(back) << back.error().message;
@@ -46,6 +47,33 @@ TEST(CostDbExtensions, RoundTrip) {
   EXPECT_DOUBLE_EQ(back->RunFactorOf("gemm", DType::kBf16), 1.0);  // measured for fp32 GEMMs only
   EXPECT_DOUBLE_EQ(back->RunFactorOf("act"), 1.3);
   EXPECT_DOUBLE_EQ(back->RunFactorOf("attn_norm"), 1.0);
+  ASSERT_EQ(back->noise.windows.size(), 2u);
+  EXPECT_DOUBLE_EQ(back->noise.windows[1].detour_s[2], 9e-6);
+  EXPECT_EQ(back->noise.ranks, 2);
+}
+
+TEST(CostDbExtensions, BadNoiseNamesThePath) {
+  auto read = [](const char* noise) {
+    const Json j = Json::parse(std::string(R"({"kind":"costdb","version":1,"device":"x","noise":)") + noise + "}");
+    auto db = CostDbFromJson(j, "bad.json");
+    return db ? std::string("accepted") : db.error().message;
+  };
+  const char* ok = R"({"source":"calibrate","quantum_s":5e-5,"windows":[{"window_s":5e-5,"detour_s":[0,1e-6]}]})";
+  EXPECT_EQ(read(ok), "accepted");
+  EXPECT_EQ(read(R"({"source":"calibrate","quantum_s":5e-5,"windows":[{"window_s":5e-5,"detour_s":[2e-6,1e-6]}]})"),
+            "bad.json: /noise/windows/0/detour_s/1: quantiles must be ascending");
+  EXPECT_EQ(read(R"({"source":"calibrate","quantum_s":5e-5,"windows":[{"window_s":5e-5,"detour_s":[-1e-6,"x"]}]})"),
+            "bad.json: /noise/windows/0/detour_s/1: expected a number");
+  EXPECT_EQ(read(R"({"source":"calibrate","quantum_s":5e-5,"windows":[{"window_s":2e-4,"detour_s":[0]},)"
+                 R"({"window_s":5e-5,"detour_s":[0]}]})"),
+            "bad.json: /noise/windows/1/window_s: windows must be in ascending window_s");
+  EXPECT_EQ(read(R"({"source":"calibrate","quantum_s":5e-5,"windows":[]})"),
+            "bad.json: /noise/windows: must hold at least one window");
+  EXPECT_EQ(read(R"({"source":"calibrate","quantum_s":5e-5,"windows":[{"window_s":5e-5,"detour_s":[]}]})"),
+            "bad.json: /noise/windows/0/detour_s: must hold at least one quantile");
+  EXPECT_NE(read(R"({"source":"calibrate","quantum_s":0,"windows":[{"window_s":5e-5,"detour_s":[0]}]})")
+                .find("/noise/quantum_s"),
+            std::string::npos);
 }
 
 TEST(CostDbExtensions, BadRunFactorsNameThePath) {
