@@ -25,7 +25,8 @@ default_suite() {
   scripts/check_test_log.sh build
 }
 
-# AddressSanitizer + UBSan: only what the fast and mpi labels need (no GUI, bench, CUDA, fuzz).
+# AddressSanitizer + UBSan: only what the fast and mpi labels need (no GUI, bench, CUDA, fuzz), the
+# libraries and the CLI instrumented, the tests' own sources not (a third of the compile time).
 # Left out here, to keep CI within its time budget (each still runs in the default suite):
 #  - the bf16 twins of the mpi layout cases: the same runtime code as their fp32 cases (the bf16
 #    kernels are covered under the sanitizers by the fast op test);

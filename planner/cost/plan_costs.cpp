@@ -40,6 +40,19 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
   return cache_.back().second;
 }
 
+namespace {
+
+//! The chunk holding model stage `stage` (on pipeline rank stage % pp).
+const ChunkCost& ChunkOfStage(const PlanCosts& pc, int64_t stage, int64_t pp) {
+  const RankCost& rc = pc.ranks[static_cast<size_t>(stage % pp)];
+  for (const ChunkCost& cc : rc.chunks) {
+    if (cc.stage == stage) return cc;
+  }
+  return rc.chunks.front();
+}
+
+}  // namespace
+
 PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   const ModelSpec& m = plan.model;
   const Layout& l = plan.layout;
@@ -167,6 +180,17 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     const double adam_bytes = impl.optimizer.value == OptimizerKind::kPerTensor ? 56.0 : 28.0;
     rc.optimizer_s = comp.MemoryBound("optimizer", adam_bytes * shard) + comp.MemoryBound("grad_clip", grad_e * grad_shard);
     rc.optimizer_s += comp.noise().MeanExcess(rc.optimizer_s);
+  }
+  // System noise at pipeline receives: each boundary's transfer ends when the sending rank's
+  // pass over its chunk (the compute since its previous receive) ends, so a receiver that waits
+  // waits for the later of two ranks: the excess of a 2-rank synchronization after one pass.
+  if (comp.noise().measured() && !pc.boundary_p2p_s.empty()) {
+    pc.p2p_s = 0;
+    for (size_t s = 0; s < pc.boundary_p2p_s.size(); ++s) {
+      const ChunkCost& cc = ChunkOfStage(pc, static_cast<int64_t>(s), l.pp);
+      pc.boundary_p2p_s[s] += comp.noise().SyncExcess(0.5 * (cc.fwd_s + cc.bwd_s), 2);
+      pc.p2p_s = std::max(pc.p2p_s, pc.boundary_p2p_s[s]);
+    }
   }
   // System noise at the step's one world-wide synchronization (the grad-norm all-reduce): each TP
   // group arrives late by what its ranks' detours added over the step's compute (within a TP group

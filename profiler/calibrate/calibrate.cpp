@@ -270,9 +270,10 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   db.skipped = report->skipped;
   {
     // System noise: fixed work quanta on every rank at once (noise_probe.h).
-    if (o.progress != nullptr) std::fprintf(o.progress, "calibrate: system noise (fixed work quanta, %.1f s)\n", o.quick ? 0.3 : 1.0);
+    // Long enough for windows of 256 quanta (~20 ms) quick, 1024 (~80 ms) in full.
     NoiseOptions no;
-    no.duration_s = o.quick ? 0.3 : 1.0;
+    no.duration_s = o.quick ? 0.5 : 2.0;
+    if (o.progress != nullptr) std::fprintf(o.progress, "calibrate: system noise (fixed work quanta, %.1f s)\n", no.duration_s);
     no.dtype = so.kernel_dtype;
     no.interrupt = o.interrupt;
     auto noise = MeasureNoise(backend, world, no);

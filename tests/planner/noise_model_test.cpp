@@ -4,6 +4,7 @@
 // definitions: order statistics of equally likely quantiles.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/load.h"
@@ -108,6 +109,30 @@ TEST(NoiseModel, ChargedOnComputeTpCollectivesAndTheStepBarrier) {
   EXPECT_GT(sn->prediction.step_time_s, sq->prediction.step_time_s + model.MeanExcess(sq->prediction.step_time_s));
   const double closed_q = EstimateStepTime(plan, q).step_time_s, closed_n = EstimateStepTime(plan, n).step_time_s;
   EXPECT_NEAR(closed_n / closed_q, sn->prediction.step_time_s / sq->prediction.step_time_s, 0.01);
+}
+
+TEST(NoiseModel, ChargedAtPipelineBoundaries) {
+  const Plan plan = MakePlan("gpt-tiny", "dp=1,tp=1,pp=8,micro_batch=1,global_batch=8");
+  CostDb quiet;
+  quiet.device = plan.cluster.device.name;
+  CostDb noisy = quiet;
+  noisy.noise = TwoWindows();
+  CostContext cq(plan.cluster, plan.training.precision, &quiet);
+  CostContext cn(plan.cluster, plan.training.precision, &noisy);
+  const PlanCosts q = CostPlan(cq, plan);
+  const PlanCosts n = CostPlan(cn, plan);
+  const NoiseModel model(noisy.noise);
+  ASSERT_EQ(n.boundary_p2p_s.size(), 7u);
+  double worst = 0;
+  for (size_t s = 0; s < n.boundary_p2p_s.size(); ++s) {
+    // Boundary s -> s + 1: the later of two ranks after the sender's pass over stage s's chunk.
+    const ChunkCost& sender = n.ranks[s].chunks[0];
+    EXPECT_NEAR(n.boundary_p2p_s[s] - q.boundary_p2p_s[s], model.SyncExcess(0.5 * (sender.fwd_s + sender.bwd_s), 2),
+                1e-15)
+        << s;
+    worst = std::max(worst, n.boundary_p2p_s[s]);
+  }
+  EXPECT_DOUBLE_EQ(n.p2p_s, worst);
 }
 
 }  // namespace
