@@ -16,8 +16,9 @@ export QT_QPA_PLATFORM=offscreen
 jobs=$(nproc)
 
 # A configuration (default; ci: the same at -O3 with line tables, test sources at -O1 and no
-# benchmark programs): build, every local test, the zero-tests/skips check. CI builds once, at -O3, because GCC warns about some code only there
-# (docs/hardening.md); a separate Release build of the libraries and CLI cost it 5 minutes.
+# benchmark programs): build, every local test, the zero-tests/skips check. CI builds once, at
+# -O3, because GCC warns about some code only there (docs/hardening.md); a separate Release build
+# of the libraries and CLI cost it 5 minutes.
 default_suite() {
   local preset="${1:-default}"
   scripts/setup.sh "$preset"

@@ -121,20 +121,13 @@ class Pricer {
   void AddNoise(std::vector<CostedOp>& ops) const {
     const NoiseModel& n = c_.noise();
     if (!n.measured()) return;
-    double since = 0, tail = 0;
-    bool seen = false;
-    for (const CostedOp& o : ops) {
-      if (o.tp_comm) {
-        seen = true;
-        tail = 0;
-      } else {
-        tail += o.time_s;
-      }
-    }
+    // The compute after the last collective precedes the first one.
+    double tail = 0;
+    for (const CostedOp& o : ops) tail = o.tp_comm ? 0 : tail + o.time_s;
+    double since = tail;
     for (CostedOp& o : ops) {
       if (o.tp_comm) {
-        o.noise_s = n.SyncExcess(since + (seen ? tail : 0.0), tp_.size);
-        seen = false;  // only the first collective follows the tail
+        o.noise_s = n.SyncExcess(since, tp_.size);
         since = 0;
       } else {
         since += o.time_s;

@@ -40,19 +40,6 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
   return cache_.back().second;
 }
 
-namespace {
-
-//! The chunk holding model stage `stage` (on pipeline rank stage % pp).
-const ChunkCost& ChunkOfStage(const PlanCosts& pc, int64_t stage, int64_t pp) {
-  const RankCost& rc = pc.ranks[static_cast<size_t>(stage % pp)];
-  for (const ChunkCost& cc : rc.chunks) {
-    if (cc.stage == stage) return cc;
-  }
-  return rc.chunks.front();
-}
-
-}  // namespace
-
 PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   const ModelSpec& m = plan.model;
   const Layout& l = plan.layout;
@@ -187,7 +174,8 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   if (comp.noise().measured() && !pc.boundary_p2p_s.empty()) {
     pc.p2p_s = 0;
     for (size_t s = 0; s < pc.boundary_p2p_s.size(); ++s) {
-      const ChunkCost& cc = ChunkOfStage(pc, static_cast<int64_t>(s), l.pp);
+      // Stage s is chunk s / pp of pipeline rank s % pp (model/schedule.h ModelStage).
+      const ChunkCost& cc = pc.ranks[s % static_cast<size_t>(l.pp)].chunks[s / static_cast<size_t>(l.pp)];
       pc.boundary_p2p_s[s] += comp.noise().SyncExcess(0.5 * (cc.fwd_s + cc.bwd_s), 2);
       pc.p2p_s = std::max(pc.p2p_s, pc.boundary_p2p_s[s]);
     }

@@ -5,27 +5,9 @@
 
 #include "profiler/calibrate/backend_timer.h"
 #include "profiler/calibrate/kernel_probe.h"
+#include "profiler/calibrate/measurement.h"
 
 namespace parallax::profiler {
-namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t h = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h), v.end());
-  return v[h];
-}
-
-//! Quantile at probability p of sorted `v`, linear between order statistics.
-double QuantileOf(const std::vector<double>& v, double p) {
-  const double x = p * static_cast<double>(v.size() - 1);
-  const auto i = static_cast<size_t>(x);
-  if (i + 1 >= v.size()) return v.back();
-  return v[i] + (x - static_cast<double>(i)) * (v[i + 1] - v[i]);
-}
-
-}  // namespace
-
 SystemNoise NoiseFromQuanta(const std::vector<double>& quanta_s, int64_t quantiles) {
   SystemNoise out;
   constexpr size_t kMinWindows = 16;
@@ -33,7 +15,7 @@ SystemNoise NoiseFromQuanta(const std::vector<double>& quanta_s, int64_t quantil
   std::vector<double> prefix(quanta_s.size() + 1, 0.0);
   for (size_t i = 0; i < quanta_s.size(); ++i) prefix[i + 1] = prefix[i] + quanta_s[i];
   out.source = "calibrate";
-  out.quantum_s = Median(quanta_s);
+  out.quantum_s = Summarize(quanta_s).median_s;
   out.ranks = 1;
   out.duration_s = prefix.back();
   for (size_t w = 1; quanta_s.size() / w >= kMinWindows; w *= 4) {
@@ -43,11 +25,11 @@ SystemNoise NoiseFromQuanta(const std::vector<double>& quanta_s, int64_t quantil
     std::sort(sums.begin(), sums.end());
     // Centred on the median window: a calibrated op time is a median too, so what it leaves out
     // is this distribution's part above (mean) and around (spread) the median.
-    const double median = QuantileOf(sums, 0.5);
+    const double median = Quantile(sums, 0.5);
     NoiseWindow nw;
     nw.window_s = median;
     for (int64_t q = 0; q < quantiles; ++q) {
-      nw.detour_s.push_back(QuantileOf(sums, (static_cast<double>(q) + 0.5) / static_cast<double>(quantiles)) - median);
+      nw.detour_s.push_back(Quantile(sums, (static_cast<double>(q) + 0.5) / static_cast<double>(quantiles)) - median);
     }
     out.windows.push_back(std::move(nw));
   }
@@ -67,7 +49,7 @@ Result<SystemNoise> MeasureNoise(executor::Backend& backend, executor::Communica
   auto one = [&]() -> Status { return probe.Run(backend); };
   auto warm = prepared ? TimeRuns(backend, executor::StreamKind::kCompute, 20, one) : Result<std::vector<double>>(prepared.error());
   if (!warm) flags[0] = 1.0;
-  flags[1] = warm ? Median(*warm) : 0.0;
+  flags[1] = warm ? Summarize(*warm).median_s : 0.0;
   if (Status st = world.HostAllReduce(flags, 2, executor::ReduceOp::kMax); !st) return st.error();
   if (flags[0] > 0) {
     if (!prepared) return prepared.error();

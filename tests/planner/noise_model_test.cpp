@@ -63,17 +63,35 @@ Plan MakePlan(const char* model, const char* layout) {
   return p;
 }
 
+// One plan costed with a database without noise and with TwoWindows() (the contexts own the unit
+// costs the PlanCosts point to, so they live here too).
+struct QuietAndNoisy {
+  explicit QuietAndNoisy(const Plan& plan)
+      : quiet(Db(plan, false)),
+        noisy(Db(plan, true)),
+        cq(plan.cluster, plan.training.precision, &quiet),
+        cn(plan.cluster, plan.training.precision, &noisy),
+        q(CostPlan(cq, plan)),
+        n(CostPlan(cn, plan)),
+        model(noisy.noise) {}
+  static CostDb Db(const Plan& plan, bool noise) {
+    CostDb db;
+    db.device = plan.cluster.device.name;
+    if (noise) db.noise = TwoWindows();
+    return db;
+  }
+  CostDb quiet, noisy;
+  CostContext cq, cn;
+  PlanCosts q, n;
+  NoiseModel model;
+};
+
 TEST(NoiseModel, ChargedOnComputeTpCollectivesAndTheStepBarrier) {
   const Plan plan = MakePlan("gpt-tiny", "dp=4,tp=2,pp=1,micro_batch=1,global_batch=8");
-  CostDb quiet;
-  quiet.device = plan.cluster.device.name;
-  CostDb noisy = quiet;
-  noisy.noise = TwoWindows();
-  CostContext cq(plan.cluster, plan.training.precision, &quiet);
-  CostContext cn(plan.cluster, plan.training.precision, &noisy);
-  const PlanCosts q = CostPlan(cq, plan);
-  const PlanCosts n = CostPlan(cn, plan);
-  const NoiseModel model(noisy.noise);
+  const QuietAndNoisy c(plan);
+  const PlanCosts& q = c.q;
+  const PlanCosts& n = c.n;
+  const NoiseModel& model = c.model;
   // Each compute op runs its mean excess longer; each TP collective waits for the later TP rank
   // after the compute since the previous collective (the unit's ops read as a cycle).
   const auto& qo = q.units->layer.fwd;
@@ -102,8 +120,8 @@ TEST(NoiseModel, ChargedOnComputeTpCollectivesAndTheStepBarrier) {
   EXPECT_NEAR(n.clip_sync_s - q.clip_sync_s, n.clip_sync_noise_s, 1e-15);
   EXPECT_NEAR(n.ranks[0].optimizer_s, q.ranks[0].optimizer_s + model.MeanExcess(q.ranks[0].optimizer_s), 1e-15);
   // Both evaluators see it: the simulated and the closed-form step grow alike.
-  auto sq = Simulate(plan, &quiet);
-  auto sn = Simulate(plan, &noisy);
+  auto sq = Simulate(plan, &c.quiet);
+  auto sn = Simulate(plan, &c.noisy);
   ASSERT_TRUE(sq) << sq.error().message;
   ASSERT_TRUE(sn) << sn.error().message;
   EXPECT_GT(sn->prediction.step_time_s, sq->prediction.step_time_s + model.MeanExcess(sq->prediction.step_time_s));
@@ -113,15 +131,10 @@ TEST(NoiseModel, ChargedOnComputeTpCollectivesAndTheStepBarrier) {
 
 TEST(NoiseModel, ChargedAtPipelineBoundaries) {
   const Plan plan = MakePlan("gpt-tiny", "dp=1,tp=1,pp=8,micro_batch=1,global_batch=8");
-  CostDb quiet;
-  quiet.device = plan.cluster.device.name;
-  CostDb noisy = quiet;
-  noisy.noise = TwoWindows();
-  CostContext cq(plan.cluster, plan.training.precision, &quiet);
-  CostContext cn(plan.cluster, plan.training.precision, &noisy);
-  const PlanCosts q = CostPlan(cq, plan);
-  const PlanCosts n = CostPlan(cn, plan);
-  const NoiseModel model(noisy.noise);
+  const QuietAndNoisy c(plan);
+  const PlanCosts& q = c.q;
+  const PlanCosts& n = c.n;
+  const NoiseModel& model = c.model;
   ASSERT_EQ(n.boundary_p2p_s.size(), 7u);
   double worst = 0;
   for (size_t s = 0; s < n.boundary_p2p_s.size(); ++s) {
