@@ -54,6 +54,7 @@ int RunMeasure(const CalibrateOptions& o) {
   if (!base) return fail(base.error());
   auto backend = executor::CreateBackend(o.backend);
   if (!backend) return fail(backend.error());
+  if (Status st = CheckBackendDevice(o.backend, *base); !st) return fail(st.error());
   auto world = (*backend)->ConnectWorld(*launch, o.timeout_s);
   if (!world) return fail(world.error());
   executor::Communicator& comm = **world;

@@ -108,6 +108,7 @@ int Run(const RunOptions& o) {
   }
   auto backend = executor::CreateBackend(o.backend);
   if (!backend) return fail(backend.error());
+  if (Status st = CheckBackendDevice(o.backend, plan->cluster); !st) return fail(st.error());
   auto world = (*backend)->ConnectWorld(*launch, o.timeout_s);
   if (!world) return fail(world.error());
   executor::Communicator& comm = **world;

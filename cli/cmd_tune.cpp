@@ -33,6 +33,7 @@ int RunTuneCli(const TuneCliOptions& o) {
   if (!model) return fail(model.error());
   auto cluster = ResolveCluster(o.cluster);
   if (!cluster) return fail(cluster.error());
+  if (Status st = CheckBackendDevice(o.backend, *cluster); !st) return fail(st.error());
   auto db = LoadCostDbFile(o.costdb);
   if (!db) return fail(db.error());
   if (db->device != cluster->device.name) {

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "model/cluster_spec.h"
 #include "model/json_io.h"
 #include "model/result.h"
 
@@ -26,6 +27,9 @@ void RegisterTraceCommand(CLI::App& root, CliState& state);
 //! Prints `e` to stderr ("parallax: <message>"), and with --json also {"error": ...} on stdout;
 //! returns the exit status for it (2 bad input, 1 otherwise).
 int ReportError(const Error& e, bool json);
+//! A GPU backend with a cluster whose device is not a GPU (no SMs: the default local-cpu, say)
+//! would calibrate or run under the wrong device's name and memory: bad input naming the option.
+Status CheckBackendDevice(const std::string& backend, const ClusterSpec& cluster);
 //! Prints one JSON object on stdout (the --json contract).
 void PrintJson(const Json& j);
 

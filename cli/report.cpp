@@ -12,6 +12,13 @@ int ReportError(const Error& e, bool json) {
   return rc;
 }
 
+Status CheckBackendDevice(const std::string& backend, const ClusterSpec& cluster) {
+  if (backend != "cuda" || cluster.device.arch.sm_count > 0) return {};
+  return BadInput("--backend cuda with the cluster \"" + cluster.name + "\", whose device \"" + cluster.device.name +
+                  "\" is not a GPU: name this GPU's cluster with --cluster (a preset such as dgx-h100 or dgx-h200, "
+                  "or the file calibrate --cluster-out wrote)");
+}
+
 void PrintJson(const Json& j) { std::cout << j.dump(2) << std::endl; }
 
 }  // namespace parallax::cli

@@ -131,9 +131,15 @@ DeviceSpec Device(const std::string& name, PeakTflops peak, double memory_GiB, d
 //     bus turnaround); dram_latency 0.6 us loaded (Little's law bytes in flight = bandwidth x latency).
 //   kernel_overhead 2 us: launch-to-start + tail of a kernel on a busy stream.
 //   nccl_channels 8: NCCL's default channel count on NVSwitch systems (one CTA = one SM each).
-//   context_reserve 723 MiB: the first CUDA call of a PyTorch process takes 723 MiB of device memory
-//     (discuss.pytorch.org/t/what-is-the-reason-for-pytorchs-gpu-memory-floor/73021); our executor
-//     loads fewer modules (lazy loading), so this is an upper bound until a GPU run measures it.
+//   context_reserve 723 MiB (Ampere): the first CUDA call of a PyTorch process takes 723 MiB of device
+//     memory (discuss.pytorch.org/t/what-is-the-reason-for-pytorchs-gpu-memory-floor/73021); not
+//     measured on an A100 by us.
+//   context_reserve 2821 MiB (Hopper): our own measurement, not a lower bound from the forum figure:
+//     on an H200 (CUDA 13.0, driver 580.159.04, 2026-11-26) a parallax process training GPT-125M bf16
+//     held 2820.6 MiB of device memory outside its caching allocator after three steps (530.8 MiB
+//     when the backend had started; the rest is NCCL's one-rank world communicator and the
+//     lazily loaded cuBLASLt and parallax kernels): test CudaGpu.MemoryOutsideTheAllocatorWithin-
+//     ThePlannerReserve, docs/cuda.md "Measured on a GPU". Taken for the H100 too (same software).
 //   blas_workspace: cuBLAS recommends 4 MiB of workspace per handle before Hopper and 32 MiB on Hopper
 //     (cuBLAS docs, cublasSetWorkspace; PyTorch CUDABlas.cpp follows it since PR #120925).
 Microarch Ampere() {
@@ -166,6 +172,7 @@ Microarch Hopper() {
   a.sustained_clock_MHz = 1450;
   a.sustained_matmul_tflops = 702.9;
   a.warp_specialized_mma = true;
+  a.context_reserve_MiB = 2821;
   a.blas_workspace_MiB = 32;
   return a;
 }

@@ -7,11 +7,13 @@
 #   3. Refine each model's database once on the trace of one layout and predict the others again
 #      (the refining layout itself is predicted from a database refined on a different layout).
 #   4. Print predicted vs measured, before and after refine.
-# Usage: scripts/fidelity.sh [build dir] [output dir] [steps per run] [tiny|small]
+# Usage: scripts/fidelity.sh [build dir] [output dir] [steps per run] [tiny|small|gpu]
 #   tiny (default): gpt-tiny (4 x 64, seq 32) and llama-tiny; steps of 2-5 ms, ops of 1-50 us, so
 #                   per-op host costs and waits weigh as much as the kernels.
 #   small:          the peer benchmark's GPT (4 x 256, seq 128) and a LLaMA-style model of the same
 #                   size; steps of 0.1-0.3 s, GEMMs of 0.1-2 ms.
+#   gpu:            one GPU (--backend cuda, no launcher, bf16): a 12 x 1024 GPT and a LLaMA-style
+#                   model (seq 1024) under micro-batch and recompute layouts, calibrated on the GPU.
 # Needs python3 (tables only). Prints a markdown table; writes fidelity.json in the output dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +24,9 @@ bin="$PWD/$build/cli/parallax"
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 mpi=(mpirun --oversubscribe -np 2)
+backend=()
+base_cluster=()
+precision=fp32
 
 size="${4:-tiny}"
 case "$size" in
@@ -42,7 +47,23 @@ JSON
  "bias": false, "tie_embeddings": false}
 JSON
     ;;
-  *) echo "fidelity.sh: size must be tiny or small, not '$size'" >&2; exit 2 ;;
+  gpu)
+    mpi=()
+    backend=(--backend cuda)
+    base_cluster=(--cluster "${CLUSTER:-dgx-h100}")  # calibrate measures over this preset's figures
+    precision=bf16
+    gpt="$out/gpt.json"
+    cat > "$gpt" <<'JSON'
+{"kind": "model", "version": 1, "name": "gpt-12x1024", "layers": 12, "hidden": 1024, "heads": 16,
+ "ffn_hidden": 4096, "vocab": 50304, "seq_len": 1024}
+JSON
+    cat > "$out/llama.json" <<'JSON'
+{"kind": "model", "version": 1, "name": "llama-12x1024", "layers": 12, "hidden": 1024, "heads": 16, "kv_heads": 4,
+ "ffn_hidden": 2816, "vocab": 32000, "seq_len": 1024, "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary",
+ "bias": false, "tie_embeddings": false}
+JSON
+    ;;
+  *) echo "fidelity.sh: size must be tiny, small or gpu, not '$size'" >&2; exit 2 ;;
 esac
 
 gpt_layouts=(
@@ -63,6 +84,23 @@ llama_layouts=(
   "pp=2,micro_batch=1,schedule=1f1b"
   "dp=2,zero=3,micro_batch=2,recompute=full"
 )
+if [ "$size" = gpu ]; then  # one GPU: the layouts one rank has
+  gpt_layouts=(
+    "micro_batch=2"
+    "micro_batch=1"
+    "micro_batch=4"
+    "micro_batch=8"
+    "micro_batch=2,recompute=selective"
+    "micro_batch=2,recompute=full"
+    "micro_batch=8,recompute=full"
+  )
+  llama_layouts=(
+    "micro_batch=2"
+    "micro_batch=1"
+    "micro_batch=4,recompute=full"
+    "micro_batch=4,recompute=selective"
+  )
+fi
 
 results="$out/results.tsv"
 : > "$results"
@@ -70,15 +108,15 @@ for model in gpt llama; do
   m="$gpt"
   [ "$model" = llama ] && m="$out/llama.json"
   echo "== calibrate (2 ranks, quick) for $model" >&2
-  "${mpi[@]}" "$bin" calibrate --quick --no-progress --model "$m" -o "$out/db-$model.json" \
+  "${mpi[@]}" "$bin" calibrate "${backend[@]}" "${base_cluster[@]}" --quick --no-progress --model "$m" -o "$out/db-$model.json" \
     --cluster-out "$out/cluster.json" >&2
   if [ "$model" = gpt ]; then layouts=("${gpt_layouts[@]}"); else layouts=("${llama_layouts[@]}"); fi
   i=0
   for l in "${layouts[@]}"; do
     pred=$("$bin" simulate --model "$m" --cluster "$out/cluster.json" --costdb "$out/db-$model.json" --plan "$l" \
-             --global-batch 8 --precision fp32 --json)
-    "${mpi[@]}" "$bin" run --model "$m" --cluster "$out/cluster.json" --plan "$l" --global-batch 8 \
-      --precision fp32 --steps "$steps" --json --trace "$out/trace-$model-$i.json" > "$out/run-$model-$i.json"
+             --global-batch 8 --precision $precision --json)
+    "${mpi[@]}" "$bin" run "${backend[@]}" --model "$m" --cluster "$out/cluster.json" --plan "$l" --global-batch 8 \
+      --precision $precision --steps "$steps" --json --trace "$out/trace-$model-$i.json" > "$out/run-$model-$i.json"
     printf '%s\t%s\t%s\t%s\t%s\n' "$model" "$l" "$(echo "$pred" | tr -d '\n')" "$out/run-$model-$i.json" \
       "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"])' "$out/run-$model-$i.json")" >> "$results"
     i=$((i + 1))
@@ -94,7 +132,7 @@ for model in gpt llama; do
     db="$out/db-$model-refined0.json"
     [ "$i" = 0 ] && db="$out/db-$model-refined1.json"
     after=$("$bin" simulate --model "$m" --cluster "$out/cluster.json" --costdb "$db" --plan "$l" --global-batch 8 \
-              --precision fp32 --json)
+              --precision $precision --json)
     echo "$after" | tr -d '\n' > "$out/after-$model-$i.json"
     i=$((i + 1))
   done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks of the CUPTI profiler and GPU calibration, on one GPU:
-#   1. parallax calibrate --backend cuda: a measured cost database and cluster file for this GPU;
+#   1. parallax calibrate --backend cuda: a measured cost database and cluster file for this GPU
+#      (or, with COSTDB and CLUSTER set, those files of an earlier calibration);
 #   2. CUPTI overhead: the same run untraced, traced with CUDA events (--no-cupti), traced by CUPTI;
 #   3. alignment: the CUPTI-measured trace against the planner's prediction (trace diff);
 #   4. the H100 validation table without and with the measured database.
@@ -22,15 +23,21 @@ gb=8
   "$px" --version 2>/dev/null || true
 } | tee "$out/device.txt"
 
-echo "== 1. calibrate --backend cuda"
-cmd=("$px" calibrate --backend cuda --model "$model" -o "$out/costdb.json" --cluster-out "$out/cluster.json")
-echo "${cmd[*]}" > "$out/calibrate.command"
-/usr/bin/time -v "${cmd[@]}" 2> >(tee "$out/calibrate.stderr" >&2)
+if [ -n "${COSTDB:-}" ] && [ -f "$COSTDB" ] && [ -n "${CLUSTER:-}" ] && [ -f "$CLUSTER" ]; then
+  echo "== 1. calibrate: taken from $COSTDB and $CLUSTER"
+  cp "$COSTDB" "$out/costdb.json"
+  cp "$CLUSTER" "$out/cluster.json"
+else
+  echo "== 1. calibrate --backend cuda"
+  cmd=("$px" calibrate --backend cuda --cluster "${CLUSTER_PRESET:-dgx-h100}" --model "$model" -o "$out/costdb.json" --cluster-out "$out/cluster.json")
+  echo "${cmd[*]}" > "$out/calibrate.command"
+  "${cmd[@]}" 2> >(tee "$out/calibrate.stderr" >&2)
+fi
 
 echo "== 2. CUPTI overhead (mean step time after the first step, $model, $steps steps)"
 run() {  # name, extra args...
   local name=$1; shift
-  "$px" run --backend cuda --plan "$layout" --model "$model" --global-batch $gb --steps "$steps" --precision bf16 \
+  "$px" run --backend cuda --cluster "$out/cluster.json" --plan "$layout" --model "$model" --global-batch $gb --steps "$steps" --precision bf16 \
     --json "$@" > "$out/run_$name.json"
 }
 for rep in 1 2; do

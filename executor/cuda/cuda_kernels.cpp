@@ -1,5 +1,6 @@
 // CudaBackend's kernel entry points (the seam's typed kernels): argument checks, then the
 // launchers of the .cu files (or cuBLASLt) on the compute stream.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -49,7 +50,9 @@ void CudaBackend::AddBias(DevPtr y, DevPtr bias, int64_t rows, int64_t cols) {
 }
 
 void CudaBackend::BiasBackward(DevPtr dy, DevPtr dbias, int64_t rows, int64_t cols) {
-  PX_CUDA_RECORD(gpu::LaunchColumnSums(K(dy), K(dbias), rows, cols, Compute()));
+  auto partials = Scratch(1, gpu::ColumnChunks(rows, cols) * cols, DType::kF32);
+  if (!partials) return Fail(partials.error());
+  PX_CUDA_RECORD(gpu::LaunchColumnSums(K(dy), K(dbias), rows, cols, static_cast<float*>(partials->ptr), Compute()));
 }
 
 void CudaBackend::LayerNormForward(DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd,
@@ -60,8 +63,10 @@ void CudaBackend::LayerNormForward(DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y
 
 void CudaBackend::LayerNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx,
                                     DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols) {
+  auto partials = Scratch(1, 2 * gpu::ColumnChunks(rows, cols) * cols, DType::kF32);
+  if (!partials) return Fail(partials.error());
   PX_CUDA_RECORD(gpu::LaunchLayerNormBackward(K(dy), K(x), K(gamma), K(mean), K(rstd), K(dx), K(dgamma), K(dbeta),
-                                              rows, cols, Compute()));
+                                              rows, cols, static_cast<float*>(partials->ptr), Compute()));
 }
 
 void CudaBackend::RmsNormForward(DevPtr x, DevPtr gamma, DevPtr y, DevPtr rstd, int64_t rows, int64_t cols,
@@ -71,8 +76,10 @@ void CudaBackend::RmsNormForward(DevPtr x, DevPtr gamma, DevPtr y, DevPtr rstd, 
 
 void CudaBackend::RmsNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dx, DevPtr dgamma,
                                   int64_t rows, int64_t cols) {
-  PX_CUDA_RECORD(
-      gpu::LaunchRmsNormBackward(K(dy), K(x), K(gamma), K(rstd), K(dx), K(dgamma), rows, cols, Compute()));
+  auto partials = Scratch(1, 2 * gpu::ColumnChunks(rows, cols) * cols, DType::kF32);
+  if (!partials) return Fail(partials.error());
+  PX_CUDA_RECORD(gpu::LaunchRmsNormBackward(K(dy), K(x), K(gamma), K(rstd), K(dx), K(dgamma), rows, cols,
+                                            static_cast<float*>(partials->ptr), Compute()));
 }
 
 void CudaBackend::GeluForward(DevPtr x, DevPtr y, int64_t n) { PX_CUDA_RECORD(gpu::LaunchGelu(K(x), K(y), n, Compute())); }
@@ -95,14 +102,9 @@ void CudaBackend::Rotary(DevPtr x, int64_t seq, int64_t batch, int64_t heads, in
 
 namespace {
 
-gpu::AttnDims DimsOf(const AttentionShape& s) {
-  return gpu::AttnDims{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim};
-}
-
 std::string CheckAttention(const AttentionShape& s) {
-  if (s.head_dim < 1 || s.head_dim > gpu::kMaxAttentionHeadDim) {
-    return "attention: head_dim " + std::to_string(s.head_dim) + " is outside the tiled kernel's range [1, " +
-           std::to_string(gpu::kMaxAttentionHeadDim) + "]";
+  if (s.batch < 1 || s.seq < 1 || s.heads < 1 || s.head_dim < 1) {
+    return "attention: batch, seq, heads and head_dim must be positive";
   }
   if (s.kv_heads < 1 || s.heads % s.kv_heads != 0) {
     return "attention: heads " + std::to_string(s.heads) + " is not a multiple of kv_heads " +
@@ -111,23 +113,142 @@ std::string CheckAttention(const AttentionShape& s) {
   return {};
 }
 
+// Attention as strided-batched GEMMs. The GEMMs of query head h = kvh * G + g (G = heads /
+// kv_heads) of sequence b form "item" j = b * kv_heads + kvh of group member g: q, out and dout of
+// item j start at (j G + g) D and step by G D, k and v at j D stepping by D (rows: ld = batch x
+// heads x D, resp. batch x kv_heads x D), and the probabilities [b][h][i][j] of the backend contract
+// at (j G + g) S^2, stepping by G S^2. Items go in chunks whose S x S fp32 scores fit kAttnScratchBytes.
+// The same chunk bound the planner charges (planner/memory/memory_model.h, kUnfusedAttentionChunkBytes).
+constexpr int64_t kAttnScratchBytes = int64_t{256} << 20;
+
+struct AttnGeometry {
+  int64_t S, D, G, items, ld_q, ld_kv, chunk;
+  explicit AttnGeometry(const AttentionShape& s)
+      : S(s.seq),
+        D(s.head_dim),
+        G(s.heads / s.kv_heads),
+        items(s.batch * s.kv_heads),
+        ld_q(s.batch * s.heads * s.head_dim),
+        ld_kv(s.batch * s.kv_heads * s.head_dim),
+        chunk(std::clamp<int64_t>(kAttnScratchBytes / (s.seq * s.seq * 4), 1, s.batch * s.kv_heads)) {}
+  int64_t QOffset(int64_t j, int64_t g) const { return (j * G + g) * D; }
+  int64_t POffset(int64_t j, int64_t g) const { return (j * G + g) * S * S; }
+};
+
+GemmArgs Batched(int64_t n_items, int64_t m, int64_t n, int64_t k) {
+  GemmArgs a;
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  a.batch = n_items;
+  return a;
+}
+
 }  // namespace
 
 void CudaBackend::AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr out, DevPtr probs) {
   if (const std::string bad = CheckAttention(s); !bad.empty()) return Fail(Misuse(bad));
-  PX_CUDA_RECORD(gpu::LaunchAttentionForward(DimsOf(s), K(q), K(k), K(v), K(out), K(probs), Compute()));
+  const AttnGeometry a(s);
+  const int64_t SS = a.S * a.S;
+  auto scores = Scratch(4, a.chunk * SS, DType::kF32);
+  if (!scores) return Fail(scores.error());
+  DevPtr pbuf;
+  if (!probs) {
+    auto b = Scratch(5, a.chunk * SS, q.dtype);
+    if (!b) return Fail(b.error());
+    pbuf = *b;
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(a.D));  // the CPU backend's ScaleOf
+  for (int64_t g = 0; g < a.G; ++g) {
+    for (int64_t j0 = 0; j0 < a.items; j0 += a.chunk) {
+      const int64_t n = std::min(a.chunk, a.items - j0);
+      // scores = scale Q K^T
+      GemmArgs qk = Batched(n, a.S, a.S, a.D);
+      qk.tb = Trans::kYes;
+      qk.alpha = scale;
+      qk.a = q + a.QOffset(j0, g), qk.lda = a.ld_q, qk.stride_a = a.G * a.D;
+      qk.b = k + j0 * a.D, qk.ldb = a.ld_kv, qk.stride_b = a.D;
+      qk.c = *scores, qk.ldc = a.S, qk.stride_c = SS;
+      Gemm(qk);
+      const DevPtr p = probs ? probs + a.POffset(j0, g) : pbuf;
+      const int64_t p_stride = probs ? a.G * SS : SS;
+      PX_CUDA_RECORD(gpu::LaunchCausalSoftmax(static_cast<const float*>(scores->ptr), K(p), p_stride, n, a.S,
+                                              Compute()));
+      // out = P V
+      GemmArgs pv = Batched(n, a.S, a.D, a.S);
+      pv.a = p, pv.lda = a.S, pv.stride_a = p_stride;
+      pv.b = v + j0 * a.D, pv.ldb = a.ld_kv, pv.stride_b = a.D;
+      pv.c = out + a.QOffset(j0, g), pv.ldc = a.ld_q, pv.stride_c = a.G * a.D;
+      Gemm(pv);
+    }
+  }
 }
 
-void CudaBackend::AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr /*probs*/,
+void CudaBackend::AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr probs,
                                     DevPtr dout, DevPtr dq, DevPtr dk, DevPtr dv) {
-  // Kept probabilities are not read: the tiled backward recomputes P from q, k and the row
-  // log-sum-exp, which is cheaper than streaming S x S values back from memory and is exact in fp32.
   if (const std::string bad = CheckAttention(s); !bad.empty()) return Fail(Misuse(bad));
-  const gpu::AttnDims d = DimsOf(s);
-  auto scratch = Scratch(1, gpu::AttentionBackwardScratchFloats(d), DType::kF32);
-  if (!scratch) return Fail(scratch.error());
-  PX_CUDA_RECORD(gpu::LaunchAttentionBackward(d, K(q), K(k), K(v), K(dout), K(dq), K(dk), K(dv),
-                                              static_cast<float*>(scratch->ptr), Compute()));
+  const AttnGeometry a(s);
+  const int64_t SS = a.S * a.S;
+  // Slot 4: fp32 scores, then dP. Slot 5: P (when not kept), then dS, in the activations' dtype.
+  auto f32 = Scratch(4, a.chunk * SS, DType::kF32);
+  if (!f32) return Fail(f32.error());
+  auto low = Scratch(5, a.chunk * SS, q.dtype);
+  if (!low) return Fail(low.error());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(a.D));
+  for (int64_t g = 0; g < a.G; ++g) {
+    const float acc = g == 0 ? 0.0f : 1.0f;  // dk and dv sum over the group's query heads
+    for (int64_t j0 = 0; j0 < a.items; j0 += a.chunk) {
+      const int64_t n = std::min(a.chunk, a.items - j0);
+      const DevPtr q_g = q + a.QOffset(j0, g), do_g = dout + a.QOffset(j0, g);
+      DevPtr p = *low;
+      int64_t p_stride = SS;
+      if (probs) {
+        p = probs + a.POffset(j0, g);
+        p_stride = a.G * SS;
+      } else {  // recompute P = softmax(scale Q K^T)
+        GemmArgs qk = Batched(n, a.S, a.S, a.D);
+        qk.tb = Trans::kYes;
+        qk.alpha = scale;
+        qk.a = q_g, qk.lda = a.ld_q, qk.stride_a = a.G * a.D;
+        qk.b = k + j0 * a.D, qk.ldb = a.ld_kv, qk.stride_b = a.D;
+        qk.c = *f32, qk.ldc = a.S, qk.stride_c = SS;
+        Gemm(qk);
+        PX_CUDA_RECORD(gpu::LaunchCausalSoftmax(static_cast<const float*>(f32->ptr), K(p), SS, n, a.S, Compute()));
+      }
+      // dV (+)= P^T dO
+      GemmArgs dvg = Batched(n, a.S, a.D, a.S);
+      dvg.ta = Trans::kYes;
+      dvg.beta = acc;
+      dvg.a = p, dvg.lda = a.S, dvg.stride_a = p_stride;
+      dvg.b = do_g, dvg.ldb = a.ld_q, dvg.stride_b = a.G * a.D;
+      dvg.c = dv + j0 * a.D, dvg.ldc = a.ld_kv, dvg.stride_c = a.D;
+      Gemm(dvg);
+      // dP = dO V^T (fp32)
+      GemmArgs dpg = Batched(n, a.S, a.S, a.D);
+      dpg.tb = Trans::kYes;
+      dpg.a = do_g, dpg.lda = a.ld_q, dpg.stride_a = a.G * a.D;
+      dpg.b = v + j0 * a.D, dpg.ldb = a.ld_kv, dpg.stride_b = a.D;
+      dpg.c = *f32, dpg.ldc = a.S, dpg.stride_c = SS;
+      Gemm(dpg);
+      // dS = P (dP - rowsum(P dP)) scale, into slot 5 (over P itself when P lives there)
+      PX_CUDA_RECORD(gpu::LaunchCausalSoftmaxBackward(K(p), p_stride, static_cast<const float*>(f32->ptr), K(*low), SS,
+                                                      n, a.S, scale, Compute()));
+      // dQ = dS K
+      GemmArgs dqg = Batched(n, a.S, a.D, a.S);
+      dqg.a = *low, dqg.lda = a.S, dqg.stride_a = SS;
+      dqg.b = k + j0 * a.D, dqg.ldb = a.ld_kv, dqg.stride_b = a.D;
+      dqg.c = dq + a.QOffset(j0, g), dqg.ldc = a.ld_q, dqg.stride_c = a.G * a.D;
+      Gemm(dqg);
+      // dK (+)= dS^T Q
+      GemmArgs dkg = Batched(n, a.S, a.D, a.S);
+      dkg.ta = Trans::kYes;
+      dkg.beta = acc;
+      dkg.a = *low, dkg.lda = a.S, dkg.stride_a = SS;
+      dkg.b = q_g, dkg.ldb = a.ld_q, dkg.stride_b = a.G * a.D;
+      dkg.c = dk + j0 * a.D, dkg.ldc = a.ld_kv, dkg.stride_c = a.D;
+      Gemm(dkg);
+    }
+  }
 }
 
 void CudaBackend::EmbeddingForward(DevPtr index, int64_t n, DevPtr table, int64_t vocab_begin, int64_t table_rows,

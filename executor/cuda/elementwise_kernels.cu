@@ -45,18 +45,36 @@ __global__ void AddBiasKernel(KPtr y, KPtr bias, int64_t rows, int64_t cols) {
 
 // blockDim (32, 8): 32 columns per block; the 8 thread rows take every 8th row in order, then
 // their sums are added in a fixed order.
-__global__ void ColumnSumsKernel(KPtr x, KPtr out, int64_t rows, int64_t cols) {
+// Column sums of rows [y * rows_per_chunk, ...) for blockIdx.y = y; blockDim (32, 8). Without
+// partials the sums are added to out; with them they land in partials[y * cols + c] for
+// AddColumnPartialsKernel, which adds the chunks in order (deterministic, no atomics).
+__global__ void ColumnSumsKernel(KPtr x, KPtr out, float* partials, int64_t rows, int64_t cols,
+                                 int64_t rows_per_chunk) {
   __shared__ float part[8][33];
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
   float s = 0;
   if (c < cols) {
-    for (int64_t r = threadIdx.y; r < rows; r += 8) s += Load(x, r * cols + c);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) s += Load(x, r * cols + c);
   }
   part[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
     float total = 0;
     for (int j = 0; j < 8; ++j) total += part[j][threadIdx.x];
+    if (partials != nullptr) {
+      partials[static_cast<int64_t>(blockIdx.y) * cols + c] = total;
+    } else {
+      Store(out, c, Load(out, c) + total);
+    }
+  }
+}
+
+__global__ void AddColumnPartialsKernel(const float* partials, int64_t chunks, int64_t cols, KPtr out) {
+  PX_GRID_STRIDE(c, cols) {
+    float total = 0;
+    for (int64_t y = 0; y < chunks; ++y) total += partials[y * cols + c];
     Store(out, c, Load(out, c) + total);
   }
 }
@@ -147,9 +165,18 @@ cudaError_t LaunchAddBias(KPtr y, KPtr bias, int64_t rows, int64_t cols, cudaStr
   return cudaGetLastError();
 }
 
-cudaError_t LaunchColumnSums(KPtr x, KPtr out, int64_t rows, int64_t cols, cudaStream_t s) {
+cudaError_t LaunchColumnSums(KPtr x, KPtr out, int64_t rows, int64_t cols, float* partials, cudaStream_t s) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
-  ColumnSumsKernel<<<static_cast<unsigned>((cols + 31) / 32), dim3(32, 8), 0, s>>>(x, out, rows, cols);
+  const int64_t chunks = ColumnChunks(rows, cols);
+  const int64_t per_chunk = (rows + chunks - 1) / chunks;
+  ColumnSumsKernel<<<dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks)), dim3(32, 8), 0,
+                     s>>>(x, out, chunks > 1 ? partials : nullptr, rows, cols, per_chunk);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || chunks == 1) return e;
+  return LaunchAddColumnPartials(partials, chunks, cols, out, s);
+}
+
+cudaError_t LaunchAddColumnPartials(const float* partials, int64_t chunks, int64_t cols, KPtr out, cudaStream_t s) {
+  AddColumnPartialsKernel<<<GridFor(cols), kThreads, 0, s>>>(partials, chunks, cols, out);
   return cudaGetLastError();
 }
 

@@ -30,7 +30,19 @@ cudaError_t LaunchAxpy(KPtr y, KPtr x, int64_t n, float alpha, cudaStream_t s);
 //! y[r, :] += bias
 cudaError_t LaunchAddBias(KPtr y, KPtr bias, int64_t rows, int64_t cols, cudaStream_t s);
 //! out[c] += sum over rows of x[r, c], rows summed in a fixed order (deterministic).
-cudaError_t LaunchColumnSums(KPtr x, KPtr out, int64_t rows, int64_t cols, cudaStream_t s);
+//! Row chunks a column reduction over rows x cols splits into, so that a tall, narrow reduction
+//! (a bias or norm gradient over every token) fills the GPU: about 1024 blocks of 32 columns,
+//! at least 64 rows each. Partials: chunks x cols fp32 (two such sets for a norm's gamma and beta).
+inline int64_t ColumnChunks(int64_t rows, int64_t cols) {
+  const int64_t col_blocks = (cols + 31) / 32;
+  const int64_t want = (1024 + col_blocks - 1) / col_blocks;
+  const int64_t most = (rows + 63) / 64;
+  return want < most ? (want < 1 ? 1 : want) : (most < 1 ? 1 : most);
+}
+//! out[c] += sum over rows of x[r, c]; `partials` holds ColumnChunks(rows, cols) x cols floats.
+cudaError_t LaunchColumnSums(KPtr x, KPtr out, int64_t rows, int64_t cols, float* partials, cudaStream_t s);
+//! out[c] += sum over chunks of partials[chunk, c], chunks in order.
+cudaError_t LaunchAddColumnPartials(const float* partials, int64_t chunks, int64_t cols, KPtr out, cudaStream_t s);
 cudaError_t LaunchGelu(KPtr x, KPtr y, int64_t n, cudaStream_t s);
 cudaError_t LaunchGeluBackward(KPtr x, KPtr dy, KPtr dx, int64_t n, cudaStream_t s);
 cudaError_t LaunchSwiglu(KPtr gate, KPtr up, KPtr y, int64_t n, cudaStream_t s);
@@ -43,26 +55,22 @@ cudaError_t LaunchLayerNormForward(KPtr x, KPtr gamma, KPtr beta, KPtr y, KPtr m
                                    int64_t cols, float eps, cudaStream_t s);
 //! dx overwritten; dgamma, dbeta (optional) accumulated.
 cudaError_t LaunchLayerNormBackward(KPtr dy, KPtr x, KPtr gamma, KPtr mean, KPtr rstd, KPtr dx, KPtr dgamma,
-                                    KPtr dbeta, int64_t rows, int64_t cols, cudaStream_t s);
+                                    KPtr dbeta, int64_t rows, int64_t cols, float* partials, cudaStream_t s);
 cudaError_t LaunchRmsNormForward(KPtr x, KPtr gamma, KPtr y, KPtr rstd, int64_t rows, int64_t cols, float eps,
                                  cudaStream_t s);
+//! Norm backward: `partials` holds 2 x ColumnChunks(rows, cols) x cols floats (the parameter
+//! gradients' column reductions).
 cudaError_t LaunchRmsNormBackward(KPtr dy, KPtr x, KPtr gamma, KPtr rstd, KPtr dx, KPtr dgamma, int64_t rows,
-                                  int64_t cols, cudaStream_t s);
+                                  int64_t cols, float* partials, cudaStream_t s);
 
-// ---- attention (attention_kernels.cu) ----------------------------------------------------------
-struct AttnDims {
-  int64_t batch = 1, seq = 1, heads = 1, kv_heads = 1, head_dim = 1;
-};
-//! Largest head_dim the tiled kernels take.
-inline constexpr int64_t kMaxAttentionHeadDim = 256;
-//! fp32 scratch floats AttentionBackward needs (row log-sum-exp and dO.O per query row).
-inline int64_t AttentionBackwardScratchFloats(const AttnDims& d) { return 2 * d.batch * d.heads * d.seq; }
-//! out = causal softmax(q k^T / sqrt(D)) v, tiled (never S x S in memory); probs (optional) gets
-//! the normalised probabilities of every row, zeros above the diagonal, as the CPU backend writes.
-cudaError_t LaunchAttentionForward(const AttnDims& d, KPtr q, KPtr k, KPtr v, KPtr out, KPtr probs, cudaStream_t s);
-//! dq, dk, dv overwritten; P is recomputed tile by tile from q, k and the row statistics.
-cudaError_t LaunchAttentionBackward(const AttnDims& d, KPtr q, KPtr k, KPtr v, KPtr dout, KPtr dq, KPtr dk, KPtr dv,
-                                    float* scratch, cudaStream_t s);
+// ---- attention (attention_kernels.cu; the GEMMs around them in cuda_kernels.cpp) -------------
+//! For `items` fp32 score matrices seq x seq (contiguous), the causal softmax of every row into
+//! p (item t at t * p_stride elements, rows of seq), zeros above the diagonal.
+cudaError_t LaunchCausalSoftmax(const float* scores, KPtr p, int64_t p_stride, int64_t items, int64_t seq,
+                                cudaStream_t s);
+//! dS = P (dP - rowsum(P dP)) scale, causal (zeros above the diagonal); dp fp32 contiguous. ds may be p.
+cudaError_t LaunchCausalSoftmaxBackward(KPtr p, int64_t p_stride, const float* dp, KPtr ds, int64_t ds_stride,
+                                        int64_t items, int64_t seq, float scale, cudaStream_t s);
 
 // ---- embedding and loss (embedding_loss_kernels.cu) --------------------------------------------
 cudaError_t LaunchEmbeddingForward(const int32_t* index, int64_t n, KPtr table, int64_t vocab_begin,

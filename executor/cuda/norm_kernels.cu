@@ -53,15 +53,19 @@ __global__ void NormInputGradKernel(KPtr dy, KPtr x, KPtr gamma, KPtr mean, KPtr
   }
 }
 
-// dgamma[c] += sum_r dy xhat, dbeta[c] += sum_r dy; blockDim (32, 8) as ColumnSums.
+// dgamma[c] += sum_r dy xhat, dbeta[c] += sum_r dy over rows [y * rows_per_chunk, ...) for
+// blockIdx.y = y; blockDim (32, 8) as ColumnSumsKernel. With partials (pg: chunks x cols, pb after
+// it) the chunk sums land there for LaunchAddColumnPartials; without, they are added directly.
 template <bool kRms>
-__global__ void NormParamGradKernel(KPtr dy, KPtr x, KPtr mean, KPtr rstd, KPtr dgamma, KPtr dbeta, int64_t rows,
-                                    int64_t cols) {
+__global__ void NormParamGradKernel(KPtr dy, KPtr x, KPtr mean, KPtr rstd, KPtr dgamma, KPtr dbeta, float* partials,
+                                    int64_t rows, int64_t cols, int64_t rows_per_chunk) {
   __shared__ float pg[8][33], pb[8][33];
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
   float sg = 0, sb = 0;
   if (c < cols) {
-    for (int64_t r = threadIdx.y; r < rows; r += 8) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
       const float d = Load(dy, r * cols + c);
       const float xhat = (Load(x, r * cols + c) - (kRms ? 0.0f : Load(mean, r))) * Load(rstd, r);
       sg = fmaf(d, xhat, sg);
@@ -77,8 +81,14 @@ __global__ void NormParamGradKernel(KPtr dy, KPtr x, KPtr mean, KPtr rstd, KPtr 
       tg += pg[j][threadIdx.x];
       tb += pb[j][threadIdx.x];
     }
-    Store(dgamma, c, Load(dgamma, c) + tg);
-    if (dbeta.p != nullptr) Store(dbeta, c, Load(dbeta, c) + tb);
+    if (partials != nullptr) {
+      const int64_t chunks = gridDim.y;
+      partials[static_cast<int64_t>(blockIdx.y) * cols + c] = tg;
+      partials[(chunks + blockIdx.y) * cols + c] = tb;
+    } else {
+      Store(dgamma, c, Load(dgamma, c) + tg);
+      if (dbeta.p != nullptr) Store(dbeta, c, Load(dbeta, c) + tb);
+    }
   }
 }
 
@@ -95,7 +105,19 @@ __global__ void RmsNormForwardKernel(KPtr x, KPtr gamma, KPtr y, KPtr rstd, int6
   if (threadIdx.x == 0) Store(rstd, row, rs);
 }
 
-unsigned ColumnBlocks(int64_t cols) { return static_cast<unsigned>((cols + 31) / 32); }
+template <bool kRms>
+cudaError_t ParamGrads(KPtr dy, KPtr x, KPtr mean, KPtr rstd, KPtr dgamma, KPtr dbeta, int64_t rows, int64_t cols,
+                       float* partials, cudaStream_t s) {
+  const int64_t chunks = ColumnChunks(rows, cols);
+  const int64_t per_chunk = (rows + chunks - 1) / chunks;
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
+  NormParamGradKernel<kRms><<<grid, dim3(32, 8), 0, s>>>(dy, x, mean, rstd, dgamma, dbeta,
+                                                         chunks > 1 ? partials : nullptr, rows, cols, per_chunk);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || chunks == 1) return e;
+  if (cudaError_t e = LaunchAddColumnPartials(partials, chunks, cols, dgamma, s); e != cudaSuccess) return e;
+  if (dbeta.p == nullptr) return cudaSuccess;
+  return LaunchAddColumnPartials(partials + chunks * cols, chunks, cols, dbeta, s);
+}
 
 }  // namespace
 
@@ -108,12 +130,13 @@ cudaError_t LaunchLayerNormForward(KPtr x, KPtr gamma, KPtr beta, KPtr y, KPtr m
 }
 
 cudaError_t LaunchLayerNormBackward(KPtr dy, KPtr x, KPtr gamma, KPtr mean, KPtr rstd, KPtr dx, KPtr dgamma,
-                                    KPtr dbeta, int64_t rows, int64_t cols, cudaStream_t s) {
+                                    KPtr dbeta, int64_t rows, int64_t cols, float* partials, cudaStream_t s) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   // Parameter gradients first: dx may alias dy.
   if (dgamma.p != nullptr) {
-    NormParamGradKernel<false><<<ColumnBlocks(cols), dim3(32, 8), 0, s>>>(dy, x, mean, rstd, dgamma, dbeta, rows, cols);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (cudaError_t e = ParamGrads<false>(dy, x, mean, rstd, dgamma, dbeta, rows, cols, partials, s); e != cudaSuccess) {
+      return e;
+    }
   }
   NormInputGradKernel<false><<<static_cast<unsigned>(rows), RowThreads(cols), 0, s>>>(dy, x, gamma, mean, rstd, dx,
                                                                                        cols);
@@ -128,12 +151,13 @@ cudaError_t LaunchRmsNormForward(KPtr x, KPtr gamma, KPtr y, KPtr rstd, int64_t 
 }
 
 cudaError_t LaunchRmsNormBackward(KPtr dy, KPtr x, KPtr gamma, KPtr rstd, KPtr dx, KPtr dgamma, int64_t rows,
-                                  int64_t cols, cudaStream_t s) {
+                                  int64_t cols, float* partials, cudaStream_t s) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   if (dgamma.p != nullptr) {
-    NormParamGradKernel<true><<<ColumnBlocks(cols), dim3(32, 8), 0, s>>>(dy, x, KPtr{}, rstd, dgamma, KPtr{}, rows,
-                                                                          cols);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (cudaError_t e = ParamGrads<true>(dy, x, KPtr{}, rstd, dgamma, KPtr{}, rows, cols, partials, s);
+        e != cudaSuccess) {
+      return e;
+    }
   }
   NormInputGradKernel<true><<<static_cast<unsigned>(rows), RowThreads(cols), 0, s>>>(dy, x, gamma, KPtr{}, rstd, dx,
                                                                                       cols);

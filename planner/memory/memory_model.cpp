@@ -138,11 +138,22 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
     const int64_t layer_grad = sb.grad * LayerParams(m, CountModel(m), l.tp);
     transient += std::min(2 * DpBucketBytes(plan.implementation, layer_grad), sb.grad * phi);
   }
+  transient += UnfusedAttentionWorkspaceBytes(plan);
   const int64_t modelled = r.weights + r.gradients + r.optimizer + r.activations;
   r.workspace = transient + static_cast<int64_t>(kAllocatorMargin * static_cast<double>(modelled));
   r.reserve = RuntimeReserveBytes(plan);
   r.total = modelled + r.workspace + r.reserve;
   return r;
+}
+
+int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan) {
+  if (plan.implementation.attention.value != AttentionKernel::kUnfused) return 0;
+  const Layout& l = plan.layout;
+  const int64_t s = SeqLen(plan);
+  const int64_t items = l.micro_batch * std::max<int64_t>(plan.model.kv_heads / l.tp, 1);
+  const int64_t score_bytes = s * s * 4;
+  const int64_t chunk = std::clamp<int64_t>(kUnfusedAttentionChunkBytes / score_bytes, 1, items);
+  return chunk * s * s * (4 + BytesPerElement(plan.training.precision));
 }
 
 int64_t RuntimeReserveBytes(const Plan& plan) {

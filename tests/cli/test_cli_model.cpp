@@ -99,5 +99,15 @@ TEST(Cli, UsageErrorsExitTwoAndHelpExitsZero) {
   }
 }
 
+// A GPU backend with a CPU cluster would run or calibrate under the wrong device: bad input naming
+// --cluster (tune checks before anything starts; run and calibrate after the backend is created,
+// so on a machine without a GPU they report the missing GPU first).
+TEST(CliBackendCluster, CudaWithTheCpuClusterIsBadInput) {
+  auto r = RunParallax("tune --model gpt-tiny --costdb no-such-db.json --backend cuda -o best.json");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--backend cuda with the cluster \"local-cpu\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--cluster"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace parallax

@@ -104,6 +104,9 @@ class OpsTest : public ::testing::TestWithParam<std::tuple<std::string, DType>> 
     ++checked_;
   }
 
+  //! Forward (with and without kept probabilities) and backward against a double reference.
+  void CheckAttentionAgainstReference(const AttentionShape& s);
+
   std::unique_ptr<Backend> be_;
   DType dt_ = DType::kF32;
   std::mt19937_64 rng_;
@@ -443,8 +446,7 @@ TEST_P(OpsTest, FusedChains) {
   }
 }
 
-TEST_P(OpsTest, CausalGroupedQueryAttention) {
-  const AttentionShape s{2, 6, 4, 2, 8};
+void OpsTest::CheckAttentionAgainstReference(const AttentionShape& s) {
   const int64_t rows = s.seq * s.batch, qn = rows * s.heads * s.head_dim, kn = rows * s.kv_heads * s.head_dim;
   const Vec q = Random(qn, dt_), k = Random(kn, dt_), v = Random(kn, dt_), dout = Random(qn, dt_);
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
@@ -503,6 +505,13 @@ TEST_P(OpsTest, CausalGroupedQueryAttention) {
     Expect("attention dk", DK, dk, dt_);
     Expect("attention dv", DV, dv, dt_);
   }
+}
+
+TEST_P(OpsTest, CausalGroupedQueryAttention) { CheckAttentionAgainstReference(AttentionShape{2, 6, 4, 2, 8}); }
+
+// Rows longer than a block's threads and not a multiple of any tile, a real head size, GQA.
+TEST_P(OpsTest, CausalGroupedQueryAttentionLongRows) {
+  CheckAttentionAgainstReference(AttentionShape{2, 300, 4, 2, 64});
 }
 
 TEST_P(OpsTest, EmbeddingAndVocabParallelCrossEntropy) {

@@ -5,9 +5,12 @@
 
 #include <cstdio>
 
+#include <cuda_runtime.h>
+
 #include "executor/backend_registry.h"
 #include "executor/cpu/local_communicator.h"
 #include "executor/cuda/cuda_backend.h"
+#include "model/presets.h"
 #include "planner/memory/memory_model.h"
 #include "tests/executor/train_helpers.h"
 
@@ -25,22 +28,43 @@ struct GpuRun {
   int64_t peak_reserved_bytes = 0;
 };
 
+int64_t DeviceUsedBytes() {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return -1;
+  return static_cast<int64_t>(total_bytes - free_bytes);
+}
+
+double MiB(int64_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
+
 Result<GpuRun> TrainOnGpu(const Plan& plan, int steps) {
-  auto be = CreateBackend("cuda");
-  if (!be) return be.error();
-  auto world = (*be)->ConnectWorld(*Launch(), 120);
-  if (!world) return world.error();
-  auto t = Trainer::Create(plan, **be, **world, TrainerOptions{});
-  if (!t) return t.error();
   GpuRun out;
-  for (int i = 0; i < steps; ++i) {
-    auto r = (*t)->Step();
-    if (!r) return r.error();
-    out.losses.push_back(r->loss);
+  {
+    auto be = CreateBackend("cuda");
+    if (!be) return be.error();
+    auto world = (*be)->ConnectWorld(*Launch(), 120);
+    if (!world) return world.error();
+    auto t = Trainer::Create(plan, **be, **world, TrainerOptions{});
+    if (!t) return t.error();
+    for (int i = 0; i < steps; ++i) {
+      auto r = (*t)->Step();
+      if (!r) return r.error();
+      out.losses.push_back(r->loss);
+    }
+    if (Status st = (*be)->Synchronize(); !st) return st.error();
+    out.peak_bytes = (*be)->memory().peak_bytes;
+    out.peak_reserved_bytes = (*be)->memory().peak_reserved_bytes;
   }
-  out.peak_bytes = (*be)->memory().peak_bytes;
-  out.peak_reserved_bytes = (*be)->memory().peak_reserved_bytes;
+  // Everything the run held should be returned by now: what stays beyond the context is not
+  // (on an H200, 2026-11-26: about 1.5 GiB per backend + world + trainer, docs/cuda.md).
+  std::printf("[%s] device used after the run's teardown: %.1f MiB\n", plan.model.name.c_str(), MiB(DeviceUsedBytes()));
   return out;
+}
+
+//! The preset of this GPU's architecture (its reserve figures: context, cuBLAS workspace, NCCL).
+DeviceSpec ThisGpuArchitecture() {
+  cudaDeviceProp prop{};
+  (void)cudaGetDeviceProperties(&prop, 0);
+  return DevicePreset(prop.major >= 9 ? "h100-sxm-80g" : "a100-sxm-80g").value();
 }
 
 //! GPT-3 Small (Brown et al. 2020, table 2.1): 12 layers, d_model 768, 12 heads, ~125M parameters.
@@ -104,21 +128,58 @@ TEST(CudaGpu, Bf16Gpt125mFollowsFp32After50Steps) {
   EXPECT_LE(RelAt(bf16->losses, fp32->losses, 49), 0.02);
 }
 
-// The planner's feasibility promise on the GPU: a plan it calls feasible does not need more
-// memory than it predicted (measured = the allocator's peak of live tensors, cuBLASLt workspace
-// and kernel scratch included).
+// The planner's feasibility promise on the GPU, costed for this GPU's architecture: the
+// allocator's peak of live tensors (cuBLASLt workspace and kernel scratch included) within what the
+// planner puts inside the allocator (total - reserve, plus the cuBLAS workspace, which the planner
+// counts in the reserve and our executor allocates through the allocator). Printed with the
+// overestimate, for the 15% band of docs/planner.md. The memory outside the allocator is the next
+// test's (in a process of its own: a backend's teardown does not return all of it, docs/cuda.md).
 TEST(CudaGpu, MeasuredPeakWithinThePlannerPrediction) {
-  for (const Plan& plan : {testing::TinyPlan("micro_batch=8", 8), testing::WidePlan("micro_batch=4", 8),
-                           Gpt125m("micro_batch=4", 8, Precision::kBf16),
-                           Gpt125m("micro_batch=4,recompute=full", 8, Precision::kBf16)}) {
+  const DeviceSpec gpu = ThisGpuArchitecture();
+  for (Plan plan : {testing::TinyPlan("micro_batch=8", 8), testing::WidePlan("micro_batch=4", 8),
+                    Gpt125m("micro_batch=4", 8, Precision::kBf16),
+                    Gpt125m("micro_batch=4,recompute=full", 8, Precision::kBf16)}) {
+    plan.cluster.device = gpu;
     auto r = TrainOnGpu(plan, 2);
     ASSERT_TRUE(r) << r.error().message;
-    const int64_t predicted = planner::PeakMemoryBytes(plan);
-    std::printf("%s %s: measured peak %lld B (reserved %lld B), planner %lld B\n", plan.model.name.c_str(),
-                LayoutToString(plan.layout).c_str(), static_cast<long long>(r->peak_bytes),
-                static_cast<long long>(r->peak_reserved_bytes), static_cast<long long>(predicted));
-    EXPECT_LE(r->peak_bytes, predicted) << plan.model.name << " " << LayoutToString(plan.layout);
+    const planner::MemoryBreakdown m = planner::EstimateRankMemory(plan, 0);
+    const int64_t blas_ws = static_cast<int64_t>(gpu.arch.blas_workspace_MiB * 1048576.0);
+    const int64_t in_allocator = m.total - m.reserve + blas_ws;
+    std::printf("%s %s: allocator peak %.1f MiB, planner %.1f MiB (%+.1f%%)\n", plan.model.name.c_str(),
+                LayoutToString(plan.layout).c_str(), MiB(r->peak_bytes), MiB(in_allocator),
+                100.0 * (static_cast<double>(in_allocator) / static_cast<double>(r->peak_bytes) - 1.0));
+    EXPECT_LE(r->peak_bytes, in_allocator) << plan.model.name << " " << LayoutToString(plan.layout);
   }
+}
+
+// The device memory the process holds outside our allocator (CUDA context, loaded kernel
+// modules, cuBLASLt handle and workspace, NCCL's one-rank communicator): device used minus the
+// allocator's reserved blocks, after training steps of a 125M bf16 model have loaded the kernels a
+// step uses. The planner's RuntimeReserveBytes (model/presets.cpp: context_reserve_MiB from
+// PyTorch's floor, plus the cuBLAS workspace) must cover it. Assumes no other process on the GPU.
+TEST(CudaGpu, MemoryOutsideTheAllocatorWithinThePlannerReserve) {
+  Plan plan = Gpt125m("micro_batch=4", 8, Precision::kBf16);
+  plan.cluster.device = ThisGpuArchitecture();
+  auto be = CreateBackend("cuda");
+  ASSERT_TRUE(be) << be.error().message;
+  const int64_t at_start = DeviceUsedBytes();
+  auto world = (*be)->ConnectWorld(*Launch(), 120);
+  ASSERT_TRUE(world) << world.error().message;
+  auto t = Trainer::Create(plan, **be, **world, TrainerOptions{});
+  ASSERT_TRUE(t) << t.error().message;
+  for (int i = 0; i < 3; ++i) {
+    auto r = (*t)->Step();
+    ASSERT_TRUE(r) << r.error().message;
+  }
+  ASSERT_TRUE((*be)->Synchronize());
+  const int64_t used = DeviceUsedBytes();
+  const int64_t reserved = (*be)->memory().reserved_bytes;
+  const int64_t outside = used - reserved;
+  const int64_t planner_reserve = planner::RuntimeReserveBytes(plan);
+  std::printf("device used %.1f MiB (%.1f MiB when the backend had started), allocator reserved %.1f MiB: outside "
+              "the allocator %.1f MiB; planner reserve %.1f MiB\n",
+              MiB(used), MiB(at_start), MiB(reserved), MiB(outside), MiB(planner_reserve));
+  EXPECT_LE(outside, planner_reserve);
 }
 
 TEST(CudaGpu, OutOfMemoryIsAnErrorNamingTheBytes) {
@@ -137,13 +198,13 @@ TEST(CudaGpu, OutOfMemoryIsAnErrorNamingTheBytes) {
 TEST(CudaGpu, KernelMisuseBecomesTheNextSynchronizeError) {
   auto be = CreateBackend("cuda");
   ASSERT_TRUE(be) << be.error().message;
-  const AttentionShape s{1, 4, 1, 1, 512};  // head_dim beyond the tiled kernel
-  auto q = (*be)->Allocate(int64_t{4} * 512, DType::kF32, MemoryKind::kActivations);
+  const AttentionShape s{1, 4, 3, 2, 64};  // 3 query heads cannot share 2 kv heads
+  auto q = (*be)->Allocate(int64_t{4} * 3 * 64, DType::kF32, MemoryKind::kActivations);
   ASSERT_TRUE(q);
   (*be)->AttentionForward(s, q->ptr(), q->ptr(), q->ptr(), q->ptr(), DevPtr{});
   Status st = (*be)->Synchronize();
   ASSERT_FALSE(st);
-  EXPECT_NE(st.error().message.find("head_dim 512"), std::string::npos) << st.error().message;
+  EXPECT_NE(st.error().message.find("not a multiple of kv_heads"), std::string::npos) << st.error().message;
 }
 
 TEST(CudaGpu, EventsTimeAKernelOnTheComputeStream) {

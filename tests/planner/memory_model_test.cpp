@@ -75,8 +75,26 @@ TEST(MemoryModel, ZeroTwoStagesTwoBucketsOfTheImplementation) {
     return m.workspace - static_cast<int64_t>(kAllocatorMargin * static_cast<double>(m.weights + m.gradients +
                                                                                        m.optimizer + m.activations));
   };
-  const int64_t activation_transient_diff = 0;  // same model, layout and micro-batch: same 2*e*sbh and no ZeRO-3 gather
+  // Same model, layout and micro-batch: the same 2*e*sbh and no ZeRO-3 gather; our executor's unfused
+  // attention adds its score working set, Megatron-Core's flash attention none.
+  EXPECT_EQ(UnfusedAttentionWorkspaceBytes(mcore), 0);
+  const int64_t activation_transient_diff = UnfusedAttentionWorkspaceBytes(ours);
+  EXPECT_GT(activation_transient_diff, 0);
   EXPECT_EQ(transient(a) - transient(b), 2 * (layer_grad - (153LL << 20)) + activation_transient_diff);
+}
+
+// The score working set of our executor's unfused attention (executor/cuda/cuda_kernels.cpp): fp32
+// scores and P / dS in the activations' dtype for a chunk of (sequence, kv head) items whose
+// scores fit 256 MiB, at least one item.
+TEST(MemoryModel, UnfusedAttentionWorkingSetIsOneChunk) {
+  constexpr int64_t kMiB = 1 << 20;
+  // gpt-1.3b, seq 2048, 16 heads: 16 MiB of fp32 scores per item, 16 items per micro-batch.
+  const Plan one = MakePlan("gpt-1.3b", "global_batch=8,micro_batch=1", Precision::kBf16, 1);
+  EXPECT_EQ(UnfusedAttentionWorkspaceBytes(one), 16 * 2048 * 2048 * (4 + 2));  // 384 MiB
+  const Plan four = MakePlan("gpt-1.3b", "global_batch=8,micro_batch=4", Precision::kBf16, 1);
+  EXPECT_EQ(UnfusedAttentionWorkspaceBytes(four), 384 * kMiB);  // capped at one 256 MiB chunk of scores
+  const Plan tp2 = MakePlan("gpt-1.3b", "tp=2,global_batch=8,micro_batch=1", Precision::kBf16, 2);
+  EXPECT_EQ(UnfusedAttentionWorkspaceBytes(tp2), 8 * 2048 * 2048 * (4 + 2));  // half the heads per rank
 }
 
 TEST(MemoryModel, RecomputeAndSequenceParallelShrinkActivations) {

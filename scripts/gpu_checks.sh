@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Every GPU check of docs/cuda.md ("What remains to be run on a GPU") in one pass, for a lent GPU
+# machine whose device time is short: each step runs under its own time limit and under one
+# deadline for the whole pass, a step that fails or hangs does not stop the next, and every log
+# lands in one archive (OUT/gpu-results.tar.gz) plus OUT/summary.txt (step, exit status, seconds).
+#
+# Usage: scripts/gpu_checks.sh BUILD OUT SECONDS [STEP...]
+#   BUILD   a release build with CUDA (docs/cuda.md), or a carried copy of its binaries with the
+#           non-CUDA shared libraries in BUILD/gpu-libs (scripts/gpu_carry.sh makes one)
+#   SECONDS the deadline for the whole pass
+#   STEP    env probe ops gpu cli calibrate fidelity bench side cupti profile (default: all, in this order)
+# The CUDA libraries (cuBLAS, cuBLASLt, NCCL, CUPTI, the runtime) are looked up on the GPU
+# machine itself: its toolkit under /usr/local/cuda and the NVIDIA wheels of its Python.
+set -u
+cd "$(dirname "$0")/.."
+b=${1:?build dir}
+out=${2:?output dir}
+budget=${3:?seconds}
+shift 3
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(env probe ops gpu cli calibrate fidelity bench side cupti profile)
+mkdir -p "$out/logs"
+logs=$(cd "$out/logs" && pwd)
+t0=$(date +%s)
+deadline=$((t0 + budget))
+
+libdirs=""
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcupti.so.13; do
+  f=$(find -L /usr/local/cuda/ /usr/local/ /opt/ /usr/lib/x86_64-linux-gnu/ -name "$lib" 2>/dev/null | head -1)
+  d=$(dirname "$f")
+  [ -n "$f" ] && case "$libdirs:" in *":$d:"*) ;; *) libdirs="$libdirs:$d" ;; esac
+done
+export LD_LIBRARY_PATH="$PWD/$b/gpu-libs$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONUNBUFFERED=1
+
+# PARALLAX_SHARED_DIR is compiled in as <source dir>/../shared: where the build was made the data
+# lies there; here the carried copy stands in (the planner's validation tables only).
+if [ -d gpu-shared ] && [ ! -e ../shared ]; then cp -r gpu-shared ../shared; fi
+src=$(cat "$b/source_dir.txt" 2>/dev/null || true)
+if [ -n "$src" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
+
+# step NAME LIMIT CMD...: runs CMD with its output in logs/NAME.log, under min(LIMIT, time left).
+step() {
+  local name=$1 limit=$2 now left rc s
+  shift 2
+  now=$(date +%s)
+  left=$((deadline - now - 3))
+  if [ "$left" -lt 10 ]; then
+    echo "$name skipped (deadline)" | tee -a "$out/summary.txt"
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "== $name (limit ${limit}s)"
+  s=$(date +%s.%N)
+  timeout -k 5 "$limit" "$@" > "$logs/$name.log" 2>&1
+  rc=$?
+  printf '%-22s rc=%-3s %6.1fs\n' "$name" "$rc" "$(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN{print b - a}')" | tee -a "$out/summary.txt"
+  tail -n 25 "$logs/$name.log"
+}
+
+px=$b/cli/parallax
+# The cluster preset of this GPU (its figures are the starting point calibrate measures over).
+case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+  *H200*) cl=dgx-h200 ;;
+  *H100*) cl=dgx-h100 ;;
+  *A100*) cl=dgx-a100 ;;
+  *) cl=${CLUSTER:-dgx-h100} ;;
+esac
+for st in "${steps[@]}"; do
+  case "$st" in
+    env)
+      step env 20 bash -c "nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
+        --format=csv; date -u; echo LD_LIBRARY_PATH=\$LD_LIBRARY_PATH; ldd $px | grep -E 'not found|cuda|cublas|nccl|cupti'" ;;
+    probe)
+      step probe 30 "$b/tests/executor/executor_cuda_probe_test" ;;
+    ops)
+      step ops 90 "$b/tests/executor/executor_backend_ops_test" --gtest_filter='*cuda*' ;;
+    gpu)
+      # The memory outside the allocator first, in a process of its own (nothing earlier held).
+      step gpu_reserve 40 "$b/tests/executor/executor_cuda_gpu_test" --gtest_filter='*MemoryOutside*'
+      step gpu 150 "$b/tests/executor/executor_cuda_gpu_test" --gtest_filter='-*MemoryOutside*' ;;
+    cli)
+      step cli_fp32 40 "$px" run --plan micro_batch=2 --model gpt-tiny --global-batch 8 --steps 10 --backend cuda \
+        --cluster $cl --precision fp32 --json
+      step cli_1p3b 60 "$px" run --plan micro_batch=1 --model gpt-1.3b --global-batch 8 --steps 5 --backend cuda \
+        --cluster $cl --precision bf16 --json --trace "$logs/measured_1p3b.json" --no-cupti ;;
+    cupti)
+      # 2026-11-26, H200: a CUPTI-traced gpt-1.3b run did not end within 60 s (CUDA events: 0.48 s
+      # a step). A small model first, with the time to the first step, to see where it stalls.
+      step cupti_tiny 60 "$px" run --plan micro_batch=2 --model gpt-tiny --global-batch 8 --steps 5 --backend cuda \
+        --cluster $cl --precision bf16 --json --trace "$logs/measured_cupti_tiny.json"
+      step cupti_1p3b 90 "$px" run --plan micro_batch=1 --model gpt-1.3b --global-batch 8 --steps 3 --backend cuda \
+        --cluster $cl --precision bf16 --json --trace "$logs/measured_cupti_1p3b.json" ;;
+    bench)
+      step bench 60 "$b/bench/bench_cuda" --benchmark_filter='GemmBackendOverLt|AttentionForwardBackward' \
+        --benchmark_min_time=0.2 ;;
+    calibrate)
+      step calibrate 150 "$px" calibrate --backend cuda --cluster $cl --quick --no-progress --model gpt-1.3b \
+        -o "$logs/costdb-gpt-1.3b.json" --cluster-out "$logs/cluster.json" --json ;;
+    side)
+      step side 120 bench/gpu/side_by_side.sh "$b" 2 ;;
+    profile)
+      step profile 240 env STEPS=8 COSTDB="$logs/costdb-gpt-1.3b.json" CLUSTER="$logs/cluster.json" \
+        scripts/gpu_profile_checks.sh "$b" "$logs/profile" ;;
+    fidelity)
+      step fidelity 300 env CLUSTER=$cl scripts/fidelity.sh "$b" "$logs/fidelity" 6 gpu ;;
+    *) echo "unknown step $st" | tee -a "$out/summary.txt" ;;
+  esac
+done
+# Only a few files come back from a device machine: one archive of the logs and outputs.
+tar -czf "$out/gpu-results.tar.gz" -C "$out" logs summary.txt
+echo "total $(( $(date +%s) - t0 ))s"
