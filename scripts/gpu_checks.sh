@@ -86,11 +86,11 @@ for st in "${steps[@]}"; do
         --cluster $cl --precision bf16 --json --trace "$logs/measured_1p3b.json" --no-cupti ;;
     cupti)
       # 2026-11-26, H200: a CUPTI-traced gpt-1.3b run did not end within 60 s (CUDA events: 0.48 s
-      # a step). A small model first, with the time to the first step, to see where it stalls.
-      step cupti_tiny 60 "$px" run --plan micro_batch=2 --model gpt-tiny --global-batch 8 --steps 5 --backend cuda \
-        --cluster $cl --precision bf16 --json --trace "$logs/measured_cupti_tiny.json"
-      step cupti_1p3b 90 "$px" run --plan micro_batch=1 --model gpt-1.3b --global-batch 8 --steps 3 --backend cuda \
-        --cluster $cl --precision bf16 --json --trace "$logs/measured_cupti_1p3b.json" ;;
+      # a step). A small model first; the human output, line-buffered, shows each step as it ends.
+      step cupti_tiny 60 stdbuf -oL "$px" run --plan micro_batch=2 --model gpt-tiny --global-batch 8 --steps 5 \
+        --backend cuda --cluster $cl --precision bf16 --trace "$logs/measured_cupti_tiny.json"
+      step cupti_1p3b 90 stdbuf -oL "$px" run --plan micro_batch=1 --model gpt-1.3b --global-batch 8 --steps 3 \
+        --backend cuda --cluster $cl --precision bf16 --trace "$logs/measured_cupti_1p3b.json" ;;
     bench)
       step bench 60 "$b/bench/bench_cuda" --benchmark_filter='GemmBackendOverLt|AttentionForwardBackward' \
         --benchmark_min_time=0.2 ;;

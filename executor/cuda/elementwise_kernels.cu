@@ -43,11 +43,11 @@ __global__ void AddBiasKernel(KPtr y, KPtr bias, int64_t rows, int64_t cols) {
   PX_GRID_STRIDE(i, rows * cols) Store(y, i, Load(y, i) + Load(bias, i % cols));
 }
 
-// blockDim (32, 8): 32 columns per block; the 8 thread rows take every 8th row in order, then
-// their sums are added in a fixed order.
-// Column sums of rows [y * rows_per_chunk, ...) for blockIdx.y = y; blockDim (32, 8). Without
-// partials the sums are added to out; with them they land in partials[y * cols + c] for
-// AddColumnPartialsKernel, which adds the chunks in order (deterministic, no atomics).
+// Column sums of rows [y * rows_per_chunk, ...) for blockIdx.y = y; blockDim (32, 8): 32 columns
+// per block, the 8 thread rows take every 8th row of the chunk in order, then their sums are added
+// in a fixed order. Without partials the sums are added to out; with them they land in
+// partials[y * cols + c] for AddColumnPartialsKernel, which adds the chunks in order
+// (deterministic, no atomics).
 __global__ void ColumnSumsKernel(KPtr x, KPtr out, float* partials, int64_t rows, int64_t cols,
                                  int64_t rows_per_chunk) {
   __shared__ float part[8][33];
