@@ -79,6 +79,10 @@ struct ContentionFit {
 //! predicted (operands colder, the other ranks' work beside them), measured by `refine` on a
 //! trace: the planner multiplies that family's calibrated samples by `factor`. Samples that
 //! `refine` took from a trace are in-run times already and are not scaled.
+//! The run factor of the memory-bound kernel families pooled (refine): what a family the trace did
+//! not time takes (CostDb::RunFactorOf).
+inline constexpr const char* kMemoryBoundRunFactor = "memory_bound";
+
 struct RunFactor {
   std::string family;          //!< "gemm" (the GEMMs of `dtype`) or a kernel family ("act", "attention_bwd", ...)
   DType dtype = DType::kFp32;  //!< GEMMs only

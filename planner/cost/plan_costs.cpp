@@ -165,8 +165,11 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     const double grad_shard = static_cast<double>(rc.params) / static_cast<double>(l.zero_stage >= 2 ? l.dp : 1);
     // Per-tensor AdamW (no multi-tensor kernel) re-reads each moment in its own pass: ~2x the bytes.
     const double adam_bytes = impl.optimizer.value == OptimizerKind::kPerTensor ? 56.0 : 28.0;
-    rc.optimizer_s = comp.MemoryBound("optimizer", adam_bytes * shard) + comp.MemoryBound("grad_clip", grad_e * grad_shard);
+    rc.optimizer_s = comp.MemoryBound("optimizer", adam_bytes * shard);
     rc.optimizer_s += comp.noise().MeanExcess(rc.optimizer_s);
+    rc.grad_norm_s = comp.MemoryBound("grad_clip", grad_e * grad_shard);
+    rc.grad_norm_s += comp.noise().MeanExcess(rc.grad_norm_s);
+    pc.grad_norm_s = std::max(pc.grad_norm_s, rc.grad_norm_s);
   }
   // System noise at pipeline receives: each boundary's transfer ends when the sending rank's
   // pass over its chunk (the compute since its previous receive) ends, so a receiver that waits
@@ -186,7 +189,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   if (comp.noise().measured()) {
     double step_compute = 0;
     for (const RankCost& rc : pc.ranks) {
-      step_compute = std::max(step_compute, static_cast<double>(pc.microbatches) * (rc.fwd_s + rc.bwd_s) + rc.optimizer_s);
+      step_compute = std::max(step_compute, static_cast<double>(pc.microbatches) * (rc.fwd_s + rc.bwd_s) + rc.grad_norm_s);
     }
     pc.clip_sync_noise_s = comp.noise().SyncExcess(step_compute, l.dp * l.pp);
     pc.clip_sync_s += pc.clip_sync_noise_s;

@@ -96,7 +96,10 @@ struct RankCost {
   double fwd_s = 0, bwd_s = 0;  //!< one micro-batch through all chunks of the rank
   double fwd_tp_s = 0, bwd_tp_s = 0;
   DpCost dp;
-  double optimizer_s = 0;  //!< grad-norm + AdamW over this rank's shard
+  double optimizer_s = 0;  //!< AdamW over this rank's shard (the executor's optimizer op)
+  //! The grad-norm's read of this rank's gradient shard: the executor's grad_clip op computes it,
+  //! then joins the global all-reduce (PlanCosts::clip_sync_s).
+  double grad_norm_s = 0;
   int64_t params = 0;      //!< per TP rank, before ZeRO sharding
 };
 
@@ -108,6 +111,7 @@ struct PlanCosts {
   //! interleaved wrap from rank pp-1 to rank 0 included). Empty when pp == 1.
   std::vector<double> boundary_p2p_s;
   double p2p_s = 0;       //!< the slowest boundary's transfer (0 when pp == 1)
+  double grad_norm_s = 0; //!< the slowest rank's grad-norm read: the all-reduce below starts after it
   double clip_sync_s = 0; //!< the global grad-norm all-reduce (a step-wide barrier), noise included
   double clip_sync_noise_s = 0;  //!< its part waiting for the latest TP group (NoiseModel)
   int64_t microbatches = 1;

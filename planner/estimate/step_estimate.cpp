@@ -291,15 +291,16 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
   double step = 0;
   for (int64_t r = 0; r < p; ++r) {
     const RankCost& rc = pc.ranks[static_cast<size_t>(r)];
-    step = std::max(step, barrier + pc.clip_sync_s + rc.optimizer_s + rc.dp.gather_after_s);
+    step = std::max(step, barrier + pc.grad_norm_s + pc.clip_sync_s + rc.optimizer_s + rc.dp.gather_after_s);
   }
   (void)tail0;
 
   const RankCost& r0 = pc.ranks[0];
   Breakdown b;
   b.tp_comm_s = m * (r0.fwd_tp_s + r0.bwd_tp_s);
-  b.compute_s = m * (r0.fwd_s + r0.bwd_s - r0.fwd_tp_s - r0.bwd_tp_s + contention_extra[0]) + r0.optimizer_s;
-  b.dp_comm_s = step - pipe - r0.optimizer_s + m * zero3_wait[0];
+  b.compute_s = m * (r0.fwd_s + r0.bwd_s - r0.fwd_tp_s - r0.bwd_tp_s + contention_extra[0]) + r0.grad_norm_s +
+                r0.optimizer_s;
+  b.dp_comm_s = step - pipe - r0.grad_norm_s - r0.optimizer_s + m * zero3_wait[0];
   b.pp_comm_s = p > 1 ? comm_fill + steady_comm : 0;
   b.bubble_s = std::max(0.0, step - b.compute_s - b.tp_comm_s - b.dp_comm_s - b.pp_comm_s);
   return {step, b};

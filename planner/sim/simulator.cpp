@@ -86,8 +86,10 @@ class StepSimulator {
     for (int64_t r = 0; r < pp_; ++r) {
       RankState& s = ranks_[static_cast<size_t>(r)];
       const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
-      const double opt_start = barrier + pc_.clip_sync_s;
-      Record(r, traces::Stream::kCompute, OpKind::kGradClip, Phase::kOptim, -1, -1, -1, barrier, pc_.clip_sync_s);
+      // grad_clip: this rank's grad-norm read, then the world all-reduce, which ends after the
+      // slowest rank's read (the executor's op spans both, waiting included).
+      const double opt_start = barrier + pc_.grad_norm_s + pc_.clip_sync_s;
+      Record(r, traces::Stream::kCompute, OpKind::kGradClip, Phase::kOptim, -1, -1, -1, barrier, opt_start - barrier);
       Record(r, traces::Stream::kCompute, OpKind::kOptimizer, Phase::kOptim, -1, -1, -1, opt_start, rc.optimizer_s);
       double end = opt_start + rc.optimizer_s;
       if (rc.dp.gather_after_s > 0 && rc.dp.per_group) {
@@ -111,7 +113,7 @@ class StepSimulator {
         Record(r, traces::Stream::kDpComm, OpKind::kDpAllGather, Phase::kComm, -1, -1, -1, end, rc.dp.gather_after_s);
         end += rc.dp.gather_after_s;
       }
-      s.compute_s += rc.optimizer_s;
+      s.compute_s += rc.grad_norm_s + rc.optimizer_s;
       step = std::max(step, end);
     }
     const RankState& s0 = ranks_[0];
@@ -119,7 +121,7 @@ class StepSimulator {
     b.compute_s = s0.compute_s;
     b.tp_comm_s = s0.tp_s;
     b.pp_comm_s = s0.pp_wait_s;
-    b.dp_comm_s = s0.dp_wait_s + (step - pipe_end[0] - pc_.ranks[0].optimizer_s);
+    b.dp_comm_s = s0.dp_wait_s + (step - pipe_end[0] - pc_.ranks[0].grad_norm_s - pc_.ranks[0].optimizer_s);
     b.bubble_s = std::max(0.0, step - b.compute_s - b.tp_comm_s - b.pp_comm_s - b.dp_comm_s);
     return FinishPrediction(plan_, step, b);
   }

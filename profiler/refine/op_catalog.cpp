@@ -60,23 +60,15 @@ std::optional<ComputeDescription> OpCatalog::FromCostedOp(const OpIdentity& id) 
 }
 
 ComputeDescription OpCatalog::Optimizer(int64_t pp_rank) const {
-  // As planner/cost/plan_costs.cpp prices it: AdamW over the rank's shard (28 B/param) plus the
-  // grad-norm read of its gradient shard.
+  // As planner/cost/plan_costs.cpp prices the optimizer op: AdamW over the rank's shard (28 B/param).
+  // The grad-norm read is the grad_clip op's (not sampled: its slice also waits in the all-reduce).
   const Layout& l = plan_.layout;
   const double params = static_cast<double>(planner::RankParams(plan_.model, l, pp_rank));
-  // The gradient bytes the grad-norm reads, as the planner counts them: fp32 for fp32 training
-  // and for a profile that keeps fp32 gradient buffers (parallax, Megatron-Core).
-  const double grad_e = plan_.training.precision == Precision::kFp32 ||
-                                ctx_.implementation().grad_reduce_dtype.value == GradDType::kFp32
-                            ? 4.0
-                            : 2.0;
   const double shard = params / static_cast<double>(l.zero_stage >= 1 ? l.dp : 1);
-  const double grad_shard = params / static_cast<double>(l.zero_stage >= 2 ? l.dp : 1);
   ComputeDescription d;
   const auto& c = ctx_.compute();
   d.memory.push_back({"optimizer", static_cast<int64_t>(28.0 * shard), c.MemoryBound("optimizer", 28.0 * shard)});
-  d.memory.push_back({"grad_clip", static_cast<int64_t>(grad_e * grad_shard), c.MemoryBound("grad_clip", grad_e * grad_shard)});
-  d.time_s = d.memory[0].time_s + d.memory[1].time_s;
+  d.time_s = d.memory[0].time_s;
   return d;
 }
 
@@ -121,8 +113,8 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
                                                           : CollectiveKind::kReduceScatter,
                           predicted_bytes, planner::PlaceGroup(l, plan_.cluster, planner::GroupKind::kDp));
     case OpKind::kGradClip:
-      out.not_sampled = "the planner prices the grad-norm as a 4-byte all-reduce; the measured slice also computes "
-                        "the norm";
+      out.not_sampled = "the measured slice is the grad-norm read plus the world all-reduce, waiting for the "
+                        "slowest rank included";
       return out;
     case OpKind::kOptimizer:
       out.compute = Optimizer(id.rank / (l.tp * l.dp));

@@ -47,6 +47,12 @@ TEST(CostDbExtensions, RoundTrip) {
   EXPECT_DOUBLE_EQ(back->RunFactorOf("gemm", DType::kBf16), 1.0);  // measured for fp32 GEMMs only
   EXPECT_DOUBLE_EQ(back->RunFactorOf("act"), 1.3);
   EXPECT_DOUBLE_EQ(back->RunFactorOf("attn_norm"), 1.0);
+  // With the memory-bound families' pooled factor, a family no trace timed takes it; GEMMs do not.
+  CostDb pooled = *back;
+  pooled.run_factors.push_back({kMemoryBoundRunFactor, DType::kFp32, 1.2, 6, "refine"});
+  EXPECT_DOUBLE_EQ(pooled.RunFactorOf("act"), 1.3);
+  EXPECT_DOUBLE_EQ(pooled.RunFactorOf("grad_clip"), 1.2);
+  EXPECT_DOUBLE_EQ(pooled.RunFactorOf("gemm", DType::kBf16), 1.0);
   ASSERT_EQ(back->noise.windows.size(), 2u);
   EXPECT_DOUBLE_EQ(back->noise.windows[1].detour_s[2], 9e-6);
   EXPECT_EQ(back->noise.ranks, 2);
