@@ -303,6 +303,10 @@ Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_f
   return ImplementationPreset(name);
 }
 
+int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items) {
+  return std::clamp<int64_t>(kUnfusedAttentionChunkBytes / (seq * seq * 4), 1, std::max<int64_t>(items, 1));
+}
+
 int64_t DpBucketBytes(const ImplementationProfile& impl, int64_t layer_grad_bytes) {
   const int64_t mib = impl.dp_bucket_MiB.value;
   if (mib <= 0) return layer_grad_bytes;

@@ -67,6 +67,13 @@ struct ImplementationProfile {
 //! than the layer. Used by the memory model (ZeRO-2/3 staging) and matched by the executor.
 int64_t DpBucketBytes(const ImplementationProfile& impl, int64_t layer_grad_bytes);
 
+//! The one definition of our executor's unfused-attention chunk (executor/cuda/cuda_kernels.cpp):
+//! of `items` (sequence, kv head) pairs, how many go through the S x S fp32 score GEMM at once so
+//! that their scores fit kUnfusedAttentionChunkBytes (at least one). Used by the memory model
+//! (UnfusedAttentionWorkspaceBytes) and by the CUDA backend.
+inline constexpr int64_t kUnfusedAttentionChunkBytes = int64_t{256} << 20;
+int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items);
+
 //! Built-in profiles: parallax, megatron-core, megatron-2021, deepspeed.
 std::vector<std::string> ImplementationNames();
 //! A preset by name; an unknown name is bad input listing the known ones.

@@ -7,6 +7,7 @@
 #include "executor/cuda/cuda_backend.h"
 #include "executor/cuda/cuda_check.h"
 #include "executor/cuda/kernels.h"
+#include "model/implementation.h"
 
 namespace parallax::executor {
 
@@ -117,12 +118,11 @@ std::string CheckAttention(const AttentionShape& s) {
 // kv_heads) of sequence b form "item" j = b * kv_heads + kvh of group member g: q, out and dout of
 // item j start at (j G + g) D and step by G D, k and v at j D stepping by D (rows: ld = batch x
 // heads x D, resp. batch x kv_heads x D), and the probabilities [b][h][i][j] of the backend contract
-// at (j G + g) S^2, stepping by G S^2. Items go in chunks whose S x S fp32 scores fit kAttnScratchBytes.
-// The same chunk bound the planner charges (planner/memory/memory_model.h, kUnfusedAttentionChunkBytes).
-constexpr int64_t kAttnScratchBytes = int64_t{256} << 20;
-
+// at (j G + g) S^2, stepping by G S^2. Items go in chunks whose S x S fp32 scores fit 256 MiB
+// (UnfusedAttentionChunkItems, model/implementation.h: the working set the planner charges).
 struct AttnGeometry {
   int64_t S, D, G, items, ld_q, ld_kv, chunk;
+  float scale;  //!< 1 / sqrt(head_dim), the CPU backend's ScaleOf
   explicit AttnGeometry(const AttentionShape& s)
       : S(s.seq),
         D(s.head_dim),
@@ -130,7 +130,8 @@ struct AttnGeometry {
         items(s.batch * s.kv_heads),
         ld_q(s.batch * s.heads * s.head_dim),
         ld_kv(s.batch * s.kv_heads * s.head_dim),
-        chunk(std::clamp<int64_t>(kAttnScratchBytes / (s.seq * s.seq * 4), 1, s.batch * s.kv_heads)) {}
+        chunk(UnfusedAttentionChunkItems(s.seq, s.batch * s.kv_heads)),
+        scale(1.0f / std::sqrt(static_cast<float>(s.head_dim))) {}
   int64_t QOffset(int64_t j, int64_t g) const { return (j * G + g) * D; }
   int64_t POffset(int64_t j, int64_t g) const { return (j * G + g) * S * S; }
 };
@@ -142,6 +143,17 @@ GemmArgs Batched(int64_t n_items, int64_t m, int64_t n, int64_t k) {
   a.k = k;
   a.batch = n_items;
   return a;
+}
+
+//! scores = scale Q K^T (fp32, contiguous S x S per item) for items [j0, j0 + n) of member g.
+GemmArgs ScoresGemm(const AttnGeometry& a, DevPtr q, DevPtr k, int64_t g, int64_t j0, int64_t n, DevPtr scores) {
+  GemmArgs qk = Batched(n, a.S, a.S, a.D);
+  qk.tb = Trans::kYes;
+  qk.alpha = a.scale;
+  qk.a = q + a.QOffset(j0, g), qk.lda = a.ld_q, qk.stride_a = a.G * a.D;
+  qk.b = k + j0 * a.D, qk.ldb = a.ld_kv, qk.stride_b = a.D;
+  qk.c = scores, qk.ldc = a.S, qk.stride_c = a.S * a.S;
+  return qk;
 }
 
 }  // namespace
@@ -158,18 +170,10 @@ void CudaBackend::AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, 
     if (!b) return Fail(b.error());
     pbuf = *b;
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(a.D));  // the CPU backend's ScaleOf
   for (int64_t g = 0; g < a.G; ++g) {
     for (int64_t j0 = 0; j0 < a.items; j0 += a.chunk) {
       const int64_t n = std::min(a.chunk, a.items - j0);
-      // scores = scale Q K^T
-      GemmArgs qk = Batched(n, a.S, a.S, a.D);
-      qk.tb = Trans::kYes;
-      qk.alpha = scale;
-      qk.a = q + a.QOffset(j0, g), qk.lda = a.ld_q, qk.stride_a = a.G * a.D;
-      qk.b = k + j0 * a.D, qk.ldb = a.ld_kv, qk.stride_b = a.D;
-      qk.c = *scores, qk.ldc = a.S, qk.stride_c = SS;
-      Gemm(qk);
+      Gemm(ScoresGemm(a, q, k, g, j0, n, *scores));
       const DevPtr p = probs ? probs + a.POffset(j0, g) : pbuf;
       const int64_t p_stride = probs ? a.G * SS : SS;
       PX_CUDA_RECORD(gpu::LaunchCausalSoftmax(static_cast<const float*>(scores->ptr), K(p), p_stride, n, a.S,
@@ -194,7 +198,6 @@ void CudaBackend::AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k,
   if (!f32) return Fail(f32.error());
   auto low = Scratch(5, a.chunk * SS, q.dtype);
   if (!low) return Fail(low.error());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(a.D));
   for (int64_t g = 0; g < a.G; ++g) {
     const float acc = g == 0 ? 0.0f : 1.0f;  // dk and dv sum over the group's query heads
     for (int64_t j0 = 0; j0 < a.items; j0 += a.chunk) {
@@ -206,13 +209,7 @@ void CudaBackend::AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k,
         p = probs + a.POffset(j0, g);
         p_stride = a.G * SS;
       } else {  // recompute P = softmax(scale Q K^T)
-        GemmArgs qk = Batched(n, a.S, a.S, a.D);
-        qk.tb = Trans::kYes;
-        qk.alpha = scale;
-        qk.a = q_g, qk.lda = a.ld_q, qk.stride_a = a.G * a.D;
-        qk.b = k + j0 * a.D, qk.ldb = a.ld_kv, qk.stride_b = a.D;
-        qk.c = *f32, qk.ldc = a.S, qk.stride_c = SS;
-        Gemm(qk);
+        Gemm(ScoresGemm(a, q, k, g, j0, n, *f32));
         PX_CUDA_RECORD(gpu::LaunchCausalSoftmax(static_cast<const float*>(f32->ptr), K(p), SS, n, a.S, Compute()));
       }
       // dV (+)= P^T dO
@@ -232,7 +229,7 @@ void CudaBackend::AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k,
       Gemm(dpg);
       // dS = P (dP - rowsum(P dP)) scale, into slot 5 (over P itself when P lives there)
       PX_CUDA_RECORD(gpu::LaunchCausalSoftmaxBackward(K(p), p_stride, static_cast<const float*>(f32->ptr), K(*low), SS,
-                                                      n, a.S, scale, Compute()));
+                                                      n, a.S, a.scale, Compute()));
       // dQ = dS K
       GemmArgs dqg = Batched(n, a.S, a.D, a.S);
       dqg.a = *low, dqg.lda = a.S, dqg.stride_a = SS;

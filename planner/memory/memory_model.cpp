@@ -150,9 +150,7 @@ int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan) {
   if (plan.implementation.attention.value != AttentionKernel::kUnfused) return 0;
   const Layout& l = plan.layout;
   const int64_t s = SeqLen(plan);
-  const int64_t items = l.micro_batch * std::max<int64_t>(plan.model.kv_heads / l.tp, 1);
-  const int64_t score_bytes = s * s * 4;
-  const int64_t chunk = std::clamp<int64_t>(kUnfusedAttentionChunkBytes / score_bytes, 1, items);
+  const int64_t chunk = UnfusedAttentionChunkItems(s, l.micro_batch * std::max<int64_t>(plan.model.kv_heads / l.tp, 1));
   return chunk * s * s * (4 + BytesPerElement(plan.training.precision));
 }
 

@@ -38,10 +38,9 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank);
 //! of each channel (NCCL_BUFFSIZE). Sources in model/presets.cpp and below.
 int64_t RuntimeReserveBytes(const Plan& plan);
 //! Scores of an unfused attention kernel live while it runs (executor/cuda/cuda_kernels.cpp,
-//! AttentionForward/Backward): fp32 scores (then dP) for a chunk of (sequence, kv head) items of at
-//! most kUnfusedAttentionChunkBytes (at least one item), plus P / dS of the chunk in the activations'
-//! dtype. 0 for a flash-attention profile.
-inline constexpr int64_t kUnfusedAttentionChunkBytes = int64_t{256} << 20;
+//! AttentionForward/Backward): fp32 scores (then dP) for a chunk of (sequence, kv head) items
+//! (UnfusedAttentionChunkItems, model/implementation.h), plus P / dS of the chunk in the
+//! activations' dtype. 0 for a flash-attention profile.
 int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan);
 //! NCCL_BUFFSIZE default: 4 MiB per channel and direction (NCCL docs, Environment Variables).
 inline constexpr double kNcclBuffMiB = 4.0;
