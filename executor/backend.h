@@ -214,6 +214,11 @@ class Backend {
   virtual void UseHostThreads(const HostThreads& /*threads*/) {}
   //! Threads one kernel runs on now (the CPU backend asks its BLAS).
   virtual int64_t IntraOpThreads() const { return 1; }
+  //! Whether a collective advances only while the rank's host thread polls it between kernels
+  //! (CPU: MPI progress) rather than beside them on the device (NCCL). Measured traces record it
+  //! (traces::TraceMetadata::comm_progress): a polled collective's slice lasts until the poll that
+  //! saw it done, so `refine` reads its cost, not its length, from the compute around it.
+  virtual bool CollectivesProgressOnHostThread() const { return false; }
 
   // ---- memory -----------------------------------------------------------------------------
   //! Allocates `numel` elements (contents undefined) from the caching allocator. Out of memory

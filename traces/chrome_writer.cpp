@@ -44,6 +44,11 @@ void WriteMetadata(JsonOut& out, const TraceMetadata& m) {
     out.Key("world_size");
     out.Int(m.world_size);
   }
+  if (!m.comm_progress.empty()) {
+    out.Char(',');
+    out.Key("comm_progress");
+    out.Str(m.comm_progress);
+  }
   out.Char('}');
 }
 

@@ -492,6 +492,7 @@ void EventBuilder::TopLevel(std::string_view key, const Json& v) {
     str("trace_kind", &m.kind);
     str("tool_version", &m.tool_version);
     str("source", &m.source);
+    str("comm_progress", &m.comm_progress);
     for (const char* k : {"plan", "model", "cluster"}) {
       if (auto it = v.find(k); it != v.end()) {
         (k[0] == 'p' ? m.plan : k[0] == 'm' ? m.model : m.cluster) = *it;

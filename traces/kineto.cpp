@@ -124,6 +124,7 @@ Trace ToParallaxLayout(const Trace& in) {
   out.metadata.cluster = in.metadata.cluster;
   out.metadata.rank = in.metadata.rank;
   out.metadata.world_size = in.metadata.world_size;
+  out.metadata.comm_progress = in.metadata.comm_progress;
 
   // Order the original tracks: by rank, then stream kind, then original (pid, tid).
   std::vector<TrackId> order(in.tracks().size());

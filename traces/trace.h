@@ -141,6 +141,10 @@ struct TraceMetadata {
   Json cluster;              //!< cluster name or object
   int64_t rank = -1;         //!< Kineto distributedInfo.rank of a single-rank import
   int64_t world_size = -1;   //!< Kineto distributedInfo.world_size
+  //! Measured traces: how the run's collectives progressed. "host": only while the rank's host
+  //! thread polled them between ops (the CPU backend's MPI), so a slice ends at the poll that saw
+  //! it done; "device": beside compute (NCCL kernels). Empty: not recorded.
+  std::string comm_progress;
 };
 
 class Trace {

@@ -26,6 +26,7 @@ class CpuBackend : public Backend {
   int64_t DeviceMemoryBytes() const override;
   Result<std::unique_ptr<Communicator>> ConnectWorld(LaunchContext& launch, double timeout_s) override;
   void UseHostThreads(const HostThreads& threads) override;
+  bool CollectivesProgressOnHostThread() const override { return true; }
   int64_t IntraOpThreads() const override;
 
   void CopyToDevice(DevPtr dst, const void* host, DType host_type, int64_t count) override;

@@ -110,6 +110,7 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
     meta.plan = PlanToJson(plan);
     meta.model = plan.model.name;
     meta.world_size = world.size();
+    meta.comm_progress = backend.CollectivesProgressOnHostThread() ? "host" : "device";
     PX_TRY(t.recorder().GatherInto(world, root ? &tracer : nullptr));
     Status written;
     if (root) written = traces::WriteChromeTrace(tracer.trace(), o.trace_path);

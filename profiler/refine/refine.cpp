@@ -8,6 +8,7 @@
 
 #include "planner/sim/simulator.h"
 #include "profiler/calibrate/calibrate.h"
+#include "profiler/calibrate/measurement.h"
 #include "profiler/refine/op_catalog.h"
 #include "profiler/refine/sample_fit.h"
 
@@ -117,11 +118,93 @@ int64_t Covered(const std::vector<std::pair<int64_t, int64_t>>& cover, int64_t b
   return n;
 }
 
+//! Whether the measured run's collectives advanced only when its host thread polled them (the CPU
+//! backend): as the trace says, else as its device implies (only the CPU backend runs a plan whose
+//! device is not a GPU: `--backend cuda` refuses such a cluster).
+bool CollectivesPolled(const traces::Trace& measured, const Plan& plan) {
+  if (!measured.metadata.comm_progress.empty()) return measured.metadata.comm_progress == "host";
+  return plan.cluster.device.arch.sm_count <= 0;
+}
+
+//! Fills the window fields of the DP-communication instances (`instances[i]` is the measured slice
+//! of `al.pairs[i]`): the part of each slice's window no compute op of its rank covers, and the
+//! compute inside it at its alone pace: each compute op's median over its instances that no DP
+//! slice overlaps (by op, phase, and layer or not), its own length where it has none.
+void MeasureDpWindows(const traces::Trace& measured, const traces::Alignment& al, std::vector<OpInstance>& instances) {
+  struct Run {
+    int64_t begin, end;
+    std::string key;
+  };
+  auto key_of = [](const OpIdentity& id) {
+    return std::string(ToString(id.op)) + "/" + ToString(id.phase) + (id.layer < 0 ? "/outer" : "/layer");
+  };
+  std::unordered_map<int64_t, std::vector<Run>> runs;  // per rank, compute ops by start
+  std::unordered_map<std::string, std::vector<double>> alone;
+  for (size_t i = 0; i < al.pairs.size(); ++i) {
+    const traces::Slice& ms = measured.slice(al.pairs[i].second);
+    const traces::Track& tr = measured.track(ms.track);
+    if (tr.stream != traces::Stream::kCompute || ms.dur_ns <= 0) continue;
+    std::string key = key_of(instances[i].id);
+    if (!instances[i].overlapped) alone[key].push_back(instances[i].measured_s);
+    runs[tr.rank].push_back({ms.start_ns, ms.end_ns(), std::move(key)});
+  }
+  std::unordered_map<std::string, double> pace;
+  for (auto& [key, v] : alone) {
+    std::sort(v.begin(), v.end());
+    pace[key] = Quantile(v, 0.5);
+  }
+  for (auto& [rank, v] : runs) {
+    std::sort(v.begin(), v.end(), [](const Run& a, const Run& b) { return a.begin < b.begin; });
+  }
+  for (size_t i = 0; i < al.pairs.size(); ++i) {
+    const traces::Slice& ms = measured.slice(al.pairs[i].second);
+    const traces::Track& tr = measured.track(ms.track);
+    if (tr.stream != traces::Stream::kDpComm || ms.dur_ns <= 0) continue;
+    const int64_t b = ms.start_ns, e = ms.end_ns();
+    double covered_s = 0, alone_s = 0;
+    if (auto it = runs.find(tr.rank); it != runs.end()) {
+      // Compute ops of one rank do not overlap one another: the first that may reach into the
+      // window starts at most one op before it.
+      const auto& v = it->second;
+      auto r = std::lower_bound(v.begin(), v.end(), b, [](const Run& x, int64_t t) { return x.begin < t; });
+      if (r != v.begin()) --r;
+      for (; r != v.end() && r->begin < e; ++r) {
+        const int64_t o = std::min(e, r->end) - std::max(b, r->begin);
+        if (o <= 0) continue;
+        const double dur_s = static_cast<double>(r->end - r->begin) * 1e-9;
+        const auto p = pace.find(r->key);
+        const double share = static_cast<double>(o) / static_cast<double>(r->end - r->begin);
+        covered_s += static_cast<double>(o) * 1e-9;
+        alone_s += (p != pace.end() ? std::min(p->second, dur_s) : dur_s) * share;
+      }
+    }
+    instances[i].window_uncovered_s = std::max(0.0, instances[i].measured_s - covered_s);
+    instances[i].window_compute_alone_s = alone_s;
+  }
+}
+
 }  // namespace
 
 std::optional<double> TraceContention(const traces::Trace& predicted, const traces::Trace& measured,
                                       const traces::Alignment& al) {
   const auto cover = ComputeCover(measured);
+  // Per rank, the measured compute ops by start, and whether each waits for every reduction (the
+  // grad-norm read and the optimizer step).
+  struct Run {
+    int64_t begin, end;
+    bool waits;
+  };
+  std::unordered_map<int64_t, std::vector<Run>> runs;
+  for (size_t i = 0; i < measured.slices().size(); ++i) {
+    const traces::Slice& s = measured.slice(i);
+    const traces::Track& tr = measured.track(s.track);
+    if (tr.stream != traces::Stream::kCompute) continue;
+    const auto id = measured.identity(s);
+    runs[tr.rank].push_back({s.start_ns, s.end_ns(), id && (id->op == OpKind::kGradClip || id->op == OpKind::kOptimizer)});
+  }
+  for (auto& [rank, v] : runs) {
+    std::sort(v.begin(), v.end(), [](const Run& a, const Run& b) { return a.begin < b.begin; });
+  }
   double isolated = 0, uncovered = 0;
   for (const auto& [pi, mi] : al.pairs) {
     const traces::Slice& ms = measured.slice(mi);
@@ -132,7 +215,14 @@ std::optional<double> TraceContention(const traces::Trace& predicted, const trac
     auto it = cover.find(tr.rank);
     if (it == cover.end() || it->second.empty()) continue;
     const auto& c = it->second;
-    if (c.front().first >= ms.start_ns || c.back().second <= ms.end_ns()) continue;  // not inside the compute
+    if (c.front().first >= ms.start_ns) continue;  // no compute before it
+    // The compute running at its end, or the next after it, must be of the backward: a reduction
+    // the grad-norm read or the optimizer waits for (the last buckets) is exposed by that
+    // dependency, whatever compute could hide.
+    const auto& v = runs[tr.rank];
+    auto at = std::upper_bound(v.begin(), v.end(), ms.end_ns(), [](int64_t t, const Run& x) { return t < x.begin; });
+    if (at != v.begin() && std::prev(at)->end > ms.end_ns()) --at;
+    if (at == v.end() || at->waits) continue;
     isolated += static_cast<double>(predicted.slice(pi).dur_ns);
     uncovered += static_cast<double>(ms.dur_ns - Covered(c, ms.start_ns, ms.end_ns()));
   }
@@ -182,10 +272,12 @@ Result<RefineResult> Refine(const Plan& plan_in, const traces::Trace& measured, 
     }
     instances.push_back(in);
   }
+  if (CollectivesPolled(measured, r.plan)) MeasureDpWindows(measured, al, instances);
 
   OpCatalog catalog(r.plan, &db_in);
-  FittedSamples fitted = FitSamples(catalog, instances);
-  if (auto k = TraceContention(*predicted, measured, al); k && (!fitted.contention_factor || *k > *fitted.contention_factor)) {
+  const std::optional<double> trace_k = TraceContention(*predicted, measured, al);
+  FittedSamples fitted = FitSamples(catalog, instances, std::max(db_in.contention_factor, trace_k.value_or(1.0)));
+  if (auto k = trace_k; k && (!fitted.contention_factor || *k > *fitted.contention_factor)) {
     fitted.contention_factor = *k;
     fitted.contention.source = "refine";
   }

@@ -46,8 +46,10 @@ struct RefineResult {
 
 //! The end-to-end contention a measured trace shows (calibrate's quantity, in the planner's model:
 //! compute beside a DP collective of isolated length t_m runs k times slower over it, costing
-//! t_m (1 - 1/k) more). Over every gradient reduction (all-reduce, reduce-scatter) with compute on
-//! its rank both before and after it, the time inside its measured window that no compute op covers
+//! t_m (1 - 1/k) more). Over every gradient reduction (all-reduce, reduce-scatter) with compute of
+//! its rank before it and backward compute after it (the last buckets, which the grad-norm read and
+//! the optimizer wait for, are exposed by that dependency), the time inside its measured window that
+//! no compute op covers
 //! is what it cost beyond what the compute hid; t_m is its predicted (isolated) length. So
 //! 1/k = 1 - sum(uncovered) / sum(t_m). A lower bound: compute inside the window counts at its
 //! measured, slowed length. nullopt without such reductions.

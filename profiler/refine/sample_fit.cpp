@@ -12,6 +12,7 @@ struct Group {
   OpDescription desc;
   std::vector<double> alone;
   std::vector<double> overlapped;
+  std::vector<const OpInstance*> instances;  //!< collectives: their windows, converted once k is known
 };
 
 std::string KeyOf(const OpInstance& in, const OpDescription& d) {
@@ -51,7 +52,13 @@ Measurement Pool(const std::vector<Estimate>& est) {
 
 }  // namespace
 
-FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>& instances) {
+double WindowedCollectiveTime(double window_s, double uncovered_s, double compute_alone_s, double contention) {
+  if (contention <= 1.0) return window_s;  // compute hides a covered collective entirely: only W says how long it ran
+  const double cost = std::clamp(window_s - compute_alone_s, std::max(0.0, uncovered_s), window_s);
+  return std::min(window_s, cost * contention / (contention - 1.0));
+}
+
+FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>& instances, double contention) {
   FittedSamples out;
   std::map<std::string, Group> groups;
   for (const OpInstance& in : instances) {
@@ -68,6 +75,7 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
     Group& g = groups[KeyOf(in, d)];
     if (g.alone.empty() && g.overlapped.empty()) g.desc = std::move(d);
     (in.overlapped && !g.desc.collective ? g.overlapped : g.alone).push_back(in.measured_s);
+    if (g.desc.collective) g.instances.push_back(&in);
   }
 
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<Estimate>> gemm_est;
@@ -83,18 +91,7 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
   for (auto& [key, g] : groups) {
     const Measurement alone = Summarize(g.alone);
     const Measurement over = Summarize(g.overlapped);
-    if (g.desc.collective) {
-      CollectiveSample s;
-      s.what = *g.desc.collective;
-      s.point.bytes = s.what.bytes;
-      s.point.time_s = alone.median_s;
-      s.point.algbw_GBps = static_cast<double>(s.what.bytes) / alone.median_s / 1e9;
-      s.point.busbw_GBps =
-          s.point.algbw_GBps * planner::CollectiveModel::BusFactor(s.what.kind, std::max<int64_t>(s.what.group.size, 2));
-      s.point.stats = alone.stats();
-      out.collectives.push_back(s);
-      continue;
-    }
+    if (g.desc.collective) continue;  // below, once the contention factor is known
     if (!g.alone.empty() && !g.overlapped.empty()) {
       ratios.push_back(over.median_s / alone.median_s);
       out.contention.samples += static_cast<int64_t>(g.overlapped.size());
@@ -154,6 +151,27 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
     out.contention_factor = std::max(1.0, Quantile(ratios, 0.5));
     out.contention.source = "refine";
     out.contention.spread = Quantile(ratios, 0.75) - Quantile(ratios, 0.25);
+  }
+  const double k = std::max(contention, out.contention_factor.value_or(1.0));
+  for (auto& [key, g] : groups) {
+    if (!g.desc.collective) continue;
+    std::vector<double> times;
+    times.reserve(g.instances.size());
+    for (const OpInstance* in : g.instances) {
+      times.push_back(in->window_compute_alone_s < 0 ? in->measured_s
+                                                      : WindowedCollectiveTime(in->measured_s, in->window_uncovered_s,
+                                                                               in->window_compute_alone_s, k));
+    }
+    const Measurement m = Summarize(times);
+    CollectiveSample c;
+    c.what = *g.desc.collective;
+    c.point.bytes = c.what.bytes;
+    c.point.time_s = m.median_s;
+    c.point.algbw_GBps = static_cast<double>(c.what.bytes) / m.median_s / 1e9;
+    c.point.busbw_GBps =
+        c.point.algbw_GBps * planner::CollectiveModel::BusFactor(c.what.kind, std::max<int64_t>(c.what.group.size, 2));
+    c.point.stats = m.stats();
+    out.collectives.push_back(c);
   }
   return out;
 }

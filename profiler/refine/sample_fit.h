@@ -26,7 +26,22 @@ struct OpInstance {
   int64_t predicted_bytes = -1;  //!< bytes arg of the predicted slice
   double measured_s = 0;
   bool overlapped = false;  //!< a DP-communication slice of the same rank overlaps it (measured)
+  //! DP-communication slices only: the part of the measured window that no compute op of the rank
+  //! covers, and the compute inside the window at the pace those ops run without communication
+  //! beside them (each op's median over its instances no DP slice overlaps). Negative: not known.
+  double window_uncovered_s = -1;
+  double window_compute_alone_s = -1;
 };
+
+//! The collective time t_m a measured DP slice stands for in the simulator's overlap model (compute
+//! beside a collective of length t_m runs k times slower while it runs). The slice's window W holds
+//! uncovered time U and compute that would take A alone; what the collective cost the rank is
+//! D = W - A (never below U). The model charges a collective that compute covers t_m (1 - 1/k), so
+//! t_m = D k / (k - 1), and at most W (the model's window is t_m). Where communication runs beside
+//! compute (a GPU's NCCL kernels) compute hides most of it, D k / (k - 1) reaches W and the slice's
+//! length is the sample; where it progresses on the compute thread (MPI on a CPU rank: the slice
+//! lasts until the next op boundary that polls it) D is the work and W overstates it.
+double WindowedCollectiveTime(double window_s, double uncovered_s, double compute_alone_s, double contention);
 
 struct CollectiveSample {
   CollectiveDescription what;
@@ -47,6 +62,9 @@ struct FittedSamples {
   int64_t instances_used = 0;
 };
 
-FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>& instances);
+//! `contention`: the factor the refined database will hold at least (the database's, the trace's
+//! end-to-end one); the instances' own overlapped/alone ratio may raise it. DP slices become
+//! collective points through WindowedCollectiveTime with it.
+FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>& instances, double contention = 1.0);
 
 }  // namespace parallax::profiler

@@ -6,6 +6,7 @@
 #include "planner/sim/trace_recorder.h"
 #include "profiler/calibrate/calibrate.h"
 #include "profiler/refine/refine.h"
+#include "profiler/refine/sample_fit.h"
 #include "traces/diff.h"
 
 namespace parallax::profiler {
@@ -69,6 +70,30 @@ TEST(TraceContention, TailReductionsAndGathersDoNotCount) {
   const std::vector<Op> meas = {{kC, OpKind::kFc2, 0, 0, 100}, {kD, OpKind::kDpAllReduce, 0, 100, 90},
                                 {kD, OpKind::kDpAllGather, 1, 0, 30}, {kC, OpKind::kFc2, 1, 40, 50}};
   EXPECT_FALSE(Contention(pred, meas).has_value());
+  // The same with the grad-norm read after the last bucket: it waits for it.
+  const std::vector<Op> pred_clip = {{kC, OpKind::kFc2, 0, 0, 100}, {kD, OpKind::kDpAllReduce, 0, 100, 50},
+                                     {kC, OpKind::kGradClip, -1, 150, 10}};
+  const std::vector<Op> meas_clip = {{kC, OpKind::kFc2, 0, 0, 100}, {kD, OpKind::kDpAllReduce, 0, 100, 90},
+                                     {kC, OpKind::kGradClip, -1, 190, 10}};
+  EXPECT_FALSE(Contention(pred_clip, meas_clip).has_value());
+}
+
+TEST(WindowedCollectiveTime, CostOfAPolledWindowLengthOfAConcurrentOne) {
+  // Polled (CPU): a 150 us window holding a 50 us gap and compute that takes 97 us alone (100 us
+  // measured): the collective cost 53 us; with compute hiding nothing (k = 100) t_m is about that.
+  EXPECT_NEAR(WindowedCollectiveTime(150e-6, 50e-6, 97e-6, 100.0), 53e-6 * 100.0 / 99.0, 1e-12);
+  // With k = 2, the model charges a covered collective half its length: t_m = 106 us.
+  EXPECT_NEAR(WindowedCollectiveTime(150e-6, 50e-6, 97e-6, 2.0), 106e-6, 1e-12);
+  // A concurrent collective (NCCL): compute slowed as the model says (k = 1.1, 91 us of compute in
+  // a 100 us window) gives about the window back, and never more.
+  EXPECT_NEAR(WindowedCollectiveTime(100e-6, 0, 91e-6, 1.1), 99e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(WindowedCollectiveTime(100e-6, 0, 85e-6, 1.1), 100e-6);
+  // A window without compute (the rank waited for it): its length.
+  EXPECT_DOUBLE_EQ(WindowedCollectiveTime(30e-6, 30e-6, 0, 100.0), 30e-6);
+  // k = 1: compute hides a covered collective entirely, so only the window says how long it ran.
+  EXPECT_DOUBLE_EQ(WindowedCollectiveTime(150e-6, 50e-6, 97e-6, 1.0), 150e-6);
+  // Compute that ran faster than its alone pace cannot make the cost less than the gap.
+  EXPECT_NEAR(WindowedCollectiveTime(150e-6, 50e-6, 120e-6, 100.0), 50e-6 * 100.0 / 99.0, 1e-12);
 }
 
 }  // namespace
