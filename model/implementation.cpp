@@ -18,6 +18,10 @@ ImplementationProfile Parallax() {
   p.description = "this repository's executor (executor/runtime), whose costs `parallax calibrate`/`refine` measure";
   p.attention = {AttentionKernel::kUnfused,
                  "executor/backend.h AttentionForward: causal softmax attention keeping the probabilities for backward"};
+  p.fused_qkv_gemm = {false,
+                      "executor/runtime/transformer_layer.cpp: the qkv op is three LinearForward calls (wq, wk, wv), "
+                      "each a GEMM then Backend::AddBias, then Backend::Rotary on q and k for a rotary model; its "
+                      "backward three LinearBackward calls (dW, bias gradient, dX accumulated)"};
   p.fused_bias_activation = {true,
                              "executor/runtime/transformer_layer.cpp: fc1's bias and GELU in one kernel "
                              "(Backend::BiasGeluForward/Backward; CPU: executor/cpu/fused_kernels.cpp); a SwiGLU "
@@ -55,6 +59,8 @@ ImplementationProfile MegatronCore() {
   p.description = "Megatron-LM with Megatron-Core r0.8+ and Transformer Engine on Hopper (2024)";
   p.attention = {AttentionKernel::kFlash,
                  "transformer_engine/pytorch/attention.py DotProductAttention: cuDNN fused / flash-attn backend"};
+  p.fused_qkv_gemm = {true, "megatron/core/transformer/attention.py SelfAttention: one linear_qkv (TE LayerNormLinear) "
+                            "producing the mixed query/key/value layer"};
   p.fused_bias_activation = {true, "megatron/core/fusions/fused_bias_gelu.py, fused_bias_swiglu.py"};
   p.fused_bias_dropout_add = {true, "megatron/core/fusions/fused_bias_dropout.py"};
   p.residual_join_in_norm = {false, "megatron/core/transformer/transformer_layer.py: self_attn_bda (bias-dropout-add) "
@@ -90,6 +96,7 @@ ImplementationProfile Megatron2021() {
   p.attention = {AttentionKernel::kUnfused,
                  "megatron/model/transformer.py ParallelAttention.forward (v2.5): baddbmm QK^T, "
                  "FusedScaleMaskSoftmax, attention_dropout, bmm with V"};
+  p.fused_qkv_gemm = {true, "megatron/model/transformer.py ParallelAttention: one ColumnParallelLinear query_key_value"};
   p.fused_bias_activation = {true, "megatron/model/fused_bias_gelu.py (--bias-gelu-fusion, on by default)"};
   p.fused_bias_dropout_add = {true, "megatron/model/transformer.py bias_dropout_add_fused_train (--bias-dropout-fusion)"};
   p.residual_join_in_norm = {false, "megatron/model/transformer.py ParallelTransformerLayer.forward: bias_dropout_add, "
@@ -118,6 +125,7 @@ ImplementationProfile DeepSpeed() {
   p.description = "DeepSpeed ZeRO (stage 1-3) with Megatron-DeepSpeed models (2022-2023)";
   p.attention = {AttentionKernel::kUnfused,
                  "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention (flash only with --use-flash-attn)"};
+  p.fused_qkv_gemm = {true, "Megatron-DeepSpeed megatron/model/transformer.py ParallelAttention: one query_key_value GEMM"};
   p.fused_bias_activation = {true, "Megatron-DeepSpeed megatron/model/fused_bias_gelu.py"};
   p.fused_bias_dropout_add = {true, "Megatron-DeepSpeed megatron/model/transformer.py bias_dropout_add_fused_train"};
   p.residual_join_in_norm = {false, "Megatron-DeepSpeed megatron/model/transformer.py: bias_dropout_add, then "
@@ -248,6 +256,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       ObjectReader facts = r.Object("facts");
       FactReader f(facts);
       f.Enum("attention", p.attention, {AttentionKernel::kUnfused, AttentionKernel::kFlash});
+      f.Bool("fused_qkv_gemm", p.fused_qkv_gemm);
       f.Bool("fused_bias_activation", p.fused_bias_activation);
       f.Bool("fused_bias_dropout_add", p.fused_bias_dropout_add);
       f.Bool("residual_join_in_norm", p.residual_join_in_norm);
@@ -276,6 +285,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
               {"description", p.description},
               {"facts",
                {{"attention", EnumJson(p.attention)},
+                {"fused_qkv_gemm", FactJson(p.fused_qkv_gemm)},
                 {"fused_bias_activation", FactJson(p.fused_bias_activation)},
                 {"fused_bias_dropout_add", FactJson(p.fused_bias_dropout_add)},
                 {"residual_join_in_norm", FactJson(p.residual_join_in_norm)},

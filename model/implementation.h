@@ -43,6 +43,9 @@ struct ImplementationProfile {
   std::string name;
   std::string description;
   Fact<AttentionKernel> attention;
+  //! Q, K and V come from one GEMM against the concatenated weight (bias in its epilogue), not from
+  //! three GEMMs each followed by its bias add (and rotary embedding, when the model has one)
+  Fact<bool> fused_qkv_gemm;
   Fact<bool> fused_bias_activation;   //!< bias + GeLU / SwiGLU in one kernel
   Fact<bool> fused_bias_dropout_add;  //!< bias + dropout + residual add in one kernel
   //! The residual join after the attention output projection (bias + residual add) runs inside the

@@ -100,8 +100,33 @@ class Catalogue {
                 scores * (3 * e_ + drop_ * (2 * e_ + 1)), m_.dropout ? 2 : 1);
   }
 
+  // The QKV projection. Fused (Megatron): one GEMM against the concatenated weight, bias in its
+  // epilogue. Unfused (our executor): one GEMM per projection, each followed by its bias add, and
+  // the rotary embedding of q and k in the same op; backward: per projection dX and dW, the bias
+  // gradient (a column sum of dY), and the inverse rotation of dq and dk first.
+  OpSpec Qkv(Phase ph, bool bwd) const {
+    const int64_t q = h_ / t_, kv = m_.kv_dim() / t_;
+    const double T = static_cast<double>(T_);
+    if (impl_.fused_qkv_gemm.value) {
+      if (!bwd) return Gemm(OpKind::kQkv, ph, {{T_, q + 2 * kv, h_, 1}});
+      return Gemm(OpKind::kQkv, ph, {{T_, h_, q + 2 * kv, 1}, {q + 2 * kv, h_, T_, 1}});
+    }
+    const bool rotary = m_.position == PositionKind::kRotary;
+    const double rope = rotary ? 2 * e_ * T * static_cast<double>(q + kv) : 0;
+    const int64_t rope_kernels = rotary ? 2 : 0;
+    const double bias_fwd = m_.bias ? 2 * e_ * T * static_cast<double>(q + 2 * kv) : 0;
+    const double bias_bwd = m_.bias ? e_ * T * static_cast<double>(q + 2 * kv) : 0;
+    const int64_t bias_kernels = m_.bias ? 3 : 0;
+    if (!bwd) {
+      return Gemm(OpKind::kQkv, ph, {{T_, q, h_, 1}, {T_, kv, h_, 1}, {T_, kv, h_, 1}}, bias_fwd + rope,
+                  bias_kernels + rope_kernels);
+    }
+    return Gemm(OpKind::kQkv, ph,
+                {{T_, h_, q, 1}, {q, h_, T_, 1}, {T_, h_, kv, 1}, {kv, h_, T_, 1}, {T_, h_, kv, 1}, {kv, h_, T_, 1}},
+                bias_bwd + rope, bias_kernels + rope_kernels);
+  }
+
   std::vector<OpSpec> LayerFwd(Phase ph) const {
-    const int64_t kv = m_.kv_dim();
     const int64_t f = m_.ffn_hidden;
     const int64_t fin = m_.mlp == MlpKind::kSwiglu ? 2 * f : f;
     const double Th = static_cast<double>(T_) * static_cast<double>(h_);
@@ -110,7 +135,7 @@ class Catalogue {
     std::vector<OpSpec> o;
     o.push_back(Mem(OpKind::kAttnNorm, ph, 2 * e_ * sT_ * h_));
     if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
-    o.push_back(Gemm(OpKind::kQkv, ph, {{T_, (h_ + 2 * kv) / t_, h_, 1}}));
+    o.push_back(Qkv(ph, false));
     o.push_back(AttnCore(ph, false));
     // The attention's residual join: after the output GEMM (its bias + dropout + add), or inside
     // the MLP norm's kernel, which then reads the branch and the residual and writes the sum and
@@ -135,7 +160,6 @@ class Catalogue {
 
   std::vector<OpSpec> LayerBwd() const {
     const Phase ph = Phase::kBwd;
-    const int64_t kv = m_.kv_dim();
     const int64_t f = m_.ffn_hidden;
     const int64_t fin = m_.mlp == MlpKind::kSwiglu ? 2 * f : f;
     const double Th = static_cast<double>(T_) * static_cast<double>(h_);
@@ -163,7 +187,7 @@ class Catalogue {
                      ResidualKernels()));
     o.push_back(AttnCore(ph, true));
     if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);  // QKV input again (as fc1's)
-    o.push_back(Gemm(OpKind::kQkv, ph, {{T_, h_, (h_ + 2 * kv) / t_, 1}, {(h_ + 2 * kv) / t_, h_, T_, 1}}));
+    o.push_back(Qkv(ph, true));
     AddTp(o, sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, ph, e_ * Th);
     o.push_back(Mem(OpKind::kAttnNorm, ph, 4 * e_ * sT_ * h_));
     return o;

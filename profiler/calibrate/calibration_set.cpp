@@ -123,6 +123,11 @@ class Builder {
               break;
             case OpKind::kAttnOut:
             case OpKind::kFc2: p.kind = bwd ? ProbeKind::kResidualBwd : ProbeKind::kResidualFwd; break;
+            case OpKind::kQkv:  // an unfused projection's bias adds and rotary embedding
+              p.kind = bwd ? ProbeKind::kQkvEpilogueBwd : ProbeKind::kQkvEpilogueFwd;
+              p.attention = {key.micro_batch, m.seq_len, m.heads / key.tp, m.kv_heads / key.tp, m.head_dim()};
+              p.rotary = m.position == PositionKind::kRotary;
+              break;
             case OpKind::kEmbedding:
               p.kind = bwd ? ProbeKind::kEmbeddingBwd : ProbeKind::kEmbeddingFwd;
               p.rows = T;

@@ -24,6 +24,8 @@ const char* KindName(ProbeKind k) {
     case ProbeKind::kActBwd: return "act_bwd";
     case ProbeKind::kResidualFwd: return "residual_fwd";
     case ProbeKind::kResidualBwd: return "residual_bwd";
+    case ProbeKind::kQkvEpilogueFwd: return "qkv_epilogue_fwd";
+    case ProbeKind::kQkvEpilogueBwd: return "qkv_epilogue_bwd";
     case ProbeKind::kAttentionFwd: return "attention_fwd";
     case ProbeKind::kAttentionBwd: return "attention_bwd";
     case ProbeKind::kEmbeddingFwd: return "embedding_fwd";
@@ -64,6 +66,9 @@ int64_t ProbeShape::FootprintBytes() const {
       return e * (2 * tok * a.heads * a.head_dim + 2 * tok * a.kv_heads * a.head_dim + a.probs_floats()) *
              (kind == ProbeKind::kAttentionBwd ? 2 : 1);
     }
+    case ProbeKind::kQkvEpilogueFwd:
+    case ProbeKind::kQkvEpilogueBwd:
+      return e * attention.seq * attention.batch * (attention.heads + 2 * attention.kv_heads) * attention.head_dim;
     case ProbeKind::kLossFwd:
     case ProbeKind::kLossBwd: return rows * vocab_rows * e * 2 + rows * 16;
     case ProbeKind::kEmbeddingFwd:
@@ -90,6 +95,8 @@ std::string ProbeShape::Describe() const {
       break;
     case ProbeKind::kAttentionFwd:
     case ProbeKind::kAttentionBwd:
+    case ProbeKind::kQkvEpilogueFwd:
+    case ProbeKind::kQkvEpilogueBwd:
       kv("b", attention.batch);
       kv("s", attention.seq);
       kv("heads", attention.heads);
@@ -196,6 +203,19 @@ Status KernelProbe::Prepare(executor::Backend& backend) {
       PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
       PX_RETURN_IF_ERROR(add(p.cols, p.kind == ProbeKind::kResidualBwd ? DType::kF32 : d));
       break;
+    case ProbeKind::kQkvEpilogueFwd:  // q, k, v, bq, bk, bv (dq, dk, dv, dbq, dbk, dbv)
+    case ProbeKind::kQkvEpilogueBwd: {
+      const auto& a = p.attention;
+      const int64_t tok = a.seq * a.batch;
+      const DType bias_type = p.kind == ProbeKind::kQkvEpilogueBwd ? DType::kF32 : d;
+      PX_RETURN_IF_ERROR(add(tok * a.heads * a.head_dim, d));
+      PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d));
+      PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d));
+      PX_RETURN_IF_ERROR(add(a.heads * a.head_dim, bias_type));
+      PX_RETURN_IF_ERROR(add(a.kv_heads * a.head_dim, bias_type));
+      PX_RETURN_IF_ERROR(add(a.kv_heads * a.head_dim, bias_type));
+      break;
+    }
     case ProbeKind::kAttentionFwd:
     case ProbeKind::kAttentionBwd: {  // q, k, v, out, probs [, dout, dq, dk, dv]
       const auto& a = p.attention;
@@ -333,6 +353,32 @@ Status KernelProbe::Run(executor::Backend& be) {
       be.Copy(T(2), T(0), p.rows * p.cols);
       if (p.bias) be.BiasBackward(T(0), T(3), p.rows, p.cols);
       break;
+    case ProbeKind::kQkvEpilogueFwd:
+    case ProbeKind::kQkvEpilogueBwd: {
+      // As executor/runtime/transformer_layer.cpp runs the qkv op around its three GEMMs.
+      const auto& a = p.attention;
+      const int64_t rows = a.seq * a.batch, q = a.heads * a.head_dim, kv = a.kv_heads * a.head_dim;
+      const bool bwd = p.kind == ProbeKind::kQkvEpilogueBwd;
+      if (bwd && p.rotary) {
+        be.Rotary(T(0), a.seq, a.batch, a.heads, a.head_dim, true);
+        be.Rotary(T(1), a.seq, a.batch, a.kv_heads, a.head_dim, true);
+      }
+      if (p.bias) {
+        for (size_t i = 0; i < 3; ++i) {
+          const int64_t cols = i == 0 ? q : kv;
+          if (bwd) {
+            be.BiasBackward(T(i), T(i + 3), rows, cols);
+          } else {
+            be.AddBias(T(i), T(i + 3), rows, cols);
+          }
+        }
+      }
+      if (!bwd && p.rotary) {
+        be.Rotary(T(0), a.seq, a.batch, a.heads, a.head_dim, false);
+        be.Rotary(T(1), a.seq, a.batch, a.kv_heads, a.head_dim, false);
+      }
+      break;
+    }
     case ProbeKind::kAttentionFwd: be.AttentionForward(p.attention, T(0), T(1), T(2), T(3), T(4)); break;
     case ProbeKind::kAttentionBwd:
       be.AttentionBackward(p.attention, T(0), T(1), T(2), T(4), T(5), T(6), T(7), T(8));

@@ -23,6 +23,10 @@ enum class ProbeKind {
   kActBwd,
   kResidualFwd,   //!< residual copy + add (+ bias) after a row-parallel GEMM, rows x cols
   kResidualBwd,   //!< residual-gradient copy (+ bias gradient)
+  //! The non-GEMM part of an unfused QKV projection over attention's rows and heads: the bias adds of
+  //! q, k, v (when `bias`) and the rotary embedding of q and k (when `rotary`)
+  kQkvEpilogueFwd,
+  kQkvEpilogueBwd,  //!< its backward: inverse rotation of dq, dk; the three bias gradients
   kAttentionFwd,  //!< causal attention of `attention` (probabilities kept)
   kAttentionBwd,
   kEmbeddingFwd,  //!< token lookup of rows tokens from a vocab_rows x cols table (+ learned positions)
@@ -42,7 +46,7 @@ struct ProbeShape {
   executor::Trans ta = executor::Trans::kNo, tb = executor::Trans::kNo;
   float beta = 0;
   int64_t rows = 0, cols = 0, vocab_rows = 0;
-  bool rms = false, swiglu = false, bias = false, positions = false;
+  bool rms = false, swiglu = false, bias = false, positions = false, rotary = false;
   executor::AttentionShape attention{};
   //! Bytes of backend memory the probe allocates (for the skip message and the ETA).
   int64_t FootprintBytes() const;

@@ -166,5 +166,44 @@ TEST(OpCatalogueJoin, ResidualJoinPricedWhereTheImplementationRunsIt) {
   EXPECT_DOUBLE_EQ(fwd(ours, OpKind::kAttnNorm), 2 * rows_bytes);
 }
 
+// The QKV projection as each implementation runs it: Megatron one GEMM against the concatenated
+// weight; our executor three (q, k, v) with a bias add each, and the rotary embedding of q and k
+// for a rotary model, in the same op. The FLOPs are the same.
+TEST(OpCatalogueQkv, OneGemmOrThreeAsTheImplementationRunsThem) {
+  OpShapeKey key;
+  key.micro_batch = 2;
+  key.tp = 2;
+  key.element_bytes = 4;
+  const ImplementationProfile ours = DefaultImplementation();
+  const ImplementationProfile mcore = *ImplementationPreset("megatron-core");
+  ASSERT_FALSE(ours.fused_qkv_gemm.value);
+  ASSERT_TRUE(mcore.fused_qkv_gemm.value);
+  for (const char* name : {"gpt-tiny", "llama3-8b"}) {
+    const ModelSpec m = *ModelPreset(name);
+    const int64_t T = key.micro_batch * m.seq_len, q = m.hidden / key.tp, kv = m.kv_dim() / key.tp;
+    for (Phase ph : {Phase::kFwd, Phase::kBwd}) {
+      const auto a = OpCatalogueEntry(BuildOpCatalogue(m, key, ours), OpKind::kQkv, ph, true);
+      const auto b = OpCatalogueEntry(BuildOpCatalogue(m, key, mcore), OpKind::kQkv, ph, true);
+      ASSERT_TRUE(a && b) << name;
+      EXPECT_EQ(a->gemms.size(), ph == Phase::kFwd ? 3u : 6u) << name;
+      EXPECT_EQ(b->gemms.size(), ph == Phase::kFwd ? 1u : 2u) << name;
+      EXPECT_DOUBLE_EQ(a->flops, b->flops) << name;
+      EXPECT_DOUBLE_EQ(b->bytes, 0.0) << name;
+      if (ph == Phase::kFwd) {
+        EXPECT_EQ(a->gemms[0].n, q);
+        EXPECT_EQ(a->gemms[1].n, kv);
+        EXPECT_EQ(b->gemms[0].n, q + 2 * kv);
+      }
+      // Bias adds read and write the outputs (backward: the bias gradients read dY once); the
+      // rotary embedding reads and writes q and k.
+      const double out = 4.0 * static_cast<double>(T * (q + 2 * kv));
+      const double bias = m.bias ? (ph == Phase::kFwd ? 2 * out : out) : 0.0;
+      const double rope = m.position == PositionKind::kRotary ? 2 * 4.0 * static_cast<double>(T * (q + kv)) : 0.0;
+      EXPECT_DOUBLE_EQ(a->bytes, bias + rope) << name;
+      EXPECT_GT(a->bytes, 0.0) << name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace parallax
