@@ -42,7 +42,7 @@ mpirun --oversubscribe -np "$ranks" "$bin" run --plan "$out/plan.json" --steps 2
 echo
 echo "== 6. refine the costs from the measured trace, predict again"
 "$bin" refine --plan "$out/plan.json" --trace "$out/measured.json" --costdb "$out/costdb.json" \
-  -o "$out/costdb-refined.json" | tail -n 3
+  -o "$out/costdb-refined.json" | sed -n "/^samples from/,\$p"
 "$bin" simulate --plan "$out/plan.json" --costdb "$out/costdb-refined.json" --json > "$out/refined_step.json"
 
 echo

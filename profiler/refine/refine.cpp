@@ -272,7 +272,8 @@ Result<RefineResult> Refine(const Plan& plan_in, const traces::Trace& measured, 
     }
     instances.push_back(in);
   }
-  if (CollectivesPolled(measured, r.plan)) MeasureDpWindows(measured, al, instances);
+  r.collectives_polled = CollectivesPolled(measured, r.plan);
+  if (r.collectives_polled) MeasureDpWindows(measured, al, instances);
 
   OpCatalog catalog(r.plan, &db_in);
   const std::optional<double> trace_k = TraceContention(*predicted, measured, al);
@@ -335,7 +336,8 @@ Json RefineToJson(const RefineResult& r) {
                            {"gemms_added", m.gemms_added}, {"gemms_replaced", m.gemms_replaced},
                            {"kernels_added", m.kernels_added}, {"kernels_replaced", m.kernels_replaced},
                            {"collective_points_added", m.collective_points_added},
-                           {"collective_points_replaced", m.collective_points_replaced}}},
+                           {"collective_points_replaced", m.collective_points_replaced},
+                           {"collectives_polled", r.collectives_polled}}},
               {"not_sampled", not_sampled},
               {"contention", {{"refitted", r.contention_refitted}, {"factor", r.db.contention_factor}, {"trace_ratio", r.merged.contention_ratio}}},
               {"run_factors", run_factors}};
@@ -375,6 +377,10 @@ std::string FormatRefine(const RefineResult& r) {
                 static_cast<long long>(m.collective_points_replaced),
                 r.db.contention_factor, contention_note.c_str());
   out += buf;
+  if (r.collectives_polled && m.collective_points_added + m.collective_points_replaced > 0) {
+    out += "collectives polled by the host thread (trace comm_progress): DP slices sampled as what they cost the "
+           "rank (the gap and the slowdown of the compute inside them), not as their length\n";
+  }
   if (!r.db.run_factors.empty()) {
     out += "run factors (in-run / calibrated time, applied to shapes no trace sampled):";
     for (const auto& f : r.db.run_factors) {

@@ -42,6 +42,9 @@ struct RefineResult {
   int64_t instances_used = 0;
   std::map<std::string, int64_t> not_sampled;
   bool contention_refitted = false;  //!< the trace raised the contention factor (merged.contention_raised)
+  //! The run's collectives advanced only when its host thread polled them: its DP slices were read
+  //! as what they cost (WindowedCollectiveTime), not as their length.
+  bool collectives_polled = false;
 };
 
 //! The end-to-end contention a measured trace shows (calibrate's quantity, in the planner's model:

@@ -183,6 +183,8 @@ TEST(RefineDpCollectives, PolledBucketsCostTheirGapNotTheComputeTheySpan) {
   };
   const Json polled = refine("host");
   const Json beside = refine("device");
+  EXPECT_TRUE(polled["samples"]["collectives_polled"].get<bool>());
+  EXPECT_FALSE(beside["samples"]["collectives_polled"].get<bool>());
   const double err_polled = polled["step_time"]["error_after"].get<double>();
   const double err_beside = beside["step_time"]["error_after"].get<double>();
   // Read as lengths, the slices charge the compute they span a second time.
