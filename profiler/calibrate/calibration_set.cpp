@@ -79,6 +79,8 @@ class Builder {
     const OpCatalogue cat = BuildOpCatalogue(m, k, impl);
     const int64_t T = key.micro_batch * m.seq_len;
     const int64_t Tl = key.sp ? T / key.tp : T;
+    // The rank's heads: attention's probes and the QKV epilogue's.
+    const executor::AttentionShape heads{key.micro_batch, m.seq_len, m.heads / key.tp, m.kv_heads / key.tp, m.head_dim()};
     for (const UnitOpSpecs* unit : {&cat.layer, &cat.embedding, &cat.head}) {
       for (const auto* list : {&unit->fwd, &unit->bwd}) {
         for (const OpSpec& s : *list) {
@@ -87,7 +89,7 @@ class Builder {
           if (s.op == OpKind::kAttnCore) {
             ProbeShape p;
             p.kind = bwd ? ProbeKind::kAttentionBwd : ProbeKind::kAttentionFwd;
-            p.attention = {key.micro_batch, m.seq_len, m.heads / key.tp, m.kv_heads / key.tp, m.head_dim()};
+            p.attention = heads;
             AddKernel(planner::AttentionFamily(s.phase), s.bytes, p);
             continue;
           }
@@ -125,7 +127,7 @@ class Builder {
             case OpKind::kFc2: p.kind = bwd ? ProbeKind::kResidualBwd : ProbeKind::kResidualFwd; break;
             case OpKind::kQkv:  // an unfused projection's bias adds and rotary embedding
               p.kind = bwd ? ProbeKind::kQkvEpilogueBwd : ProbeKind::kQkvEpilogueFwd;
-              p.attention = {key.micro_batch, m.seq_len, m.heads / key.tp, m.kv_heads / key.tp, m.head_dim()};
+              p.attention = heads;
               p.rotary = m.position == PositionKind::kRotary;
               break;
             case OpKind::kEmbedding:

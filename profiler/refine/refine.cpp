@@ -129,14 +129,11 @@ bool CollectivesPolled(const traces::Trace& measured, const Plan& plan) {
 //! Fills the window fields of the DP-communication instances (`instances[i]` is the measured slice
 //! of `al.pairs[i]`): the part of each slice's window no compute op of its rank covers, and the
 //! compute inside it at its alone pace: each compute op's median over its instances that no DP
-//! slice overlaps (by op, phase, and layer or not), its own length where it has none.
+//! slice overlaps (pooled as FitSamples pools them, ComputeGroupKey), its own length where it has none.
 void MeasureDpWindows(const traces::Trace& measured, const traces::Alignment& al, std::vector<OpInstance>& instances) {
   struct Run {
     int64_t begin, end;
     std::string key;
-  };
-  auto key_of = [](const OpIdentity& id) {
-    return std::string(ToString(id.op)) + "/" + ToString(id.phase) + (id.layer < 0 ? "/outer" : "/layer");
   };
   std::unordered_map<int64_t, std::vector<Run>> runs;  // per rank, compute ops by start
   std::unordered_map<std::string, std::vector<double>> alone;
@@ -144,7 +141,7 @@ void MeasureDpWindows(const traces::Trace& measured, const traces::Alignment& al
     const traces::Slice& ms = measured.slice(al.pairs[i].second);
     const traces::Track& tr = measured.track(ms.track);
     if (tr.stream != traces::Stream::kCompute || ms.dur_ns <= 0) continue;
-    std::string key = key_of(instances[i].id);
+    std::string key = ComputeGroupKey(instances[i].id);
     if (!instances[i].overlapped) alone[key].push_back(instances[i].measured_s);
     runs[tr.rank].push_back({ms.start_ns, ms.end_ns(), std::move(key)});
   }

@@ -12,7 +12,7 @@ struct Group {
   OpDescription desc;
   std::vector<double> alone;
   std::vector<double> overlapped;
-  std::vector<const OpInstance*> instances;  //!< collectives: their windows, converted once k is known
+  std::vector<const OpInstance*> instances;  //!< collectives (alone/overlapped stay empty): converted once k is known
 };
 
 std::string KeyOf(const OpInstance& in, const OpDescription& d) {
@@ -21,9 +21,7 @@ std::string KeyOf(const OpInstance& in, const OpDescription& d) {
     return std::string("coll/") + ToString(c.kind) + "/" + std::to_string(c.bytes) + "/" + std::to_string(c.group.size) +
            (c.group.spans_nodes() ? "/inter" : "/intra");
   }
-  std::string k = std::string("op/") + ToString(in.id.op) + "/" + ToString(in.id.phase) + (in.id.layer < 0 ? "/outer" : "/layer");
-  if (in.id.op == OpKind::kOptimizer) k += "/rank" + std::to_string(in.id.rank);
-  return k;
+  return ComputeGroupKey(in.id);
 }
 
 //! An estimate of one shape's time from one op group (several groups may share a shape).
@@ -52,6 +50,12 @@ Measurement Pool(const std::vector<Estimate>& est) {
 
 }  // namespace
 
+std::string ComputeGroupKey(const OpIdentity& id) {
+  std::string k = std::string("op/") + ToString(id.op) + "/" + ToString(id.phase) + (id.layer < 0 ? "/outer" : "/layer");
+  if (id.op == OpKind::kOptimizer) k += "/rank" + std::to_string(id.rank);
+  return k;
+}
+
 double WindowedCollectiveTime(double window_s, double uncovered_s, double compute_alone_s, double contention) {
   if (contention <= 1.0) return window_s;  // compute hides a covered collective entirely: only W says how long it ran
   const double cost = std::clamp(window_s - compute_alone_s, std::max(0.0, uncovered_s), window_s);
@@ -72,10 +76,14 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
       continue;
     }
     ++out.instances_used;
-    Group& g = groups[KeyOf(in, d)];
-    if (g.alone.empty() && g.overlapped.empty()) g.desc = std::move(d);
-    (in.overlapped && !g.desc.collective ? g.overlapped : g.alone).push_back(in.measured_s);
-    if (g.desc.collective) g.instances.push_back(&in);
+    auto [it, created] = groups.try_emplace(KeyOf(in, d));
+    Group& g = it->second;
+    if (created) g.desc = std::move(d);
+    if (g.desc.collective) {
+      g.instances.push_back(&in);
+    } else {
+      (in.overlapped ? g.overlapped : g.alone).push_back(in.measured_s);
+    }
   }
 
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<Estimate>> gemm_est;
@@ -89,9 +97,9 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
   };
   std::map<std::string, FamilyTotals> families;
   for (auto& [key, g] : groups) {
+    if (g.desc.collective) continue;  // below, once the contention factor is known
     const Measurement alone = Summarize(g.alone);
     const Measurement over = Summarize(g.overlapped);
-    if (g.desc.collective) continue;  // below, once the contention factor is known
     if (!g.alone.empty() && !g.overlapped.empty()) {
       ratios.push_back(over.median_s / alone.median_s);
       out.contention.samples += static_cast<int64_t>(g.overlapped.size());

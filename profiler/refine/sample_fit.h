@@ -33,6 +33,10 @@ struct OpInstance {
   double window_compute_alone_s = -1;
 };
 
+//! The group a compute op's instances pool into (every layer, micro-batch and step of one op; the
+//! optimizer per rank, whose shard differs): its samples, and refine's alone pace of it.
+std::string ComputeGroupKey(const OpIdentity& id);
+
 //! The collective time t_m a measured DP slice stands for in the simulator's overlap model (compute
 //! beside a collective of length t_m runs k times slower while it runs). The slice's window W holds
 //! uncovered time U and compute that would take A alone; what the collective cost the rank is
