@@ -4,6 +4,7 @@
 // the same arguments and reaches the same verdict on bad input; rank 0 prints it and every rank
 // exits with status 2, so the job never hangs. Per-rank failures during a step abort the whole
 // job (MPI_Abort) after printing the reason.
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -41,6 +42,15 @@ struct RunOptions {
   std::string grad_reduce = "fp32";
   bool no_cupti = false;
 };
+
+//! {"weights": bytes, ...} in MemoryKind order (the names simulate's memory_per_pp_rank uses).
+Json PeakByKindJson(const std::array<int64_t, executor::kMemoryKinds>& kinds) {
+  Json j = Json::object();
+  for (int k = 0; k < executor::kMemoryKinds; ++k) {
+    j[executor::ToString(static_cast<executor::MemoryKind>(k))] = kinds[static_cast<size_t>(k)];
+  }
+  return j;
+}
 
 Result<Plan> ResolveRunPlan(const RunOptions& o) {
   std::optional<ModelSpec> model;
@@ -163,6 +173,7 @@ int Run(const RunOptions& o) {
                      {"skipped_steps", report->skipped},
                      {"loss_scale", report->loss_scale},
                      {"peak_memory_bytes", report->peak_memory_bytes},
+                     {"peak_memory_by_kind", PeakByKindJson(report->peak_memory_by_kind)},
                      {"layout", LayoutToJson(l)},
                      {"model", plan->model.name},
                      {"world_size", launch->world_size()},
@@ -228,7 +239,7 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "Write sharded checkpoints here (after the last step)");
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "Also checkpoint every N steps");
   cmd->add_flag("--resume", o->resume, "Resume from the latest checkpoint in --checkpoint-dir");
-  cmd->add_flag("--json", o->json, "Print one JSON object: losses, step_times_s, peak_memory_bytes, layout");
+  cmd->add_flag("--json", o->json, "Print one JSON object: losses, step_times_s, peak_memory_bytes (and peak_memory_by_kind), layout");
   cmd->add_option("--trace", o->trace,
                   "Write the measured trace of every rank's ops (Chrome JSON, .gz ok); with --backend cuda, CUPTI "
                   "times them on the GPU and adds kernels, host launches and launch->kernel flows");

@@ -70,45 +70,64 @@ double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute reco
   return static_cast<double>(m.layers) * per_layer + 3.0 * c.fwd_flops_per_token_head;
 }
 
+ActivationOptions ForImplementation(ActivationOptions o, const ImplementationProfile& impl) {
+  o.dropout = impl.applies_dropout.value;
+  o.flash_attention = impl.attention.value == AttentionKernel::kFlash;
+  o.fp32_cross_entropy = impl.fp32_cross_entropy.value;
+  return o;
+}
+
 int64_t ActivationBytesPerLayer(const ModelSpec& m, const ActivationOptions& o) {
   const int64_t s = SeqOf(m, o.seq_len);
   const int64_t b = o.micro_batch;
   const int64_t e = o.bytes_per_element;
   const int64_t t = o.tp;
   const int64_t sbh = s * b * m.hidden;
-  const int64_t drop = m.dropout ? 1 : 0;
+  const int64_t drop = m.dropout && o.dropout ? 1 : 0;
   if (o.recompute == Recompute::kFull) return o.sequence_parallel ? e * sbh / t : e * sbh;
 
   // Korthikanti et al. 2022, section 4.1: the part that sequence parallelism shards (norm inputs,
-  // QKV and fc1 inputs, the two dropout masks) and the part tensor parallelism shards.
-  const int64_t seq_shardable = 4 * e * sbh + 2 * drop * sbh;
+  // QKV and fc1 inputs, the two dropout masks) and the part tensor parallelism shards; plus the
+  // norms' fp32 statistics (two per token per norm: LayerNorm's mean and 1/std, RMSNorm's 1/rms
+  // with our executor keeping a mean slot too), which the paper's count omits.
+  const int64_t norm_stats = int64_t{16} * s * b;  // 2 norms x 2 statistics x 4 bytes
+  const int64_t seq_shardable = 4 * e * sbh + 2 * drop * sbh + norm_stats;
   const int64_t sbf = s * b * m.ffn_hidden;
   const int64_t qkv_saved = e * (sbh + 2 * s * b * m.kv_dim());
   const int64_t mlp_saved = m.mlp == MlpKind::kSwiglu ? 3 * e * sbf : 2 * e * sbf;
   int64_t tp_sharded = qkv_saved + e * sbh + mlp_saved;
   if (o.recompute == Recompute::kNone) {
     const int64_t as2b = m.heads * s * s * b;
-    tp_sharded += e * as2b + drop * (as2b + e * as2b);  // softmax out, dropout mask, dropout out
+    if (o.flash_attention) {
+      tp_sharded += 4 * m.heads * s * b;  // fp32 log-sum-exp per query row; dropout replayed from its RNG state
+    } else {
+      tp_sharded += e * as2b + drop * (as2b + e * as2b);  // softmax out, dropout mask, dropout out
+    }
   }
   return (o.sequence_parallel ? seq_shardable / t : seq_shardable) + tp_sharded / t;
 }
 
 int64_t RecomputeWorkingBytes(const ModelSpec& m, const ActivationOptions& o) {
+  if (o.recompute == Recompute::kNone) return 0;
   ActivationOptions none = o;
   none.recompute = Recompute::kNone;
-  return ActivationBytesPerLayer(m, none);
+  const int64_t whole = ActivationBytesPerLayer(m, none);
+  // Selective: only what it dropped (the attention core's probabilities) comes back, one layer at a time.
+  return o.recompute == Recompute::kSelective ? whole - ActivationBytesPerLayer(m, o) : whole;
 }
 
 int64_t EmbeddingActivationBytes(const ModelSpec& m, const ActivationOptions& o) {
   const int64_t sbh = SeqOf(m, o.seq_len) * o.micro_batch * m.hidden;
-  const int64_t mask = m.dropout ? sbh : 0;
+  const int64_t mask = m.dropout && o.dropout ? sbh : 0;
   return o.sequence_parallel ? mask / o.tp : mask;
 }
 
 int64_t HeadActivationBytes(const ModelSpec& m, const ActivationOptions& o) {
   const int64_t sb = SeqOf(m, o.seq_len) * o.micro_batch;
   const int64_t norm_and_head_inputs = 2 * o.bytes_per_element * sb * m.hidden;
-  const int64_t logits = (o.bytes_per_element + 4) * sb * m.vocab / o.tp;  // logits + fp32 softmax
+  // Logits + fp32 softmax (Megatron), or logits + their gradient, both live in the loss backward.
+  const int64_t loss_bytes = o.fp32_cross_entropy ? o.bytes_per_element + 4 : 2 * o.bytes_per_element;
+  const int64_t logits = loss_bytes * sb * m.vocab / o.tp;
   return (o.sequence_parallel ? norm_and_head_inputs / o.tp : norm_and_head_inputs) + logits;
 }
 

@@ -53,22 +53,32 @@ struct ActivationOptions {
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
   int64_t bytes_per_element = 2;  //!< 2 for bf16/fp16 activations, 4 for fp32
+  // What the implementation keeps (ImplementationProfile; ForImplementation fills these):
+  bool dropout = true;             //!< the model's dropout masks are kept (false: no dropout applied)
+  bool flash_attention = false;    //!< attention keeps the fp32 row log-sum-exp, not the s x s probabilities
+  bool fp32_cross_entropy = true;  //!< the loss keeps an fp32 softmax beside the logits (else their gradient)
 };
+
+//! `o` with the implementation's facts: applies_dropout, attention, fp32_cross_entropy.
+ActivationOptions ForImplementation(ActivationOptions o, const ImplementationProfile& impl);
 
 //! Activation bytes one transformer layer keeps for backward, per micro-batch, per TP rank
 //! (Korthikanti et al. 2022, section 4: 34sbh + 5as^2b for 16-bit GPT with dropout, then
 //! sharded by tensor / sequence parallelism). Generalised here to grouped-query attention,
-//! any ffn_hidden, SwiGLU, no dropout and other element sizes. Full recompute keeps only the
-//! layer input (2sbh, /t with sequence parallel).
+//! any ffn_hidden, SwiGLU, no dropout, flash attention (4asb of fp32 log-sum-exp instead of the
+//! probabilities) and other element sizes, plus what the paper leaves out: the two norms' fp32
+//! statistics (mean and 1/rms: 16 bytes a token, sharded with the norms' inputs). Full recompute
+//! keeps only the layer input (2sbh, /t with sequence parallel).
 int64_t ActivationBytesPerLayer(const ModelSpec& m, const ActivationOptions& o);
 
-//! The working set of one layer's forward+backward when it is recomputed (full recompute
-//! re-materializes the activations of one layer at a time): ActivationBytesPerLayer with
-//! recompute none.
+//! The working set of one layer's recomputation, which re-materializes one layer at a time: full
+//! recompute the whole layer (ActivationBytesPerLayer with recompute none), selective only what it
+//! dropped (none minus selective: the attention core's probabilities); 0 without recompute.
 int64_t RecomputeWorkingBytes(const ModelSpec& m, const ActivationOptions& o);
 
 //! Activations kept by the first stage for the embedding output and by the last stage for the
-//! final norm, LM head and loss (logits in the element size plus fp32 softmax), per micro-batch per TP rank.
+//! final norm, LM head and loss (logits in the element size plus an fp32 softmax, or plus their
+//! gradient in the element size without fp32_cross_entropy), per micro-batch per TP rank.
 int64_t EmbeddingActivationBytes(const ModelSpec& m, const ActivationOptions& o);
 int64_t HeadActivationBytes(const ModelSpec& m, const ActivationOptions& o);
 

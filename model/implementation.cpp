@@ -30,6 +30,10 @@ ImplementationProfile Parallax() {
                               "executor/runtime/transformer_layer.cpp: no dropout; bias + residual add in one kernel "
                               "(Backend::ResidualAdd after fc2; after the attention output it is fused into the MLP "
                               "norm, Backend::ResidualLayerNormForward; CPU: executor/cpu/fused_kernels.cpp)"};
+  p.applies_dropout = {false, "docs/executor.md 'Not done yet': the model's dropout flag is ignored; "
+                              "executor/runtime/transformer_layer.cpp applies no dropout and keeps no mask"};
+  p.fp32_cross_entropy = {false, "executor/runtime/embedding_head.cpp Head: logits and their gradient in the compute "
+                                 "dtype, both live in the loss backward; fp32 row max and sums only"};
   p.residual_join_in_norm = {true,
                              "executor/runtime/transformer_layer.cpp Run: ResidualJoin passed to the mlp_norm op "
                              "(Backend::ResidualLayerNormForward / ResidualRmsNormForward)"};
@@ -63,6 +67,12 @@ ImplementationProfile MegatronCore() {
                             "producing the mixed query/key/value layer"};
   p.fused_bias_activation = {true, "megatron/core/fusions/fused_bias_gelu.py, fused_bias_swiglu.py"};
   p.fused_bias_dropout_add = {true, "megatron/core/fusions/fused_bias_dropout.py"};
+  p.applies_dropout = {true, "megatron/core/transformer/transformer_config.py: hidden_dropout = 0.1, "
+                             "attention_dropout = 0.1 (with flash attention the attention dropout runs inside the "
+                             "kernel from its RNG state, no mask kept)"};
+  p.fp32_cross_entropy = {true, "megatron/core/tensor_parallel/cross_entropy.py: calculate_logits_max casts the logits "
+                                "to float and _VocabParallelCrossEntropy saves exp_logits for backward "
+                                "(cross_entropy_loss_fusion off by default)"};
   p.residual_join_in_norm = {false, "megatron/core/transformer/transformer_layer.py: self_attn_bda (bias-dropout-add) "
                                     "runs before pre_mlp_layernorm"};
   p.grad_buffer_dtype = {GradDType::kFp32,
@@ -99,6 +109,9 @@ ImplementationProfile Megatron2021() {
   p.fused_qkv_gemm = {true, "megatron/model/transformer.py ParallelAttention: one ColumnParallelLinear query_key_value"};
   p.fused_bias_activation = {true, "megatron/model/fused_bias_gelu.py (--bias-gelu-fusion, on by default)"};
   p.fused_bias_dropout_add = {true, "megatron/model/transformer.py bias_dropout_add_fused_train (--bias-dropout-fusion)"};
+  p.applies_dropout = {true, "megatron/arguments.py (v2.5): --attention-dropout 0.1, --hidden-dropout 0.1 by default"};
+  p.fp32_cross_entropy = {true, "megatron/model/gpt_model.py post_language_model_processing: "
+                                "vocab_parallel_cross_entropy(output.float(), labels) unless --fp16-lm-cross-entropy"};
   p.residual_join_in_norm = {false, "megatron/model/transformer.py ParallelTransformerLayer.forward: bias_dropout_add, "
                                     "then post_attention_layernorm"};
   p.grad_buffer_dtype = {GradDType::kParam,
@@ -128,6 +141,9 @@ ImplementationProfile DeepSpeed() {
   p.fused_qkv_gemm = {true, "Megatron-DeepSpeed megatron/model/transformer.py ParallelAttention: one query_key_value GEMM"};
   p.fused_bias_activation = {true, "Megatron-DeepSpeed megatron/model/fused_bias_gelu.py"};
   p.fused_bias_dropout_add = {true, "Megatron-DeepSpeed megatron/model/transformer.py bias_dropout_add_fused_train"};
+  p.applies_dropout = {true, "Megatron-DeepSpeed megatron/arguments.py: --attention-dropout 0.1, --hidden-dropout 0.1"};
+  p.fp32_cross_entropy = {true, "Megatron-DeepSpeed megatron/model/gpt_model.py post_language_model_processing: "
+                                "output.float() unless --fp16-lm-cross-entropy"};
   p.residual_join_in_norm = {false, "Megatron-DeepSpeed megatron/model/transformer.py: bias_dropout_add, then "
                                     "post_attention_layernorm"};
   p.grad_buffer_dtype = {GradDType::kParam,
@@ -259,6 +275,8 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Bool("fused_qkv_gemm", p.fused_qkv_gemm);
       f.Bool("fused_bias_activation", p.fused_bias_activation);
       f.Bool("fused_bias_dropout_add", p.fused_bias_dropout_add);
+      f.Bool("applies_dropout", p.applies_dropout);
+      f.Bool("fp32_cross_entropy", p.fp32_cross_entropy);
       f.Bool("residual_join_in_norm", p.residual_join_in_norm);
       f.Enum("grad_buffer_dtype", p.grad_buffer_dtype, {GradDType::kFp32, GradDType::kParam});
       f.Enum("grad_reduce_dtype", p.grad_reduce_dtype, {GradDType::kFp32, GradDType::kParam});
@@ -288,6 +306,8 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"fused_qkv_gemm", FactJson(p.fused_qkv_gemm)},
                 {"fused_bias_activation", FactJson(p.fused_bias_activation)},
                 {"fused_bias_dropout_add", FactJson(p.fused_bias_dropout_add)},
+                {"applies_dropout", FactJson(p.applies_dropout)},
+                {"fp32_cross_entropy", FactJson(p.fp32_cross_entropy)},
                 {"residual_join_in_norm", FactJson(p.residual_join_in_norm)},
                 {"grad_buffer_dtype", EnumJson(p.grad_buffer_dtype)},
                 {"grad_reduce_dtype", EnumJson(p.grad_reduce_dtype)},

@@ -48,6 +48,12 @@ struct ImplementationProfile {
   Fact<bool> fused_qkv_gemm;
   Fact<bool> fused_bias_activation;   //!< bias + GeLU / SwiGLU in one kernel
   Fact<bool> fused_bias_dropout_add;  //!< bias + dropout + residual add in one kernel
+  //! Dropout is applied where the model asks for it (model "dropout"): its masks are kept for
+  //! backward (memory) and written and read (bytes). False: the model flag is ignored.
+  Fact<bool> applies_dropout;
+  //! The cross-entropy keeps the logits' softmax in fp32 for backward (the 16-bit logits cast up
+  //! first); false: the logits and their gradient stay in the compute dtype.
+  Fact<bool> fp32_cross_entropy;
   //! The residual join after the attention output projection (bias + residual add) runs inside the
   //! MLP norm's kernel (one pass: read both, write the sum and the normalized rows), not after the GEMM
   Fact<bool> residual_join_in_norm;

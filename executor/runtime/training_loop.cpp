@@ -99,9 +99,19 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
     report.profiling = {o.activity->source(), st.records,   st.dropped,      d.device_records, d.attributed,
                         d.ops_retimed,        d.nccl_kernels, d.nccl_in_collectives};
   }
-  double peak = static_cast<double>(backend.memory().peak_bytes);
+  const MemoryStats& mem = backend.memory();
+  double peak = static_cast<double>(mem.peak_bytes);
   PX_TRY(world.HostAllReduce(&peak, 1, ReduceOp::kMax));
   report.peak_memory_bytes = static_cast<int64_t>(peak);
+  // The breakdown of the lowest rank holding the highest peak: max-reduce -rank among the holders.
+  double holder = static_cast<double>(mem.peak_bytes) == peak ? -static_cast<double>(world.rank()) : -1e18;
+  PX_TRY(world.HostAllReduce(&holder, 1, ReduceOp::kMax));
+  std::array<double, kMemoryKinds> kinds{};
+  if (-holder == static_cast<double>(world.rank())) {
+    for (size_t k = 0; k < kinds.size(); ++k) kinds[k] = static_cast<double>(mem.at_peak_by_kind[k]);
+  }
+  PX_TRY(world.HostAllReduce(kinds.data(), kMemoryKinds, ReduceOp::kSum));
+  for (size_t k = 0; k < kinds.size(); ++k) report.peak_memory_by_kind[k] = static_cast<int64_t>(kinds[k]);
   if (!o.trace_path.empty()) {
     const bool root = world.rank() == 0;
     traces::Tracer tracer("measured");

@@ -53,6 +53,8 @@ struct TrainingReport {
   std::vector<bool> skipped;  //!< fp16 overflow steps
   int64_t first_step = 0;
   int64_t peak_memory_bytes = 0;  //!< max over ranks
+  //! What the peak held, by MemoryKind, on the rank with the highest peak (the lowest such rank).
+  std::array<int64_t, kMemoryKinds> peak_memory_by_kind{};
   double loss_scale = 1;
   std::string data_description;
   bool resumed = false;

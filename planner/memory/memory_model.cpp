@@ -108,6 +108,7 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   ao.sequence_parallel = l.sequence_parallel;
   ao.recompute = l.recompute;
   ao.bytes_per_element = e;
+  ao = ForImplementation(ao, plan.implementation);
   const int64_t per_layer = ActivationBytesPerLayer(m, ao);
   const int64_t stages = ModelStages(l);
   const int64_t mb = std::max<int64_t>(l.num_microbatches(), 1);
@@ -122,8 +123,14 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
     if (stage == stages - 1) bytes += HeadActivationBytes(m, ao);
     r.activations += in_flight[static_cast<size_t>(chunk)] * bytes;
   }
-  // Full/selective recompute re-materialises one layer at a time during backward.
-  if (l.recompute != Recompute::kNone && max_chunk_layers > 0) r.activations += RecomputeWorkingBytes(m, ao);
+  // Full/selective recompute re-materialises one layer at a time during backward. Without virtual
+  // stages, the micro-batch whose layers recompute has been through the loss backward on this rank
+  // first (last stage), which freed its head activations: the two never live together.
+  if (l.recompute != Recompute::kNone && max_chunk_layers > 0) {
+    const int64_t working = RecomputeWorkingBytes(m, ao);
+    const bool last = pp_rank == l.pp - 1 && l.virtual_stages == 1;
+    r.activations += last ? std::max<int64_t>(0, working - HeadActivationBytes(m, ao)) : working;
+  }
 
   const int64_t sbh = ao.seq_len * l.micro_batch * m.hidden;
   int64_t transient = 2 * e * sbh;  // activation gradient in/out of the layer being differentiated
@@ -148,6 +155,9 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
 
 int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan) {
   if (plan.implementation.attention.value != AttentionKernel::kUnfused) return 0;
+  // A CPU device (no SMs): the CPU backend's attention streams blocks of rows through host scratch
+  // (executor/cpu/attention_kernels.cpp, O(64 S) floats per thread), never S x S scores.
+  if (plan.cluster.device.arch.sm_count <= 0) return 0;
   const Layout& l = plan.layout;
   const int64_t s = SeqLen(plan);
   const int64_t chunk = UnfusedAttentionChunkItems(s, l.micro_batch * std::max<int64_t>(plan.model.kv_heads / l.tp, 1));

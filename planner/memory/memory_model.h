@@ -40,7 +40,7 @@ int64_t RuntimeReserveBytes(const Plan& plan);
 //! Scores of an unfused attention kernel live while it runs (executor/cuda/cuda_kernels.cpp,
 //! AttentionForward/Backward): fp32 scores (then dP) for a chunk of (sequence, kv head) items
 //! (UnfusedAttentionChunkItems, model/implementation.h), plus P / dS of the chunk in the
-//! activations' dtype. 0 for a flash-attention profile.
+//! activations' dtype. 0 for a flash-attention profile and on a CPU device (no SMs).
 int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan);
 //! NCCL_BUFFSIZE default: 4 MiB per channel and direction (NCCL docs, Environment Variables).
 inline constexpr double kNcclBuffMiB = 4.0;

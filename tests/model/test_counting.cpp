@@ -91,6 +91,8 @@ TEST_P(Korthikanti, MatchesPaperFormula) {
   if (c.rc == Recompute::kFull) expect = c.sp ? 2 * sbh / t : 2 * sbh;
   else if (c.rc == Recompute::kSelective) expect = c.sp ? 34 * sbh / t : sbh * (10 + 24 / t);
   else expect = c.sp ? sbh / t * (34 + 5 * a * s / h) : sbh * (10 + 24 / t + 5 * a * s / (h * t));
+  // Plus what the paper leaves out: two fp32 statistics per token for each of the two norms.
+  if (c.rc != Recompute::kFull) expect += c.sp ? 16 * s * b / t : 16 * s * b;
   EXPECT_NEAR(static_cast<double>(ActivationBytesPerLayer(m, o)), expect, 1e-9 * expect);
 }
 
@@ -115,12 +117,37 @@ TEST(Counting, ActivationsShrinkWithRecomputeAndSp) {
     EXPECT_LT(no_sp, prev);
     prev = no_sp;
   }
-  // fp32 doubles the element bytes of every tensor (no dropout masks in LLaMA).
+  // fp32 doubles the element bytes of every tensor (no dropout masks in LLaMA); the norms' fp32
+  // statistics (16 bytes a token) stay as they are.
   o.recompute = Recompute::kSelective;
   o.sequence_parallel = false;
+  const int64_t stats = 16 * m.seq_len;
   const int64_t half = ActivationBytesPerLayer(m, o);
   o.bytes_per_element = 4;
-  EXPECT_EQ(ActivationBytesPerLayer(m, o), 2 * half);
+  EXPECT_EQ(ActivationBytesPerLayer(m, o) - stats, 2 * (half - stats));
+}
+
+// What the implementation keeps: our executor applies no dropout (no masks, whatever the model
+// says); a flash-attention profile keeps a 4-byte log-sum-exp per query row instead of the s x s
+// probabilities and their dropout; Megatron-2021 keeps Korthikanti's full count.
+TEST(Counting, ActivationsFollowTheImplementation) {
+  const ModelSpec m = Preset("megatron-1.7b");
+  ASSERT_TRUE(m.dropout);
+  ActivationOptions base;
+  base.micro_batch = 1;
+  const int64_t s = m.seq_len, sbh = s * m.hidden, as2b = m.heads * s * s;
+  const int64_t m2021 = ActivationBytesPerLayer(m, ForImplementation(base, *ImplementationPreset("megatron-2021")));
+  const int64_t ours = ActivationBytesPerLayer(m, ForImplementation(base, *ImplementationPreset("parallax")));
+  const int64_t mcore = ActivationBytesPerLayer(m, ForImplementation(base, *ImplementationPreset("megatron-core")));
+  EXPECT_EQ(m2021 - ours, 2 * sbh + 3 * as2b);                          // two hidden masks, attention mask + output
+  EXPECT_EQ(m2021 - mcore, 5 * as2b - 4 * m.heads * s);                  // probabilities and their dropout vs the lse
+  EXPECT_EQ(EmbeddingActivationBytes(m, ForImplementation(base, *ImplementationPreset("parallax"))), 0);
+  EXPECT_EQ(EmbeddingActivationBytes(m, ForImplementation(base, *ImplementationPreset("megatron-core"))), sbh);
+  // The loss: Megatron's fp32 softmax beside the 16-bit logits; ours the logits and their gradient.
+  const int64_t logits = s * m.vocab;
+  EXPECT_EQ(HeadActivationBytes(m, ForImplementation(base, *ImplementationPreset("megatron-core"))) -
+                HeadActivationBytes(m, ForImplementation(base, *ImplementationPreset("parallax"))),
+            6 * logits - 4 * logits);  // (2 + 4) vs 2 x 2 bytes a logit
 }
 
 TEST(Counting, HeadActivationsScaleWithVocabOverTp) {
