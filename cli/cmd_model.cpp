@@ -2,10 +2,13 @@
 // `parallax model list`: the presets.
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include "cli/command.h"
 #include "cli/format.h"
 #include "model/counting.h"
+#include "model/implementation.h"
 #include "model/load.h"
 #include "model/presets.h"
 
@@ -18,10 +21,12 @@ struct ShowOptions {
   int64_t micro_batch = 1;
   int64_t seq_len = 0;
   std::string precision = "bf16";
+  std::string implementation;  //!< empty: Korthikanti et al.'s count (dropout as the model says, s x s probabilities)
   bool json = false;
 };
 
-Json ActivationTable(const ModelSpec& m, const ShowOptions& o, int64_t bytes_per_element) {
+Json ActivationTable(const ModelSpec& m, const ShowOptions& o, int64_t bytes_per_element,
+                     const std::optional<ImplementationProfile>& impl) {
   Json out = Json::object();
   for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     for (bool sp : {false, true}) {
@@ -32,6 +37,7 @@ Json ActivationTable(const ModelSpec& m, const ShowOptions& o, int64_t bytes_per
       a.sequence_parallel = sp;
       a.recompute = r;
       a.bytes_per_element = bytes_per_element;
+      if (impl) a = ForImplementation(a, *impl);
       out[std::string(ToString(r)) + (sp ? "_sp" : "")] = ActivationBytesPerLayer(m, a);
     }
   }
@@ -61,7 +67,14 @@ int Show(const ShowOptions& o) {
   }
   Json outer = Json::array();
   for (const auto& op : c.outer_ops) outer.push_back({{"op", op.name}, {"params", op.params}, {"fwd_flops_per_token", op.fwd_flops_per_token}});
-  const Json acts = ActivationTable(*m, o, bpe);
+  std::optional<ImplementationProfile> impl;
+  if (!o.implementation.empty()) {
+    auto r = ResolveImplementation(o.implementation);
+    if (!r) return ReportError(r.error(), o.json);
+    impl = *r;
+  }
+  const Json acts = ActivationTable(*m, o, bpe, impl);
+  const std::string counted_as = impl ? "implementation " + impl->name : "Korthikanti et al. 2022";
   if (o.json) {
     PrintJson(Json{{"name", m->name},
                    {"model", ModelToJson(*m)},
@@ -76,7 +89,9 @@ int Show(const ShowOptions& o) {
                    {"outer_ops", outer},
                    {"layers", layers},
                    {"activation_bytes_per_layer", {{"micro_batch", o.micro_batch}, {"tp", o.tp},
-                                                   {"precision", o.precision}, {"bytes", acts}}}});
+                                                   {"precision", o.precision},
+                                                   {"implementation", impl ? Json(impl->name) : Json(nullptr)},
+                                                   {"bytes", acts}}}});
     return 0;
   }
   std::printf("model %s: %lld layers, hidden %lld, %lld heads (%lld kv), ffn %lld %s, vocab %lld, seq %lld\n",
@@ -102,8 +117,8 @@ int Show(const ShowOptions& o) {
     std::printf("  %-19s %12s %16s\n", op.name.c_str(), HumanCount(static_cast<double>(op.params)).c_str(),
                 HumanCount(op.fwd_flops_per_token).c_str());
   }
-  std::printf("\nactivations per layer per micro-batch (micro_batch %lld, tp %lld, %s)\n", (long long)o.micro_batch,
-              (long long)o.tp, o.precision.c_str());
+  std::printf("\nactivations per layer per micro-batch (micro_batch %lld, tp %lld, %s; %s)\n", (long long)o.micro_batch,
+              (long long)o.tp, o.precision.c_str(), counted_as.c_str());
   for (const char* r : {"none", "selective", "full"}) {
     std::printf("  recompute %-10s %12s   with sequence parallel %12s\n", r,
                 HumanBytes(acts[r].get<int64_t>()).c_str(), HumanBytes(acts[std::string(r) + "_sp"].get<int64_t>()).c_str());
@@ -125,6 +140,9 @@ void RegisterModelCommand(CLI::App& root, CliState& state) {
   show->add_option("--precision", opts->precision, "Activation precision")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
       ->capture_default_str();
+  show->add_option("--implementation", opts->implementation,
+                   "Count activations as this implementation keeps them (parallax, megatron-core, megatron-2021, "
+                   "deepspeed, or a profile JSON); default: Korthikanti et al. 2022");
   show->add_flag("--json", opts->json, "Print one JSON object");
   show->callback([opts, &state] { state.exit_code = Show(*opts); });
 

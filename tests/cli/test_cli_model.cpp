@@ -26,6 +26,26 @@ TEST(CliModel, Gpt3ParamsWithinHalfPercent) {
   EXPECT_EQ(j["layers"].size(), 96u);
 }
 
+// --implementation counts activations as that implementation keeps them: our executor applies no
+// dropout (gpt-1.3b asks for it), so its layer keeps less than the paper's count; an unknown name
+// exits 2 and lists the known ones.
+TEST(CliModel, ActivationsFollowTheImplementation) {
+  auto paper = RunParallax("model show gpt-1.3b --json");
+  auto ours = RunParallax("model show gpt-1.3b --implementation parallax --json");
+  ASSERT_EQ(paper.exit_code, 0) << paper.err;
+  ASSERT_EQ(ours.exit_code, 0) << ours.err;
+  const Json a = ParseOut(paper)["activation_bytes_per_layer"], b = ParseOut(ours)["activation_bytes_per_layer"];
+  EXPECT_TRUE(a["implementation"].is_null());
+  EXPECT_EQ(b["implementation"], "parallax");
+  // s = 2048, h = 2048, 16 heads, micro-batch 1: two 1-byte hidden masks + the attention's mask and 2-byte output.
+  const int64_t s = 2048, sbh = s * 2048, as2b = 16 * s * s;
+  EXPECT_EQ(a["bytes"]["none"].get<int64_t>() - b["bytes"]["none"].get<int64_t>(), 2 * sbh + 3 * as2b);
+  EXPECT_EQ(a["bytes"]["full"], b["bytes"]["full"]);  // only the layer input either way
+  auto bad = RunParallax("model show gpt-1.3b --implementation nope");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("megatron-core"), std::string::npos) << bad.err;
+}
+
 TEST(CliModel, Llama7bParamsWithinHalfPercent) {
   auto r = RunParallax("model show llama-7b --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
