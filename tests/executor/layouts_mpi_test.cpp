@@ -117,11 +117,11 @@ INSTANTIATE_TEST_SUITE_P(Executor, Layouts,
                                   std::get<1>(param_info.param) + "_" + ToString(std::get<2>(param_info.param));
                          });
 
-// Memory truth on multi-rank layouts: every rank's measured peak vs the planner's estimate for its
-// pipeline rank, within 15%.
+// Memory truth on multi-rank layouts: the planner's estimate for every rank's pipeline rank is an
+// upper bound on its measured peak, at most 15% above it.
 class MemoryTruthMultiRank : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
 
-TEST_P(MemoryTruthMultiRank, PerRankPeakWithinFifteenPercentOfThePlannerModel) {
+TEST_P(MemoryTruthMultiRank, PerRankPeakAtMostThePlannerModelWithinFifteenPercent) {
   const auto [layout, wide] = GetParam();
   const Plan plan = wide ? testing::WidePlan(layout, kGlobalBatch) : TinyPlan(layout, kGlobalBatch);
   if (plan.layout.world_size() != g_world->size()) GTEST_SKIP() << "a " << plan.layout.world_size() << "-rank layout";
@@ -129,13 +129,14 @@ TEST_P(MemoryTruthMultiRank, PerRankPeakWithinFifteenPercentOfThePlannerModel) {
   ASSERT_TRUE(r) << r.error().message;
   const int64_t pp_idx = CoordsOf(plan.layout, g_world->rank()).pp_idx;
   const int64_t predicted = planner::EstimateRankMemory(plan, pp_idx).total;
-  const double ratio = static_cast<double>(r->peak_bytes) / static_cast<double>(predicted);
+  const double ratio = static_cast<double>(predicted) / static_cast<double>(r->peak_bytes);
   if (g_world->rank() == 0 || pp_idx > 0) {
-    std::printf("memory %-10s %-44s rank %d measured %10lld planner %10lld ratio %.3f\n", plan.model.name.c_str(),
+    std::printf("memory %-10s %-44s rank %d measured %10lld planner %10lld planner/measured %.3f\n", plan.model.name.c_str(),
                 layout, g_world->rank(), static_cast<long long>(r->peak_bytes), static_cast<long long>(predicted),
                 ratio);
   }
-  EXPECT_NEAR(ratio, 1.0, 0.15) << layout << " rank " << g_world->rank();
+  EXPECT_GE(ratio, 1.0) << layout << " rank " << g_world->rank() << ": measured peak above the prediction";
+  EXPECT_LE(ratio, 1.15) << layout << " rank " << g_world->rank() << ": prediction more than 15% above the peak";
 }
 
 INSTANTIATE_TEST_SUITE_P(
