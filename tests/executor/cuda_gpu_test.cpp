@@ -131,9 +131,9 @@ TEST(CudaGpu, Bf16Gpt125mFollowsFp32After50Steps) {
 // The planner's feasibility promise on the GPU, costed for this GPU's architecture: the
 // allocator's peak of live tensors (cuBLASLt workspace and kernel scratch included) within what the
 // planner puts inside the allocator (total - reserve, plus the cuBLAS workspace, which the planner
-// counts in the reserve and our executor allocates through the allocator). Printed with the
-// overestimate, for the 15% band of docs/planner.md. The memory outside the allocator is the next
-// test's (in a process of its own: a backend's teardown does not return all of it, docs/cuda.md).
+// counts in the reserve and our executor allocates through the allocator), at most 15% above it.
+// The memory outside the allocator is the next test's (in a process of its own: a backend's
+// teardown does not return all of it, docs/cuda.md).
 TEST(CudaGpu, MeasuredPeakWithinThePlannerPrediction) {
   const DeviceSpec gpu = ThisGpuArchitecture();
   for (Plan plan : {testing::TinyPlan("micro_batch=8", 8), testing::WidePlan("micro_batch=4", 8),
@@ -149,6 +149,10 @@ TEST(CudaGpu, MeasuredPeakWithinThePlannerPrediction) {
                 LayoutToString(plan.layout).c_str(), MiB(r->peak_bytes), MiB(in_allocator),
                 100.0 * (static_cast<double>(in_allocator) / static_cast<double>(r->peak_bytes) - 1.0));
     EXPECT_LE(r->peak_bytes, in_allocator) << plan.model.name << " " << LayoutToString(plan.layout);
+    // The band (H200, 2026-11-26 measurements re-predicted by the memory model of that evening:
+    // +1.3% / +2.9% / +4.5% / +4.4%).
+    EXPECT_LE(static_cast<double>(in_allocator), 1.15 * static_cast<double>(r->peak_bytes))
+        << plan.model.name << " " << LayoutToString(plan.layout) << ": prediction more than 15% above the peak";
   }
 }
 
