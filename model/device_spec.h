@@ -57,6 +57,8 @@ struct DeviceSpec {
   Microarch arch;
 
   int64_t memory_bytes() const { return static_cast<int64_t>(memory_GiB * 1024.0 * 1024.0 * 1024.0); }
+  //! A GPU has SMs; the CPU device (the local-cpu preset, calibrate's CPU cluster) has none.
+  bool is_gpu() const { return arch.sm_count > 0; }
 };
 
 Result<DeviceSpec> DeviceFromJson(const Json& j, const std::string& file, const std::string& path);

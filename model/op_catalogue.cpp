@@ -18,8 +18,7 @@ class Catalogue {
     h_ = m.hidden;
     e_ = static_cast<double>(k.element_bytes);
     sT_ = k.sequence_parallel ? T_ / t_ : T_;
-    dropout_ = m.dropout && impl.applies_dropout.value;
-    drop_ = dropout_ ? 1.0 : 0.0;
+    drop_ = m.dropout && impl.applies_dropout.value ? 1.0 : 0.0;  // the implementation may ignore the flag
     flash_ = impl.attention.value == AttentionKernel::kFlash;
   }
 
@@ -95,10 +94,10 @@ class Catalogue {
     // s x s scores in HBM, AV batched GEMM.
     if (!bwd) {
       return Gemm(OpKind::kAttnCore, ph, {{s_, s_, d, batch}, {s_, d, s_, batch}},
-                  scores * (2 * e_ + drop_ * (2 * e_ + 1)), dropout_ ? 2 : 1);
+                  scores * (2 * e_ + drop_ * (2 * e_ + 1)), drop_ > 0 ? 2 : 1);
     }
     return Gemm(OpKind::kAttnCore, ph, {{s_, d, s_, batch}, {s_, d, s_, batch}, {s_, s_, d, batch}, {s_, d, s_, batch}},
-                scores * (3 * e_ + drop_ * (2 * e_ + 1)), dropout_ ? 2 : 1);
+                scores * (3 * e_ + drop_ * (2 * e_ + 1)), drop_ > 0 ? 2 : 1);
   }
 
   // The QKV projection. Fused (Megatron): one GEMM against the concatenated weight, bias in its
@@ -231,8 +230,7 @@ class Catalogue {
   const OpShapeKey& k_;
   const ImplementationProfile& impl_;
   int64_t s_ = 0, T_ = 0, t_ = 1, h_ = 0;
-  double e_ = 2, sT_ = 0, drop_ = 0;
-  bool dropout_ = false;  //!< the model asks for dropout and the implementation applies it
+  double e_ = 2, sT_ = 0, drop_ = 0;  // drop_: 1 when the model asks for dropout and the implementation applies it
   bool flash_ = false;
 };
 

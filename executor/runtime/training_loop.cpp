@@ -1,5 +1,7 @@
 #include "executor/runtime/training_loop.h"
 
+#include <algorithm>
+#include <array>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -99,19 +101,15 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
     report.profiling = {o.activity->source(), st.records,   st.dropped,      d.device_records, d.attributed,
                         d.ops_retimed,        d.nccl_kernels, d.nccl_in_collectives};
   }
+  // Every rank's peak and what it held; the report keeps the highest (the lowest rank on a tie).
   const MemoryStats& mem = backend.memory();
-  double peak = static_cast<double>(mem.peak_bytes);
-  PX_TRY(world.HostAllReduce(&peak, 1, ReduceOp::kMax));
-  report.peak_memory_bytes = static_cast<int64_t>(peak);
-  // The breakdown of the lowest rank holding the highest peak: max-reduce -rank among the holders.
-  double holder = static_cast<double>(mem.peak_bytes) == peak ? -static_cast<double>(world.rank()) : -1e18;
-  PX_TRY(world.HostAllReduce(&holder, 1, ReduceOp::kMax));
-  std::array<double, kMemoryKinds> kinds{};
-  if (-holder == static_cast<double>(world.rank())) {
-    for (size_t k = 0; k < kinds.size(); ++k) kinds[k] = static_cast<double>(mem.at_peak_by_kind[k]);
-  }
-  PX_TRY(world.HostAllReduce(kinds.data(), kMemoryKinds, ReduceOp::kSum));
-  for (size_t k = 0; k < kinds.size(); ++k) report.peak_memory_by_kind[k] = static_cast<int64_t>(kinds[k]);
+  std::array<int64_t, 1 + kMemoryKinds> mine{mem.peak_bytes};
+  std::copy(mem.at_peak_by_kind.begin(), mem.at_peak_by_kind.end(), mine.begin() + 1);
+  std::vector<std::array<int64_t, 1 + kMemoryKinds>> all(static_cast<size_t>(world.size()));
+  PX_TRY(world.HostAllGather(mine.data(), all.data(), static_cast<int64_t>(sizeof(mine))));
+  const auto& top = *std::max_element(all.begin(), all.end(), [](const auto& a, const auto& b) { return a[0] < b[0]; });
+  report.peak_memory_bytes = top[0];
+  std::copy(top.begin() + 1, top.end(), report.peak_memory_by_kind.begin());
   if (!o.trace_path.empty()) {
     const bool root = world.rank() == 0;
     traces::Tracer tracer("measured");

@@ -157,7 +157,7 @@ int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan) {
   if (plan.implementation.attention.value != AttentionKernel::kUnfused) return 0;
   // A CPU device (no SMs): the CPU backend's attention streams blocks of rows through host scratch
   // (executor/cpu/attention_kernels.cpp, O(64 S) floats per thread), never S x S scores.
-  if (plan.cluster.device.arch.sm_count <= 0) return 0;
+  if (!plan.cluster.device.is_gpu()) return 0;
   const Layout& l = plan.layout;
   const int64_t s = SeqLen(plan);
   const int64_t chunk = UnfusedAttentionChunkItems(s, l.micro_batch * std::max<int64_t>(plan.model.kv_heads / l.tp, 1));

@@ -123,7 +123,7 @@ int64_t Covered(const std::vector<std::pair<int64_t, int64_t>>& cover, int64_t b
 //! device is not a GPU: `--backend cuda` refuses such a cluster).
 bool CollectivesPolled(const traces::Trace& measured, const Plan& plan) {
   if (!measured.metadata.comm_progress.empty()) return measured.metadata.comm_progress == "host";
-  return plan.cluster.device.arch.sm_count <= 0;
+  return !plan.cluster.device.is_gpu();
 }
 
 //! Fills the window fields of the DP-communication instances (`instances[i]` is the measured slice
