@@ -6,7 +6,7 @@
 namespace parallax {
 namespace {
 
-constexpr std::array<std::pair<OpKind, const char*>, 22> kOpNames{{
+constexpr std::array<std::pair<OpKind, const char*>, 25> kOpNames{{
     {OpKind::kEmbedding, "embedding"},
     {OpKind::kAttnNorm, "attn_norm"},
     {OpKind::kQkv, "qkv"},
@@ -29,6 +29,9 @@ constexpr std::array<std::pair<OpKind, const char*>, 22> kOpNames{{
     {OpKind::kDpAllGather, "dp_allgather"},
     {OpKind::kOptimizer, "optimizer"},
     {OpKind::kGradClip, "grad_clip"},
+    {OpKind::kGradZero, "grad_zero"},
+    {OpKind::kShardCopy, "shard_copy"},
+    {OpKind::kGradFold, "grad_fold"},
 }};
 
 constexpr std::array<std::pair<Phase, const char*>, 5> kPhaseNames{{

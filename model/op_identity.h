@@ -35,7 +35,13 @@ enum class OpKind {
   kDpAllGather,   //!< DP parameter all-gather (ZeRO 1/2 after the step, ZeRO 3 per layer)
   kOptimizer,     //!< AdamW step on this rank's shard
   kGradClip,      //!< global-norm computation (includes its all-reduce)
+  // Memory passes of the ZeRO bookkeeping, on the compute stream between the ops above:
+  kGradZero,      //!< zero-fill of gradient accumulators (step start; ZeRO-2/3: a group's transient full gradient)
+  kShardCopy,     //!< ZeRO-3: this rank's parameter shard copied into the gathered buffer before its all-gather
+  kGradFold,      //!< ZeRO-2/3: a reduce-scattered gradient shard added into the rank's accumulator
 };
+//! The last OpKind (tables indexed by kind size themselves with it).
+inline constexpr OpKind kLastOpKind = OpKind::kGradFold;
 
 struct OpIdentity {
   int64_t step = 0;

@@ -85,9 +85,9 @@ Result<Tensor> Embedding::Forward(RuntimeContext& ctx, const std::vector<int32_t
 Status Embedding::Backward(RuntimeContext& ctx, EmbeddingCache& cache, Tensor dout) {
   Backend& be = *ctx.backend;
   const int64_t H = ctx.model.hidden;
-  PX_TRY(words_->EnsureGrads());
+  PX_TRY(words_->EnsureGrads(ctx));
   if (positions_ != nullptr) {
-    PX_TRY(positions_->EnsureGrads());
+    PX_TRY(positions_->EnsureGrads(ctx));
     auto s = ctx.rec->Op(OpKind::kEmbedding, -1);
     be.EmbeddingBackward(cache.positions.ptr(), ctx.local_tokens, dout.ptr(), 0, positions_->spec(0).local_rows, H,
                          positions_->grad(0));
@@ -154,8 +154,8 @@ Result<Tensor> Head::Backward(RuntimeContext& ctx, HeadCache& c) {
   const ParamSpec& lm = lm_->spec(lm_index_);
   const int64_t V = lm.local_rows;
   const bool has_bias = head_->params().size() > 1 && head_->spec(1).name == "final_norm_b";
-  PX_TRY(head_->EnsureGrads());
-  PX_TRY(lm_->EnsureGrads());
+  PX_TRY(head_->EnsureGrads(ctx));
+  PX_TRY(lm_->EnsureGrads(ctx));
   PX_ASSIGN(Tensor dlogits, ctx.Act(T * V));
   {
     auto s = ctx.rec->Op(OpKind::kLoss, -1);

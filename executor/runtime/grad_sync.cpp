@@ -12,6 +12,8 @@ Status FoldPending(RuntimeContext& ctx, ParamGroup& g) {
   for (ParamGroup::PendingSync& p : g.pending) {
     if (p.part.empty()) continue;
     PX_TRY(ctx.backend->WaitEvent(StreamKind::kCompute, p.done));
+    // Reads the shard and the received part, writes the shard: 12 B per element.
+    auto s = ctx.rec->OpAt(OpKind::kGradFold, p.microbatch, g.stage, g.layer, Phase::kComm, 12 * g.shard_size());
     ctx.backend->Axpy(g.grads().ptr(), p.part.ptr(), g.shard_size(), 1.0f);
   }
   g.pending.clear();
@@ -46,6 +48,7 @@ Status FlushMicrobatchGrads(RuntimeContext& ctx, ParamGroup& g) {
   ctx.pending_grad_groups.clear();
   const int64_t n = g.shard_size();
   if (g.zero().dp == 1) {
+    auto s = ctx.rec->OpAt(OpKind::kGradFold, ctx.rec->where().microbatch, g.stage, g.layer, Phase::kComm, 12 * n);
     ctx.backend->Axpy(g.grads().ptr(), g.transient_grads().ptr(), n, 1.0f);
     g.transient_grads().Reset();
     return {};
@@ -53,6 +56,7 @@ Status FlushMicrobatchGrads(RuntimeContext& ctx, ParamGroup& g) {
   // Asynchronous reduce-scatter on the dp stream (overlapping the next layer's backward); folded
   // into the shard at this group's next flush or before the optimizer.
   ParamGroup::PendingSync p;
+  p.microbatch = ctx.rec->where().microbatch;
   p.transient = g.TakeTransientGrads();
   PX_ASSIGN(p.part, ctx.backend->Allocate(n, DType::kF32, MemoryKind::kGradients));
   PX_TRY(RunCollectiveAt(

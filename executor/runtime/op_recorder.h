@@ -129,7 +129,7 @@ class OpRecorder {
     double flops = -1;
     double bytes = -1;
   };
-  static constexpr size_t kOpKinds = static_cast<size_t>(OpKind::kGradClip) + 1;
+  static constexpr size_t kOpKinds = static_cast<size_t>(kLastOpKind) + 1;
   static constexpr size_t kPhases = 5;
   bool has_catalogue_ = false;
   Tag tags_[2][kOpKinds][kPhases] = {};

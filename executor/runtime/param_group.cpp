@@ -70,6 +70,11 @@ Status ParamGroup::Materialize(Backend& backend, const ZeroConfig& zero, int64_t
   return {};
 }
 
+void ParamGroup::CopyShard(RuntimeContext& ctx, DevPtr dst, int64_t trace_layer) {
+  auto s = ctx.rec->Op(OpKind::kShardCopy, trace_layer, -1, 2 * shard_size() * SizeOf(compute_));
+  backend_->Copy(dst, values_.ptr(), shard_size());
+}
+
 Status ParamGroup::Acquire(RuntimeContext& ctx, int64_t trace_layer) {
   if (zero_.stage != 3) return {};
   if (acquired_++ > 0) return {};
@@ -79,7 +84,7 @@ Status ParamGroup::Acquire(RuntimeContext& ctx, int64_t trace_layer) {
   }
   PX_ASSIGN(gathered_, backend_->Allocate(padded_, compute_, MemoryKind::kWeights));
   const DevPtr mine = gathered_.at(shard_begin());
-  backend_->Copy(mine, values_.ptr(), shard_size());
+  CopyShard(ctx, mine, trace_layer);
   return RunCollective(ctx, OpKind::kDpAllGather, trace_layer, padded_ * SizeOf(compute_),
                        static_cast<int32_t>(zero_.dp),
                        [&](Stream& s) { return ctx.dp_comm().AllGather(mine, gathered_.ptr(), shard_size(), s); });
@@ -89,7 +94,7 @@ Status ParamGroup::Prefetch(RuntimeContext& ctx, int64_t trace_layer) {
   if (zero_.stage != 3 || acquired_ > 0 || prefetched_) return {};
   PX_ASSIGN(gathered_, backend_->Allocate(padded_, compute_, MemoryKind::kWeights));
   const DevPtr mine = gathered_.at(shard_begin());
-  backend_->Copy(mine, values_.ptr(), shard_size());
+  CopyShard(ctx, mine, trace_layer);
   PX_TRY(RunCollective(ctx, OpKind::kDpAllGather, trace_layer, padded_ * SizeOf(compute_),
                        static_cast<int32_t>(zero_.dp),
                        [&](Stream& s) { return ctx.dp_comm().AllGather(mine, gathered_.ptr(), shard_size(), s); },
@@ -113,9 +118,11 @@ DevPtr ParamGroup::param(size_t i) const {
   return gathered_.at(specs_[i].offset);
 }
 
-Status ParamGroup::EnsureGrads() {
+Status ParamGroup::EnsureGrads(RuntimeContext& ctx) {
   if (zero_.stage >= 2 && grad_temp_.empty()) {
-    PX_ASSIGN(grad_temp_, backend_->AllocateZeroed(padded_, DType::kF32, MemoryKind::kGradients));
+    PX_ASSIGN(grad_temp_, backend_->Allocate(padded_, DType::kF32, MemoryKind::kGradients));
+    auto s = ctx.rec->Op(OpKind::kGradZero, layer, -1, 4 * padded_);
+    backend_->Fill(grad_temp_.ptr(), padded_, 0.0f);
   }
   return {};
 }

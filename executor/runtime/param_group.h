@@ -91,10 +91,10 @@ class ParamGroup {
   Status Prefetch(RuntimeContext& ctx, int64_t trace_layer);
   //! Parameter `i` in the compute dtype (valid while acquired under ZeRO-3).
   DevPtr param(size_t i) const;
-  //! Before a backward pass: ZeRO 2/3 allocate the transient full gradient (zeroed) if absent;
-  //! FlushMicrobatchGrads() reduces it into the shard.
-  Status EnsureGrads();
-  //! fp32 gradient of parameter `i` for accumulation (+=); call EnsureGrads() first.
+  //! Before a backward pass: ZeRO 2/3 allocate the transient full gradient if absent and zero it
+  //! (recorded as a grad_zero op); FlushMicrobatchGrads() reduces it into the shard.
+  Status EnsureGrads(RuntimeContext& ctx);
+  //! fp32 gradient of parameter `i` for accumulation (+=); call EnsureGrads(ctx) first.
   DevPtr grad(size_t i) const;
   bool has_transient_grad() const { return !grad_temp_.empty(); }
 
@@ -130,6 +130,7 @@ class ParamGroup {
   //! transient gradient and the received shard alive until the sync is folded in.
   struct PendingSync {
     Event done;
+    int64_t microbatch = -1;  //!< ZeRO-2/3: the micro-batch whose gradient it reduces (identity of its fold)
     Tensor reduce_buffer;
     Tensor transient;
     Tensor part;
@@ -153,6 +154,9 @@ class ParamGroup {
   Tensor grads_;
   Tensor grad_temp_;
   Tensor m_, v_;
+
+  //! ZeRO-3: this rank's shard into the gathered buffer before its all-gather (a shard_copy op).
+  void CopyShard(RuntimeContext& ctx, DevPtr dst, int64_t trace_layer);
 };
 
 }  // namespace parallax::executor

@@ -100,7 +100,13 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
 Result<double> Trainer::ComputeGradients() {
   Backend& be = *ctx_.backend;
   rec_.set_step(step_);
-  for (ParamGroup* g : model_->groups()) be.Fill(g->grads().ptr(), g->grads().numel(), 0.0f);
+  {
+    // The step's gradient accumulators start from zero (full buffers under ZeRO 0/1, shards under 2/3).
+    int64_t n = 0;
+    for (ParamGroup* g : model_->groups()) n += g->grads().numel();
+    auto s = rec_.OpAt(OpKind::kGradZero, -1, -1, -1, Phase::kOptim, 4 * n);
+    for (ParamGroup* g : model_->groups()) be.Fill(g->grads().ptr(), g->grads().numel(), 0.0f);
+  }
   PX_ASSIGN(ctx_.loss_sum, be.AllocateZeroed(1, DType::kF64, MemoryKind::kWorkspace));
   PX_TRY(RunPipelineStep(ctx_, *model_, *data_, step_));
   ParamGroup* tied = groups_.embedding ? model_->tied_pair() : nullptr;

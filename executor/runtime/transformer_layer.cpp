@@ -319,7 +319,7 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
   const int64_t nq = m.heads / ctx.tp, nkv = m.kv_heads / ctx.tp, Q = nq * D, K = nkv * D;
   const int64_t F = m.ffn_hidden / ctx.tp;
   const bool swiglu = m.mlp == MlpKind::kSwiglu;
-  PX_TRY(group_->EnsureGrads());
+  PX_TRY(group_->EnsureGrads(ctx));
 
   // MLP block: out = h + fc2(act(fc1(norm2(h)))) + b2.
   PX_ASSIGN(Tensor dh, ctx.Act(Tl * H));

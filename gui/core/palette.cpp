@@ -77,6 +77,10 @@ OpFamily FamilyOfName(std::string_view name) {
       case OpKind::kOptimizer:
       case OpKind::kGradClip:
         return OpFamily::kOptimizer;
+      case OpKind::kGradZero:
+      case OpKind::kShardCopy:
+      case OpKind::kGradFold:
+        return OpFamily::kMemory;
       default:
         return OpFamily::kPointwise;
     }

@@ -26,7 +26,7 @@ const char* MemoryFamily(OpKind op, Phase phase) {
   // Stable strings for CostedOp::memory_family: one per (op, backward or not).
   static const auto* names = [] {
     auto* n = new std::vector<std::string>;  // NOLINT: immortal name table
-    for (int k = 0; k <= static_cast<int>(OpKind::kGradClip); ++k) {
+    for (int k = 0; k <= static_cast<int>(kLastOpKind); ++k) {
       n->push_back(ToString(static_cast<OpKind>(k)));
       n->push_back(std::string(ToString(static_cast<OpKind>(k))) + "_bwd");
     }

@@ -86,6 +86,28 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   const PlacedGroup dpg = PlaceGroup(l, ctx.cluster(), GroupKind::kDp);
   const double layer_params = static_cast<double>(LayerParamsPerTpRank(m, l.tp));
   const CollectiveKind grad_coll = l.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
+  // A memory pass on the compute stream (ZeroPasses), as the layer ops price theirs: the kernel
+  // family's measured curve (falling back to the streaming "elementwise" one), plus the mean detour.
+  auto pass = [&](OpKind op, double bytes) {
+    const double t = comp.MemoryBound(MemoryFamily(op, Phase::kComm), bytes);
+    return t + comp.noise().MeanExcess(t);
+  };
+  // Our executor's per-group passes for a group of `params` parameters (per TP rank).
+  auto zero_passes = [&](double params) {
+    ZeroPasses z;
+    const double shard = params / static_cast<double>(l.dp);
+    if (l.zero_stage == 3) {
+      z.copy_bytes = 2.0 * param_e * shard;
+      z.copy_s = pass(OpKind::kShardCopy, z.copy_bytes);
+    }
+    if (l.zero_stage >= 2) {
+      z.zero_bytes = 4.0 * params;
+      z.zero_s = pass(OpKind::kGradZero, z.zero_bytes);
+      z.fold_bytes = 12.0 * shard;
+      z.fold_s = pass(OpKind::kGradFold, z.fold_bytes);
+    }
+    return z;
+  };
   PlacedGroup world;
   world.size = l.world_size();
   world.gpus_per_node = ctx.cluster().gpus_per_node;
@@ -139,12 +161,41 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
         o.grad_s = coll.Time(grad_coll, o.grad_bytes, dpg);
         const double gather_s = coll.Time(CollectiveKind::kAllGather, o.param_bytes, dpg);
         if (l.zero_stage == 3) o.gather_s = gather_s;
+        if (rc.dp.per_group) o.passes = zero_passes(static_cast<double>(g.params));
         rc.dp.grad_outer_s += o.grad_s;
         if (after && rc.dp.per_group) {
           o.gather_after_s = gather_s;
           rc.dp.gather_after_s += o.gather_after_s;
         }
         rc.dp.outer.push_back(o);
+      }
+      if (rc.dp.per_group) {
+        rc.dp.layer_passes = zero_passes(layer_params);
+        // The passes run on the compute stream inside each pass over a chunk (simulator.cpp walks
+        // them one by one): shard copies before the gathers of the groups a pass uses, a group's
+        // zero-fill in the first backward pass that uses it, and each reduce-scatter's fold.
+        for (ChunkCost& cc : rc.chunks) {
+          const double n = static_cast<double>(cc.layers.count);
+          double f = n * rc.dp.layer_fwd_pass_s(), b = n * rc.dp.layer_bwd_pass_s();
+          for (const DpCost::OuterGroup& o : rc.dp.outer) {
+            // Gathered (a shard copy each) by every pass that uses it, zeroed once per backward.
+            const double copies = (o.UsedBy(cc, true) ? 1.0 : 0.0) + (o.UsedBy(cc, false) ? 1.0 : 0.0);
+            f += copies * o.passes.copy_s;
+            b += copies * o.passes.copy_s + (copies > 0 ? o.passes.zero_s : 0.0);
+            if (o.ReducedBy(cc)) b += o.passes.fold_s;
+          }
+          cc.fwd_s += f;
+          cc.bwd_s += b;
+          rc.fwd_s += f;
+          rc.bwd_s += b;
+        }
+        // The last reduce-scatter of the step (chunk 0's last backward: the embedding's groups on
+        // the first stage, else the chunk's first layer) is folded after the pipeline drains.
+        const ChunkCost& first = rc.chunks.front();
+        rc.final_fold_s = first.layers.count > 0 ? rc.dp.layer_passes.fold_s : 0.0;
+        for (const DpCost::OuterGroup& o : rc.dp.outer) {
+          if (o.ReducedBy(first)) rc.final_fold_s = o.passes.fold_s;
+        }
       }
       if (after && rc.dp.per_group) {
         rc.dp.gather_after_layer_s = coll.Time(CollectiveKind::kAllGather, param_e * layer_params, dpg);
@@ -165,6 +216,8 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     const double grad_shard = static_cast<double>(rc.params) / static_cast<double>(l.zero_stage >= 2 ? l.dp : 1);
     // Per-tensor AdamW (no multi-tensor kernel) re-reads each moment in its own pass: ~2x the bytes.
     const double adam_bytes = impl.optimizer.value == OptimizerKind::kPerTensor ? 56.0 : 28.0;
+    rc.grad_zero_step_bytes = 4.0 * grad_shard;
+    rc.grad_zero_step_s = pass(OpKind::kGradZero, rc.grad_zero_step_bytes);
     rc.optimizer_s = comp.MemoryBound("optimizer", adam_bytes * shard);
     rc.optimizer_s += comp.noise().MeanExcess(rc.optimizer_s);
     rc.grad_norm_s = comp.MemoryBound("grad_clip", grad_e * grad_shard);

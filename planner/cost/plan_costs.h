@@ -53,6 +53,19 @@ struct ChunkCost {
   double fwd_tp_s = 0, bwd_tp_s = 0;  //!< TP-collective part
 };
 
+//! The memory passes our executor's per-group ZeRO bookkeeping runs on the compute stream, around
+//! one group's collectives (executor/runtime/param_group.cpp, grad_sync.cpp), each a recorded op:
+//! ZeRO-3 copies the rank's parameter shard into the gathered buffer before every all-gather
+//! (shard_copy: 2 x shard x parameter bytes), ZeRO-2/3 zero the group's transient fp32 gradient
+//! before every backward of it (grad_zero: 4 B per parameter) and add each reduce-scattered shard
+//! into the accumulator before the next reduce-scatter is issued (grad_fold: 12 B per shard element).
+//! Seconds, and the bytes the predicted op carries (refine samples it at them).
+struct ZeroPasses {
+  double copy_s = 0, copy_bytes = 0;
+  double zero_s = 0, zero_bytes = 0;
+  double fold_s = 0, fold_bytes = 0;
+};
+
 //! DP collectives of one rank (seconds), by ZeRO stage:
 //!  0: all-reduce of each layer's gradients after the last micro-batch's backward of that layer;
 //!  1: reduce-scatter of the same buckets, all-gather of the updated parameters after the step;
@@ -72,10 +85,15 @@ struct DpCost {
     double grad_bytes = 0, param_bytes = 0;  //!< message sizes (gradient collective; gathers)
     double gather_s = 0;        //!< ZeRO-3: gathered before each pass that uses it
     double gather_after_s = 0;  //!< ZeRO-1/2, per-group buckets: gathered after the step
+    ZeroPasses passes;          //!< per-group buckets: its memory passes (ZeroPasses)
 
     //! Whether chunk `cc` reduces this group after its backward (the embedding's chunk its groups,
     //! the head's chunk the groups only the head uses).
     bool ReducedBy(const ChunkCost& cc) const { return (embedding && cc.embedding) || (head && !embedding && cc.head); }
+    //! Whether chunk `cc`'s embedding pass (`embedding_pass`) or head pass uses (gathers) this group.
+    bool UsedBy(const ChunkCost& cc, bool embedding_pass) const {
+      return embedding_pass ? embedding && cc.embedding : head && cc.head;
+    }
   };
   double grad_layer_s = 0;    //!< gradient collective of one layer's gradients
   double grad_layer_bytes = 0, param_layer_bytes = 0;  //!< its message; a layer gather's
@@ -89,6 +107,11 @@ struct DpCost {
   bool per_group = false;
   std::vector<OuterGroup> outer;  //!< the rank's outer groups, in the executor's order
   double gather_after_layer_s = 0;  //!< per_group, ZeRO-1/2: one layer group's gather after the step
+  ZeroPasses layer_passes;          //!< per_group: one layer group's memory passes
+  //! Compute-stream time of one layer's passes in a forward (the shard copy) and a backward pass
+  //! (shard copy, gradient zero-fill, the fold of its reduce-scatter).
+  double layer_fwd_pass_s() const { return layer_passes.copy_s; }
+  double layer_bwd_pass_s() const { return layer_passes.copy_s + layer_passes.zero_s + layer_passes.fold_s; }
 };
 
 struct RankCost {
@@ -96,6 +119,11 @@ struct RankCost {
   double fwd_s = 0, bwd_s = 0;  //!< one micro-batch through all chunks of the rank
   double fwd_tp_s = 0, bwd_tp_s = 0;
   DpCost dp;
+  //! The step's zero-fill of the gradient accumulators before the first pass (full buffers under
+  //! ZeRO 0/1, shards under 2/3; 4 B per element), and the bytes its op carries.
+  double grad_zero_step_s = 0, grad_zero_step_bytes = 0;
+  //! ZeRO-2/3 per-group buckets: the fold of the last reduce-scatter, after the pipeline drains.
+  double final_fold_s = 0;
   double optimizer_s = 0;  //!< AdamW over this rank's shard (the executor's optimizer op)
   //! The grad-norm's read of this rank's gradient shard: the executor's grad_clip op computes it,
   //! then joins the global all-reduce (PlanCosts::clip_sync_s).

@@ -87,13 +87,15 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
         const double fwd_outer = pg ? og.embedding_gathers + og.head_gathers : 0.0;
         const double bwd_outer =
             pg ? og.head_gathers + (og.any ? (n > 0 ? red : 0.0) + og.embedding_gathers + og.chain : 0.0) : 0.0;
+        // A layer's pass includes its ZeRO memory passes (plan_costs.h ZeroPasses; not slowed by
+        // contention in the simulator).
         auto zf = [&](double q) {
-          return Zero3Extra(n, a, 0, u.layer.fwd_s, u.layer.fwd_s - u.layer.fwd_tp_s, k, q,
+          return Zero3Extra(n, a, 0, u.layer.fwd_s + rc.dp.layer_fwd_pass_s(), u.layer.fwd_s - u.layer.fwd_tp_s, k, q,
                             cc.embedding && !pg ? u.embedding.fwd_s : 0.0) +
                  fwd_outer;
         };
         auto zb = [&](double q) {
-          return Zero3Extra(n, a, red, u.layer.bwd_s, u.layer.bwd_s - u.layer.bwd_tp_s, k, q,
+          return Zero3Extra(n, a, red, u.layer.bwd_s + rc.dp.layer_bwd_pass_s(), u.layer.bwd_s - u.layer.bwd_tp_s, k, q,
                             cc.head && !pg ? u.head.bwd_s : 0.0) +
                  bwd_outer;
         };
@@ -122,7 +124,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
         double wait = 0;
         const double R = rc.dp.grad_layer_s;
         // A layer's backward as it runs beside the busy DP stream (contention included above).
-        const double x = u.layer.bwd_s + (k - 1) * (u.layer.bwd_s - u.layer.bwd_tp_s);
+        const double x = u.layer.bwd_s + rc.dp.layer_bwd_pass_s() + (k - 1) * (u.layer.bwd_s - u.layer.bwd_tp_s);
         for (const ChunkCost& cc : rc.chunks) {
           const double n = static_cast<double>(cc.layers.count);
           if (n > 1) wait += (n - 1) * std::max(0.0, R - x);
@@ -133,7 +135,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
             // first layer's (m - 1 times in m): after a head backward and a layer's, and under
             // 1F1B-style schedules a forward pass of the chunk too.
             const double gap = (l.schedule == ScheduleKind::kGpipe ? 0.0 : cc.fwd_s) + (cc.head ? u.head.bwd_s : 0.0) +
-                               u.layer.bwd_s;
+                               u.layer.bwd_s + rc.dp.layer_bwd_pass_s();
             if (n > 0) wait += std::max(0.0, og.last - gap) * (m - 1) / m;
           }
         }
@@ -207,6 +209,9 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
     pipe = m * vv * cycle + (sumF + sumB - maxW) / vv + comm_fill;
     steady_comm = m * (vv * cycle - maxW);
   }
+
+  // The step starts with the gradient zero-fill; the first stage's delays the whole pipeline.
+  pipe += pc.ranks[0].grad_zero_step_s;
 
   // After the pipeline: rank r finishes its last backward earlier than rank 0 by the backward
   // pass of the ranks before it; its DP tail and the tied-embedding all-reduce run from there.
@@ -284,6 +289,8 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
       }
       tail = std::max(0.0, dp_end);
     }
+    // ZeRO-2/3: the last reduce-scatter is folded into the shard once it has arrived.
+    tail += rc.final_fold_s;
     if (rc.dp.tied_embedding_s > 0) tail += rc.dp.tied_embedding_s;
     if (r == 0) tail0 = tail;
     barrier = std::max(barrier, end + tail);

@@ -21,6 +21,12 @@ struct RankState {
   double send_fwd_free = 0, send_bwd_free = 0;
   double compute_s = 0, tp_s = 0, pp_wait_s = 0, bubble_wait_s = 0, dp_wait_s = 0;
   double rs_end = 0;        // end of the last ZeRO-2/3 reduce-scatter (per-group buckets: one in flight)
+  // That reduce-scatter's fold into the gradient shard, run before the next one is issued.
+  struct Fold {
+    bool pending = false;
+    int64_t mb = -1, stage = -1, layer = -1;
+    double s = 0, bytes = 0;
+  } fold;
 };
 
 class StepSimulator {
@@ -47,6 +53,12 @@ class StepSimulator {
   }
 
   Prediction Run() {
+    // The step starts by zeroing the gradient accumulators (the executor's grad_zero op).
+    for (int64_t r = 0; r < pp_; ++r) {
+      const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
+      ranks_[static_cast<size_t>(r)].t =
+          Pass(r, 0, OpKind::kGradZero, rc.grad_zero_step_s, rc.grad_zero_step_bytes, -1, -1, -1, Phase::kOptim);
+    }
     bool progress = true;
     while (progress) {
       progress = false;
@@ -60,6 +72,14 @@ class StepSimulator {
     for (int64_t r = 0; r < pp_; ++r) {
       RankState& s = ranks_[static_cast<size_t>(r)];
       const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
+      if (s.fold.pending) {
+        // The last reduce-scatter is folded once it has arrived (FinishGradSync).
+        if (s.rs_end > s.t) {
+          s.dp_wait_s += s.rs_end - s.t;
+          s.t = s.rs_end;
+        }
+        s.t = FoldPending(r, s.t);
+      }
       pipe_end[static_cast<size_t>(r)] = s.t;
       if (pc_.dp_after_backward && plan_.layout.dp > 1) {
         // One reduction of the whole gradient buffer once the backward is over (no overlap).
@@ -137,6 +157,24 @@ class StepSimulator {
     if (rec_) rec_->Record(r, stream, op, ph, mb, stage, layer, start, dur, flops, bytes);
   }
 
+  //! A memory pass of the ZeRO bookkeeping (plan_costs.h ZeroPasses) on rank r's compute stream
+  //! at `t`; returns its end. Recorded when our executor runs one (bytes > 0).
+  double Pass(int64_t r, double t, OpKind op, double dur, double bytes, int64_t mb, int64_t stage, int64_t layer,
+              Phase phase) {
+    if (bytes <= 0) return t;
+    ranks_[static_cast<size_t>(r)].compute_s += dur;
+    Record(r, traces::Stream::kCompute, op, phase, mb, stage, layer, t, dur, -1, bytes);
+    return t + dur;
+  }
+
+  //! Folds the reduce-scatter in flight into the shard (its identity: the reduce-scatter's).
+  double FoldPending(int64_t r, double t) {
+    RankState& s = ranks_[static_cast<size_t>(r)];
+    if (!s.fold.pending) return t;
+    s.fold.pending = false;
+    return Pass(r, t, OpKind::kGradFold, s.fold.s, s.fold.bytes, s.fold.mb, s.fold.stage, s.fold.layer, Phase::kComm);
+  }
+
   //! Enqueues a DP collective on rank r's DP stream; returns its end.
   //! Identity as the executor records it: the model stage holding the layer, and the micro-batch
   //! only for per-micro-batch collectives (ZeRO-2/3 reduce-scatter, ZeRO-3 gathers), else -1.
@@ -153,13 +191,17 @@ class StepSimulator {
   //! Issues the gradient collective of one group at compute time `t`; returns the compute time
   //! after it. ZeRO-2/3 with per-group buckets keeps one reduce-scatter in flight: the compute
   //! waits for the previous one before issuing the next (executor/runtime/grad_sync.cpp).
-  double GradOp(int64_t r, double t, double dur, double bytes, int64_t mb, int64_t layer, int64_t stage) {
+  //! `passes`: the group's memory passes (its fold runs before the next reduce-scatter is issued).
+  double GradOp(int64_t r, double t, double dur, double bytes, int64_t mb, int64_t layer, int64_t stage,
+                const ZeroPasses& passes) {
     RankState& s = ranks_[static_cast<size_t>(r)];
     const int64_t zero = plan_.layout.zero_stage;
     if (zero >= 2 && pc_.ranks[static_cast<size_t>(r)].dp.per_group && s.rs_end > t) {
       s.dp_wait_s += s.rs_end - t;
       t = s.rs_end;
     }
+    t = FoldPending(r, t);
+    if (zero >= 2 && passes.fold_bytes > 0) s.fold = {true, mb, stage, layer, passes.fold_s, passes.fold_bytes};
     const double end = DpOp(r, t, dur, zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter,
                             zero >= 2 ? mb : -1, layer, stage, Phase::kComm, bytes);
     if (zero >= 2) s.rs_end = end;
@@ -177,6 +219,7 @@ class StepSimulator {
       for (const DpCost::OuterGroup& g : dp.outer) {
         const bool use = embedding_pass ? (g.embedding && pass == 0) : (g.head && (pass == 0) != g.embedding);
         if (!use) continue;
+        t = Pass(r, t, OpKind::kShardCopy, g.passes.copy_s, g.passes.copy_bytes, mb, stage, -1, phase);
         const double end = DpOp(r, t, g.gather_s, OpKind::kDpAllGather, mb, -1, stage, phase, g.param_bytes);
         s.dp_wait_s += end - t;
         t = end;
@@ -185,10 +228,31 @@ class StepSimulator {
     return t;
   }
 
-  //! Runs the ops of one unit pass starting at `t`; returns the end time.
-  double RunOps(int64_t r, const std::vector<CostedOp>& ops, int64_t mb, int64_t stage, int64_t layer, double t) {
+  //! ZeRO-2/3: zero-fills the transient gradients of the groups a backward unit pass uses (each
+  //! once per backward: the head's pass zeroes a tied word embedding the embedding's pass reuses).
+  double ZeroOuter(int64_t r, double t, bool embedding_pass, const ChunkCost& cc, int64_t mb) {
+    // In GatherOuter's order: the head's own group before a word embedding it shares.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const DpCost::OuterGroup& g : pc_.ranks[static_cast<size_t>(r)].dp.outer) {
+        const bool use = embedding_pass ? (g.embedding && pass == 0 && !g.UsedBy(cc, false))
+                                        : (g.head && (pass == 0) != g.embedding);
+        if (!use || !g.UsedBy(cc, embedding_pass)) continue;
+        t = Pass(r, t, OpKind::kGradZero, g.passes.zero_s, g.passes.zero_bytes, mb, cc.stage, -1, Phase::kBwd);
+      }
+    }
+    return t;
+  }
+
+  //! Runs the ops of one unit pass starting at `t`; returns the end time. `zero`: a layer's
+  //! gradient zero-fill, run before its first backward op (after the recompute).
+  double RunOps(int64_t r, const std::vector<CostedOp>& ops, int64_t mb, int64_t stage, int64_t layer, double t,
+                const ZeroPasses* zero = nullptr) {
     RankState& s = ranks_[static_cast<size_t>(r)];
     for (const CostedOp& o : ops) {
+      if (zero != nullptr && o.phase == Phase::kBwd) {
+        t = Pass(r, t, OpKind::kGradZero, zero->zero_s, zero->zero_bytes, mb, stage, layer, Phase::kBwd);
+        zero = nullptr;
+      }
       double d = o.time_s;
       if (o.tp_comm) {
         s.tp_s += d;
@@ -291,15 +355,18 @@ class StepSimulator {
     // ZeRO-3: the gather of layer i is issued when layer i-1 starts (prefetch one ahead), recorded
     // with the pass's phase, as the executor records it (the pass that needs the parameters).
     std::vector<double> gathered;
+    const ZeroPasses& lp = rc.dp.layer_passes;
     auto first_gather = [&] {
       if (!zero3 || n <= 0) return;
       gathered.resize(static_cast<size_t>(n));
+      t = Pass(r, t, OpKind::kShardCopy, lp.copy_s, lp.copy_bytes, mb, stage, layer_at(0), pass);
       gathered[0] =
           DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(0), stage, pass, rc.dp.param_layer_bytes);
     };
     // The embedding's or the head's pass, after gathering its groups when they are gathered per group.
     auto outer_unit = [&](const std::vector<CostedOp>& ops, bool embedding) {
       if (zero3 && per_group) t = GatherOuter(r, t, embedding, mb, stage, pass);
+      if (!fwd && zero >= 2 && dp) t = ZeroOuter(r, t, embedding, cc, mb);
       t = RunOps(r, ops, mb, stage, -1, t);
     };
     if (!per_group) first_gather();
@@ -314,20 +381,21 @@ class StepSimulator {
           t = gathered[static_cast<size_t>(i)];
         }
         if (i + 1 < n) {
+          t = Pass(r, t, OpKind::kShardCopy, lp.copy_s, lp.copy_bytes, mb, stage, layer_at(i + 1), pass);
           gathered[static_cast<size_t>(i + 1)] =
               DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(i + 1), stage, pass,
                    rc.dp.param_layer_bytes);
         }
       }
-      t = RunOps(r, fwd ? u.layer.fwd : u.layer.bwd, mb, stage, layer, t);
-      if (!fwd && dp && grads_now) t = GradOp(r, t, rc.dp.grad_layer_s, rc.dp.grad_layer_bytes, mb, layer, stage);
+      t = RunOps(r, fwd ? u.layer.fwd : u.layer.bwd, mb, stage, layer, t, !fwd && dp && zero >= 2 ? &lp : nullptr);
+      if (!fwd && dp && grads_now) t = GradOp(r, t, rc.dp.grad_layer_s, rc.dp.grad_layer_bytes, mb, layer, stage, lp);
     }
     if (fwd && cc.head) outer_unit(u.head.fwd, false);
     if (!fwd && cc.embedding) outer_unit(u.embedding.bwd, true);
     if (!fwd && dp && grads_now && (cc.embedding || cc.head)) {
       // The chunk's outer groups, after its last unit (executor: ch.other_groups, in order).
       for (const DpCost::OuterGroup& g : rc.dp.outer) {
-        if (g.ReducedBy(cc)) t = GradOp(r, t, g.grad_s, g.grad_bytes, mb, -1, stage);
+        if (g.ReducedBy(cc)) t = GradOp(r, t, g.grad_s, g.grad_bytes, mb, -1, stage, g.passes);
       }
     }
     return t;

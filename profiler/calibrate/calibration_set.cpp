@@ -172,8 +172,8 @@ class Builder {
     }
   }
 
-  //! Streaming copies ("elementwise", the fallback family; bytes read + written) and fp32 -> 16-bit
-  //! casts ("cast").
+  //! Streaming copies ("elementwise", the fallback family; bytes read + written), fp32 -> 16-bit
+  //! casts ("cast"), fp32 zero-fills ("grad_zero") and fp32 y += x ("grad_fold").
   void AddStreaming(int64_t max_elements) {
     for (int64_t n = 1 << 12; n <= max_elements; n *= 8) {
       ProbeShape c;
@@ -187,6 +187,16 @@ class Builder {
       k.dtype = half;
       const auto b = static_cast<int64_t>(6 * n);
       if (kernel_seen_.insert({"cast", b}).second) set_.kernels.push_back({"cast", b, k});
+      // The ZeRO bookkeeping passes over fp32 gradients (planner/cost/plan_costs.h ZeroPasses),
+      // by the bytes the planner charges them: a zero-fill writes 4 B, a fold moves 12 B an element.
+      ProbeShape f;
+      f.kind = ProbeKind::kFill;
+      f.n = n;
+      AddKernel("grad_zero", 4.0 * static_cast<double>(n), f);
+      ProbeShape a;
+      a.kind = ProbeKind::kAxpy;
+      a.n = n;
+      AddKernel("grad_fold", 12.0 * static_cast<double>(n), a);
     }
   }
 

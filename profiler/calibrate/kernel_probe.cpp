@@ -36,6 +36,8 @@ const char* KindName(ProbeKind k) {
     case ProbeKind::kSumSquares: return "sum_squares";
     case ProbeKind::kCast: return "cast";
     case ProbeKind::kCopy: return "copy";
+    case ProbeKind::kFill: return "fill";
+    case ProbeKind::kAxpy: return "axpy";
   }
   return "?";
 }
@@ -74,7 +76,9 @@ int64_t ProbeShape::FootprintBytes() const {
     case ProbeKind::kEmbeddingFwd:
     case ProbeKind::kEmbeddingBwd: return vocab_rows * cols * 4 + rows * cols * e * 2;
     case ProbeKind::kAdamW: return n * 16 + (dtype != DType::kF32 ? n * e : 0);
-    case ProbeKind::kSumSquares: return n * 4;
+    case ProbeKind::kSumSquares:
+    case ProbeKind::kFill: return n * 4;
+    case ProbeKind::kAxpy: return n * 8;
     case ProbeKind::kCast:
     case ProbeKind::kCopy:
     case ProbeKind::kActFwd:
@@ -108,7 +112,9 @@ std::string ProbeShape::Describe() const {
     case ProbeKind::kAdamW:
     case ProbeKind::kSumSquares:
     case ProbeKind::kCast:
-    case ProbeKind::kCopy: kv("n", n); break;
+    case ProbeKind::kCopy:
+    case ProbeKind::kFill:
+    case ProbeKind::kAxpy: kv("n", n); break;
     default:
       kv("rows", rows);
       kv("cols", vocab_rows > 0 && kind != ProbeKind::kEmbeddingFwd && kind != ProbeKind::kEmbeddingBwd ? vocab_rows
@@ -278,6 +284,11 @@ Status KernelProbe::Prepare(executor::Backend& backend) {
       PX_RETURN_IF_ERROR(add(p.n, d));
       PX_RETURN_IF_ERROR(add(p.n, d, false));
       break;
+    case ProbeKind::kFill: PX_RETURN_IF_ERROR(add(p.n, DType::kF32, false)); break;
+    case ProbeKind::kAxpy:  // x, y
+      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
+      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
+      break;
   }
   return backend.Synchronize();
 }
@@ -427,6 +438,9 @@ Status KernelProbe::Run(executor::Backend& be) {
     }
     case ProbeKind::kCast:
     case ProbeKind::kCopy: be.Copy(T(1), T(0), p.n); break;
+    case ProbeKind::kFill: be.Fill(T(0), p.n, 0.0f); break;
+    // alpha 0: y stays what it was over any number of repetitions (the same bytes move).
+    case ProbeKind::kAxpy: be.Axpy(T(1), T(0), p.n, 0.0f); break;
   }
   return {};
 }

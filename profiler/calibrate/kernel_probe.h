@@ -37,6 +37,8 @@ enum class ProbeKind {
   kSumSquares,    //!< multi-tensor sum of squares over n fp32 gradients
   kCast,          //!< fp32 -> dtype copy of n elements
   kCopy,          //!< dtype -> dtype copy of n elements (streaming bandwidth)
+  kFill,          //!< zero-fill of n fp32 elements (a gradient accumulator: the grad_zero pass)
+  kAxpy,          //!< y += x over n fp32 elements (a reduced gradient shard folded in: grad_fold)
 };
 
 struct ProbeShape {

@@ -119,6 +119,23 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
     case OpKind::kOptimizer:
       out.compute = Optimizer(id.rank / (l.tp * l.dp));
       return out;
+    case OpKind::kGradZero:
+    case OpKind::kShardCopy:
+    case OpKind::kGradFold: {
+      // A memory pass of the ZeRO bookkeeping (planner/cost/plan_costs.h ZeroPasses): a sample of
+      // its own kernel family at the bytes the predicted op carries.
+      if (predicted_bytes <= 0) {
+        out.not_sampled = "the predicted pass carries no byte count";
+        return out;
+      }
+      ComputeDescription d;
+      const char* family = planner::MemoryFamily(id.op, Phase::kComm);
+      const double t = ctx_.compute().MemoryBound(family, static_cast<double>(predicted_bytes));
+      d.memory.push_back({family, predicted_bytes, t});
+      d.time_s = t;
+      out.compute = d;
+      return out;
+    }
     default: break;
   }
   out.compute = FromCostedOp(id);

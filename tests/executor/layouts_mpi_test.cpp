@@ -262,6 +262,52 @@ TEST(MultiRank, Zero1ReduceScattersGradientsAsTheSimulatorPredicts) {
   }
 }
 
+// The ZeRO bookkeeping passes on the compute stream (planner/cost/plan_costs.h ZeroPasses) are
+// recorded by the executor with the identities and bytes the simulator predicts: the step's
+// zero-fill of the accumulators under every stage; under ZeRO-2/3 each group's transient-gradient
+// zero-fill and the fold of each reduce-scatter; under ZeRO-3 the shard copy before each gather.
+TEST(MultiRank, ZeroPassesAreRecordedAsTheSimulatorPredicts) {
+  if (const std::string wrong = WrongWorldSize(2); !wrong.empty()) FAIL() << wrong;
+  using Key = std::tuple<std::string, int64_t, int64_t, int64_t, std::string, int64_t>;  // op, mb, stage, layer, phase, bytes
+  auto is_pass = [](OpKind k) { return k == OpKind::kGradZero || k == OpKind::kShardCopy || k == OpKind::kGradFold; };
+  for (const char* layout : {"dp=2,micro_batch=2,zero=1", "dp=2,micro_batch=2,zero=2", "dp=2,micro_batch=2,zero=3",
+                             "dp=2,micro_batch=1,zero=3,recompute=full"}) {
+    const Plan plan = TinyPlan(layout, kGlobalBatch);
+    CpuBackend be;
+    TrainerOptions options;
+    options.record_ops = true;
+    auto t = Trainer::Create(plan, be, *g_world, options);
+    ASSERT_TRUE(t) << t.error().message;
+    ASSERT_TRUE((*t)->Step());
+    std::map<Key, int> measured;
+    for (const MeasuredOp& op : (*t)->recorder().ops()) {
+      if (!is_pass(op.id.op) || op.id.step != 0) continue;
+      EXPECT_EQ(op.stream, traces::Stream::kCompute) << layout;
+      ++measured[{ToString(op.id.op), op.id.microbatch, op.id.stage, op.id.layer, ToString(op.id.phase), op.bytes}];
+    }
+
+    planner::SimOptions so;
+    so.record_trace = true;
+    Plan sim_plan = plan;
+    sim_plan.cluster.nodes = 1;
+    sim_plan.cluster.gpus_per_node = 2;
+    auto sim = planner::Simulate(sim_plan, nullptr, so);
+    ASSERT_TRUE(sim && sim->trace);
+    const traces::Trace& trace = *sim->trace;
+    std::map<Key, int> predicted;
+    for (size_t i = 0; i < trace.slices().size(); ++i) {
+      const auto id = trace.identity(trace.slice(i));
+      if (!id || !is_pass(id->op) || id->rank != 0) continue;  // dp ranks are alike
+      const traces::SliceArgs* args = trace.args(trace.slice(i));
+      ASSERT_NE(args, nullptr);
+      ++predicted[{ToString(id->op), id->microbatch, id->stage, id->layer, ToString(id->phase),
+                   static_cast<int64_t>(std::llround(static_cast<double>(args->bytes)))}];
+    }
+    EXPECT_FALSE(measured.empty()) << layout;
+    EXPECT_EQ(measured, predicted) << layout << ": (op, microbatch, stage, layer, phase, bytes) of the passes";
+  }
+}
+
 TEST(MultiRank, GradientAccumulationMatchesAcrossMicroBatchSizes) {
   if (const std::string wrong = WrongWorldSize(2); !wrong.empty()) FAIL() << wrong;
   auto a = Train(TinyPlan("dp=2,micro_batch=4", kGlobalBatch), *g_world, 6);

@@ -1,10 +1,9 @@
 // Mixed precision end to end on the CPU backend: bf16 training follows fp32's loss curve over 50
-// steps (at least 90% of its progress, final losses within 3%) on gpt-tiny and on a 6-layer
+// steps (at least 90% of its progress, final loss at most 3% above fp32's) on gpt-tiny and on a 6-layer
 // 256-hidden model, and a backend that cannot run a plan's precision refuses it as bad input
 // naming both.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdio>
 
 #include "executor/cpu/cpu_backend.h"
@@ -30,8 +29,12 @@ void ExpectBf16FollowsFp32(Plan plan, int steps) {
   // bf16 keeps 8 bits of mantissa, so its curve trails fp32's while the loss falls fast: it must
   // make at least 90% of fp32's progress. (A bound of 2% on the final losses held only by chance
   // of rounding: gpt-6x256 stayed under it with OpenBLAS on two threads, gave +2.1% on one.)
+  // The bound is one-sided: at lr 3e-3 the two trajectories part after a few steps on rounding
+  // alone, and which one ends lower depends on the BLAS kernel (gpt-6x256 on an Intel Xeon with
+  // OpenBLAS: fp32 4.329, bf16 4.120 after a loss bump fp32 took at steps 5-10; 2026-11-26). bf16
+  // ending lower is not a precision failure; ending more than 3% higher is.
   EXPECT_GT(progress, 0.9) << plan.model.name;
-  EXPECT_LT(std::abs(b - a) / a, 0.03) << plan.model.name;
+  EXPECT_LT((b - a) / a, 0.03) << plan.model.name;
   EXPECT_NE(bf16->losses, f32->losses);  // it really ran in bf16
 }
 
