@@ -173,7 +173,8 @@ class Builder {
   }
 
   //! Streaming copies ("elementwise", the fallback family; bytes read + written), fp32 -> 16-bit
-  //! casts ("cast"), fp32 zero-fills ("grad_zero") and fp32 y += x ("grad_fold").
+  //! casts ("cast"), and cold fp32 zero-fills ("grad_zero"), fp32 y += x ("grad_fold") and copies
+  //! ("shard_copy").
   void AddStreaming(int64_t max_elements) {
     for (int64_t n = 1 << 12; n <= max_elements; n *= 8) {
       ProbeShape c;
@@ -187,16 +188,20 @@ class Builder {
       k.dtype = half;
       const auto b = static_cast<int64_t>(6 * n);
       if (kernel_seen_.insert({"cast", b}).second) set_.kernels.push_back({"cast", b, k});
-      // The ZeRO bookkeeping passes over fp32 gradients (planner/cost/plan_costs.h ZeroPasses),
-      // by the bytes the planner charges them: a zero-fill writes 4 B, a fold moves 12 B an element.
-      ProbeShape f;
-      f.kind = ProbeKind::kFill;
-      f.n = n;
-      AddKernel("grad_zero", 4.0 * static_cast<double>(n), f);
-      ProbeShape a;
-      a.kind = ProbeKind::kAxpy;
-      a.n = n;
-      AddKernel("grad_fold", 12.0 * static_cast<double>(n), a);
+      // The ZeRO bookkeeping passes (planner/cost/plan_costs.h ZeroPasses), by the bytes the
+      // planner charges them: a zero-fill of fp32 gradients writes 4 B an element, a fold moves 12,
+      // a shard copy 2 x the parameter bytes. Their data was last touched a pass or a step ago, so
+      // they are timed cold (on this VM a 3 MB fill took 2.2x, a 3 MB y += x 1.7x its cache-hot time).
+      auto cold = [&](ProbeKind kind, const char* family, double bytes) {
+        ProbeShape z;
+        z.kind = kind;
+        z.n = n;
+        z.cold = true;
+        AddKernel(family, bytes, z);
+      };
+      cold(ProbeKind::kFill, "grad_zero", 4.0 * static_cast<double>(n));
+      cold(ProbeKind::kAxpy, "grad_fold", 12.0 * static_cast<double>(n));
+      cold(ProbeKind::kCopy, "shard_copy", 2.0 * static_cast<double>(n) * executor::SizeOf(o_.kernel_dtype));
     }
   }
 

@@ -121,7 +121,7 @@ std::string ProbeShape::Describe() const {
                                                                                                          : cols);
       break;
   }
-  return s + " " + executor::ToString(dtype);
+  return s + " " + executor::ToString(dtype) + (cold ? " cold" : "");
 }
 
 Result<size_t> KernelProbe::Add(executor::Backend& backend, int64_t numel, DType dtype, bool random) {
@@ -290,11 +290,32 @@ Status KernelProbe::Prepare(executor::Backend& backend) {
       PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
       break;
   }
+  per_set_ = tensors_.size();
+  set_ = 0;
+  sets_ = 1;
+  if (p.cold && per_set_ > 0) {
+    // Copies of the first set (same contents) until they add up to kColdBytes, at most 1024 sets.
+    const int64_t one = std::max<int64_t>(p.FootprintBytes(), 1);
+    sets_ = static_cast<size_t>(std::clamp<int64_t>((kColdBytes + one - 1) / one, 1, 1024));
+    for (size_t s = 1; s < sets_; ++s) {
+      for (size_t i = 0; i < per_set_; ++i) {
+        const executor::Tensor& src = tensors_[i];
+        auto t = backend.Allocate(src.numel(), src.dtype(), executor::MemoryKind::kWorkspace);
+        if (!t) {
+          Release();
+          return t.error();
+        }
+        backend.Copy(t->ptr(), src.ptr(), src.numel());
+        tensors_.push_back(std::move(*t));
+      }
+    }
+  }
   return backend.Synchronize();
 }
 
 Status KernelProbe::Run(executor::Backend& be) {
   const ProbeShape& p = shape_;
+  if (sets_ > 1) set_ = (set_ + 1) % sets_;
   switch (p.kind) {
     case ProbeKind::kGemm: {
       executor::GemmArgs g;

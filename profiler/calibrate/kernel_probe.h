@@ -50,7 +50,12 @@ struct ProbeShape {
   int64_t rows = 0, cols = 0, vocab_rows = 0;
   bool rms = false, swiglu = false, bias = false, positions = false, rotary = false;
   executor::AttentionShape attention{};
-  //! Bytes of backend memory the probe allocates (for the skip message and the ETA).
+  //! Cold inputs: each run uses the next of several copies of its buffers, together larger than
+  //! any cache (kColdBytes), so it reads and writes memory no recent run touched, as the ZeRO passes
+  //! do (a gradient shard last touched a backward pass ago). Otherwise every run reuses one set,
+  //! as an op consuming what the op before it wrote.
+  bool cold = false;
+  //! Bytes of backend memory one set of the probe's buffers takes (for the skip message and the ETA).
   int64_t FootprintBytes() const;
   //! "gemm m=64 n=64 k=64 fp32", "norm_fwd rows=64 cols=64 fp32", ...
   std::string Describe() const;
@@ -64,14 +69,24 @@ class KernelProbe {
   //! Enqueues one run on the compute stream.
   Status Run(executor::Backend& backend);
   //! Frees the inputs.
-  void Release() { tensors_.clear(); }
+  void Release() {
+    tensors_.clear();
+    sets_ = 1;
+    set_ = 0;
+  }
+  //! What the cold probes' buffer sets add up to at least (well above the 50 MB L2 of an H100 and
+  //! the last-level caches of the CPUs we calibrate; 32 MB an L3 slice on AMD EPYC).
+  static constexpr int64_t kColdBytes = int64_t{256} << 20;
   const ProbeShape& shape() const { return shape_; }
 
  private:
-  executor::DevPtr T(size_t i) const { return tensors_[i].ptr(); }
+  executor::DevPtr T(size_t i) const { return tensors_[set_ * per_set_ + i].ptr(); }
   Result<size_t> Add(executor::Backend& backend, int64_t numel, executor::DType dtype, bool random = true);
   ProbeShape shape_;
   std::vector<executor::Tensor> tensors_;
+  size_t per_set_ = 0;  //!< tensors in one set
+  size_t sets_ = 1;
+  size_t set_ = 0;      //!< the set the next run uses
 };
 
 }  // namespace parallax::profiler

@@ -1,13 +1,16 @@
 // The calibration loop with measure callbacks whose timings are scripted: warm-up discarded,
 // median and IQR, noisy points measured again, failures skipped with their reason, a stop flag
-// ends the run without results; the progress bar's ETA extrapolates by weight.
+// ends the run without results; the progress bar's ETA extrapolates by weight; cold kernel probes
+// rotate over buffers larger than any cache.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <deque>
 
+#include "executor/cpu/cpu_backend.h"
 #include "profiler/calibrate/calibrate.h"
 #include "profiler/calibrate/calibrator.h"
+#include "profiler/calibrate/kernel_probe.h"
 
 namespace parallax::profiler {
 namespace {
@@ -132,6 +135,29 @@ TEST(Contention, FactorReproducesTheOverlapMeasurement) {
   // Nothing hidden, or worse than serial: the cap.
   EXPECT_EQ(ContentionFromOverlap(compute, comm, compute + comm), kMaxContention);
   EXPECT_EQ(ContentionFromOverlap(compute, comm, compute + 2 * comm), kMaxContention);
+}
+
+// A cold probe (the ZeRO passes' families) keeps copies of its buffers that add up to more than
+// any cache and runs on each in turn: the y += x of each run reads a set the run before it did
+// not touch. A hot probe keeps one set.
+TEST(KernelProbe, ColdProbesRotateOverBuffersLargerThanAnyCache) {
+  executor::CpuBackend be;
+  ProbeShape p;
+  p.kind = ProbeKind::kAxpy;
+  p.n = 1 << 16;  // 256 KiB a buffer, 512 KiB a set
+  KernelProbe hot(p);
+  ASSERT_TRUE(hot.Prepare(be));
+  EXPECT_EQ(be.memory().current_bytes, 2 * p.n * 4);
+  hot.Release();
+  p.cold = true;
+  KernelProbe cold(p);
+  ASSERT_TRUE(cold.Prepare(be));
+  EXPECT_GE(be.memory().current_bytes, KernelProbe::kColdBytes);
+  EXPECT_LT(be.memory().current_bytes, KernelProbe::kColdBytes + p.FootprintBytes());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cold.Run(be));
+  EXPECT_NE(p.Describe().find("cold"), std::string::npos) << p.Describe();
+  cold.Release();
+  EXPECT_EQ(be.memory().current_bytes, 0);
 }
 
 TEST(ProgressBar, EtaExtrapolatesTheElapsedTimeByWeight) {
