@@ -19,6 +19,7 @@ namespace {
 
 struct TuneCliOptions {
   std::string model, cluster = "local-cpu", costdb, output, costdb_out, backend = "cpu", precision = "fp32", work_dir;
+  std::string fix;
   int64_t global_batch = 0, top = 3, steps = 6, rounds = 4;
   double timeout_s = 30;
   double memory_limit_MiB = 0;
@@ -46,6 +47,8 @@ int RunTuneCli(const TuneCliOptions& o) {
                          std::to_string(cluster->total_gpus()) + ")"));
   }
   if (o.steps < 2) return fail(BadInput("--steps must be >= 2 (the first step is warm-up)"));
+  auto fix = planner::ParseConstraints(o.fix);
+  if (!fix) return fail(fix.error());
   profiler::TuneOptions to;
   to.model = *model;
   to.cluster = *cluster;
@@ -54,6 +57,7 @@ int RunTuneCli(const TuneCliOptions& o) {
   to.top_k = o.top;
   to.steps = o.steps;
   to.max_rounds = o.rounds;
+  to.fix = *fix;
   to.backend = o.backend;
   to.timeout_s = o.timeout_s;
   to.memory_limit_bytes = static_cast<int64_t>(o.memory_limit_MiB * 1024 * 1024);
@@ -111,6 +115,7 @@ void RegisterTuneCommand(CLI::App& root, CliState& state) {
       ->capture_default_str();
   cmd->add_option("--memory-limit-MiB", o->memory_limit_MiB,
                   "Cap each rank's backend memory (candidates that need more fail and are recorded)");
+  cmd->add_option("--fix", o->fix, "Pin dimensions of every candidate: k=v,... (as plan's --fix)");
   cmd->add_option("--work-dir", o->work_dir, "Where the candidates' measured traces go (default: the output's folder)");
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o, &state] { state.exit_code = RunTuneCli(*o); });

@@ -67,8 +67,11 @@ Result<TuneResult> RunTune(executor::LaunchContext& launch, std::unique_ptr<exec
       so.top_k = o.top_k;
       so.db = &out.db;
       so.threads = 1;
+      so.fix = o.fix;
       auto r = planner::Search(o.model, o.cluster, o.training, so);
-      if (r) {
+      if (!r) {
+        picks = Json{{"error", r.error().message}};  // bad input (an impossible --fix): every rank reports it
+      } else {
         for (const auto& rp : r->plans) {
           const Plan p = MakePlan(o, rp.layout);
           auto sim = planner::Simulate(p, &out.db);
@@ -80,6 +83,7 @@ Result<TuneResult> RunTune(executor::LaunchContext& launch, std::unique_ptr<exec
     auto shared = ShareString(*world, picks.dump());
     if (!shared) return shared.error();
     picks = Json::parse(*shared);
+    if (picks.is_object()) return BadInput(picks["error"].get<std::string>());
     if (picks.empty()) return Error{"the planner found no layout that fits", ErrorKind::kInfeasible};
 
     // 2./3. Run what was not measured yet; refine from each trace.

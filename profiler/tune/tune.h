@@ -19,6 +19,7 @@
 #include "executor/launch.h"
 #include "model/cost_db.h"
 #include "model/plan.h"
+#include "planner/search/constraints.h"
 
 namespace parallax::profiler {
 
@@ -29,6 +30,7 @@ struct TuneOptions {
   int64_t top_k = 3;
   int64_t steps = 6;      //!< steps per candidate run (the first is warm-up, not counted)
   int64_t max_rounds = 4;
+  planner::Constraints fix;  //!< dimensions every candidate keeps (plan's --fix)
   std::string backend = "cpu";
   double timeout_s = 30;
   int64_t memory_limit_bytes = 0;  //!< caps every rank's backend memory (Backend::SetMemoryLimit); 0: none

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include <sys/wait.h>
+
 #include "run_command.h"
 
 namespace parallax {
@@ -27,12 +29,15 @@ TEST(Tune, RecordsOutOfMemoryCandidatesAndWritesTheMeasuredBest) {
             0);
   const std::string best = (dir / "best.json").string();
   fs::remove(best);
-  // gpt-tiny at global batch 8 peaks at 4.6 MiB per rank with micro-batch 2, more with 4: a 5 MiB cap
-  // fails some of the planner's top candidates (the planner does not know the cap).
+  // gpt-tiny at global batch 8 on dp=2 peaks at 4.6 MiB per rank with micro-batch 2, more with 4: a
+  // 5 MiB cap fails the micro-batch-4 candidate (the planner does not know the cap). --fix keeps the
+  // candidates to the three micro-batches of one layout: without it, which layouts rank in the top 3
+  // depends on the measured costs (tp=2 candidates, half the memory per rank, fit all three).
+  // An impossible --fix is bad input (exit 2).
   const std::string out = (dir / "tune.json").string();
   ASSERT_EQ(std::system(("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + mpi + " tune --model gpt-tiny --cluster " +
                          cluster + " --costdb " + db + " --global-batch 8 --top 3 --steps 3 --rounds 2 " +
-                         "--memory-limit-MiB 5 -o " + best + " --json > " + out)
+                         "--fix dp=2,zero=0,recompute=none --memory-limit-MiB 5 -o " + best + " --json > " + out)
                             .c_str()),
             0);
   const auto j = nlohmann::json::parse(std::ifstream(out));
@@ -54,6 +59,12 @@ TEST(Tune, RecordsOutOfMemoryCandidatesAndWritesTheMeasuredBest) {
   ASSERT_FALSE(j["best"].is_null());
   EXPECT_TRUE(fs::exists(best));
   EXPECT_TRUE(fs::exists(j["costdb"].get<std::string>()));
+  for (const auto& c : j["candidates"]) EXPECT_EQ(c["layout"]["dp"].get<int>(), 2) << c.dump();
+  const int impossible = std::system(("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + mpi +
+                                      " tune --model gpt-tiny --cluster " + cluster + " --costdb " + db +
+                                      " --global-batch 8 --fix tp=3 -o " + best + " --json > /dev/null 2>&1")
+                                         .c_str());
+  EXPECT_TRUE(WIFEXITED(impossible) && WEXITSTATUS(impossible) == 2) << impossible;
   // The written plan runs through the planner.
   auto sim = test::RunParallax("simulate --plan " + best + " --costdb " + j["costdb"].get<std::string>() + " --json");
   EXPECT_EQ(sim.exit_code, 0) << sim.err;
