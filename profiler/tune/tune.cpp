@@ -84,7 +84,13 @@ Result<TuneResult> RunTune(executor::LaunchContext& launch, std::unique_ptr<exec
     if (!shared) return shared.error();
     picks = Json::parse(*shared);
     if (picks.is_object()) return BadInput(picks["error"].get<std::string>());
-    if (picks.empty()) return Error{"the planner found no layout that fits", ErrorKind::kInfeasible};
+    if (picks.empty()) {
+      const planner::Constraints& f = o.fix;
+      const bool pinned = f.dp || f.tp || f.pp || f.zero_stage || f.micro_batch || f.global_batch || f.virtual_stages ||
+                          f.recompute || f.schedule || f.sequence_parallel;
+      return Error{std::string("the planner found no layout that fits") + (pinned ? " the --fix constraints" : ""),
+                   ErrorKind::kInfeasible};
+    }
 
     // 2./3. Run what was not measured yet; refine from each trace.
     for (const auto& pick : picks) {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -62,9 +63,12 @@ TEST(Tune, RecordsOutOfMemoryCandidatesAndWritesTheMeasuredBest) {
   for (const auto& c : j["candidates"]) EXPECT_EQ(c["layout"]["dp"].get<int>(), 2) << c.dump();
   const int impossible = std::system(("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + mpi +
                                       " tune --model gpt-tiny --cluster " + cluster + " --costdb " + db +
-                                      " --global-batch 8 --fix tp=3 -o " + best + " --json > /dev/null 2>&1")
+                                      " --global-batch 8 --fix tp=3 -o " + best + " --json > " + out + " 2>&1")
                                          .c_str());
   EXPECT_TRUE(WIFEXITED(impossible) && WEXITSTATUS(impossible) == 2) << impossible;
+  std::stringstream said;
+  said << std::ifstream(out).rdbuf();
+  EXPECT_NE(said.str().find("--fix"), std::string::npos) << said.str();
   // The written plan runs through the planner.
   auto sim = test::RunParallax("simulate --plan " + best + " --costdb " + j["costdb"].get<std::string>() + " --json");
   EXPECT_EQ(sim.exit_code, 0) << sim.err;
