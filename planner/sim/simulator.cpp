@@ -228,15 +228,16 @@ class StepSimulator {
     return t;
   }
 
-  //! ZeRO-2/3: zero-fills the transient gradients of the groups a backward unit pass uses (each
-  //! once per backward: the head's pass zeroes a tied word embedding the embedding's pass reuses).
+  //! ZeRO-2/3: zero-fills the transient gradients of the groups chunk `cc`'s backward embedding or
+  //! head pass uses (each once per backward: the head's pass zeroes a tied word embedding the
+  //! embedding's pass reuses).
   double ZeroOuter(int64_t r, double t, bool embedding_pass, const ChunkCost& cc, int64_t mb) {
     // In GatherOuter's order: the head's own group before a word embedding it shares.
     for (int pass = 0; pass < 2; ++pass) {
       for (const DpCost::OuterGroup& g : pc_.ranks[static_cast<size_t>(r)].dp.outer) {
         const bool use = embedding_pass ? (g.embedding && pass == 0 && !g.UsedBy(cc, false))
                                         : (g.head && (pass == 0) != g.embedding);
-        if (!use || !g.UsedBy(cc, embedding_pass)) continue;
+        if (!use) continue;
         t = Pass(r, t, OpKind::kGradZero, g.passes.zero_s, g.passes.zero_bytes, mb, cc.stage, -1, Phase::kBwd);
       }
     }

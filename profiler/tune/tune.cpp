@@ -70,7 +70,11 @@ Result<TuneResult> RunTune(executor::LaunchContext& launch, std::unique_ptr<exec
       so.fix = o.fix;
       auto r = planner::Search(o.model, o.cluster, o.training, so);
       if (!r) {
-        picks = Json{{"error", r.error().message}};  // bad input (an impossible --fix): every rank reports it
+        picks = Json{{"error", r.error().message}};  // bad input: every rank reports it
+      } else if (r->plans.empty()) {
+        // Nothing considered at all: the --fix admits no layout (the search skips those uncounted).
+        picks = Json{{"infeasible", std::string("the planner found no layout that fits") +
+                                        (r->searched == 0 ? " the --fix constraints" : "")}};
       } else {
         for (const auto& rp : r->plans) {
           const Plan p = MakePlan(o, rp.layout);
@@ -83,14 +87,8 @@ Result<TuneResult> RunTune(executor::LaunchContext& launch, std::unique_ptr<exec
     auto shared = ShareString(*world, picks.dump());
     if (!shared) return shared.error();
     picks = Json::parse(*shared);
-    if (picks.is_object()) return BadInput(picks["error"].get<std::string>());
-    if (picks.empty()) {
-      const planner::Constraints& f = o.fix;
-      const bool pinned = f.dp || f.tp || f.pp || f.zero_stage || f.micro_batch || f.global_batch || f.virtual_stages ||
-                          f.recompute || f.schedule || f.sequence_parallel;
-      return Error{std::string("the planner found no layout that fits") + (pinned ? " the --fix constraints" : ""),
-                   ErrorKind::kInfeasible};
-    }
+    if (picks.contains("error")) return BadInput(picks["error"].get<std::string>());
+    if (picks.contains("infeasible")) return Error{picks["infeasible"].get<std::string>(), ErrorKind::kInfeasible};
 
     // 2./3. Run what was not measured yet; refine from each trace.
     for (const auto& pick : picks) {
