@@ -142,7 +142,7 @@ void RegisterModelCommand(CLI::App& root, CliState& state) {
       ->capture_default_str();
   show->add_option("--implementation", opts->implementation,
                    "Count activations as this implementation keeps them (parallax, megatron-core, megatron-2021, "
-                   "deepspeed, or a profile JSON); default: Korthikanti et al. 2022");
+                   "megatron-2022, deepspeed, or a profile JSON); default: Korthikanti et al. 2022");
   show->add_flag("--json", opts->json, "Print one JSON object");
   show->callback([opts, &state] { state.exit_code = Show(*opts); });
 

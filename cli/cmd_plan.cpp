@@ -51,7 +51,7 @@ void AddCommon(CLI::App* cmd, CommonOptions& o, bool model_required) {
   cmd->add_option("--precision", o.precision, "Training precision")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   cmd->add_option("--costdb", o.costdb, "Measured costs (parallax calibrate / nccl-tests import)");
   cmd->add_option("--implementation", o.implementation,
-                  "What runs the plan: parallax, megatron-core, megatron-2021, deepspeed, or a profile JSON");
+                  "What runs the plan: parallax, megatron-core, megatron-2021, megatron-2022, deepspeed, or a profile JSON");
   cmd->add_flag("--json", o.json, "Print one JSON object");
 }
 

@@ -46,6 +46,8 @@ ImplementationProfile Parallax() {
   p.zero3_prefetch_layers = {1, "executor/runtime/pipeline_runner.cpp: ParamGroup::Prefetch issues the next layer's "
                                 "all-gather (forward: l+1, backward: l-1) before the current layer computes"};
   p.overlap_tp_comm = {false, "executor/runtime/tp_ops.cpp: TP collectives run between the GEMMs, on the critical path"};
+  p.async_tp_backward = {false, "executor/runtime/tp_ops.cpp: RunCollective waits for every TP collective before the "
+                                "next compute op"};
   p.overlap_dp_reduce = {true, "executor/runtime/grad_sync.h: StartGradSync is asynchronous, waited before the optimizer"};
   p.overlap_param_gather = {true, "executor/runtime/param_group.cpp: the prefetched gather runs on the dp stream; "
                                  "the compute stream waits for it only when the layer is acquired"};
@@ -88,6 +90,8 @@ ImplementationProfile MegatronCore() {
                           "1,000,000 x dp) parameters = 160 MB of fp32 gradients"};
   p.zero3_prefetch_layers = {1, "param_and_grad_buffer.py: overlap_param_gather launches the next bucket group's "
                                 "all-gather while the current one computes"};
+  p.async_tp_backward = {true, "megatron/core/tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication "
+                               "(TE's own linears overlap the same collectives); implied by overlap_tp_comm"};
   p.overlap_tp_comm = {true, "--tp-comm-overlap (Transformer Engine userbuffers), as in the published H100 runs "
                              "(Megatron-LM README, Performance Benchmarking)"};
   p.overlap_dp_reduce = {true, "--overlap-grad-reduce (Megatron-LM README, Performance Benchmarking)"};
@@ -122,6 +126,8 @@ ImplementationProfile Megatron2021() {
   p.dp_bucket_MiB = {0, "megatron/model/distributed.py: one all-reduce over the contiguous gradient buffer"};
   p.zero3_prefetch_layers = {0, "no ZeRO-3 in Megatron-LM v2.x"};
   p.overlap_tp_comm = {false, "megatron/mpu/mappings.py: TP all-reduces are synchronous autograd functions"};
+  p.async_tp_backward = {false, "megatron/mpu/layers.py (v2.5): ColumnParallelLinear's backward all-reduce is "
+                                "copy_to_tensor_model_parallel_region's synchronous backward"};
   p.overlap_dp_reduce = {false, "megatron/training.py train_step: model.allreduce_gradients() after the whole "
                                 "forward_backward_func, not overlapped with backward"};
   p.overlap_param_gather = {false, "no distributed optimizer in v2.x"};
@@ -129,6 +135,18 @@ ImplementationProfile Megatron2021() {
   p.optimizer = {OptimizerKind::kFusedMultiTensor, "megatron/optimizer/__init__.py: apex.optimizers.FusedAdam"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "megatron/p2p_communication.py (v2.5): batch_isend_irecv, wait on "
                                              "every request, then torch.cuda.synchronize()"};
+  return p;
+}
+
+ImplementationProfile Megatron2022() {
+  ImplementationProfile p = Megatron2021();
+  p.name = "megatron-2022";
+  p.description = "Megatron-LM v3.0 as run for Korthikanti et al. 2022 (sequence parallelism, selective recompute, A100)";
+  p.async_tp_backward = {true,
+                         "Korthikanti et al. 2022 (arXiv 2205.05198) section 6.2: the measured backward overlaps the "
+                         "all-reduce with the linear weight's gradient computation; megatron/mpu/layers.py (v3.0) "
+                         "LinearWithGradAccumulationAndAsyncCommunication: async input all-gather (SP) before the "
+                         "input-gradient GEMM, async all-reduce / reduce-scatter before the weight-gradient GEMM"};
   return p;
 }
 
@@ -156,6 +174,7 @@ ImplementationProfile DeepSpeed() {
   p.zero3_prefetch_layers = {1, "DeepSpeed config docs: stage3_prefetch_bucket_size default 5e7 parameters "
                                 "(about one layer ahead for billion-parameter models)"};
   p.overlap_tp_comm = {false, "Megatron-DeepSpeed: TP all-reduces on the critical path"};
+  p.async_tp_backward = {false, "Megatron-DeepSpeed: TP all-reduces on the critical path"};
   p.overlap_dp_reduce = {true, "DeepSpeed config docs: overlap_comm (true by default for ZeRO-3)"};
   p.overlap_param_gather = {true, "partitioned_param_coordinator.py: prefetches the next modules' parameters"};
   p.launch_overhead_us = {15.0, std::string(kPytorchEager) +
@@ -168,7 +187,7 @@ ImplementationProfile DeepSpeed() {
 const std::map<std::string, ImplementationProfile>& Presets() {
   static const auto* presets = [] {
     auto* m = new std::map<std::string, ImplementationProfile>;  // NOLINT: immortal preset table
-    for (auto p : {Parallax(), MegatronCore(), Megatron2021(), DeepSpeed()}) m->emplace(p.name, p);
+    for (auto p : {Parallax(), MegatronCore(), Megatron2021(), Megatron2022(), DeepSpeed()}) m->emplace(p.name, p);
     return m;
   }();
   return *presets;
@@ -284,6 +303,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Int("dp_bucket_MiB", p.dp_bucket_MiB);
       f.Int("zero3_prefetch_layers", p.zero3_prefetch_layers);
       f.Bool("overlap_tp_comm", p.overlap_tp_comm);
+      f.Bool("async_tp_backward", p.async_tp_backward);
       f.Bool("overlap_dp_reduce", p.overlap_dp_reduce);
       f.Bool("overlap_param_gather", p.overlap_param_gather);
       f.Number("launch_overhead_us", p.launch_overhead_us);
@@ -315,6 +335,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"dp_bucket_MiB", FactJson(p.dp_bucket_MiB)},
                 {"zero3_prefetch_layers", FactJson(p.zero3_prefetch_layers)},
                 {"overlap_tp_comm", FactJson(p.overlap_tp_comm)},
+                {"async_tp_backward", FactJson(p.async_tp_backward)},
                 {"overlap_dp_reduce", FactJson(p.overlap_dp_reduce)},
                 {"overlap_param_gather", FactJson(p.overlap_param_gather)},
                 {"launch_overhead_us", FactJson(p.launch_overhead_us)},

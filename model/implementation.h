@@ -63,6 +63,12 @@ struct ImplementationProfile {
   Fact<int64_t> dp_bucket_MiB;        //!< gradient bucket size (reduction granularity, staging memory)
   Fact<int64_t> zero3_prefetch_layers;  //!< ZeRO-3: layers gathered ahead of the one computing (0: none)
   Fact<bool> overlap_tp_comm;         //!< TP collectives overlap the GEMMs next to them
+  //! Only the column-parallel linears' backward collectives run asynchronously under that linear's
+  //! own GEMMs (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication): the
+  //! input-gradient all-reduce (sequence parallel: reduce-scatter) under the weight-gradient GEMM,
+  //! the sequence-parallel re-gather of the input under the input-gradient GEMM. Forward and
+  //! row-parallel collectives stay on the critical path. Implied by overlap_tp_comm.
+  Fact<bool> async_tp_backward;
   Fact<bool> overlap_dp_reduce;       //!< DP gradient reduction overlaps backward
   Fact<bool> overlap_param_gather;    //!< ZeRO parameter all-gather overlaps compute
   Fact<double> launch_overhead_us;    //!< host time to launch one kernel (floor on a kernel's time)

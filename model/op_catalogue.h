@@ -37,7 +37,9 @@ struct FlashShape {
 struct OpSpec {
   OpKind op = OpKind::kQkv;
   Phase phase = Phase::kFwd;
-  std::vector<GemmShape> gemms;       //!< cuBLAS GEMMs of the op (none for memory-bound ops)
+  //! cuBLAS GEMMs of the op (none for memory-bound ops); a backward linear lists (input gradient,
+  //! weight gradient) pairs, one per weight (planner/cost/layer_ops.cpp relies on the order)
+  std::vector<GemmShape> gemms;
   std::optional<FlashShape> flash;    //!< the fused attention kernel, when the profile uses one
   double flops = 0;                   //!< Megatron's convention (full s x s attention square)
   double executed_flops = 0;          //!< what the kernels execute

@@ -89,7 +89,11 @@ class Pricer {
     std::vector<CostedOp> out;
     out.reserve(specs.size());
     for (const OpSpec& s : specs) out.push_back(Price(s));
-    if (impl_.overlap_tp_comm.value) HideTpBehindGemms(out, c_.contention_factor());
+    if (impl_.overlap_tp_comm.value) {
+      HideTpBehindGemms(out, c_.contention_factor());
+    } else if (impl_.async_tp_backward.value) {
+      HideColumnParallelBackward(out, c_.contention_factor());
+    }
     AddNoise(out);
     return out;
   }
@@ -110,6 +114,40 @@ class Pricer {
       }
       if (g == ops.size()) continue;
       const double hidden = std::min(ops[i].time_s, ops[g].time_s);
+      ops[i].time_s -= hidden;
+      ops[g].time_s += (k - 1) * hidden;
+    }
+  }
+
+  // Megatron-LM's asynchronous column-parallel backward (ImplementationProfile::async_tp_backward):
+  // the backward of qkv, fc1 and the LM head (column-parallel linears) computes the input gradient,
+  // then the weight gradient; the input-gradient all-reduce (sequence parallel: reduce-scatter) that
+  // follows the op runs under its weight-gradient GEMMs, the sequence-parallel re-gather of the
+  // input that precedes it under its input-gradient GEMMs (the catalogue lists a backward linear's
+  // GEMMs as (input gradient, weight gradient) pairs). The row-parallel linears' backward gather and
+  // every forward collective stay exposed. The hiding GEMM is slowed by k over the hidden time.
+  static void HideColumnParallelBackward(std::vector<CostedOp>& ops, double k) {
+    auto column_parallel = [&](size_t j) {
+      const OpKind op = ops[j].op;
+      return !ops[j].tp_comm && ops[j].phase == Phase::kBwd &&
+             (op == OpKind::kQkv || op == OpKind::kFc1 || op == OpKind::kLmHead);
+    };
+    auto gemm_time = [](const CostedOp& o, size_t parity) {
+      double t = 0;
+      for (size_t g = parity; g < o.gemms.size(); g += 2) t += o.gemms[g].time_s;
+      return t;
+    };
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!ops[i].tp_comm || ops[i].phase != Phase::kBwd) continue;
+      size_t g = ops.size();
+      double under = 0;
+      if (ops[i].op == OpKind::kTpAllGather) {
+        if (i + 1 < ops.size() && column_parallel(i + 1)) g = i + 1, under = gemm_time(ops[g], 0);
+      } else if (i > 0 && column_parallel(i - 1)) {
+        g = i - 1, under = gemm_time(ops[g], 1);
+      }
+      if (g == ops.size()) continue;
+      const double hidden = std::min(ops[i].time_s, under);
       ops[i].time_s -= hidden;
       ops[g].time_s += (k - 1) * hidden;
     }

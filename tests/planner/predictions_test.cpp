@@ -3,6 +3,7 @@
 
 #include "model/implementation.h"
 #include "model/presets.h"
+#include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
 #include "planner/memory/memory_model.h"
 #include "planner/sim/simulator.h"
@@ -77,7 +78,60 @@ TEST(Predictions, ProfileJsonRoundTripsAndNamesBadFacts) {
       << no_value.error().message;
   auto unknown = ImplementationPreset("megatron");
   ASSERT_FALSE(unknown);
-  EXPECT_NE(unknown.error().message.find("known: deepspeed, megatron-2021, megatron-core, parallax"), std::string::npos);
+  EXPECT_NE(unknown.error().message.find("known: deepspeed, megatron-2021, megatron-2022, megatron-core, parallax"), std::string::npos);
+}
+
+// Megatron-LM's asynchronous column-parallel backward (megatron-2022): the collective after qkv /
+// fc1 / the LM head's backward hides under that op's weight-gradient GEMMs, the sequence-parallel
+// re-gather before qkv / fc1 under their input-gradient GEMMs; the row-parallel linears' backward
+// gather and every forward collective stay exposed; the hiding GEMM pays the contention factor.
+TEST(Predictions, AsyncColumnParallelBackwardHidesOnlyItsOwnCollectives) {
+  for (bool sp : {false, true}) {
+    ClusterSpec cluster = *ClusterPreset("dgx-a100");
+    cluster.nodes = 1;
+    const ModelSpec m = *ModelPreset("gpt3-175b");
+    Layout l = *ParseInlineLayout("tp=8,micro_batch=1,global_batch=1");
+    l.sequence_parallel = sp;
+    const ImplementationProfile sync = *ImplementationPreset("megatron-2021");
+    const ImplementationProfile async = *ImplementationPreset("megatron-2022");
+    ASSERT_FALSE(sync.async_tp_backward.value);
+    ASSERT_TRUE(async.async_tp_backward.value);
+    CostContext a(cluster, Precision::kFp16, nullptr, &sync), b(cluster, Precision::kFp16, nullptr, &async);
+    const UnitOps& before = a.Units(m, l, m.seq_len).layer;
+    const UnitOps& after = b.Units(m, l, m.seq_len).layer;
+    ASSERT_EQ(before.fwd.size(), after.fwd.size());
+    for (size_t i = 0; i < before.fwd.size(); ++i) EXPECT_EQ(before.fwd[i].time_s, after.fwd[i].time_s);
+    ASSERT_EQ(before.bwd.size(), after.bwd.size());
+    const double k = a.compute().contention_factor();
+    int hidden = 0;
+    std::vector<double> slowdown(before.bwd.size(), 0.0);
+    for (size_t i = 0; i < before.bwd.size(); ++i) {
+      const CostedOp& o = before.bwd[i];
+      if (!o.tp_comm) continue;
+      const bool after_column = i > 0 && (before.bwd[i - 1].op == OpKind::kQkv || before.bwd[i - 1].op == OpKind::kFc1);
+      const bool before_column = o.op == OpKind::kTpAllGather && i + 1 < before.bwd.size() &&
+                                 (before.bwd[i + 1].op == OpKind::kQkv || before.bwd[i + 1].op == OpKind::kFc1);
+      const size_t g = after_column ? i - 1 : i + 1;
+      if (!after_column && !before_column) {
+        EXPECT_EQ(after.bwd[i].time_s, o.time_s) << ToString(o.op) << " before " << ToString(before.bwd[i + 1].op);
+        continue;
+      }
+      // Hidden under the GEMMs of one kind: odd (weight-gradient) or even (input-gradient) positions.
+      double under = 0;
+      for (size_t j = after_column ? 1 : 0; j < before.bwd[g].gemms.size(); j += 2) under += before.bwd[g].gemms[j].time_s;
+      const double h = std::min(o.time_s, under);
+      EXPECT_GT(h, 0.0);
+      EXPECT_NEAR(after.bwd[i].time_s, o.time_s - h, 1e-12) << ToString(o.op);
+      slowdown[g] += (k - 1) * h;
+      ++hidden;
+    }
+    for (size_t i = 0; i < before.bwd.size(); ++i) {
+      if (before.bwd[i].tp_comm) continue;
+      EXPECT_NEAR(after.bwd[i].time_s, before.bwd[i].time_s + slowdown[i], 1e-12) << ToString(before.bwd[i].op);
+    }
+    EXPECT_EQ(hidden, sp ? 4 : 2) << "sp " << sp;
+    EXPECT_LT(after.bwd_tp_s, before.bwd_tp_s);
+  }
 }
 
 // tp=16 on 8-GPU nodes runs (and was measured); simulate predicts it with TP over the inter-node links.
