@@ -150,6 +150,13 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
       db.contention.spread = c.NonNegativeNumber("spread", 0);
       c.Finish();
     }
+    if (r.Has("run_op_times")) {
+      ObjectReader t = r.Object("run_op_times");
+      db.run_op_times.mean_over_median = t.PositiveNumber("mean_over_median");
+      db.run_op_times.instances = t.NonNegativeInt("instances", 0);
+      db.run_op_times.source = t.String("source", "");
+      t.Finish();
+    }
     if (r.Has("run_factors")) {
       ForEachObject(r, "run_factors", file, [&](ObjectReader& f) {
         RunFactor rf;
@@ -262,6 +269,11 @@ Json CostDbToJson(const CostDb& db) {
       factors.push_back(std::move(o));
     }
     j["run_factors"] = factors;
+  }
+  if (db.run_op_times.measured()) {
+    j["run_op_times"] = {{"mean_over_median", db.run_op_times.mean_over_median},
+                         {"instances", db.run_op_times.instances},
+                         {"source", db.run_op_times.source}};
   }
   if (db.noise.measured()) {
     Json windows = Json::array();

@@ -116,6 +116,17 @@ struct SystemNoise {
   bool measured() const { return !windows.empty(); }
 };
 
+//! How a measured run's compute op times spread around their medians (`parallax refine`): samples
+//! are medians, a step pays the mean. On a steady machine the mean sits a little above the median
+//! (what the calibrated noise's mean excess charges); on one that switches between speeds it can
+//! sit below (a share of the ops ran at the faster speed).
+struct RunOpTimes {
+  double mean_over_median = 0;  //!< sum of measured op times / sum of their groups' medians (0: not measured)
+  int64_t instances = 0;        //!< op instances it is over
+  std::string source;           //!< "refine"
+  bool measured() const { return mean_over_median > 0; }
+};
+
 struct CostDb {
   std::string device;   //!< device name the measurements belong to
   std::string cluster;  //!< cluster name (collectives); may be empty
@@ -130,6 +141,8 @@ struct CostDb {
   std::vector<RunFactor> run_factors{};
   std::vector<SkippedMeasurement> skipped{};
   SystemNoise noise{};  //!< not measured: predictions carry no noise
+  //! Measured: replaces the calibrated noise's mean excess of a compute op by (ratio - 1) x its time
+  RunOpTimes run_op_times{};
 
   //! The in-run factor of `family` (for "gemm", of `dtype`); 1 when none was measured.
   double RunFactorOf(const std::string& family, DType dtype = DType::kFp32) const;

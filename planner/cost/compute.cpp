@@ -25,7 +25,7 @@ ComputeModel::ComputeModel(const DeviceSpec& device, DType dtype, const CostDb* 
   if (db_) {
     BuildGemmCorrection();
     BuildKernelCorrection();
-    noise_ = NoiseModel(db_->noise);
+    noise_ = NoiseModel(db_->noise, db_->run_op_times);
   }
 }
 

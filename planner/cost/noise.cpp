@@ -6,7 +6,8 @@
 
 namespace parallax::planner {
 
-NoiseModel::NoiseModel(const SystemNoise& noise) {
+NoiseModel::NoiseModel(const SystemNoise& noise, const RunOpTimes& run)
+    : run_mean_over_median_(run.mean_over_median) {
   for (const NoiseWindow& w : noise.windows) {
     if (w.window_s <= 0 || w.detour_s.empty()) continue;
     Window x;
@@ -28,7 +29,9 @@ std::pair<size_t, double> NoiseModel::Bracket(double x) const {
 }
 
 double NoiseModel::MeanExcess(double work_s) const {
-  if (windows_.empty() || work_s <= 0) return 0.0;
+  if (work_s <= 0) return 0.0;
+  if (run_mean_over_median_ > 0) return (run_mean_over_median_ - 1.0) * work_s;
+  if (windows_.empty()) return 0.0;
   auto fraction = [](const Window& w) { return std::max(0.0, w.mean) / w.window_s; };
   if (work_s <= windows_.front().window_s) return fraction(windows_.front()) * work_s;
   if (work_s >= windows_.back().window_s) return fraction(windows_.back()) * work_s;

@@ -24,11 +24,14 @@ namespace parallax::planner {
 class NoiseModel {
  public:
   NoiseModel() = default;
-  explicit NoiseModel(const SystemNoise& noise);
+  //! `run`: a measured run's mean / median of op times (RunOpTimes), which then gives MeanExcess.
+  explicit NoiseModel(const SystemNoise& noise, const RunOpTimes& run = {});
 
-  bool measured() const { return !windows_.empty(); }
-  //! Mean time above the median of work whose median time is `work_s` (>= 0): the mean excess per
-  //! second of the measured windows, linear in log length between them, held beyond them.
+  bool measured() const { return !windows_.empty() || run_mean_over_median_ > 0; }
+  //! Mean time above the median of work whose median time is `work_s`: with a measured run,
+  //! (mean / median - 1) x work_s (negative when the run's ops were mostly faster than their
+  //! medians); else the mean excess per second of the calibrated windows (>= 0), linear in log
+  //! length between them, held beyond them.
   double MeanExcess(double work_s) const;
   //! Expected extra wait at a synchronization of `group` ranks after each computed `window_s`:
   //! E[max over the group] - E[one rank]. 0 for group <= 1. Between measured windows: linear in
@@ -47,6 +50,7 @@ class NoiseModel {
   //! Index i such that windows_[i-1] < x <= windows_[i], and the log-linear weight of windows_[i].
   std::pair<size_t, double> Bracket(double x) const;
   std::vector<Window> windows_;
+  double run_mean_over_median_ = 0;
 };
 
 }  // namespace parallax::planner

@@ -66,6 +66,8 @@ MergeCounts MergeSamples(const FittedSamples& fitted, CostDb& db) {
       it->source = r.source;
     }
   }
+  // Measured directly (times over medians of the same run), not relative to a prediction: replaces.
+  if (fitted.run_op_times.measured()) db.run_op_times = fitted.run_op_times;
   if (fitted.contention_factor) {
     n.contention_ratio = *fitted.contention_factor;
     if (*fitted.contention_factor > db.contention_factor) {

@@ -337,7 +337,9 @@ Json RefineToJson(const RefineResult& r) {
                            {"collectives_polled", r.collectives_polled}}},
               {"not_sampled", not_sampled},
               {"contention", {{"refitted", r.contention_refitted}, {"factor", r.db.contention_factor}, {"trace_ratio", r.merged.contention_ratio}}},
-              {"run_factors", run_factors}};
+              {"run_factors", run_factors},
+              {"run_op_times", {{"mean_over_median", r.db.run_op_times.mean_over_median},
+                                {"instances", r.db.run_op_times.instances}}}};
 }
 
 std::string FormatRefine(const RefineResult& r) {
@@ -385,6 +387,13 @@ std::string FormatRefine(const RefineResult& r) {
       out += buf;
     }
     out += "\n";
+  }
+  if (r.db.run_op_times.measured()) {
+    std::snprintf(buf, sizeof buf,
+                  "op times in the run: mean %.3f x median over %lld instances (samples are medians; a compute op "
+                  "is charged (ratio - 1) x its time instead of the calibrated noise's mean excess)\n",
+                  r.db.run_op_times.mean_over_median, static_cast<long long>(r.db.run_op_times.instances));
+    out += buf;
   }
   for (const auto& [why, n] : r.not_sampled) {
     std::snprintf(buf, sizeof buf, "  not sampled: %lld x %s\n", static_cast<long long>(n), why.c_str());

@@ -96,6 +96,7 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
     int64_t ops = 0;
   };
   std::map<std::string, FamilyTotals> families;
+  double run_total_s = 0, run_median_s = 0;
   for (auto& [key, g] : groups) {
     if (g.desc.collective) continue;  // below, once the contention factor is known
     const Measurement alone = Summarize(g.alone);
@@ -108,6 +109,9 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
     const ComputeDescription& c = *g.desc.compute;
     if (c.time_s <= 0) continue;
     const auto count = static_cast<double>(g.alone.empty() ? g.overlapped.size() : g.alone.size());
+    for (double t : g.alone.empty() ? g.overlapped : g.alone) run_total_s += t;
+    run_median_s += m.median_s * count;
+    out.run_op_times.instances += static_cast<int64_t>(count);
     auto add_family = [&](const std::string& family, double share, double predicted_s) {
       FamilyTotals& t = families[family];
       t.measured_s += m.median_s * share * count;
@@ -124,6 +128,10 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
       kernel_est[{part.family, part.bytes}].push_back({m.median_s * share, m.spread_s * share, m.repetitions});
       add_family(part.family, share, part.time_s);
     }
+  }
+  if (run_median_s > 0) {
+    out.run_op_times.mean_over_median = run_total_s / run_median_s;
+    out.run_op_times.source = "refine";
   }
   for (const auto& [shape, est] : gemm_est) {
     const Measurement m = Pool(est);

@@ -60,6 +60,9 @@ struct FittedSamples {
   //! over op descriptions of (median measured share x instances) / (predicted x instances).
   //! Merged into the database as run factors (multiplying any it had).
   std::vector<RunFactor> run_ratios;
+  //! The compute ops' measured times over their groups' medians (the same instances the samples
+  //! come from): the samples are medians, the run paid the mean.
+  RunOpTimes run_op_times;
   std::optional<double> contention_factor;  //!< when some op ran both overlapped and alone
   ContentionFit contention;
   std::map<std::string, int64_t> not_sampled;  //!< reason -> op instances left out for it

@@ -53,6 +53,20 @@ TEST(NoiseModel, BetweenAndBeyondTheMeasuredWindows) {
   EXPECT_EQ(NoiseModel().SyncExcess(1e-2, 8), 0.0);       // not measured: no noise
 }
 
+// A run's measured op times over their medians (refine) replace the calibrated mean excess, which
+// may then be negative; the synchronization waits still come from the calibrated windows.
+TEST(NoiseModel, RunOpTimesReplaceTheMeanExcess) {
+  const NoiseModel calibrated(TwoWindows());
+  const NoiseModel run(TwoWindows(), {0.9, 1000, "refine"});
+  EXPECT_NEAR(run.MeanExcess(1e-3), -1e-4, 1e-15);
+  EXPECT_NEAR(run.MeanExcess(1e-2), -1e-3, 1e-15);
+  EXPECT_EQ(run.SyncExcess(1e-3, 4), calibrated.SyncExcess(1e-3, 4));
+  const NoiseModel only_run(SystemNoise{}, {1.05, 10, "refine"});
+  EXPECT_TRUE(only_run.measured());
+  EXPECT_NEAR(only_run.MeanExcess(2e-3), 1e-4, 1e-15);
+  EXPECT_EQ(only_run.SyncExcess(1e-2, 8), 0.0);
+}
+
 Plan MakePlan(const char* model, const char* layout) {
   Plan p;
   p.model = *ResolveModel(model);

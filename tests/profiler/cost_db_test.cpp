@@ -34,6 +34,7 @@ TEST(CostDbExtensions, RoundTrip) {
   db.run_factors.push_back({"gemm", DType::kFp32, 1.07, 9, "refine"});
   db.run_factors.push_back({"act", DType::kFp32, 1.3, 4, "refine"});
   db.noise = {"calibrate", 5e-5, 2, 0.3, {{5e-5, {0, 1e-6, 4e-6}}, {2e-4, {1e-6, 3e-6, 9e-6}}}};
+  db.run_op_times = {0.93, 4997, "refine"};
   const Json j = CostDbToJson(db);
   auto back = CostDbFromJson(j, "db.json");
   ASSERT_TRUE(back) << back.error().message;
@@ -56,6 +57,12 @@ TEST(CostDbExtensions, RoundTrip) {
   ASSERT_EQ(back->noise.windows.size(), 2u);
   EXPECT_DOUBLE_EQ(back->noise.windows[1].detour_s[2], 9e-6);
   EXPECT_EQ(back->noise.ranks, 2);
+  EXPECT_DOUBLE_EQ(back->run_op_times.mean_over_median, 0.93);
+  EXPECT_EQ(back->run_op_times.instances, 4997);
+  auto bad = CostDbFromJson(
+      Json::parse(R"({"kind":"costdb","version":1,"device":"x","run_op_times":{"mean_over_median":0}})"), "bad.json");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "bad.json: /run_op_times/mean_over_median: must be > 0 (got 0)");
 }
 
 TEST(CostDbExtensions, BadNoiseNamesThePath) {

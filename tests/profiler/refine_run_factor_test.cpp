@@ -103,5 +103,61 @@ TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
   fs::remove_all(dir);
 }
 
+// A run whose ops mostly ran at one speed and now and then faster (a machine that switches between
+// two speeds): a quarter of the instances of every compute op of the traced layout is half as long. The samples are
+// the groups' medians (the slower speed); refine records the measured times over those medians,
+// and the planner charges each compute op (ratio - 1) x its time instead of the calibrated noise's
+// mean excess, so the refined prediction of the traced layout's compute is the run's mean.
+TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
+  const fs::path dir = fs::temp_directory_path() / ("parallax_run_mean_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string cluster = test::WriteTempFile(
+      "run_mean_cluster.json",
+      R"({"kind":"cluster","version":1,"name":"local","nodes":1,"gpus_per_node":2,"device":"cpu",)"
+      R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
+  const std::string traced = "tp=2,micro_batch=2,global_batch=8";
+  const std::string predicted = (dir / "predicted.json").string();
+  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
+                               predicted + " --json");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const double predicted_compute = Json::parse(sim.out)["breakdown"]["compute_s"].get<double>();
+  Json trace = Json::parse(std::ifstream(predicted));
+  trace["otherData"]["trace_kind"] = "measured";
+  double total = 0, kept = 0;
+  int n = 0;
+  for (auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") != "X" || e.value("cat", "") != "compute") continue;
+    const double d = e["dur"].get<double>();
+    kept += d;
+    ++n;
+    // A quarter of every op group's instances (over layers, micro-batches and ranks).
+    const Json& a = e["args"];
+    const int64_t slot = a["layer"].get<int64_t>() + 2 * a["mb"].get<int64_t>() + a["rank"].get<int64_t>();
+    if ((slot % 4 + 4) % 4 == 3) e["dur"] = d / 2;
+    total += e["dur"].get<double>();
+  }
+  ASSERT_GT(n, 100);
+  const std::string measured = (dir / "measured.json").string();
+  std::ofstream(measured) << trace.dump();
+  const std::string db = test::WriteTempFile("run_mean_db.json", R"({"kind":"costdb","version":1,"device":"cpu"})");
+  const std::string refined = (dir / "refined.json").string();
+  auto r = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
+                             measured + " --costdb " + db + " -o " + refined + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json out = Json::parse(r.out);
+  // Each op group's instances are equal before the halving, so its median is the unhalved time
+  // and the ratio is the measured total over the unhalved one (a quarter of most groups halved;
+  // the optimizer's slot never is; the grad-norm slices are not sampled).
+  const double ratio = out["run_op_times"]["mean_over_median"].get<double>();
+  EXPECT_NEAR(ratio, total / kept, 3e-3);
+  EXPECT_LT(ratio, 0.9);
+  const Json written = Json::parse(std::ifstream(refined));
+  EXPECT_EQ(written["run_op_times"]["source"], "refine");
+  const double after = ComputeSeconds("--cluster " + cluster + " --plan " + traced + " --costdb " + refined);
+  EXPECT_NEAR(after / predicted_compute, ratio, 5e-3) << "compute after refine " << after << " s";
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace parallax
