@@ -174,7 +174,11 @@ ImplementationProfile DeepSpeed() {
   p.zero3_prefetch_layers = {1, "DeepSpeed config docs: stage3_prefetch_bucket_size default 5e7 parameters "
                                 "(about one layer ahead for billion-parameter models)"};
   p.overlap_tp_comm = {false, "Megatron-DeepSpeed: TP all-reduces on the critical path"};
-  p.async_tp_backward = {false, "Megatron-DeepSpeed: TP all-reduces on the critical path"};
+  p.async_tp_backward = {false, "Megatron-DeepSpeed megatron/mpu/layers.py (the 2022 fork of Megatron-LM v2.x): "
+                                "ColumnParallelLinear's backward all-reduce through copy_to_tensor_model_parallel_"
+                                "region, synchronous; later versions carry Megatron-LM's async linear "
+                                "(megatron/core/tensor_parallel/layers.py): a profile file with base deepspeed "
+                                "sets this true for them"};
   p.overlap_dp_reduce = {true, "DeepSpeed config docs: overlap_comm (true by default for ZeRO-3)"};
   p.overlap_param_gather = {true, "partitioned_param_coordinator.py: prefetches the next modules' parameters"};
   p.launch_overhead_us = {15.0, std::string(kPytorchEager) +

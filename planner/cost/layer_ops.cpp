@@ -123,7 +123,8 @@ class Pricer {
   // the backward of qkv, fc1 and the LM head (column-parallel linears) computes the input gradient,
   // then the weight gradient; the input-gradient all-reduce (sequence parallel: reduce-scatter) that
   // follows the op runs under its weight-gradient GEMMs, the sequence-parallel re-gather of the
-  // input that precedes it under its input-gradient GEMMs (the catalogue lists a backward linear's
+  // input that precedes it (qkv, fc1: the catalogue's head keeps its gathered input) under its
+  // input-gradient GEMMs (the catalogue lists a backward linear's
   // GEMMs as (input gradient, weight gradient) pairs). The row-parallel linears' backward gather and
   // every forward collective stay exposed. The hiding GEMM is slowed by k over the hidden time.
   static void HideColumnParallelBackward(std::vector<CostedOp>& ops, double k) {

@@ -33,7 +33,8 @@ struct CostedOp {
   std::vector<GemmPart> gemms{};         //!< the op's GEMMs (empty for memory-bound ops and comm)
   const char* memory_family = nullptr;   //!< CostDb kernel family of its memory-bound part (`bytes`)
   double memory_time_s = 0;              //!< time of that part
-  //! The part of time_s that is system noise (NoiseModel): a compute op's mean detour, a TP
+  //! The part of time_s that is system noise (NoiseModel): a compute op's mean detour (negative
+  //! when a refined run's op times sat below their medians), a TP
   //! collective's wait for the latest rank of its group. Not a cost of the op's work: refine
   //! compares measured medians with time_s - noise_s.
   double noise_s = 0;

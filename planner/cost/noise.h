@@ -12,6 +12,9 @@
 // work of that length (fixed work quanta, `parallax calibrate`). Ranks are taken as independent,
 // so the maximum over g ranks follows from one rank's quantiles Q_i (i = 0..n-1, equally likely):
 // E[max] = sum_i Q_i ((i+1)^g - i^g) / n^g. Without a measurement both are zero.
+// After `parallax refine` the mean excess comes from the run instead (CostDb::run_op_times: its op
+// times over their medians, which may be below 1 on a machine that switches speeds); the waits
+// still come from the calibrated windows.
 
 #include <cstdint>
 #include <utility>

@@ -283,6 +283,7 @@ Result<RefineResult> Refine(const Plan& plan_in, const traces::Trace& measured, 
   r.not_sampled = fitted.not_sampled;
   r.db = db_in;
   r.merged = MergeSamples(fitted, r.db);
+  r.run_op_times = fitted.run_op_times;
   r.contention_refitted = r.merged.contention_raised;
 
   r.before = traces::DiffTraces(*predicted, measured);
@@ -321,7 +322,7 @@ Json RefineToJson(const RefineResult& r) {
   // "gemm/<dtype>" for GEMMs (a database may hold factors of two dtypes), else the kernel family.
   for (const auto& f : r.db.run_factors) run_factors[RunFactorName(f)] = f.factor;
   const auto& m = r.merged;
-  return Json{{"layout", LayoutToString(r.plan.layout)},
+  Json out{{"layout", LayoutToString(r.plan.layout)},
               {"step_time", {{"measured_s", static_cast<double>(r.before.measured_step_ns) * 1e-9},
                              {"predicted_before_s", static_cast<double>(r.before.predicted_step_ns) * 1e-9},
                              {"predicted_after_s", static_cast<double>(r.after.predicted_step_ns) * 1e-9},
@@ -337,9 +338,12 @@ Json RefineToJson(const RefineResult& r) {
                            {"collectives_polled", r.collectives_polled}}},
               {"not_sampled", not_sampled},
               {"contention", {{"refitted", r.contention_refitted}, {"factor", r.db.contention_factor}, {"trace_ratio", r.merged.contention_ratio}}},
-              {"run_factors", run_factors},
-              {"run_op_times", {{"mean_over_median", r.db.run_op_times.mean_over_median},
-                                {"instances", r.db.run_op_times.instances}}}};
+              {"run_factors", run_factors}};
+  if (r.run_op_times.measured()) {
+    out["run_op_times"] = {{"mean_over_median", r.run_op_times.mean_over_median},
+                           {"instances", r.run_op_times.instances}};
+  }
+  return out;
 }
 
 std::string FormatRefine(const RefineResult& r) {
@@ -388,11 +392,11 @@ std::string FormatRefine(const RefineResult& r) {
     }
     out += "\n";
   }
-  if (r.db.run_op_times.measured()) {
+  if (r.run_op_times.measured()) {
     std::snprintf(buf, sizeof buf,
                   "op times in the run: mean %.3f x median over %lld instances (samples are medians; a compute op "
                   "is charged (ratio - 1) x its time instead of the calibrated noise's mean excess)\n",
-                  r.db.run_op_times.mean_over_median, static_cast<long long>(r.db.run_op_times.instances));
+                  r.run_op_times.mean_over_median, static_cast<long long>(r.run_op_times.instances));
     out += buf;
   }
   for (const auto& [why, n] : r.not_sampled) {

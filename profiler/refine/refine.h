@@ -45,6 +45,9 @@ struct RefineResult {
   //! The run's collectives advanced only when its host thread polled them: its DP slices were read
   //! as what they cost (WindowedCollectiveTime), not as their length.
   bool collectives_polled = false;
+  //! This trace's op times over their medians (not measured: the database's earlier figure, if
+  //! any, is kept and not reported as this run's)
+  RunOpTimes run_op_times;
 };
 
 //! The end-to-end contention a measured trace shows (calibrate's quantity, in the planner's model:
@@ -64,7 +67,8 @@ Result<RefineResult> Refine(const Plan& plan, const traces::Trace& measured, con
                             const CostDb& db);
 
 //! `--json` shape: {step_time: {measured_s, predicted_before_s, predicted_after_s, error_before,
-//! error_after}, families: [...], samples: {...}, not_sampled: {...}, contention: {...}}.
+//! error_after}, families: [...], samples: {...}, not_sampled: {...}, contention: {...}, run_factors: {...},
+//! run_op_times: {mean_over_median, instances} (when the trace measured it)}.
 Json RefineToJson(const RefineResult& r);
 std::string FormatRefine(const RefineResult& r);
 

@@ -232,5 +232,37 @@ TEST(OpCatalogueQkv, OneGemmOrThreeAsTheImplementationRunsThem) {
   }
 }
 
+// A backward linear lists its GEMMs as (input gradient, weight gradient) pairs: the input
+// gradient has the tokens as its rows (m = T), the weight gradient reduces over them (k = T).
+// planner/cost/layer_ops.cpp hides Megatron's asynchronous backward collectives by that order.
+TEST(OpCatalogueBackward, InputGradientThenWeightGradientPerWeight) {
+  for (const char* profile : {"parallax", "megatron-2021"}) {  // three qkv GEMMs, or one fused
+    for (bool sp : {false, true}) {
+      const ModelSpec m = *ModelPreset("gpt3-175b");
+      OpShapeKey key;
+      key.micro_batch = 1;
+      key.tp = 8;
+      key.sequence_parallel = sp;
+      key.element_bytes = 2;
+      const OpCatalogue cat = BuildOpCatalogue(m, key, *ImplementationPreset(profile));
+      const int64_t T = m.seq_len;
+      ASSERT_NE(T, m.hidden);
+      int checked = 0;
+      for (const auto* list : {&cat.layer.bwd, &cat.head.bwd}) {
+        for (const OpSpec& o : *list) {
+          if (o.phase != Phase::kBwd || o.gemms.empty() || o.op == OpKind::kAttnCore) continue;
+          ASSERT_EQ(o.gemms.size() % 2, 0u) << ToString(o.op);
+          for (size_t g = 0; g < o.gemms.size(); g += 2) {
+            EXPECT_EQ(o.gemms[g].m, T) << profile << " " << ToString(o.op) << " GEMM " << g;
+            EXPECT_EQ(o.gemms[g + 1].k, T) << profile << " " << ToString(o.op) << " GEMM " << g + 1;
+          }
+          ++checked;
+        }
+      }
+      EXPECT_EQ(checked, 5) << "qkv, attn_out, fc1, fc2, lm_head";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace parallax

@@ -59,6 +59,7 @@ TEST(CostDbExtensions, RoundTrip) {
   EXPECT_EQ(back->noise.ranks, 2);
   EXPECT_DOUBLE_EQ(back->run_op_times.mean_over_median, 0.93);
   EXPECT_EQ(back->run_op_times.instances, 4997);
+  EXPECT_EQ(back->run_op_times.source, "refine");
   auto bad = CostDbFromJson(
       Json::parse(R"({"kind":"costdb","version":1,"device":"x","run_op_times":{"mean_over_median":0}})"), "bad.json");
   ASSERT_FALSE(bad);

@@ -140,7 +140,14 @@ TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
   ASSERT_GT(n, 100);
   const std::string measured = (dir / "measured.json").string();
   std::ofstream(measured) << trace.dump();
-  const std::string db = test::WriteTempFile("run_mean_db.json", R"({"kind":"costdb","version":1,"device":"cpu"})");
+  // The calibrated noise says work runs 10% above its median on average (detours 0, 10, 20 us per
+  // 100 us window); refine's own figure for the run must replace it, not add to it.
+  const std::string db = test::WriteTempFile(
+      "run_mean_db.json",
+      R"({"kind":"costdb","version":1,"device":"cpu","noise":{"source":"calibrate","quantum_s":1e-4,)"
+      R"("windows":[{"window_s":1e-4,"detour_s":[0,1e-5,2e-5]}]}})");
+  const std::string traced_args = "--cluster " + cluster + " --plan " + traced + " --costdb ";
+  EXPECT_NEAR(ComputeSeconds(traced_args + db) / predicted_compute, 1.10, 0.01) << "the calibrated mean excess";
   const std::string refined = (dir / "refined.json").string();
   auto r = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
                              measured + " --costdb " + db + " -o " + refined + " --json");
@@ -154,8 +161,16 @@ TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
   EXPECT_LT(ratio, 0.9);
   const Json written = Json::parse(std::ifstream(refined));
   EXPECT_EQ(written["run_op_times"]["source"], "refine");
-  const double after = ComputeSeconds("--cluster " + cluster + " --plan " + traced + " --costdb " + refined);
+  ASSERT_TRUE(written.contains("noise")) << "the calibrated windows stay for the synchronization waits";
+  const double after = ComputeSeconds(traced_args + refined);
   EXPECT_NEAR(after / predicted_compute, ratio, 5e-3) << "compute after refine " << after << " s";
+  // Refined again on the same trace: the figure is the run's own, so it stays.
+  const std::string twice = (dir / "twice.json").string();
+  auto r2 = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
+                              measured + " --costdb " + refined + " -o " + twice + " --json");
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_NEAR(Json::parse(r2.out)["run_op_times"]["mean_over_median"].get<double>(), ratio, 1e-9);
+  EXPECT_NEAR(ComputeSeconds(traced_args + twice) / after, 1.0, 2e-3);
   fs::remove_all(dir);
 }
 
