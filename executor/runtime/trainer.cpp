@@ -54,6 +54,10 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
   c.model = plan.model;
   c.training = plan.training;
   c.layout = plan.layout;
+  // ZeRO partitions over the data-parallel group: with one data-parallel rank there is nothing to
+  // shard, gather or reduce-scatter, so every stage runs as stage 0 (as the planner prices it: its
+  // ZeRO collectives and passes need dp > 1).
+  if (c.layout.dp == 1) c.layout.zero_stage = 0;
   c.seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
   c.batch = plan.layout.micro_batch;
   c.tokens = c.seq * c.batch;

@@ -262,6 +262,50 @@ TEST(MultiRank, Zero1ReduceScattersGradientsAsTheSimulatorPredicts) {
   }
 }
 
+// ZeRO-3 prefetch (issue order, not timing): in forward the all-gather of layer l+1 is issued
+// before layer l's first compute op, in backward the gather of layer l-1 before layer l's
+// backward ops, and no layer is gathered twice per pass.
+TEST(MultiRank, ZeroThreeGathersAreIssuedOneLayerAhead) {
+  if (const std::string wrong = WrongWorldSize(2); !wrong.empty()) FAIL() << wrong;
+  CpuBackend be;
+  TrainerOptions topt;
+  topt.record_ops = true;
+  // One micro-batch per rank: each pass gathers every layer once.
+  auto t = Trainer::Create(TinyPlan("dp=2,micro_batch=2,zero=3", 4), be, *g_world, topt);
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE((*t)->Step());
+  const std::vector<MeasuredOp>& ops = (*t)->recorder().ops();
+  auto first_index = [&](OpKind op, Phase phase, int64_t layer) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].id.op == op && ops[i].id.phase == phase && ops[i].id.layer == layer) return static_cast<int64_t>(i);
+    }
+    return static_cast<int64_t>(-1);
+  };
+  auto gathers = [&](Phase phase, int64_t layer) {
+    int64_t n = 0;
+    for (const MeasuredOp& o : ops) n += o.id.op == OpKind::kDpAllGather && o.id.phase == phase && o.id.layer == layer;
+    return n;
+  };
+  const int64_t layers = TinyPlan("dp=2", kGlobalBatch).model.layers;
+  ASSERT_GE(layers, 2);
+  for (int64_t l = 0; l + 1 < layers; ++l) {
+    const int64_t gather_next = first_index(OpKind::kDpAllGather, Phase::kFwd, l + 1);
+    const int64_t compute = first_index(OpKind::kQkv, Phase::kFwd, l);
+    ASSERT_GE(gather_next, 0) << "layer " << l + 1;
+    EXPECT_LT(gather_next, compute) << "forward: layer " << l + 1 << "'s gather must be issued before layer " << l
+                                    << " computes";
+    EXPECT_EQ(gathers(Phase::kFwd, l + 1), 1);
+  }
+  for (int64_t l = layers - 1; l > 0; --l) {
+    const int64_t gather_prev = first_index(OpKind::kDpAllGather, Phase::kBwd, l - 1);
+    const int64_t compute = first_index(OpKind::kFc2, Phase::kBwd, l);
+    ASSERT_GE(gather_prev, 0) << "layer " << l - 1;
+    EXPECT_LT(gather_prev, compute) << "backward: layer " << l - 1 << "'s gather must be issued before layer " << l
+                                    << " computes";
+    EXPECT_EQ(gathers(Phase::kBwd, l - 1), 1);
+  }
+}
+
 // The ZeRO bookkeeping passes on the compute stream (planner/cost/plan_costs.h ZeroPasses) are
 // recorded by the executor with the identities and bytes the simulator predicts: the step's
 // zero-fill of the accumulators under every stage; under ZeRO-2/3 each group's transient-gradient
