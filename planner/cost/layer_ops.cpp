@@ -124,9 +124,9 @@ class Pricer {
   // then the weight gradient; the input-gradient all-reduce (sequence parallel: reduce-scatter) that
   // follows the op runs under its weight-gradient GEMMs, the sequence-parallel re-gather of the
   // input that precedes it (qkv, fc1: the catalogue's head keeps its gathered input) under its
-  // input-gradient GEMMs (the catalogue lists a backward linear's
-  // GEMMs as (input gradient, weight gradient) pairs). The row-parallel linears' backward gather and
-  // every forward collective stay exposed. The hiding GEMM is slowed by k over the hidden time.
+  // input-gradient GEMMs (the catalogue lists a backward linear's GEMMs as (input gradient, weight
+  // gradient) pairs). The row-parallel linears' backward gather and every forward collective stay
+  // exposed. The hiding GEMM is slowed by k over the hidden time.
   static void HideColumnParallelBackward(std::vector<CostedOp>& ops, double k) {
     auto column_parallel = [&](size_t j) {
       const OpKind op = ops[j].op;
@@ -143,9 +143,13 @@ class Pricer {
       size_t g = ops.size();
       double under = 0;
       if (ops[i].op == OpKind::kTpAllGather) {
-        if (i + 1 < ops.size() && column_parallel(i + 1)) g = i + 1, under = gemm_time(ops[g], 0);
+        if (i + 1 < ops.size() && column_parallel(i + 1)) {
+          g = i + 1;
+          under = gemm_time(ops[g], 0);  // the input-gradient GEMMs
+        }
       } else if (i > 0 && column_parallel(i - 1)) {
-        g = i - 1, under = gemm_time(ops[g], 1);
+        g = i - 1;
+        under = gemm_time(ops[g], 1);  // the weight-gradient GEMMs
       }
       if (g == ops.size()) continue;
       const double hidden = std::min(ops[i].time_s, under);

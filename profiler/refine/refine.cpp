@@ -323,22 +323,22 @@ Json RefineToJson(const RefineResult& r) {
   for (const auto& f : r.db.run_factors) run_factors[RunFactorName(f)] = f.factor;
   const auto& m = r.merged;
   Json out{{"layout", LayoutToString(r.plan.layout)},
-              {"step_time", {{"measured_s", static_cast<double>(r.before.measured_step_ns) * 1e-9},
-                             {"predicted_before_s", static_cast<double>(r.before.predicted_step_ns) * 1e-9},
-                             {"predicted_after_s", static_cast<double>(r.after.predicted_step_ns) * 1e-9},
-                             {"error_before", r.before.step_time_error},
-                             {"error_after", r.after.step_time_error},
-                             {"measured_steps", r.before.measured_steps}}},
-              {"families", fam},
-              {"samples", {{"instances", r.instances_used},
-                           {"gemms_added", m.gemms_added}, {"gemms_replaced", m.gemms_replaced},
-                           {"kernels_added", m.kernels_added}, {"kernels_replaced", m.kernels_replaced},
-                           {"collective_points_added", m.collective_points_added},
-                           {"collective_points_replaced", m.collective_points_replaced},
-                           {"collectives_polled", r.collectives_polled}}},
-              {"not_sampled", not_sampled},
-              {"contention", {{"refitted", r.contention_refitted}, {"factor", r.db.contention_factor}, {"trace_ratio", r.merged.contention_ratio}}},
-              {"run_factors", run_factors}};
+           {"step_time", {{"measured_s", static_cast<double>(r.before.measured_step_ns) * 1e-9},
+                          {"predicted_before_s", static_cast<double>(r.before.predicted_step_ns) * 1e-9},
+                          {"predicted_after_s", static_cast<double>(r.after.predicted_step_ns) * 1e-9},
+                          {"error_before", r.before.step_time_error},
+                          {"error_after", r.after.step_time_error},
+                          {"measured_steps", r.before.measured_steps}}},
+           {"families", fam},
+           {"samples", {{"instances", r.instances_used},
+                        {"gemms_added", m.gemms_added}, {"gemms_replaced", m.gemms_replaced},
+                        {"kernels_added", m.kernels_added}, {"kernels_replaced", m.kernels_replaced},
+                        {"collective_points_added", m.collective_points_added},
+                        {"collective_points_replaced", m.collective_points_replaced},
+                        {"collectives_polled", r.collectives_polled}}},
+           {"not_sampled", not_sampled},
+           {"contention", {{"refitted", r.contention_refitted}, {"factor", r.db.contention_factor}, {"trace_ratio", r.merged.contention_ratio}}},
+           {"run_factors", run_factors}};
   if (r.run_op_times.measured()) {
     out["run_op_times"] = {{"mean_over_median", r.run_op_times.mean_over_median},
                            {"instances", r.run_op_times.instances}};

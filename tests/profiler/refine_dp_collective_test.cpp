@@ -11,7 +11,6 @@
 // slice would charge that compute twice; refine reads the cost (the gap, and any slowdown of the
 // compute inside) instead, and the refined database must predict the traced step again.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +21,7 @@
 #include <string>
 
 #include "run_command.h"
+#include "scratch_dir.h"
 
 namespace parallax {
 namespace {
@@ -43,25 +43,7 @@ std::map<std::pair<int64_t, int64_t>, double> DpAllReduces(const Json& trace) {
   return out;
 }
 
-// A scratch folder with a 2-rank CPU cluster and an empty cost database (the roofline prices).
-struct Scratch {
-  explicit Scratch(const std::string& name)
-      : dir(fs::temp_directory_path() / ("parallax_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    cluster = test::WriteTempFile(
-        name + "_cluster.json",
-        R"({"kind":"cluster","version":1,"name":"local","nodes":1,"gpus_per_node":2,"device":"cpu",)"
-        R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
-    db_file = (dir / "db.json").string();
-    std::ofstream(db_file) << Json{{"kind", "costdb"}, {"version", 1}, {"device", "cpu"}}.dump();
-  }
-  ~Scratch() { fs::remove_all(dir); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  fs::path dir;
-  std::string cluster, db_file;
-};
+using test::Scratch;
 
 TEST(RefineDpCollectives, MeasuredBucketTimesBecomeCollectivePoints) {
   const Scratch scratch("refine_dp");

@@ -6,7 +6,6 @@
 // The database's calibrated samples are twice the roofline everywhere, so the expected figures
 // follow from the definitions alone.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include "model/presets.h"
 #include "planner/cost/compute.h"
 #include "run_command.h"
+#include "scratch_dir.h"
 
 namespace parallax {
 namespace {
@@ -33,13 +33,9 @@ double ComputeSeconds(const std::string& args) {
 }
 
 TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
-  const fs::path dir = fs::temp_directory_path() / ("parallax_run_factor_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string cluster = test::WriteTempFile(
-      "run_factor_cluster.json",
-      R"({"kind":"cluster","version":1,"name":"local","nodes":1,"gpus_per_node":2,"device":"cpu",)"
-      R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
+  const test::Scratch scratch("run_factor");
+  const fs::path& dir = scratch.dir;
+  const std::string& cluster = scratch.cluster;
 
   // Calibrated samples at twice the roofline (the runs' precision, bf16): one GEMM grid, one
   // streaming family. Every interpolated cost is then twice the roofline as well.
@@ -100,22 +96,18 @@ TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
   ASSERT_GT(calibrated, 0);
   std::printf("held-out compute, refined / calibrated: %.5f (run factors %.3f)\n", after / calibrated, kSlowdown);
   EXPECT_NEAR(after / calibrated, kSlowdown, 1e-3) << "calibrated " << calibrated << " s, after refine " << after;
-  fs::remove_all(dir);
 }
 
 // A run whose ops mostly ran at one speed and now and then faster (a machine that switches between
-// two speeds): a quarter of the instances of every compute op of the traced layout is half as long. The samples are
-// the groups' medians (the slower speed); refine records the measured times over those medians,
-// and the planner charges each compute op (ratio - 1) x its time instead of the calibrated noise's
-// mean excess, so the refined prediction of the traced layout's compute is the run's mean.
+// two speeds): a quarter of the instances of every compute op of the traced layout is half as
+// long. The samples are the groups' medians (the slower speed); refine records the measured times
+// over those medians, and the planner charges each compute op (ratio - 1) x its time instead of the
+// calibrated noise's mean excess, so the refined prediction of the traced layout's compute is the
+// run's mean.
 TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
-  const fs::path dir = fs::temp_directory_path() / ("parallax_run_mean_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string cluster = test::WriteTempFile(
-      "run_mean_cluster.json",
-      R"({"kind":"cluster","version":1,"name":"local","nodes":1,"gpus_per_node":2,"device":"cpu",)"
-      R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
+  const test::Scratch scratch("run_mean");
+  const fs::path& dir = scratch.dir;
+  const std::string& cluster = scratch.cluster;
   const std::string traced = "tp=2,micro_batch=2,global_batch=8";
   const std::string predicted = (dir / "predicted.json").string();
   auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
@@ -171,7 +163,6 @@ TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   EXPECT_NEAR(Json::parse(r2.out)["run_op_times"]["mean_over_median"].get<double>(), ratio, 1e-9);
   EXPECT_NEAR(ComputeSeconds(traced_args + twice) / after, 1.0, 2e-3);
-  fs::remove_all(dir);
 }
 
 }  // namespace
