@@ -1,6 +1,6 @@
 // `parallax calibrate`: fills a cost database.
 //   mpirun -np N parallax calibrate [--backend cpu|cuda] -o costdb.json [--cluster-out cluster.json]
-//                                   [--model M] [--quick] [--json]
+//                                   [--model M] [--quick] [--rounds R] [--json]
 // measures GEMMs, kernel families, collectives and contention through the backend seam
 // (profiler/calibrate/calibrate.h); `--import-nccl-tests FILE... -o costdb.json` imports measured
 // collectives instead. Thin: parse, call, print.
@@ -32,6 +32,7 @@ struct CalibrateOptions {
   bool no_progress = false;
   double timeout_s = 120;
   int64_t max_collective_bytes = 0;
+  int64_t rounds = 0;
 };
 
 std::atomic<bool> g_interrupted{false};  // set by SIGINT; read by the measurement loop
@@ -73,6 +74,7 @@ int RunMeasure(const CalibrateOptions& o) {
   co.progress = root && !o.no_progress ? stderr : nullptr;
   co.interrupt = &g_interrupted;
   co.max_collective_bytes = o.max_collective_bytes;
+  co.rounds = o.rounds;
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGTERM, OnInterrupt);
   auto r = profiler::RunCalibration(**backend, comm, co);
@@ -133,8 +135,9 @@ int RunMeasure(const CalibrateOptions& o) {
 
 int RunCalibrate(const CalibrateOptions& o) {
   if (o.nccl_tests.empty()) return RunMeasure(o);
-  if (!o.cluster_out.empty() || !o.model.empty() || o.quick) {
-    return ReportError(BadInput("--cluster-out, --model and --quick belong to a measuring run; an import only takes "
+  if (!o.cluster_out.empty() || !o.model.empty() || o.quick || o.rounds > 0) {
+    return ReportError(BadInput("--cluster-out, --model, --quick and --rounds belong to a measuring run; an import "
+                                "only takes "
                                 "--import-nccl-tests, -o, --costdb and --device"),
                        o.json);
   }
@@ -198,6 +201,10 @@ void RegisterCalibrateCommand(CLI::App& root, CliState& state) {
       ->capture_default_str();
   cmd->add_option("--max-collective-bytes", o->max_collective_bytes,
                   "Largest collective message (default 4 MiB with --quick, else 64 MiB)");
+  cmd->add_option("--rounds", o->rounds,
+                  "Rounds each point's repetitions are spread over, across all points (default 3; 1: each "
+                  "point's runs back to back)")
+      ->check(CLI::Range(1, 1000));
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
   cmd->add_option("--costdb", o->costdb, "Start from this cost database (imports add to it)");
   cmd->add_option("--device", o->device, "Device the imported outputs ran on (default: from their rank lines)");

@@ -80,6 +80,10 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   co.warmup = 3;
   co.repetitions = o.quick ? 9 : 15;
   co.max_remeasures = 2;
+  // Three rounds over every point (calibrator.h): each median pools runs from the beginning,
+  // middle and end of the calibration, so a machine that changes speed meanwhile (this project's
+  // 2-core VMs switch between two speeds within seconds) shifts all points alike.
+  co.rounds = o.rounds > 0 ? o.rounds : kDefaultRounds;
   std::atomic<bool> stop{false};
   co.stop = &stop;
   Calibrator cal(co);
@@ -99,6 +103,7 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
     item.what = "launch overhead (" + p.Describe() + ")";
     item.measure = Agreed(world, ComputeMeasure(backend, probe), RankReduce::kMean, o.interrupt, &stop);
     item.record = [&db](const Measurement& m) { db.launch_overhead_us = m.median_s * 1e6; };
+    item.release = [probe] { probe->Release(); };
     cal.Add(std::move(item));
   }
   for (const GemmPoint& g : set.gemms) {
@@ -111,8 +116,8 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
     item.record = [&db, probe](const Measurement& m) {
       const ProbeShape& s = probe->shape();
       db.gemms.push_back({s.m, s.n, s.k, s.batch, ModelDType(s.dtype), m.median_s, m.stats(), "calibrate"});
-      probe->Release();
     };
+    item.release = [probe] { probe->Release(); };
     cal.Add(std::move(item));
   }
   for (const KernelPoint& k : set.kernels) {
@@ -123,8 +128,8 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
     item.measure = Agreed(world, ComputeMeasure(backend, probe), RankReduce::kMean, o.interrupt, &stop);
     item.record = [&db, probe, family = k.family, bytes = k.bytes](const Measurement& m) {
       db.kernels.push_back({family, bytes, m.median_s, m.stats(), "calibrate"});
-      probe->Release();
     };
+    item.release = [probe] { probe->Release(); };
     cal.Add(std::move(item));
   }
 
@@ -171,8 +176,8 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
           pt.busbw_GBps = pt.algbw_GBps * planner::CollectiveModel::BusFactor(kind, g);
           pt.stats = m.stats();
           curve.points.push_back(pt);
-          probe->Release();
         };
+        item.release = [probe] { probe->Release(); };
         cal.Add(std::move(item));
       }
     }
@@ -249,6 +254,7 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
         });
       };
       item.measure = Agreed(world, fn, RankReduce::kMean, o.interrupt, &stop);
+      item.interleave = false;  // (c)'s GEMM count comes from (a)'s and (b)'s recorded medians
       item.record = [contention, part](const Measurement& m) {
         (part == 0 ? contention->gemm_s : part == 1 ? contention->comm_s : contention->both_s) = m.median_s;
         if (part == 2) {

@@ -30,7 +30,12 @@ struct CalibrateOptions {
   std::FILE* progress = nullptr;  //!< progress bar (rank 0's stderr); null: silent
   const std::atomic<bool>* interrupt = nullptr;  //!< set by SIGINT on any rank: stop, write nothing
   int64_t max_collective_bytes = 0;  //!< 0: 4 MiB quick, 64 MiB full
+  //! Rounds the repetitions are taken in across all points (CalibratorOptions::rounds); 0: the
+  //! default (kDefaultRounds), more than the repetitions: one run per round.
+  int64_t rounds = 0;
 };
+
+inline constexpr int64_t kDefaultRounds = 3;
 
 struct CalibrateResult {
   CostDb db;

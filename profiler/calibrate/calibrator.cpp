@@ -1,11 +1,31 @@
 #include "profiler/calibrate/calibrator.h"
 
+#include <algorithm>
+#include <optional>
+
 namespace parallax::profiler {
 
+struct Calibrator::Attempt {
+  std::vector<double> times;   //!< the timed runs of every chunk, pooled
+  std::optional<Error> error;  //!< set when a chunk could not run
+};
+
+std::vector<int64_t> Calibrator::Chunks() const {
+  const int64_t reps = std::max<int64_t>(options_.repetitions, 1);
+  const int64_t r = std::clamp<int64_t>(options_.rounds, 1, reps);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < r; ++i) out.push_back(reps / r + (i < reps % r ? 1 : 0));
+  return out;
+}
+
+double Calibrator::Runs(const CalibrationItem& item) const {
+  const int64_t later_chunks = item.interleave ? static_cast<int64_t>(Chunks().size()) - 1 : 0;
+  return static_cast<double>(options_.warmup + options_.repetitions +
+                             later_chunks * std::min(options_.warmup, options_.round_warmup));
+}
+
 double Calibrator::Weight(const CalibrationItem& item) const {
-  if (item.expected_s <= 0) return 1.0;
-  const double runs = static_cast<double>(options_.warmup + options_.repetitions);
-  return item.expected_s * runs;
+  return item.expected_s > 0 ? item.expected_s * Runs(item) : 1.0;
 }
 
 double Calibrator::TotalWeight() const {
@@ -14,10 +34,99 @@ double Calibrator::TotalWeight() const {
   return w;
 }
 
+Status Calibrator::MeasureInRounds(const std::vector<size_t>& which, bool first, std::vector<Attempt>& out,
+                                   ProgressBar* progress, double& done) {
+  const std::vector<int64_t> chunks = Chunks();
+  const int64_t later_warmup = std::min(options_.warmup, options_.round_warmup);
+  for (size_t r = 0; r < chunks.size(); ++r) {
+    for (size_t i : which) {
+      Attempt& a = out[i];
+      if (a.error) continue;
+      if (Stopped()) return IoError("interrupted: nothing written");
+      const CalibrationItem& item = items_[i];
+      const int64_t warm = first && r == 0 ? options_.warmup : later_warmup;
+      const double per_run = Weight(item) / std::max(Runs(item), 1.0);
+      if (progress) {
+        progress->Update(done, (first ? "round " : "again, round ") + std::to_string(r + 1) + "/" +
+                                   std::to_string(chunks.size()) + ": " + item.what);
+      }
+      if (warm > 0) {
+        if (auto w = item.measure(warm); !w) a.error = w.error();
+      }
+      if (!a.error) {
+        auto t = item.measure(chunks[r]);
+        if (!t) {
+          a.error = t.error();
+        } else if (static_cast<int64_t>(t->size()) != chunks[r]) {
+          a.error = Error{"the measurement returned " + std::to_string(t->size()) + " timings for " +
+                              std::to_string(chunks[r]) + " runs",
+                          ErrorKind::kInternal};
+        } else {
+          a.times.insert(a.times.end(), t->begin(), t->end());
+        }
+      }
+      if (item.release) item.release();
+      done += per_run * static_cast<double>(warm + chunks[r]);
+    }
+  }
+  if (Stopped()) return IoError("interrupted: nothing written");
+  return {};
+}
+
 Result<CalibrationReport> Calibrator::Run(ProgressBar* progress) {
   CalibrationReport report;
   double done = 0;
-  for (const CalibrationItem& item : items_) {
+  const bool rounds = Chunks().size() > 1;
+  std::vector<size_t> interleaved, in_order;
+  for (size_t i = 0; i < items_.size(); ++i) (rounds && items_[i].interleave ? interleaved : in_order).push_back(i);
+
+  if (!interleaved.empty()) {
+    std::vector<Measurement> best(items_.size());
+    std::vector<int64_t> attempts(items_.size(), 0);
+    std::vector<bool> skipped(items_.size(), false);
+    std::vector<size_t> pending = interleaved;
+    const int64_t later_warmup = std::min(options_.warmup, options_.round_warmup);
+    for (int64_t pass = 0; pass <= options_.max_remeasures && !pending.empty(); ++pass) {
+      if (pass > 0) {
+        report.remeasured += static_cast<int64_t>(pending.size());
+        if (progress) {
+          double more = 0;
+          const double runs =
+              static_cast<double>(options_.repetitions + static_cast<int64_t>(Chunks().size()) * later_warmup);
+          for (size_t i : pending) more += Weight(items_[i]) / std::max(Runs(items_[i]), 1.0) * runs;
+          progress->Extend(more);
+        }
+      }
+      std::vector<Attempt> got(items_.size());
+      if (Status st = MeasureInRounds(pending, pass == 0, got, progress, done); !st) return st.error();
+      std::vector<size_t> noisy;
+      for (size_t i : pending) {
+        if (got[i].error) {
+          // A point that measured before keeps its earlier attempt; one that never ran is skipped.
+          if (attempts[i] == 0) {
+            report.skipped.push_back({items_[i].what, got[i].error->message});
+            skipped[i] = true;
+          }
+          continue;
+        }
+        const Measurement m = Summarize(got[i].times);
+        ++attempts[i];
+        if (attempts[i] == 1 || m.relative_spread() < best[i].relative_spread()) best[i] = m;
+        if (m.relative_spread() > options_.max_relative_spread) noisy.push_back(i);
+      }
+      pending = std::move(noisy);
+    }
+    for (size_t i : interleaved) {
+      if (skipped[i]) continue;
+      best[i].remeasured = attempts[i] - 1;
+      if (best[i].relative_spread() > options_.max_relative_spread) ++report.still_noisy;
+      items_[i].record(best[i]);
+      ++report.measured;
+    }
+  }
+
+  for (size_t index : in_order) {
+    const CalibrationItem& item = items_[index];
     if (Stopped()) return IoError("interrupted: nothing written");
     if (progress) progress->Update(done, item.what);
     auto fail = [&](const Error& e) { report.skipped.push_back({item.what, e.message}); };
@@ -60,6 +169,7 @@ Result<CalibrationReport> Calibrator::Run(ProgressBar* progress) {
       item.record(best);
       ++report.measured;
     }
+    if (item.release) item.release();
     done += Weight(item);
   }
   if (progress) {

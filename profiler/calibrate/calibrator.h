@@ -6,7 +6,17 @@
 // the limit is measured again (the least noisy attempt is kept); a point that cannot run (out of
 // memory at a large shape) is skipped and listed with its reason; a stop flag (SIGINT) ends the
 // run with an error so nothing partial is written. Progress with an ETA goes to a ProgressBar.
-
+//
+// Rounds: with `rounds` R > 1 the repetitions of the interleavable items are split into R chunks
+// and taken round by round over all of them (round 1: every item's first chunk, round 2: every
+// item's second, ...), so each point's median pools runs from R moments spread over the whole
+// calibration. A machine whose speed drifts or switches during the calibration (a shared VM, a GPU
+// whose clock follows its temperature) then biases every point alike instead of making the points
+// measured at a slow moment look slow against the others. Between its chunks an item's buffers are
+// released (`release`), so no more than one item's inputs are held at once; each later chunk
+// starts with `round_warmup` discarded runs. Noisy points are measured again the same way, in
+// rounds over the noisy ones. Items that must run in order (one reads what another recorded) are
+// marked `interleave = false` and measured after the rounds, one after another as with R = 1.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -30,6 +40,12 @@ struct CalibrationItem {
   double expected_s = 0;    //!< a guess of one run's seconds, weighting the ETA (0: one unit)
   MeasureFn measure;
   RecordFn record;
+  //! Frees what `measure` prepared (called after each chunk of a rounds run; may be empty). The
+  //! next `measure` call prepares again.
+  std::function<void()> release;
+  //! False: measured after the rounds, all its repetitions at once (its measure reads what an
+  //! earlier item recorded).
+  bool interleave = true;
 };
 
 struct CalibratorOptions {
@@ -37,6 +53,8 @@ struct CalibratorOptions {
   int64_t repetitions = 11;
   double max_relative_spread = 0.10;  //!< (q3 - q1) / median above this is noisy
   int64_t max_remeasures = 2;         //!< extra attempts for a noisy point
+  int64_t rounds = 1;                 //!< chunks the repetitions are taken in, across all items
+  int64_t round_warmup = 1;           //!< discarded runs before each chunk after an item's first
   const std::atomic<bool>* stop = nullptr;  //!< set (by a signal handler) to end the run early
 };
 
@@ -56,12 +74,20 @@ class Calibrator {
   //! Sum of the items' ETA weights (what a ProgressBar's total should be).
   double TotalWeight() const;
 
-  //! Measures every item in order. An error only when stopped (kIo "interrupted"): the caller
-  //! then writes nothing.
+  //! Measures every item: the interleavable ones in rounds, then the others in order; records in
+  //! item order within each group. An error only when stopped (kIo "interrupted"): the caller then
+  //! writes nothing.
   Result<CalibrationReport> Run(ProgressBar* progress = nullptr);
 
  private:
+  struct Attempt;
   double Weight(const CalibrationItem& item) const;
+  double Runs(const CalibrationItem& item) const;  //!< runs of one first attempt, warm-ups included
+  //! Repetitions of each chunk (sizes differ by at most one, none empty).
+  std::vector<int64_t> Chunks() const;
+  //! One attempt of every item in `which`, in rounds; fills `out` (failed items get an error).
+  Status MeasureInRounds(const std::vector<size_t>& which, bool first, std::vector<Attempt>& out,
+                         ProgressBar* progress, double& done);
   bool Stopped() const { return options_.stop != nullptr && options_.stop->load(); }
 
   CalibratorOptions options_;

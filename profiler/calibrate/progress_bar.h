@@ -3,6 +3,7 @@
 // elapsed time over the work done, weighted by each item's expected cost, so a sweep whose last
 // points are the largest does not promise to end early.
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -22,6 +23,8 @@ class ProgressBar {
   //! `done` units finished out of `total`; `current` names what runs now. Redraws at most 10 times
   //! a second (always when done == total).
   void Update(double done, std::string_view current);
+  //! Grows the total by `more` units (work found on the way: noisy points measured again).
+  void Extend(double more) { total_ += std::max(more, 0.0); }
   //! Ends the line (prints the total time).
   void Finish();
 

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <deque>
+#include <memory>
+#include <string>
 
 #include "executor/cpu/cpu_backend.h"
 #include "profiler/calibrate/calibrate.h"
@@ -30,6 +32,14 @@ struct Script {
   }
 };
 
+CalibrationItem Item(std::string what, MeasureFn measure, RecordFn record) {
+  CalibrationItem item;
+  item.what = std::move(what);
+  item.measure = std::move(measure);
+  item.record = std::move(record);
+  return item;
+}
+
 TEST(Measurement, MedianAndInterquartileRange) {
   const Measurement m = Summarize({5, 1, 4, 2, 3});
   EXPECT_DOUBLE_EQ(m.median_s, 3);
@@ -47,7 +57,7 @@ TEST(Calibrator, WarmUpIsDiscardedAndTheMedianRecorded) {
   o.max_relative_spread = 0.25;
   Calibrator c(o);
   std::vector<Measurement> got;
-  c.Add({"gemm", 0, s.Fn(), [&](const Measurement& m) { got.push_back(m); }});
+  c.Add(Item("gemm", s.Fn(), [&](const Measurement& m) { got.push_back(m); }));
   auto r = c.Run();
   ASSERT_TRUE(r);
   EXPECT_EQ((std::vector<int64_t>{2, 5}), s.calls);
@@ -68,7 +78,7 @@ TEST(Calibrator, NoisyPointsAreMeasuredAgainAndTheQuietestKept) {
   o.max_remeasures = 3;
   Calibrator c(o);
   Measurement got;
-  c.Add({"noisy", 0, s.Fn(), [&](const Measurement& m) { got = m; }});
+  c.Add(Item("noisy", s.Fn(), [&](const Measurement& m) { got = m; }));
   auto r = c.Run();
   ASSERT_TRUE(r);
   EXPECT_EQ((std::vector<int64_t>{1, 5, 5}), s.calls);  // stops once quiet
@@ -84,11 +94,12 @@ TEST(Calibrator, PointsThatCannotRunAreSkippedWithTheReason) {
   o.repetitions = 3;
   Calibrator c(o);
   int recorded = 0;
-  c.Add({"gemm m=65536 n=65536 k=65536 bf16", 0,
-         [](int64_t) -> Result<std::vector<double>> { return Error{"out of memory: 24 GiB requested", ErrorKind::kIo}; },
-         [&](const Measurement&) { ++recorded; }});
+  c.Add(Item(
+      "gemm m=65536 n=65536 k=65536 bf16",
+      [](int64_t) -> Result<std::vector<double>> { return Error{"out of memory: 24 GiB requested", ErrorKind::kIo}; },
+      [&](const Measurement&) { ++recorded; }));
   Script ok;
-  c.Add({"small", 0, ok.Fn(), [&](const Measurement&) { ++recorded; }});
+  c.Add(Item("small", ok.Fn(), [&](const Measurement&) { ++recorded; }));
   auto r = c.Run();
   ASSERT_TRUE(r);
   EXPECT_EQ(recorded, 1);
@@ -105,18 +116,174 @@ TEST(Calibrator, AStopFlagEndsTheRunWithAnError) {
   o.stop = &stop;
   Calibrator c(o);
   int recorded = 0;
-  c.Add({"first", 0,
-         [&](int64_t n) -> Result<std::vector<double>> {
-           stop = true;  // as SIGINT would, mid-run
-           return std::vector<double>(static_cast<size_t>(n), 1.0);
-         },
-         [&](const Measurement&) { ++recorded; }});
+  c.Add(Item(
+      "first",
+      [&](int64_t n) -> Result<std::vector<double>> {
+        stop = true;  // as SIGINT would, mid-run
+        return std::vector<double>(static_cast<size_t>(n), 1.0);
+      },
+      [&](const Measurement&) { ++recorded; }));
   Script never;
-  c.Add({"second", 0, never.Fn(), [&](const Measurement&) { ++recorded; }});
+  c.Add(Item("second", never.Fn(), [&](const Measurement&) { ++recorded; }));
   auto r = c.Run();
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message, "interrupted: nothing written");
   EXPECT_TRUE(never.calls.empty());
+}
+
+// Rounds: every item's first chunk, then every item's second, ...; the first chunk after the full
+// warm-up, later ones after round_warmup runs; buffers released after each chunk; the median over
+// the pooled runs; items that must run in order come after the rounds and record after them.
+TEST(Calibrator, RoundsTakeEachItemsChunksInTurnAndPoolTheRuns) {
+  std::vector<std::string> log;
+  auto item = [&](const std::string& name, std::vector<std::vector<double>> rounds) {
+    auto left = std::make_shared<std::deque<std::vector<double>>>(rounds.begin(), rounds.end());
+    CalibrationItem it = Item(
+        name,
+        [&log, name, left](int64_t n) -> Result<std::vector<double>> {
+          log.push_back(name + ":" + std::to_string(n));
+          if (n == 2 || n == 1) {
+            if (left->empty() || static_cast<int64_t>(left->front().size()) != n) return std::vector<double>(n, 99.0);
+          }
+          auto b = left->front();
+          left->pop_front();
+          return b;
+        },
+        [&log, name](const Measurement& m) { log.push_back(name + " median " + std::to_string(m.median_s)); });
+    it.release = [&log, name] { log.push_back(name + " release"); };
+    return it;
+  };
+  CalibratorOptions o;
+  o.warmup = 2;
+  o.repetitions = 7;  // chunks of 3, 2, 2
+  o.rounds = 3;
+  o.round_warmup = 1;
+  o.max_relative_spread = 10;
+  Calibrator c(o);
+  c.Add(item("a", {{1, 1, 1}, {5, 5}, {3, 3}}));  // pooled 1 1 1 3 3 5 5: median 3
+  c.Add(item("b", {{2, 2, 2}, {2, 2}, {4, 4}}));
+  CalibrationItem last = item("c", {{7, 7, 7, 7, 7, 7, 7}});
+  last.interleave = false;
+  c.Add(std::move(last));
+  auto r = c.Run();
+  ASSERT_TRUE(r);
+  const std::vector<std::string> want = {
+      "a:2", "a:3", "a release", "b:2", "b:3", "b release",        // round 1: full warm-up
+      "a:1", "a:2", "a release", "b:1", "b:2", "b release",        // round 2: one warm-up run
+      "a:1", "a:2", "a release", "b:1", "b:2", "b release",        // round 3
+      "a median 3.000000", "b median 2.000000",                    // recorded in item order
+      "c:2", "c:7", "c median 7.000000", "c release"};             // in order, all runs at once
+  EXPECT_EQ(want, log);
+  EXPECT_EQ(r->measured, 3);
+}
+
+// A machine that runs at half speed for the last two thirds of the calibration (a VM switching
+// speed). Back to back, the points measured in the first third come out twice as fast against the
+// others; taken in one-run rounds, every point's median sees the same slow majority, so the points
+// keep their true ratios.
+TEST(Calibrator, RoundsKeepThePointsRatiosOnAMachineThatChangesSpeed) {
+  auto calibrate = [](int64_t rounds) {
+    const std::vector<double> cost = {1, 2, 3, 4, 5, 6};
+    constexpr int64_t kWarmup = 1, kReps = 9;
+    // Every run of the calibration, warm-ups included, in the order they happen.
+    const int64_t total = static_cast<int64_t>(cost.size()) * (kWarmup + kReps + (rounds - 1) * kWarmup);
+    auto runs = std::make_shared<int64_t>(0);
+    std::vector<double> got(cost.size(), 0);
+    CalibratorOptions o;
+    o.warmup = kWarmup;
+    o.repetitions = kReps;
+    o.rounds = rounds;
+    o.round_warmup = kWarmup;
+    o.max_relative_spread = 10;
+    Calibrator c(o);
+    for (size_t i = 0; i < cost.size(); ++i) {
+      c.Add(Item(
+          "p" + std::to_string(i),
+          [runs, total, t = cost[i]](int64_t n) -> Result<std::vector<double>> {
+            std::vector<double> out;
+            for (int64_t k = 0; k < n; ++k) out.push_back(t * (3 * (*runs)++ < total ? 1.0 : 2.0));
+            return out;
+          },
+          [&got, i](const Measurement& m) { got[i] = m.median_s; }));
+    }
+    EXPECT_TRUE(c.Run());
+    return got;
+  };
+  const std::vector<double> back_to_back = calibrate(1);
+  EXPECT_DOUBLE_EQ(back_to_back[0], 1.0);  // measured while fast
+  EXPECT_DOUBLE_EQ(back_to_back[5], 12.0);  // while slow: 6 x 2, so the ratio reads 12, not 6
+  const std::vector<double> rounds = calibrate(9);
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    EXPECT_DOUBLE_EQ(rounds[i] / rounds[0], static_cast<double>(i + 1)) << "point " << i;
+  }
+}
+
+// In rounds, a noisy point is measured again in rounds (only the noisy ones), the quietest attempt
+// kept; a point that cannot run is skipped with its reason and not tried in later rounds.
+TEST(Calibrator, RoundsMeasureNoisyPointsAgainAndSkipFailures) {
+  CalibratorOptions o;
+  o.warmup = 1;
+  o.repetitions = 4;
+  o.rounds = 2;
+  o.max_relative_spread = 0.1;
+  o.max_remeasures = 2;
+  Calibrator c(o);
+  Script noisy;
+  // round 1 (warm-up, 2 runs), round 2 (warm-up, 2 runs): pooled 1 2 3 4, noisy; again: 2 2 2 2.
+  noisy.batches = {{9}, {1, 2}, {9}, {3, 4}, {9}, {2, 2}, {9}, {2, 2}};
+  Measurement noisy_got;
+  c.Add(Item("noisy", noisy.Fn(), [&](const Measurement& m) { noisy_got = m; }));
+  int failing_calls = 0;
+  c.Add(Item(
+      "too big",
+      [&](int64_t) -> Result<std::vector<double>> {
+        ++failing_calls;
+        return Error{"out of memory", ErrorKind::kIo};
+      },
+      [](const Measurement&) { ADD_FAILURE() << "a skipped point is never recorded"; }));
+  Script quiet;
+  int quiet_records = 0;
+  c.Add(Item("quiet", quiet.Fn(), [&](const Measurement&) { ++quiet_records; }));
+  auto r = c.Run();
+  ASSERT_TRUE(r);
+  EXPECT_EQ((std::vector<int64_t>{1, 2, 1, 2, 1, 2, 1, 2}), noisy.calls);
+  EXPECT_DOUBLE_EQ(noisy_got.median_s, 2.0);
+  EXPECT_EQ(noisy_got.remeasured, 1);
+  EXPECT_EQ(noisy_got.repetitions, 4);
+  EXPECT_EQ(failing_calls, 1);
+  ASSERT_EQ(r->skipped.size(), 1u);
+  EXPECT_EQ(r->skipped[0].reason, "out of memory");
+  EXPECT_EQ((std::vector<int64_t>{1, 2, 1, 2}), quiet.calls);  // quiet: not measured again
+  EXPECT_EQ(quiet_records, 1);
+  EXPECT_EQ(r->measured, 2);
+  EXPECT_EQ(r->remeasured, 1);
+  EXPECT_EQ(r->still_noisy, 0);
+}
+
+TEST(Calibrator, AStopFlagEndsARoundsRunWithNothingRecorded) {
+  std::atomic<bool> stop{false};
+  CalibratorOptions o;
+  o.warmup = 0;
+  o.repetitions = 4;
+  o.rounds = 2;
+  o.stop = &stop;
+  Calibrator c(o);
+  int recorded = 0;
+  int calls = 0;
+  c.Add(Item(
+      "first",
+      [&](int64_t n) -> Result<std::vector<double>> {
+        if (++calls == 2) stop = true;  // in the second round
+        return std::vector<double>(static_cast<size_t>(n), 1.0);
+      },
+      [&](const Measurement&) { ++recorded; }));
+  Script other;
+  c.Add(Item("second", other.Fn(), [&](const Measurement&) { ++recorded; }));
+  auto r = c.Run();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "interrupted: nothing written");
+  EXPECT_EQ(recorded, 0);
+  EXPECT_EQ(other.calls.size(), 1u);  // its first-round chunk only
 }
 
 // The end-to-end contention factor reproduces the measurement through the planner's overlap model:

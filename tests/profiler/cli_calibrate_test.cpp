@@ -92,6 +92,19 @@ TEST(CliCalibrate, BadModelExitsTwoAndWritesNothing) {
   EXPECT_FALSE(fs::exists(db));
 }
 
+TEST(CliCalibrate, RoundsOutOfRangeOrOnAnImportExitTwo) {
+  const std::string db = (fs::temp_directory_path() / "parallax_calibrate_rounds_db.json").string();
+  fs::remove(db);
+  auto zero = test::RunParallax("calibrate --quick --rounds 0 -o " + db);
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--rounds"), std::string::npos) << zero.err;
+  auto import = test::RunParallax("calibrate --import-nccl-tests " + Shared("a100_1node8_all_reduce_perf_superbench.txt") +
+                                  " --rounds 2 -o " + db);
+  EXPECT_EQ(import.exit_code, 2);
+  EXPECT_NE(import.err.find("--rounds belong to a measuring run"), std::string::npos) << import.err;
+  EXPECT_FALSE(fs::exists(db));
+}
+
 TEST(CliCalibrate, InterruptedRunLeavesNoFile) {
   // The full generic grid runs for minutes; SIGINT after 3 s must leave nothing at -o.
   const std::string db = (fs::temp_directory_path() / "parallax_calibrate_interrupted_db.json").string();
