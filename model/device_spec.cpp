@@ -83,6 +83,11 @@ Result<DeviceSpec> DeviceFromJson(const Json& j, const std::string& file, const 
       m.warp_specialized_mma = a.Bool("warp_specialized_mma", false);
       m.dram_fraction = a.PositiveNumber("dram_fraction", 1.0);
       if (m.dram_fraction > 1.0) a.Fail("dram_fraction", "must be <= 1");
+      for (auto [key, field] : {std::pair{"unfused_attention_fraction", &m.unfused_attention_fraction},
+                                std::pair{"unfused_attention_bwd_fraction", &m.unfused_attention_bwd_fraction}}) {
+        *field = a.NonNegativeNumber(key, 0);
+        if (*field > 1.0) a.Fail(key, "must be <= 1");
+      }
       m.dram_latency_us = a.NonNegativeNumber("dram_latency_us", 0);
       m.kernel_overhead_us = a.NonNegativeNumber("kernel_overhead_us", 0);
       m.nccl_channels = a.NonNegativeInt("nccl_channels", 0);
@@ -120,6 +125,8 @@ Json DeviceToJson(const DeviceSpec& d) {
                     {"sfu_ops_per_clock_per_sm", m.sfu_ops_per_clock_per_sm},
                     {"warp_specialized_mma", m.warp_specialized_mma},
                     {"dram_fraction", m.dram_fraction},
+                    {"unfused_attention_fraction", m.unfused_attention_fraction},
+                    {"unfused_attention_bwd_fraction", m.unfused_attention_bwd_fraction},
                     {"dram_latency_us", m.dram_latency_us},
                     {"kernel_overhead_us", m.kernel_overhead_us},
                     {"nccl_channels", m.nccl_channels},

@@ -42,6 +42,11 @@ struct Microarch {
   double sfu_ops_per_clock_per_sm = 0;  //!< special-function (exp) throughput, per SM per clock
   bool warp_specialized_mma = false;  //!< async MMA (wgmma + TMA): softmax overlaps the GEMMs (FA3)
   double dram_fraction = 1.0;         //!< fraction of hbm_GBps a streaming kernel reaches
+  //! Fraction of hbm_GBps the passes of an unfused attention core reach (its batched GEMMs that
+  //! write or read the s x s scores, the softmax and dropout over them), forward and backward; 0:
+  //! dram_fraction. Measured kernels (a CostDb) replace it.
+  double unfused_attention_fraction = 0;
+  double unfused_attention_bwd_fraction = 0;
   double dram_latency_us = 0;         //!< loaded DRAM latency (Little's law: bytes in flight)
   double kernel_overhead_us = 0;      //!< GPU-side cost of one kernel: launch to first instruction + tail
   int64_t nccl_channels = 0;          //!< SMs NCCL occupies while communication overlaps compute

@@ -129,6 +129,18 @@ DeviceSpec Device(const std::string& name, PeakTflops peak, double memory_GiB, d
 //     (FlashAttention-3, section 3.1); Ampere's mma.sync does not (FlashAttention-2).
 //   dram_fraction 0.88: STREAM-class copy kernels reach ~88% of HBM2e/HBM3 pin bandwidth (refresh +
 //     bus turnaround); dram_latency 0.6 us loaded (Little's law bytes in flight = bandwidth x latency).
+//   unfused_attention_fraction 0.68 forward, 0.59 backward (Ampere): the passes of an unfused
+//     attention core over the s x s scores (batched QK^T / AV GEMMs, scale-mask-softmax, dropout)
+//     reach less than a streaming copy. Source: Dao et al. 2022, FlashAttention (arXiv 2205.14135
+//     v2), appendix E.6, tables 15, 16, 18, 19: Megatron-LM's attention on one A100 40 GB, batch 16,
+//     8 heads of 64, fp16, seq 2048, with and without dropout (6.56 / 4.28 ms forward, 10.80 / 8.86
+//     ms backward). Our byte counts at 0.88 predicted 0.794 / 0.757 of those forward times and
+//     0.709 / 0.643 backward, so 0.88 x their geometric means (0.775, 0.676). A kernel
+//     microbenchmark, not a training run; the PyTorch baseline of the same tables is within 1-3%.
+//     Checked against what it was not taken from: the 22B layer's selective-recompute overhead
+//     (Korthikanti et al. 2022 table 4, A100 80 GB, head dim 96) and the shorter sequences of the
+//     same tables (tests/planner/megatron_validation_test.cpp). Hopper keeps the A100 figure: no
+//     published H100 measurement of unfused attention (the H100 profiles run flash attention).
 //   kernel_overhead 2 us: launch-to-start + tail of a kernel on a busy stream.
 //   nccl_channels 8: NCCL's default channel count on NVSwitch systems (one CTA = one SM each).
 //   context_reserve 723 MiB (Ampere): the first CUDA call of a PyTorch process takes 723 MiB of device
@@ -154,6 +166,8 @@ Microarch Ampere() {
   a.sfu_ops_per_clock_per_sm = 16;
   a.warp_specialized_mma = false;
   a.dram_fraction = 0.88;
+  a.unfused_attention_fraction = 0.68;
+  a.unfused_attention_bwd_fraction = 0.59;
   a.dram_latency_us = 0.6;
   a.kernel_overhead_us = 2;
   a.nccl_channels = 8;

@@ -41,6 +41,7 @@ void ComputeModel::BuildGemmCorrection() {
     const double t = g.source == "refine" ? g.time_s : g.time_s * gemm_run_factor;
     p.log_ratio = std::log(t / RooflineGemm(g.m, g.n, g.k, g.batch));
     gemm_points_.push_back(p);
+    batched_gemm_points_ = batched_gemm_points_ || g.batch > 1;
   }
   if (gemm_points_.empty()) return;
   // A full grid: every combination of the distinct coordinates measured exactly once.
@@ -87,9 +88,37 @@ double ComputeModel::Gemm(int64_t m, int64_t n, int64_t k, int64_t batch) const 
 }
 
 double ComputeModel::RooflineGemm(int64_t m, int64_t n, int64_t k, int64_t batch) const {
+  return RooflineGemmAt(m, n, k, batch, traits_.dram_fraction);
+}
+
+double ComputeModel::ScoreGemm(int64_t m, int64_t n, int64_t k, int64_t batch, bool bwd) const {
+  // Measured batched GEMMs (a calibration at the attention shapes, samples refine took from a
+  // trace) price them as any GEMM; samples of the linear layers alone (batch 1) give their
+  // interpolated ratio on top of the score GEMM's own roofline, as an unmeasured batch takes the
+  // ratio of its m, n, k.
+  if (batched_gemm_points_) return Gemm(m, n, k, batch);
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+  const double roofline = RooflineGemmAt(m, n, k, batch, bwd ? traits_.attention_bwd_fraction : traits_.attention_fraction);
+  if (gemm_points_.empty()) return roofline;
+  return roofline * std::exp(GemmLogRatio(m, n, k, batch));
+}
+
+double ComputeModel::ScoreMemory(std::string_view op, double bytes, bool bwd) const {
+  if (bytes <= 0) return 0;
+  constexpr std::string_view kBwd = "_bwd";
+  const bool own = HasKernelFamily(op) || (op.size() > kBwd.size() && op.substr(op.size() - kBwd.size()) == kBwd &&
+                                           HasKernelFamily(op.substr(0, op.size() - kBwd.size())));
+  if (own) return MemoryBound(op, bytes);  // the family itself measured
+  const double fraction = bwd ? traits_.attention_bwd_fraction : traits_.attention_fraction;
+  if (kernel_points_.empty()) return RooflineMemoryAt(bytes, fraction);
+  // The measured streaming curve ("elementwise"), slowed as the score passes are against a copy.
+  return MemoryBound(op, bytes) * traits_.dram_fraction / fraction;
+}
+
+double ComputeModel::RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t batch, double dram_fraction) const {
   const double bytes = static_cast<double>(element_bytes_) *
                        (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) * batch;
-  const double mem_s = bytes / (hbm_Bps_ * traits_.dram_fraction);
+  const double mem_s = bytes / (hbm_Bps_ * dram_fraction);
   const double flops = 2.0 * static_cast<double>(m) * n * k * batch;
   const double sustained = peak_flops_ * traits_.mma_sustained_fraction;
   if (traits_.sm_count <= 0) return std::max(flops / sustained, mem_s) + traits_.kernel_overhead_s;
@@ -170,8 +199,10 @@ double ComputeModel::FlashAttention(const FlashShape& f) const {
   return traits_.warp_specialized_mma ? std::max(mma_s, exp_s) : mma_s + exp_s;
 }
 
-double ComputeModel::RooflineMemory(double bytes) const {
-  return (bytes + traits_.dram_bytes_in_flight) / (hbm_Bps_ * traits_.dram_fraction) + traits_.kernel_overhead_s;
+double ComputeModel::RooflineMemory(double bytes) const { return RooflineMemoryAt(bytes, traits_.dram_fraction); }
+
+double ComputeModel::RooflineMemoryAt(double bytes, double dram_fraction) const {
+  return (bytes + traits_.dram_bytes_in_flight) / (hbm_Bps_ * dram_fraction) + traits_.kernel_overhead_s;
 }
 
 double ComputeModel::MemoryBound(std::string_view op, double bytes) const {

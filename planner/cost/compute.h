@@ -54,6 +54,16 @@ class ComputeModel {
   //! Seconds for a memory-bound kernel of family `op` (an OpKind name) moving `bytes`.
   //! Falls back from "<op>_bwd" to "<op>", then to "elementwise", then to the roofline.
   double MemoryBound(std::string_view op, double bytes) const;
+  //! The GEMMs and the memory-bound passes of an unfused attention core (QK^T, scale-mask-softmax,
+  //! dropout, AV and their gradients), which write and read the s x s scores. On the roofline their
+  //! bytes move at the device's unfused-attention fraction of HBM bandwidth
+  //! (DeviceTraits::attention_fraction, _bwd_fraction). Measured batched GEMMs (batch > 1) price the
+  //! GEMMs as Gemm does; samples of batch 1 alone multiply that roofline by their interpolated
+  //! ratio. The op's own measured kernel family prices the passes as MemoryBound does; a measured
+  //! "elementwise" curve alone is slowed by dram_fraction / attention_fraction. So samples equal to
+  //! the roofline still reproduce the roofline.
+  double ScoreGemm(int64_t m, int64_t n, int64_t k, int64_t batch, bool bwd) const;
+  double ScoreMemory(std::string_view op, double bytes, bool bwd) const;
   //! Whether the CostDb measured family `op` itself (no fallback).
   bool HasKernelFamily(std::string_view op) const { return kernel_points_.find(op) != kernel_points_.end(); }
 
@@ -72,6 +82,8 @@ class ComputeModel {
  private:
   //! log(measured / roofline) interpolated at the query (0 without samples).
   double GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch) const;
+  double RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t batch, double dram_fraction) const;
+  double RooflineMemoryAt(double bytes, double dram_fraction) const;
   void BuildGemmCorrection();
   void BuildKernelCorrection();
 
@@ -93,6 +105,7 @@ class ComputeModel {
   int64_t element_bytes_ = 2;
   double contention_ = 1.0;
   std::vector<GemmPoint> gemm_points_;                 // measured, this dtype
+  bool batched_gemm_points_ = false;  //!< a sample with batch > 1 (attention shapes measured)
   std::array<std::vector<double>, 4> grid_axes_;      // sorted distinct coordinates, when a full grid
   std::vector<double> grid_values_;                   // log ratios, row-major over grid_axes_
   bool gemm_grid_ = false;

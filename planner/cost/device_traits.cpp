@@ -11,6 +11,8 @@ DeviceTraits TraitsFor(const DeviceSpec& device) {
     // CPU / no micro-architecture: BLAS blocks are small relative to the problem; no quantization.
     t.tiles = {GemmTile{1, 1, 1, 0}};
     t.dram_fraction = a.dram_fraction;
+    t.attention_fraction = a.unfused_attention_fraction > 0 ? a.unfused_attention_fraction : a.dram_fraction;
+    t.attention_bwd_fraction = a.unfused_attention_bwd_fraction > 0 ? a.unfused_attention_bwd_fraction : a.dram_fraction;
     return t;
   }
   t.sm_count = a.sm_count;
@@ -29,6 +31,8 @@ DeviceTraits TraitsFor(const DeviceSpec& device) {
     t.mma_sustained_fraction = std::min(1.0, a.sustained_matmul_tflops / peak16 / fill);
   }
   t.dram_fraction = a.dram_fraction;
+  t.attention_fraction = a.unfused_attention_fraction > 0 ? a.unfused_attention_fraction : a.dram_fraction;
+  t.attention_bwd_fraction = a.unfused_attention_bwd_fraction > 0 ? a.unfused_attention_bwd_fraction : a.dram_fraction;
   t.dram_bytes_in_flight = device.hbm_GBps * 1e9 * a.dram_latency_us * 1e-6;
   t.nccl_channels = a.nccl_channels;
   t.kernel_overhead_s = a.kernel_overhead_us * 1e-6;

@@ -19,6 +19,9 @@ struct DeviceTraits {
   //! MMA load vs the clock the datasheet peak assumes.
   double mma_sustained_fraction = 1.0;
   double dram_fraction = 1.0;       //!< fraction of hbm_GBps a streaming kernel reaches
+  //! Fractions of hbm_GBps an unfused attention core's s x s passes reach (forward, backward).
+  double attention_fraction = 1.0;
+  double attention_bwd_fraction = 1.0;
   double dram_bytes_in_flight = 0;  //!< bytes in flight needed to saturate DRAM (Little's law)
   int64_t nccl_channels = 0;        //!< SMs NCCL occupies while communication overlaps compute
   double kernel_overhead_s = 0;     //!< GPU-side cost of one kernel

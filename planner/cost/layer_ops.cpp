@@ -66,10 +66,13 @@ class Pricer {
       o.time_s = std::max(o.time_s, static_cast<double>(s.kernels) * launch_s_);
       return o;
     }
+    // An unfused attention core's passes over the s x s scores (ComputeModel::ScoreGemm).
+    const bool scores = s.op == OpKind::kAttnCore && !s.flash;
+    const bool bwd = s.phase == Phase::kBwd;
     for (const GemmShape& g : s.gemms) {
       GemmPart part{static_cast<int64_t>(g.m), static_cast<int64_t>(g.n), static_cast<int64_t>(g.k),
                     static_cast<int64_t>(g.batch)};
-      part.time_s = c_.Gemm(g.m, g.n, g.k, g.batch);
+      part.time_s = scores ? c_.ScoreGemm(g.m, g.n, g.k, g.batch, bwd) : c_.Gemm(g.m, g.n, g.k, g.batch);
       o.time_s += part.time_s;
       o.gemms.push_back(part);  // refine samples measured times at these shapes
     }
@@ -77,7 +80,7 @@ class Pricer {
     // Memory-bound part: the op's own family (an OpKind name), as CostDb kernels are keyed.
     if (s.bytes > 0 && !s.flash) {
       o.memory_family = MemoryFamily(s.op, s.phase);
-      o.memory_time_s = c_.MemoryBound(o.memory_family, s.bytes);
+      o.memory_time_s = scores ? c_.ScoreMemory(o.memory_family, s.bytes, bwd) : c_.MemoryBound(o.memory_family, s.bytes);
       o.time_s += o.memory_time_s;
     }
     o.flops = s.gemms.empty() && !s.flash ? 0 : s.executed_flops;

@@ -237,5 +237,75 @@ TEST(CostDbJson, BatchedGemmSamplesRoundTripAndBadBatchNamesThePath) {
   EXPECT_NE(bad.error().message.find("db.json: /gemm/0/batch"), std::string::npos) << bad.error().message;
 }
 
+// The unfused attention core's passes over the s x s scores (ComputeModel::ScoreGemm, ScoreMemory):
+// on the roofline they move at the device's unfused-attention fraction of HBM bandwidth (A100:
+// 0.68 forward, 0.59 backward) instead of a copy's 0.88; a database prices them only with what it
+// measured of them (batched GEMMs, the op's own kernel family), and a streaming curve alone is
+// slowed by the same ratio.
+TEST(UnfusedAttentionPasses, MoveAtTheDeviceAttentionFractionUntilMeasured) {
+  const Microarch& arch = A100().arch;
+  ASSERT_GT(arch.unfused_attention_fraction, 0);
+  ASSERT_GT(arch.unfused_attention_bwd_fraction, 0);
+  const ComputeModel roof(A100(), DType::kFp16);
+  const double bytes = 4e9;  // large: the latency and launch terms are below 0.1%
+  EXPECT_NEAR(roof.ScoreMemory("attn_core", bytes, false) / roof.RooflineMemory(bytes),
+              arch.dram_fraction / arch.unfused_attention_fraction, 1e-3);
+  EXPECT_NEAR(roof.ScoreMemory("attn_core_bwd", bytes, true) / roof.RooflineMemory(bytes),
+              arch.dram_fraction / arch.unfused_attention_bwd_fraction, 1e-3);
+  // QK^T of 128 heads at seq 2048, head dim 64: writing the scores bounds it, at the fraction.
+  const int64_t s = 2048, d = 64, heads = 128;
+  const double write_s = 2.0 * s * s * heads / (A100().hbm_GBps * 1e9);
+  EXPECT_GT(roof.ScoreGemm(s, s, d, heads, false), write_s / arch.unfused_attention_fraction);
+  EXPECT_GT(roof.ScoreGemm(s, s, d, heads, false), roof.Gemm(s, s, d, heads));
+  // A device without the figure (no microarch: the CPU) prices the passes as any memory pass.
+  const ComputeModel cpu(*DevicePreset("cpu"), DType::kFp32);
+  EXPECT_DOUBLE_EQ(cpu.ScoreMemory("attn_core", bytes, false), cpu.RooflineMemory(bytes));
+  EXPECT_DOUBLE_EQ(cpu.ScoreGemm(s, s, d, heads, true), cpu.Gemm(s, s, d, heads));
+
+  // Samples of the linear layers' GEMMs (batch 1) give the score GEMM their interpolated ratio
+  // over its own roofline, the ratio a GEMM of that shape gets over the GEMM roofline.
+  const CostDb linear = GridDb(1.3);
+  const ComputeModel with_linear(A100(), DType::kBf16, &linear);
+  const ComputeModel roof16(A100(), DType::kBf16);
+  EXPECT_NEAR(with_linear.ScoreGemm(s, s, d, heads, false) / roof16.ScoreGemm(s, s, d, heads, false),
+              with_linear.Gemm(s, s, d, heads) / roof16.Gemm(s, s, d, heads), 1e-9);
+  EXPECT_GT(with_linear.Gemm(s, s, d, heads) / roof16.Gemm(s, s, d, heads), 1.3);
+  // A measured batched GEMM at the shape is what it costs.
+  CostDb batched = linear;
+  batched.gemms.push_back({s, s, d, heads, DType::kBf16, 1.234e-3, {}, "calibrate"});
+  const ComputeModel with_batched(A100(), DType::kBf16, &batched);
+  EXPECT_NEAR(with_batched.ScoreGemm(s, s, d, heads, false), 1.234e-3, 1e-12);
+
+  // Kernel families: the op's own measured curve prices the passes; the streaming curve alone is
+  // slowed as the roofline is.
+  CostDb streaming;
+  streaming.device = A100().name;
+  streaming.kernels.push_back({"elementwise", 1 << 20, 2 * roof.RooflineMemory(1 << 20), {}, "calibrate"});
+  streaming.kernels.push_back({"elementwise", 1 << 30, 2 * roof.RooflineMemory(1 << 30), {}, "calibrate"});
+  const ComputeModel with_streaming(A100(), DType::kFp16, &streaming);
+  EXPECT_NEAR(with_streaming.ScoreMemory("attn_core", 1 << 30, false),
+              2 * roof.RooflineMemory(1 << 30) * arch.dram_fraction / arch.unfused_attention_fraction, 1e-12);
+  CostDb own = streaming;
+  own.kernels.push_back({"attn_core", 1 << 30, 5e-3, {}, "refine"});
+  const ComputeModel with_own(A100(), DType::kFp16, &own);
+  EXPECT_NEAR(with_own.ScoreMemory("attn_core", 1 << 30, false), 5e-3, 1e-12);
+  EXPECT_NEAR(with_own.ScoreMemory("attn_core_bwd", 1 << 30, true), 5e-3, 1e-12);  // falls back to the forward family
+}
+
+TEST(UnfusedAttentionPasses, DeviceFiguresRoundTripAndAreBoundedByOne) {
+  DeviceSpec d = A100();
+  Json j = DeviceToJson(d);
+  EXPECT_DOUBLE_EQ(j["microarch"]["unfused_attention_fraction"].get<double>(), d.arch.unfused_attention_fraction);
+  auto again = DeviceFromJson(j, "device.json", "/device");
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_DOUBLE_EQ(again->arch.unfused_attention_bwd_fraction, d.arch.unfused_attention_bwd_fraction);
+  j["microarch"]["unfused_attention_bwd_fraction"] = 1.5;
+  auto bad = DeviceFromJson(j, "device.json", "/device");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("device.json: /device/microarch/unfused_attention_bwd_fraction"),
+            std::string::npos)
+      << bad.error().message;
+}
+
 }  // namespace
 }  // namespace parallax::planner
