@@ -129,18 +129,23 @@ DeviceSpec Device(const std::string& name, PeakTflops peak, double memory_GiB, d
 //     (FlashAttention-3, section 3.1); Ampere's mma.sync does not (FlashAttention-2).
 //   dram_fraction 0.88: STREAM-class copy kernels reach ~88% of HBM2e/HBM3 pin bandwidth (refresh +
 //     bus turnaround); dram_latency 0.6 us loaded (Little's law bytes in flight = bandwidth x latency).
-//   unfused_attention_fraction 0.68 forward, 0.59 backward (Ampere): the passes of an unfused
-//     attention core over the s x s scores (batched QK^T / AV GEMMs, scale-mask-softmax, dropout)
-//     reach less than a streaming copy. Source: Dao et al. 2022, FlashAttention (arXiv 2205.14135
-//     v2), appendix E.6, tables 15, 16, 18, 19: Megatron-LM's attention on one A100 40 GB, batch 16,
-//     8 heads of 64, fp16, seq 2048, with and without dropout (6.56 / 4.28 ms forward, 10.80 / 8.86
-//     ms backward). Our byte counts at 0.88 predicted 0.794 / 0.757 of those forward times and
-//     0.709 / 0.643 backward, so 0.88 x their geometric means (0.775, 0.676). A kernel
-//     microbenchmark, not a training run; the PyTorch baseline of the same tables is within 1-3%.
-//     Checked against what it was not taken from: the 22B layer's selective-recompute overhead
-//     (Korthikanti et al. 2022 table 4, A100 80 GB, head dim 96) and the shorter sequences of the
-//     same tables (tests/planner/megatron_validation_test.cpp). Hopper keeps the A100 figure: no
-//     published H100 measurement of unfused attention (the H100 profiles run flash attention).
+//   unfused_attention_fraction 0.68, unfused_attention_bwd_fraction 0.53 (Ampere): the passes of an
+//     unfused attention core over the s x s scores (batched QK^T / AV GEMMs, scale-mask-softmax,
+//     dropout) reach less than a streaming copy. Source: Dao et al. 2022, FlashAttention (arXiv
+//     2205.14135 v2), appendix E.6, tables 15, 16, 18, 19: Megatron-LM's attention on one A100 40
+//     GB, batch 16, 8 heads of 64, fp16, seq 2048, with and without dropout (6.56 / 4.28 ms forward,
+//     10.80 / 8.86 ms backward). Forward: with every byte at 0.88 our counts predicted 0.794 / 0.757
+//     of those times, so all forward passes and the score GEMMs (both directions: the backward
+//     runs the same shapes, and refine pools a shape's samples) at 0.88 x their geometric mean
+//     0.775 = 0.68. Backward: with its GEMMs at 0.68, its softmax / dropout gradient passes at the
+//     fraction that makes the geometric mean of predicted / measured over the two backward rows 1:
+//     0.525, rounded 0.53 (rows -6.0% / +7.6%). A kernel microbenchmark, not a training run; the
+//     PyTorch baseline of the same tables is within 1-3%. Compared with what it was not taken
+//     from (tests/planner/megatron_validation_test.cpp): the 22B layer's selective-recompute
+//     overhead (Korthikanti et al. 2022 table 4, A100 80 GB, head dim 96) matches; the same
+//     tables' shorter sequences (17-44% at seq 512-1024) and FlashAttention-2's PyTorch baseline on
+//     an A100 80 GB (13-38%) stay faster in the model. Hopper: not set (the streaming 0.88): no
+//     published measurement of unfused attention on an H100.
 //   kernel_overhead 2 us: launch-to-start + tail of a kernel on a busy stream.
 //   nccl_channels 8: NCCL's default channel count on NVSwitch systems (one CTA = one SM each).
 //   context_reserve 723 MiB (Ampere): the first CUDA call of a PyTorch process takes 723 MiB of device
@@ -167,7 +172,7 @@ Microarch Ampere() {
   a.warp_specialized_mma = false;
   a.dram_fraction = 0.88;
   a.unfused_attention_fraction = 0.68;
-  a.unfused_attention_bwd_fraction = 0.59;
+  a.unfused_attention_bwd_fraction = 0.53;
   a.dram_latency_us = 0.6;
   a.kernel_overhead_us = 2;
   a.nccl_channels = 8;
@@ -186,6 +191,8 @@ Microarch Hopper() {
   a.sustained_clock_MHz = 1450;
   a.sustained_matmul_tflops = 702.9;
   a.warp_specialized_mma = true;
+  a.unfused_attention_fraction = 0;  // no published Hopper measurement: the streaming fraction
+  a.unfused_attention_bwd_fraction = 0;
   a.context_reserve_MiB = 2821;
   a.blas_workspace_MiB = 32;
   return a;

@@ -40,8 +40,9 @@ void ComputeModel::BuildGemmCorrection() {
     // GEMMs ran inside steps; a sample refine took from a trace is one already.
     const double t = g.source == "refine" ? g.time_s : g.time_s * gemm_run_factor;
     p.log_ratio = std::log(t / RooflineGemm(g.m, g.n, g.k, g.batch));
+    p.score_log_ratio =
+        g.batch > 1 ? std::log(t / RooflineGemmAt(g.m, g.n, g.k, g.batch, traits_.attention_fraction)) : p.log_ratio;
     gemm_points_.push_back(p);
-    batched_gemm_points_ = batched_gemm_points_ || g.batch > 1;
   }
   if (gemm_points_.empty()) return;
   // A full grid: every combination of the distinct coordinates measured exactly once.
@@ -56,6 +57,7 @@ void ComputeModel::BuildGemmCorrection() {
   }
   if (cells != gemm_points_.size()) return;
   grid_values_.assign(cells, std::numeric_limits<double>::quiet_NaN());
+  score_grid_values_.assign(cells, 0.0);
   for (const auto& p : gemm_points_) {
     size_t idx = 0;
     for (size_t a = 0; a < 4; ++a) {
@@ -64,6 +66,7 @@ void ComputeModel::BuildGemmCorrection() {
       idx = idx * axis.size() + static_cast<size_t>(it - axis.begin());
     }
     grid_values_[idx] = p.log_ratio;
+    score_grid_values_[idx] = p.score_log_ratio;
   }
   gemm_grid_ = std::none_of(grid_values_.begin(), grid_values_.end(), [](double v) { return std::isnan(v); });
 }
@@ -91,28 +94,23 @@ double ComputeModel::RooflineGemm(int64_t m, int64_t n, int64_t k, int64_t batch
   return RooflineGemmAt(m, n, k, batch, traits_.dram_fraction);
 }
 
-double ComputeModel::ScoreGemm(int64_t m, int64_t n, int64_t k, int64_t batch, bool bwd) const {
-  // Measured batched GEMMs (a calibration at the attention shapes, samples refine took from a
-  // trace) price them as any GEMM; samples of the linear layers alone (batch 1) give their
-  // interpolated ratio on top of the score GEMM's own roofline, as an unmeasured batch takes the
-  // ratio of its m, n, k.
-  if (batched_gemm_points_) return Gemm(m, n, k, batch);
+double ComputeModel::ScoreGemm(int64_t m, int64_t n, int64_t k, int64_t batch) const {
+  // One roofline per shape in both directions: the forward's QK^T and AV shapes recur in the
+  // backward, and refine pools a shape's samples over both.
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
-  const double roofline = RooflineGemmAt(m, n, k, batch, bwd ? traits_.attention_bwd_fraction : traits_.attention_fraction);
+  const double roofline = RooflineGemmAt(m, n, k, batch, traits_.attention_fraction);
   if (gemm_points_.empty()) return roofline;
-  return roofline * std::exp(GemmLogRatio(m, n, k, batch));
+  return roofline * std::exp(GemmLogRatio(m, n, k, batch, /*score=*/true));
 }
 
 double ComputeModel::ScoreMemory(std::string_view op, double bytes, bool bwd) const {
   if (bytes <= 0) return 0;
-  constexpr std::string_view kBwd = "_bwd";
-  const bool own = HasKernelFamily(op) || (op.size() > kBwd.size() && op.substr(op.size() - kBwd.size()) == kBwd &&
-                                           HasKernelFamily(op.substr(0, op.size() - kBwd.size())));
-  if (own) return MemoryBound(op, bytes);  // the family itself measured
-  const double fraction = bwd ? traits_.attention_bwd_fraction : traits_.attention_fraction;
-  if (kernel_points_.empty()) return RooflineMemoryAt(bytes, fraction);
-  // The measured streaming curve ("elementwise"), slowed as the score passes are against a copy.
-  return MemoryBound(op, bytes) * traits_.dram_fraction / fraction;
+  if (HasKernelFamily(op)) return MemoryBound(op, bytes);  // the family itself measured
+  const double roofline = RooflineMemoryAt(bytes, bwd ? traits_.attention_bwd_fraction : traits_.attention_fraction);
+  if (kernel_points_.empty()) return roofline;
+  // The ratio of what MemoryBound falls back to (the forward family for a backward one, then the
+  // streaming "elementwise" curve) over this roofline.
+  return roofline * MemoryBound(op, bytes) / RooflineMemory(bytes);
 }
 
 double ComputeModel::RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t batch, double dram_fraction) const {
@@ -134,7 +132,8 @@ double ComputeModel::RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t bat
   return std::max(best, mem_s) + traits_.kernel_overhead_s;
 }
 
-double ComputeModel::GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch) const {
+double ComputeModel::GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch, bool score) const {
+  const std::vector<double>& cells = score ? score_grid_values_ : grid_values_;
   const std::array<double, 4> q{std::log(static_cast<double>(m)), std::log(static_cast<double>(n)),
                                 std::log(static_cast<double>(k)), std::log(static_cast<double>(batch))};
   if (gemm_grid_) {
@@ -170,7 +169,7 @@ double ComputeModel::GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch
         w *= up ? frac[a] : 1 - frac[a];
         idx = idx * axis.size() + lo[a] + (up ? 1 : 0);
       }
-      if (used && w > 0) value += w * grid_values_[idx];
+      if (used && w > 0) value += w * cells[idx];
     }
     return value;
   }
@@ -179,9 +178,10 @@ double ComputeModel::GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch
   for (const auto& p : gemm_points_) {
     double d2 = 0;
     for (size_t a = 0; a < 4; ++a) d2 += (p.x[a] - q[a]) * (p.x[a] - q[a]);
-    if (d2 < 1e-18) return p.log_ratio;
+    const double r = score ? p.score_log_ratio : p.log_ratio;
+    if (d2 < 1e-18) return r;
     wsum += 1.0 / d2;
-    vsum += p.log_ratio / d2;
+    vsum += r / d2;
   }
   return vsum / wsum;
 }

@@ -57,12 +57,14 @@ class ComputeModel {
   //! The GEMMs and the memory-bound passes of an unfused attention core (QK^T, scale-mask-softmax,
   //! dropout, AV and their gradients), which write and read the s x s scores. On the roofline their
   //! bytes move at the device's unfused-attention fraction of HBM bandwidth
-  //! (DeviceTraits::attention_fraction, _bwd_fraction). Measured batched GEMMs (batch > 1) price the
-  //! GEMMs as Gemm does; samples of batch 1 alone multiply that roofline by their interpolated
-  //! ratio. The op's own measured kernel family prices the passes as MemoryBound does; a measured
-  //! "elementwise" curve alone is slowed by dram_fraction / attention_fraction. So samples equal to
-  //! the roofline still reproduce the roofline.
-  double ScoreGemm(int64_t m, int64_t n, int64_t k, int64_t batch, bool bwd) const;
+  //! (DeviceTraits::attention_fraction: the GEMMs in both directions and the forward passes;
+  //! attention_bwd_fraction: the backward's softmax and dropout passes). With a CostDb the measured
+  //! ratio over the roofline is interpolated as Gemm and MemoryBound do, over these rooflines: a
+  //! batched sample (batch > 1, the attention shapes) against the score GEMM roofline, a batch-1
+  //! sample's ratio carried as to any unmeasured shape; the op's own kernel family, else the
+  //! measured "elementwise" curve's ratio. A measured shape costs what was measured, and samples
+  //! equal to the roofline reproduce the roofline.
+  double ScoreGemm(int64_t m, int64_t n, int64_t k, int64_t batch) const;
   double ScoreMemory(std::string_view op, double bytes, bool bwd) const;
   //! Whether the CostDb measured family `op` itself (no fallback).
   bool HasKernelFamily(std::string_view op) const { return kernel_points_.find(op) != kernel_points_.end(); }
@@ -81,7 +83,7 @@ class ComputeModel {
 
  private:
   //! log(measured / roofline) interpolated at the query (0 without samples).
-  double GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch) const;
+  double GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch, bool score = false) const;
   double RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t batch, double dram_fraction) const;
   double RooflineMemoryAt(double bytes, double dram_fraction) const;
   void BuildGemmCorrection();
@@ -91,6 +93,9 @@ class ComputeModel {
   struct GemmPoint {
     std::array<double, 4> x{};
     double log_ratio = 0;
+    //! What a score-GEMM query interpolates (ScoreGemm): a batched sample against the score
+    //! roofline (the attention fraction), a batch-1 sample as log_ratio.
+    double score_log_ratio = 0;
   };
   //! One measured memory-bound point: log bytes and its log ratio to the roofline.
   struct KernelPoint {
@@ -105,9 +110,9 @@ class ComputeModel {
   int64_t element_bytes_ = 2;
   double contention_ = 1.0;
   std::vector<GemmPoint> gemm_points_;                 // measured, this dtype
-  bool batched_gemm_points_ = false;  //!< a sample with batch > 1 (attention shapes measured)
   std::array<std::vector<double>, 4> grid_axes_;      // sorted distinct coordinates, when a full grid
   std::vector<double> grid_values_;                   // log ratios, row-major over grid_axes_
+  std::vector<double> score_grid_values_;             // score_log_ratio, the same cells
   bool gemm_grid_ = false;
   std::map<std::string, std::vector<KernelPoint>, std::less<>> kernel_points_;  // by op family
   const CostDb* db_ = nullptr;

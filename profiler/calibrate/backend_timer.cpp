@@ -82,4 +82,12 @@ MeasureFn Agreed(executor::Communicator& world, MeasureFn fn, RankReduce reduce,
   };
 }
 
+Status AllPrepared(executor::Communicator& world, Status local) {
+  double failed = local ? 0.0 : 1.0;
+  if (Status st = world.HostAllReduce(&failed, 1, executor::ReduceOp::kMax); !st) return st;
+  if (!local) return local;
+  if (failed > 0) return Error{"another rank could not prepare this measurement", ErrorKind::kIo};
+  return {};
+}
+
 }  // namespace parallax::profiler

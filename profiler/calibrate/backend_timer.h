@@ -33,4 +33,9 @@ enum class RankReduce { kMax, kMean };
 MeasureFn Agreed(executor::Communicator& world, MeasureFn fn, RankReduce reduce, const std::atomic<bool>* interrupt,
                  std::atomic<bool>* stop);
 
+//! `local` (this rank's buffer preparation) agreed over `world` before a measurement that
+//! synchronizes the ranks: an error on every rank when any rank failed, so no rank waits in a
+//! barrier the failed one never reaches (Agreed then names the failing rank's reason).
+Status AllPrepared(executor::Communicator& world, Status local);
+
 }  // namespace parallax::profiler

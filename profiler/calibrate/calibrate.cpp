@@ -222,8 +222,9 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
       item.what = std::string("contention: ") + (part == 1 ? "" : gp.Describe()) + kParts[part];
       item.expected_s = part == 0 ? gemm_guess : part == 1 ? comm_guess : 2.5 * comm_guess + gemm_guess;
       auto fn = [&backend, &world, probe, comm, part, contention](int64_t n) -> Result<std::vector<double>> {
-        if (Status st = probe->Prepare(backend); !st) return st.error();
-        if (Status st = comm->Prepare(backend); !st) return st.error();
+        Status prepared = probe->Prepare(backend);
+        if (prepared) prepared = comm->Prepare(backend);
+        if (Status st = AllPrepared(world, prepared); !st) return st.error();  // before the barriers
         if (part == 2) {
           // R from (a) and (b), whose agreed medians are the same on every rank.
           const double r = contention->gemm_s > 0 ? std::ceil(1.5 * contention->comm_s / contention->gemm_s) : 1;

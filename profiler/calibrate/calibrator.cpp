@@ -67,6 +67,12 @@ Status Calibrator::MeasureInRounds(const std::vector<size_t>& which, bool first,
       }
       if (item.release) item.release();
       done += per_run * static_cast<double>(warm + chunks[r]);
+      if (a.error) {
+        // The chunks it will not run, so the bar still reaches its total.
+        for (size_t later = r + 1; later < chunks.size(); ++later) {
+          done += per_run * static_cast<double>(later_warmup + chunks[later]);
+        }
+      }
     }
   }
   if (Stopped()) return IoError("interrupted: nothing written");
@@ -144,16 +150,16 @@ Result<CalibrationReport> Calibrator::Run(ProgressBar* progress) {
     for (int64_t attempt = 0; attempt <= options_.max_remeasures; ++attempt) {
       if (Stopped()) return IoError("interrupted: nothing written");
       auto times = item.measure(options_.repetitions);
-      if (!times) {
-        fail(times.error());
-        ok = false;
-        break;
-      }
-      if (static_cast<int64_t>(times->size()) != options_.repetitions) {
-        fail(Error{"the measurement returned " + std::to_string(times->size()) + " timings for " +
-                       std::to_string(options_.repetitions) + " runs",
-                   ErrorKind::kInternal});
-        ok = false;
+      const bool wrong_count = times && static_cast<int64_t>(times->size()) != options_.repetitions;
+      if (!times || wrong_count) {
+        // A point that measured before keeps its earlier attempt (as in rounds); one that never
+        // ran is skipped.
+        if (!ok) {
+          fail(!times ? times.error()
+                      : Error{"the measurement returned " + std::to_string(times->size()) + " timings for " +
+                                  std::to_string(options_.repetitions) + " runs",
+                              ErrorKind::kInternal});
+        }
         break;
       }
       ++attempts;

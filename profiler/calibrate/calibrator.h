@@ -14,7 +14,7 @@
 // whose clock follows its temperature) then biases every point alike instead of making the points
 // measured at a slow moment look slow against the others. Between its chunks an item's buffers are
 // released (`release`), so no more than one item's inputs are held at once; each later chunk
-// starts with `round_warmup` discarded runs. Noisy points are measured again the same way, in
+// starts with min(warmup, round_warmup) discarded runs. Noisy points are measured again the same way, in
 // rounds over the noisy ones. Items that must run in order (one reads what another recorded) are
 // marked `interleave = false` and measured after the rounds, one after another as with R = 1.
 #include <atomic>

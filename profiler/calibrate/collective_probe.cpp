@@ -53,7 +53,8 @@ Status CollectiveProbe::Enqueue(executor::Backend& backend) {
 }
 
 Result<std::vector<double>> CollectiveProbe::Measure(executor::Backend& backend, int64_t n) {
-  if (Status st = Prepare(backend); !st) return st.error();
+  // Agreed before the barriers below: a rank that cannot allocate must not leave the others waiting.
+  if (Status st = AllPrepared(world_, Prepare(backend)); !st) return st.error();
   return TimeRuns(backend, executor::StreamKind::kDpComm, n, [&] { return Enqueue(backend); },
                   [&]() -> Status {
                     // Each run starts from idle streams on every rank.

@@ -238,10 +238,11 @@ TEST(CostDbJson, BatchedGemmSamplesRoundTripAndBadBatchNamesThePath) {
 }
 
 // The unfused attention core's passes over the s x s scores (ComputeModel::ScoreGemm, ScoreMemory):
-// on the roofline they move at the device's unfused-attention fraction of HBM bandwidth (A100:
-// 0.68 forward, 0.59 backward) instead of a copy's 0.88; a database prices them only with what it
-// measured of them (batched GEMMs, the op's own kernel family), and a streaming curve alone is
-// slowed by the same ratio.
+// on the roofline they move at the device's unfused-attention fractions of HBM bandwidth (A100:
+// the GEMMs and the forward passes 0.68, the backward passes 0.53) instead of a copy's 0.88. A
+// database's measured ratios apply over these rooflines: a batched sample is exact at its shape
+// and moves nothing far from it, a batch-1 sample's ratio carries over, the op's own family is
+// exact, the streaming curve's ratio carries over; samples equal to the roofline change nothing.
 TEST(UnfusedAttentionPasses, MoveAtTheDeviceAttentionFractionUntilMeasured) {
   const Microarch& arch = A100().arch;
   ASSERT_GT(arch.unfused_attention_fraction, 0);
@@ -255,41 +256,58 @@ TEST(UnfusedAttentionPasses, MoveAtTheDeviceAttentionFractionUntilMeasured) {
   // QK^T of 128 heads at seq 2048, head dim 64: writing the scores bounds it, at the fraction.
   const int64_t s = 2048, d = 64, heads = 128;
   const double write_s = 2.0 * s * s * heads / (A100().hbm_GBps * 1e9);
-  EXPECT_GT(roof.ScoreGemm(s, s, d, heads, false), write_s / arch.unfused_attention_fraction);
-  EXPECT_GT(roof.ScoreGemm(s, s, d, heads, false), roof.Gemm(s, s, d, heads));
+  EXPECT_GT(roof.ScoreGemm(s, s, d, heads), write_s / arch.unfused_attention_fraction);
+  EXPECT_GT(roof.ScoreGemm(s, s, d, heads), roof.Gemm(s, s, d, heads));
   // A device without the figure (no microarch: the CPU) prices the passes as any memory pass.
   const ComputeModel cpu(*DevicePreset("cpu"), DType::kFp32);
   EXPECT_DOUBLE_EQ(cpu.ScoreMemory("attn_core", bytes, false), cpu.RooflineMemory(bytes));
-  EXPECT_DOUBLE_EQ(cpu.ScoreGemm(s, s, d, heads, true), cpu.Gemm(s, s, d, heads));
+  EXPECT_DOUBLE_EQ(cpu.ScoreGemm(s, s, d, heads), cpu.Gemm(s, s, d, heads));
 
   // Samples of the linear layers' GEMMs (batch 1) give the score GEMM their interpolated ratio
   // over its own roofline, the ratio a GEMM of that shape gets over the GEMM roofline.
   const CostDb linear = GridDb(1.3);
   const ComputeModel with_linear(A100(), DType::kBf16, &linear);
   const ComputeModel roof16(A100(), DType::kBf16);
-  EXPECT_NEAR(with_linear.ScoreGemm(s, s, d, heads, false) / roof16.ScoreGemm(s, s, d, heads, false),
+  EXPECT_NEAR(with_linear.ScoreGemm(s, s, d, heads) / roof16.ScoreGemm(s, s, d, heads),
               with_linear.Gemm(s, s, d, heads) / roof16.Gemm(s, s, d, heads), 1e-9);
   EXPECT_GT(with_linear.Gemm(s, s, d, heads) / roof16.Gemm(s, s, d, heads), 1.3);
-  // A measured batched GEMM at the shape is what it costs.
+  // A measured batched GEMM at the shape is what it costs (refine's samples re-predict exactly).
   CostDb batched = linear;
   batched.gemms.push_back({s, s, d, heads, DType::kBf16, 1.234e-3, {}, "calibrate"});
   const ComputeModel with_batched(A100(), DType::kBf16, &batched);
-  EXPECT_NEAR(with_batched.ScoreGemm(s, s, d, heads, false), 1.234e-3, 1e-12);
+  EXPECT_NEAR(with_batched.ScoreGemm(s, s, d, heads), 1.234e-3, 1e-12);
+  // A batched sample that ran at its score roofline, alone in the database, changes nothing:
+  // it is a ratio of one like any other, not a switch off the figure.
+  CostDb small;
+  small.device = A100().name;
+  small.gemms.push_back({64, 64, 64, 2, DType::kBf16, roof16.ScoreGemm(64, 64, 64, 2), {}, "refine"});
+  const ComputeModel with_small(A100(), DType::kBf16, &small);
+  EXPECT_NEAR(with_small.ScoreGemm(s, s, d, heads) / roof16.ScoreGemm(s, s, d, heads), 1.0, 1e-9);
 
-  // Kernel families: the op's own measured curve prices the passes; the streaming curve alone is
-  // slowed as the roofline is.
+  // Kernel families: the op's own measured curve prices the passes; the streaming curve's ratio
+  // (here 2) carries over the passes' roofline.
   CostDb streaming;
   streaming.device = A100().name;
   streaming.kernels.push_back({"elementwise", 1 << 20, 2 * roof.RooflineMemory(1 << 20), {}, "calibrate"});
   streaming.kernels.push_back({"elementwise", 1 << 30, 2 * roof.RooflineMemory(1 << 30), {}, "calibrate"});
   const ComputeModel with_streaming(A100(), DType::kFp16, &streaming);
-  EXPECT_NEAR(with_streaming.ScoreMemory("attn_core", 1 << 30, false),
-              2 * roof.RooflineMemory(1 << 30) * arch.dram_fraction / arch.unfused_attention_fraction, 1e-12);
+  EXPECT_NEAR(with_streaming.ScoreMemory("attn_core", 1 << 30, false) / roof.ScoreMemory("attn_core", 1 << 30, false),
+              2.0, 1e-9);
+  EXPECT_NEAR(with_streaming.ScoreMemory("attn_core_bwd", 1 << 30, true) / roof.ScoreMemory("attn_core_bwd", 1 << 30, true),
+              2.0, 1e-9);
+  CostDb same;  // a streaming curve equal to the roofline: the passes cost what no database says
+  same.device = A100().name;
+  same.kernels.push_back({"elementwise", 1 << 20, roof.RooflineMemory(1 << 20), {}, "calibrate"});
+  same.kernels.push_back({"elementwise", 1 << 30, roof.RooflineMemory(1 << 30), {}, "calibrate"});
+  const ComputeModel with_same(A100(), DType::kFp16, &same);
+  EXPECT_NEAR(with_same.ScoreMemory("attn_core_bwd", 3e6, true) / roof.ScoreMemory("attn_core_bwd", 3e6, true), 1.0, 1e-12);
   CostDb own = streaming;
   own.kernels.push_back({"attn_core", 1 << 30, 5e-3, {}, "refine"});
   const ComputeModel with_own(A100(), DType::kFp16, &own);
   EXPECT_NEAR(with_own.ScoreMemory("attn_core", 1 << 30, false), 5e-3, 1e-12);
-  EXPECT_NEAR(with_own.ScoreMemory("attn_core_bwd", 1 << 30, true), 5e-3, 1e-12);  // falls back to the forward family
+  // The backward family unmeasured: the forward family's ratio over the backward passes' roofline.
+  EXPECT_NEAR(with_own.ScoreMemory("attn_core_bwd", 1 << 30, true),
+              roof.ScoreMemory("attn_core_bwd", 1 << 30, true) * 5e-3 / roof.RooflineMemory(1 << 30), 1e-12);
 }
 
 TEST(UnfusedAttentionPasses, DeviceFiguresRoundTripAndAreBoundedByOne) {

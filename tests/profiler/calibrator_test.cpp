@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <deque>
 #include <memory>
 #include <string>
@@ -212,9 +213,66 @@ TEST(Calibrator, RoundsKeepThePointsRatiosOnAMachineThatChangesSpeed) {
   const std::vector<double> back_to_back = calibrate(1);
   EXPECT_DOUBLE_EQ(back_to_back[0], 1.0);  // measured while fast
   EXPECT_DOUBLE_EQ(back_to_back[5], 12.0);  // while slow: 6 x 2, so the ratio reads 12, not 6
-  const std::vector<double> rounds = calibrate(9);
-  for (size_t i = 0; i < rounds.size(); ++i) {
-    EXPECT_DOUBLE_EQ(rounds[i] / rounds[0], static_cast<double>(i + 1)) << "point " << i;
+  for (int64_t r : {3, 9}) {  // the default, and one run per round
+    const std::vector<double> rounds = calibrate(r);
+    for (size_t i = 0; i < rounds.size(); ++i) {
+      EXPECT_DOUBLE_EQ(rounds[i] / rounds[0], static_cast<double>(i + 1)) << r << " rounds, point " << i;
+    }
+  }
+}
+
+// A point that fails part-way through its first attempt (round 2 of 3) is skipped with its
+// reason and the progress bar still reaches its total; a point that measured once and fails when
+// measured again for being noisy keeps its first attempt, in rounds and back to back alike.
+TEST(Calibrator, FailuresPartWaySkipOrKeepTheEarlierAttempt) {
+  for (int64_t rounds : {1, 3}) {
+    CalibratorOptions o;
+    o.warmup = 1;
+    o.repetitions = 3;
+    o.rounds = rounds;
+    o.max_relative_spread = 0.1;
+    o.max_remeasures = 2;
+    Calibrator c(o);
+    int calls = 0, first_records = 0;
+    c.Add(Item(
+        "fails in round 2",
+        [&](int64_t n) -> Result<std::vector<double>> {
+          if (++calls == 3) return Error{"out of memory", ErrorKind::kIo};  // warm-up, chunk 1, then round 2
+          return std::vector<double>(static_cast<size_t>(n), 1.0);
+        },
+        [&](const Measurement&) { ++first_records; }));
+    int noisy_calls = 0;
+    Measurement kept;
+    c.Add(Item(
+        "noisy, then fails",
+        [&](int64_t n) -> Result<std::vector<double>> {
+          // The first attempt (every chunk) is noisy; whatever comes after fails.
+          const int first_attempt_calls = rounds == 1 ? 2 : 6;
+          if (++noisy_calls > first_attempt_calls) return Error{"device lost", ErrorKind::kIo};
+          std::vector<double> t;
+          for (int64_t i = 0; i < n; ++i) t.push_back(static_cast<double>(noisy_calls + i));
+          return t;
+        },
+        [&](const Measurement& m) { kept = m; }));
+    std::string out;
+    {
+      std::FILE* f = std::tmpfile();
+      ASSERT_NE(f, nullptr);
+      ProgressBar bar(f, "calibrate", c.TotalWeight(), [] { return 0.0; });
+      auto r = c.Run(&bar);
+      std::rewind(f);
+      for (int ch = std::fgetc(f); ch != EOF; ch = std::fgetc(f)) out.push_back(static_cast<char>(ch));
+      std::fclose(f);
+      ASSERT_TRUE(r);
+      if (rounds > 1) {
+        ASSERT_EQ(r->skipped.size(), 1u) << rounds << " rounds";
+        EXPECT_EQ(r->skipped[0].what, "fails in round 2");
+      }
+      EXPECT_EQ(r->measured, rounds > 1 ? 1 : 2) << rounds << " rounds";  // back to back: 3 runs in one call
+    }
+    EXPECT_EQ(first_records, rounds > 1 ? 0 : 1) << rounds << " rounds: measured whole only back to back";
+    EXPECT_GT(kept.median_s, 0) << rounds << " rounds: the first attempt is kept";
+    EXPECT_NE(out.rfind("100%"), std::string::npos) << rounds << " rounds: " << out;
   }
 }
 
