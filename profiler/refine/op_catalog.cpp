@@ -28,7 +28,8 @@ OpDescription CollectiveAt(CollectiveKind kind, int64_t predicted_bytes, const p
 
 }  // namespace
 
-OpCatalog::OpCatalog(const Plan& plan, const CostDb* db) : plan_(plan), ctx_(plan.cluster, plan.training.precision, db) {
+OpCatalog::OpCatalog(const Plan& plan, const CostDb* db)
+    : plan_(plan), ctx_(plan.cluster, plan.training.precision, db, &plan_.implementation) {
   const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
   units_ = &ctx_.Units(plan.model, plan.layout, seq);
 }
