@@ -10,22 +10,39 @@ struct Calibrator::Attempt {
   std::optional<Error> error;  //!< set when a chunk could not run
 };
 
+int64_t Calibrator::RoundCount() const {
+  return std::clamp<int64_t>(options_.rounds, 1, std::max<int64_t>(options_.repetitions, 1));
+}
+
 std::vector<int64_t> Calibrator::Chunks() const {
   const int64_t reps = std::max<int64_t>(options_.repetitions, 1);
-  const int64_t r = std::clamp<int64_t>(options_.rounds, 1, reps);
+  const int64_t r = RoundCount();
   std::vector<int64_t> out;
   for (int64_t i = 0; i < r; ++i) out.push_back(reps / r + (i < reps % r ? 1 : 0));
   return out;
 }
 
+int64_t Calibrator::LaterWarmup() const { return std::min(options_.warmup, options_.round_warmup); }
+
 double Calibrator::Runs(const CalibrationItem& item) const {
-  const int64_t later_chunks = item.interleave ? static_cast<int64_t>(Chunks().size()) - 1 : 0;
-  return static_cast<double>(options_.warmup + options_.repetitions +
-                             later_chunks * std::min(options_.warmup, options_.round_warmup));
+  const int64_t later_chunks = item.interleave ? RoundCount() - 1 : 0;
+  return static_cast<double>(options_.warmup + options_.repetitions + later_chunks * LaterWarmup());
 }
 
 double Calibrator::Weight(const CalibrationItem& item) const {
   return item.expected_s > 0 ? item.expected_s * Runs(item) : 1.0;
+}
+
+double Calibrator::PerRun(const CalibrationItem& item) const { return Weight(item) / std::max(Runs(item), 1.0); }
+
+Result<std::vector<double>> Calibrator::Timed(const CalibrationItem& item, int64_t n) const {
+  auto times = item.measure(n);
+  if (times && static_cast<int64_t>(times->size()) != n) {
+    return Error{"the measurement returned " + std::to_string(times->size()) + " timings for " + std::to_string(n) +
+                     " runs",
+                 ErrorKind::kInternal};
+  }
+  return times;
 }
 
 double Calibrator::TotalWeight() const {
@@ -37,7 +54,7 @@ double Calibrator::TotalWeight() const {
 Status Calibrator::MeasureInRounds(const std::vector<size_t>& which, bool first, std::vector<Attempt>& out,
                                    ProgressBar* progress, double& done) {
   const std::vector<int64_t> chunks = Chunks();
-  const int64_t later_warmup = std::min(options_.warmup, options_.round_warmup);
+  const int64_t later_warmup = LaterWarmup();
   for (size_t r = 0; r < chunks.size(); ++r) {
     for (size_t i : which) {
       Attempt& a = out[i];
@@ -45,7 +62,7 @@ Status Calibrator::MeasureInRounds(const std::vector<size_t>& which, bool first,
       if (Stopped()) return IoError("interrupted: nothing written");
       const CalibrationItem& item = items_[i];
       const int64_t warm = first && r == 0 ? options_.warmup : later_warmup;
-      const double per_run = Weight(item) / std::max(Runs(item), 1.0);
+      const double per_run = PerRun(item);
       if (progress) {
         progress->Update(done, (first ? "round " : "again, round ") + std::to_string(r + 1) + "/" +
                                    std::to_string(chunks.size()) + ": " + item.what);
@@ -54,13 +71,8 @@ Status Calibrator::MeasureInRounds(const std::vector<size_t>& which, bool first,
         if (auto w = item.measure(warm); !w) a.error = w.error();
       }
       if (!a.error) {
-        auto t = item.measure(chunks[r]);
-        if (!t) {
+        if (auto t = Timed(item, chunks[r]); !t) {
           a.error = t.error();
-        } else if (static_cast<int64_t>(t->size()) != chunks[r]) {
-          a.error = Error{"the measurement returned " + std::to_string(t->size()) + " timings for " +
-                              std::to_string(chunks[r]) + " runs",
-                          ErrorKind::kInternal};
         } else {
           a.times.insert(a.times.end(), t->begin(), t->end());
         }
@@ -82,7 +94,7 @@ Status Calibrator::MeasureInRounds(const std::vector<size_t>& which, bool first,
 Result<CalibrationReport> Calibrator::Run(ProgressBar* progress) {
   CalibrationReport report;
   double done = 0;
-  const bool rounds = Chunks().size() > 1;
+  const bool rounds = RoundCount() > 1;
   std::vector<size_t> interleaved, in_order;
   for (size_t i = 0; i < items_.size(); ++i) (rounds && items_[i].interleave ? interleaved : in_order).push_back(i);
 
@@ -91,15 +103,13 @@ Result<CalibrationReport> Calibrator::Run(ProgressBar* progress) {
     std::vector<int64_t> attempts(items_.size(), 0);
     std::vector<bool> skipped(items_.size(), false);
     std::vector<size_t> pending = interleaved;
-    const int64_t later_warmup = std::min(options_.warmup, options_.round_warmup);
     for (int64_t pass = 0; pass <= options_.max_remeasures && !pending.empty(); ++pass) {
       if (pass > 0) {
         report.remeasured += static_cast<int64_t>(pending.size());
         if (progress) {
           double more = 0;
-          const double runs =
-              static_cast<double>(options_.repetitions + static_cast<int64_t>(Chunks().size()) * later_warmup);
-          for (size_t i : pending) more += Weight(items_[i]) / std::max(Runs(items_[i]), 1.0) * runs;
+          const double runs = static_cast<double>(options_.repetitions + RoundCount() * LaterWarmup());
+          for (size_t i : pending) more += PerRun(items_[i]) * runs;
           progress->Extend(more);
         }
       }
@@ -149,17 +159,11 @@ Result<CalibrationReport> Calibrator::Run(ProgressBar* progress) {
     int64_t attempts = 0;
     for (int64_t attempt = 0; attempt <= options_.max_remeasures; ++attempt) {
       if (Stopped()) return IoError("interrupted: nothing written");
-      auto times = item.measure(options_.repetitions);
-      const bool wrong_count = times && static_cast<int64_t>(times->size()) != options_.repetitions;
-      if (!times || wrong_count) {
+      auto times = Timed(item, options_.repetitions);
+      if (!times) {
         // A point that measured before keeps its earlier attempt (as in rounds); one that never
         // ran is skipped.
-        if (!ok) {
-          fail(!times ? times.error()
-                      : Error{"the measurement returned " + std::to_string(times->size()) + " timings for " +
-                                  std::to_string(options_.repetitions) + " runs",
-                              ErrorKind::kInternal});
-        }
+        if (!ok) fail(times.error());
         break;
       }
       ++attempts;

@@ -83,8 +83,13 @@ class Calibrator {
   struct Attempt;
   double Weight(const CalibrationItem& item) const;
   double Runs(const CalibrationItem& item) const;  //!< runs of one first attempt, warm-ups included
+  double PerRun(const CalibrationItem& item) const;  //!< the ETA weight of one of those runs
+  int64_t RoundCount() const;   //!< rounds (1: back to back), at most the repetitions
+  int64_t LaterWarmup() const;  //!< discarded runs before each chunk after an item's first
   //! Repetitions of each chunk (sizes differ by at most one, none empty).
   std::vector<int64_t> Chunks() const;
+  //! `n` timed runs of `item`; a count other than `n` is an error.
+  Result<std::vector<double>> Timed(const CalibrationItem& item, int64_t n) const;
   //! One attempt of every item in `which`, in rounds; fills `out` (failed items get an error).
   Status MeasureInRounds(const std::vector<size_t>& which, bool first, std::vector<Attempt>& out,
                          ProgressBar* progress, double& done);
