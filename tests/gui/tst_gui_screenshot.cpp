@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "gui/core/compare_state.h"
 #include "gui/core/palette.h"
 #include "gui/views/scatter_view.h"
 #include "gui_test_data.h"
@@ -104,10 +105,29 @@ class TstGuiScreenshot : public QObject {
     Shot s = Screenshot("compare", {"--compare", test::SimulatedTrace(), meas});
     QCOMPARE(s.exit_code, 0);
     QCOMPARE(LaneHeaderRows(s.image), 4 * 18);  // rank 0/1, predicted/measured
-    // Error colours: saturated blue or red fills (ErrorColor at |err| >= full scale).
-    const int blue = CountColor(s.image, ErrorColor(-1.0)),
-              red = CountColor(s.image, ErrorColor(1.0));
-    QVERIFY2(blue + red > 200, qPrintable(QString("%1 %2").arg(blue).arg(red)));
+    // Matched slices are filled with their error colour. How far this machine's run is from the
+    // prediction is not the test's business (CI machines differ), so any shade counts: red or
+    // blue fills at least 15% off (ErrorColor's fade channel below 225).
+    int shaded = 0;
+    for (int y = 0; y < s.image.height(); ++y) {
+      for (int x = 0; x < s.image.width(); ++x) {
+        const QRgb c = s.image.pixel(x, y);
+        const int r = qRed(c), g = qGreen(c), b = qBlue(c);
+        const bool red = r == 235 && g == b && g >= 90 && g < 225;
+        const bool blue = b == 235 && r == g && r >= 90 && r < 225;
+        shaded += red || blue ? 1 : 0;
+      }
+    }
+    QVERIFY2(shaded > 200, qPrintable(QString::number(shaded)));
+    // The worst op (the table's first row, selected) is drawn in the colour of its error.
+    auto p = traces::ReadChromeTrace(test::SimulatedTrace().toStdString());
+    auto m = traces::ReadChromeTrace(meas.toStdString());
+    QVERIFY(p && m);
+    const CompareState cs(std::move(*p), std::move(*m));
+    QVERIFY(!cs.ops().empty());
+    const QRgb worst = ErrorColor(cs.ops()[0].rel_error);
+    QVERIFY2(CountColor(s.image, worst) > 20,
+             qPrintable(QString("%1 px of %2").arg(CountColor(s.image, worst)).arg(worst, 0, 16)));
   }
 
   void plansView() {
