@@ -55,6 +55,53 @@ double ContentionFromOverlap(double compute_s, double comm_s, double both_s) {
   return std::max(1.0, comm_s / hidden);
 }
 
+double StreamingBandwidthGBps(const CostDb& db) {
+  // The largest copy: the small ones run from cache.
+  double bw = 0;
+  int64_t bw_bytes = 0;
+  for (const auto& k : db.kernels) {
+    if (k.op == "elementwise" && k.bytes > bw_bytes && k.time_s > 0) {
+      bw_bytes = k.bytes;
+      bw = static_cast<double>(k.bytes) / k.time_s / 1e9;
+    }
+  }
+  return bw;
+}
+
+DeviceSpec MeasuredDevice(DeviceSpec d, const CostDb& db) {
+  std::map<DType, double> peak;
+  for (const auto& g : db.gemms) peak[g.dtype] = std::max(peak[g.dtype], g.tflops());
+  if (peak.count(DType::kFp32)) d.peak_tflops.fp32 = peak[DType::kFp32];
+  if (peak.count(DType::kBf16)) d.peak_tflops.bf16 = peak[DType::kBf16];
+  if (peak.count(DType::kFp16)) d.peak_tflops.fp16 = peak[DType::kFp16];
+  // The measured best 16-bit GEMM is a sustained rate: on a device with a tile model it becomes
+  // the sustained matmul rate, so that model is not scaled a second time (by the datasheet clock
+  // ratio or a published MSMF) below what this machine measured. Tensor cores run bf16 and fp16 at
+  // one rate (A100 and H100 datasheets), so the one measured stands for both.
+  const double p16 = std::max(peak.count(DType::kBf16) != 0 ? peak[DType::kBf16] : 0.0,
+                              peak.count(DType::kFp16) != 0 ? peak[DType::kFp16] : 0.0);
+  if (d.is_gpu() && p16 > 0) {
+    d.peak_tflops.bf16 = peak.count(DType::kBf16) != 0 ? peak[DType::kBf16] : p16;
+    d.peak_tflops.fp16 = peak.count(DType::kFp16) != 0 ? peak[DType::kFp16] : p16;
+    d.arch.sustained_matmul_tflops = p16;
+  }
+  // The measured copy rate is what a streaming kernel reaches: it becomes the bandwidth with a
+  // streaming fraction of 1, and the fractions stated against the pin bandwidth (unfused
+  // attention) keep their ratio to the streaming one.
+  if (const double bw = StreamingBandwidthGBps(db); bw > 0) {
+    Microarch& a = d.arch;
+    const double stream = a.dram_fraction > 0 ? a.dram_fraction : 1.0;
+    auto rescale = [&](double& f) {
+      if (f > 0) f = std::min(1.0, f / stream);
+    };
+    rescale(a.unfused_attention_fraction);
+    rescale(a.unfused_attention_bwd_fraction);
+    a.dram_fraction = 1.0;
+    d.hbm_GBps = bw;
+  }
+  return d;
+}
+
 Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, const CalibrateOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t N = world.size();
@@ -308,21 +355,10 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   c.nodes = nodes;
   c.gpus_per_node = per_node;
   DeviceSpec& d = c.device;
-  std::map<DType, double> peak;
+  d = MeasuredDevice(d, db);
+  std::map<DType, double> peak;  // for the summary
   for (const auto& g : db.gemms) peak[g.dtype] = std::max(peak[g.dtype], g.tflops());
-  if (peak.count(DType::kFp32)) d.peak_tflops.fp32 = peak[DType::kFp32];
-  if (peak.count(DType::kBf16)) d.peak_tflops.bf16 = peak[DType::kBf16];
-  if (peak.count(DType::kFp16)) d.peak_tflops.fp16 = peak[DType::kFp16];
-  // Streaming bandwidth: the largest copy (the small ones run from cache).
-  double bw = 0;
-  int64_t bw_bytes = 0;
-  for (const auto& k : db.kernels) {
-    if (k.op == "elementwise" && k.bytes > bw_bytes) {
-      bw_bytes = k.bytes;
-      bw = static_cast<double>(k.bytes) / k.time_s / 1e9;
-    }
-  }
-  if (bw > 0) d.hbm_GBps = bw;
+  const double bw = StreamingBandwidthGBps(db);
   // The CPU backend's ranks on a node share the host's memory (local-cpu divides it the same way).
   const double mem_GiB = static_cast<double>(backend.DeviceMemoryBytes()) / (1024.0 * 1024.0 * 1024.0) /
                          static_cast<double>(backend.name() == "cpu" ? per_node : 1);

@@ -53,6 +53,16 @@ struct CalibrateResult {
 inline constexpr double kMaxContention = 100.0;
 double ContentionFromOverlap(double compute_s, double comm_s, double both_s);
 
+//! The streaming bandwidth a CostDb measured: its largest elementwise copy, GB/s (0: none).
+double StreamingBandwidthGBps(const CostDb& db);
+
+//! `base` with the figures `db` measured: peak per dtype (the fastest GEMM; for a 16-bit one also
+//! the sustained matmul rate where `base` has one) and the streaming bandwidth (hbm_GBps, with
+//! dram_fraction 1 and the unfused-attention fractions divided by the old dram_fraction, so their
+//! ratio to a streaming kernel stays). A plan without the CostDb then prices a copy of the
+//! measured size at the measured time, instead of applying the base's streaming fraction again.
+DeviceSpec MeasuredDevice(DeviceSpec base, const CostDb& db);
+
 //! Collective over `world`: every rank calls it with the same options and gets the same result.
 Result<CalibrateResult> RunCalibration(executor::Backend& backend, executor::Communicator& world,
                                        const CalibrateOptions& options);
