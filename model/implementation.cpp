@@ -48,6 +48,8 @@ ImplementationProfile Parallax() {
   p.overlap_tp_comm = {false, "executor/runtime/tp_ops.cpp: TP collectives run between the GEMMs, on the critical path"};
   p.async_tp_backward = {false, "executor/runtime/tp_ops.cpp: RunCollective waits for every TP collective before the "
                                 "next compute op"};
+  p.grad_accumulation_pass = {false, "executor/runtime/transformer_layer.h LinearBackward: dW (fp32) += dy^T x, the "
+                                     "weight-gradient GEMM accumulates into the buffer (beta 1)"};
   p.overlap_dp_reduce = {true, "executor/runtime/grad_sync.h: StartGradSync is asynchronous, waited before the optimizer"};
   p.overlap_param_gather = {true, "executor/runtime/param_group.cpp: the prefetched gather runs on the dp stream; "
                                  "the compute stream waits for it only when the layer is acquired"};
@@ -94,6 +96,10 @@ ImplementationProfile MegatronCore() {
                                "(TE's own linears overlap the same collectives); implied by overlap_tp_comm"};
   p.overlap_tp_comm = {true, "--tp-comm-overlap (Transformer Engine userbuffers), as in the published H100 runs "
                              "(Megatron-LM README, Performance Benchmarking)"};
+  p.grad_accumulation_pass = {false, "megatron/training/arguments.py (core_r0.8.0): --no-gradient-accumulation-fusion "
+                                     "is opt-out, so the weight-gradient GEMM accumulates into the fp32 main_grad "
+                                     "(TE fuse_wgrad_accumulation) and the DDP hook skips params with "
+                                     "grad_added_to_main_grad"};
   p.overlap_dp_reduce = {true, "--overlap-grad-reduce (Megatron-LM README, Performance Benchmarking)"};
   p.overlap_param_gather = {true, "--overlap-param-gather (Megatron-LM README, Performance Benchmarking)"};
   p.launch_overhead_us = {10.0, kPytorchEager};
@@ -128,6 +134,10 @@ ImplementationProfile Megatron2021() {
   p.overlap_tp_comm = {false, "megatron/mpu/mappings.py: TP all-reduces are synchronous autograd functions"};
   p.async_tp_backward = {false, "megatron/mpu/layers.py (v2.5): ColumnParallelLinear's backward all-reduce is "
                                 "copy_to_tensor_model_parallel_region's synchronous backward"};
+  p.grad_accumulation_pass = {true, "Megatron-LM of April 2021 (aed2f75): --use-contiguous-buffers-in-ddp is opt-in, "
+                                    "so autograd adds each later micro-batch's weight gradient into param.grad "
+                                    "(v2.5's contiguous-buffer DDP: megatron/model/distributed.py _make_param_hook "
+                                    "main_grad.add_ every micro-batch); no GEMM accumulation before 2022"};
   p.overlap_dp_reduce = {false, "megatron/training.py train_step: model.allreduce_gradients() after the whole "
                                 "forward_backward_func, not overlapped with backward"};
   p.overlap_param_gather = {false, "no distributed optimizer in v2.x"};
@@ -142,6 +152,11 @@ ImplementationProfile Megatron2022() {
   ImplementationProfile p = Megatron2021();
   p.name = "megatron-2022";
   p.description = "Megatron-LM v3.0 as run for Korthikanti et al. 2022 (sequence parallelism, selective recompute, A100)";
+  p.grad_accumulation_pass = {true, "megatron/arguments.py (May 2022, 35a3fa8): gradient_accumulation_fusion is "
+                                    "switched off unless gradients accumulate in fp32 (bf16 or "
+                                    "--accumulate-allreduce-grads-in-fp32); with 16-bit buffers "
+                                    "megatron/model/distributed.py _make_param_hook runs main_grad.add_ "
+                                    "every micro-batch"};
   p.async_tp_backward = {true,
                          "Korthikanti et al. 2022 (arXiv 2205.05198) section 6.2: the measured backward overlaps the "
                          "all-reduce with the linear weight's gradient computation; megatron/mpu/layers.py (v3.0) "
@@ -179,6 +194,9 @@ ImplementationProfile DeepSpeed() {
                                 "region, synchronous; later versions carry Megatron-LM's async linear "
                                 "(megatron/core/tensor_parallel/layers.py): a profile file with base deepspeed "
                                 "sets this true for them"};
+  p.grad_accumulation_pass = {false, "not modelled: ZeRO stage 1/2 copy each micro-batch's gradients into their "
+                                     "reduction buckets (deepspeed/runtime/zero/stage_1_and_2.py, contiguous_gradients) "
+                                     "instead of one add pass; those copies are left out of this profile"};
   p.overlap_dp_reduce = {true, "DeepSpeed config docs: overlap_comm (true by default for ZeRO-3)"};
   p.overlap_param_gather = {true, "partitioned_param_coordinator.py: prefetches the next modules' parameters"};
   p.launch_overhead_us = {15.0, std::string(kPytorchEager) +
@@ -308,6 +326,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Int("zero3_prefetch_layers", p.zero3_prefetch_layers);
       f.Bool("overlap_tp_comm", p.overlap_tp_comm);
       f.Bool("async_tp_backward", p.async_tp_backward);
+      f.Bool("grad_accumulation_pass", p.grad_accumulation_pass);
       f.Bool("overlap_dp_reduce", p.overlap_dp_reduce);
       f.Bool("overlap_param_gather", p.overlap_param_gather);
       f.Number("launch_overhead_us", p.launch_overhead_us);
@@ -340,6 +359,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"zero3_prefetch_layers", FactJson(p.zero3_prefetch_layers)},
                 {"overlap_tp_comm", FactJson(p.overlap_tp_comm)},
                 {"async_tp_backward", FactJson(p.async_tp_backward)},
+                {"grad_accumulation_pass", FactJson(p.grad_accumulation_pass)},
                 {"overlap_dp_reduce", FactJson(p.overlap_dp_reduce)},
                 {"overlap_param_gather", FactJson(p.overlap_param_gather)},
                 {"launch_overhead_us", FactJson(p.launch_overhead_us)},

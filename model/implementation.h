@@ -69,6 +69,10 @@ struct ImplementationProfile {
   //! the sequence-parallel re-gather of the input under the input-gradient GEMM. Forward and
   //! row-parallel collectives stay on the critical path. Implied by overlap_tp_comm.
   Fact<bool> async_tp_backward;
+  //! Each micro-batch's weight gradients reach the gradient buffer through a memory pass of their
+  //! own on the compute stream (read the 16-bit gradient, read and write the buffer: a main_grad.add_
+  //! hook or autograd's accumulation), not inside the weight-gradient GEMM (beta 1 into the buffer).
+  Fact<bool> grad_accumulation_pass;
   Fact<bool> overlap_dp_reduce;       //!< DP gradient reduction overlaps backward
   Fact<bool> overlap_param_gather;    //!< ZeRO parameter all-gather overlaps compute
   Fact<double> launch_overhead_us;    //!< host time to launch one kernel (floor on a kernel's time)

@@ -6,7 +6,7 @@
 namespace parallax {
 namespace {
 
-constexpr std::array<std::pair<OpKind, const char*>, 25> kOpNames{{
+constexpr std::array<std::pair<OpKind, const char*>, 26> kOpNames{{
     {OpKind::kEmbedding, "embedding"},
     {OpKind::kAttnNorm, "attn_norm"},
     {OpKind::kQkv, "qkv"},
@@ -32,6 +32,7 @@ constexpr std::array<std::pair<OpKind, const char*>, 25> kOpNames{{
     {OpKind::kGradZero, "grad_zero"},
     {OpKind::kShardCopy, "shard_copy"},
     {OpKind::kGradFold, "grad_fold"},
+    {OpKind::kGradAccum, "grad_accum"},
 }};
 
 constexpr std::array<std::pair<Phase, const char*>, 5> kPhaseNames{{

@@ -39,9 +39,13 @@ enum class OpKind {
   kGradZero,      //!< zero-fill of gradient accumulators (step start; ZeRO-2/3: a group's transient full gradient)
   kShardCopy,     //!< ZeRO-3: this rank's parameter shard copied into the gathered buffer before its all-gather
   kGradFold,      //!< ZeRO-2/3: a reduce-scattered gradient shard added into the rank's accumulator
+  //! A micro-batch's weight gradients added into the gradient buffer by a pass of its own (the
+  //! implementation's grad_accumulation_pass; Megatron-LM v2/v3's main_grad.add_ hook). Planner
+  //! only: our executor accumulates inside the weight-gradient GEMM.
+  kGradAccum,
 };
 //! The last OpKind (tables indexed by kind size themselves with it).
-inline constexpr OpKind kLastOpKind = OpKind::kGradFold;
+inline constexpr OpKind kLastOpKind = OpKind::kGradAccum;
 
 struct OpIdentity {
   int64_t step = 0;

@@ -80,6 +80,7 @@ OpFamily FamilyOfName(std::string_view name) {
       case OpKind::kGradZero:
       case OpKind::kShardCopy:
       case OpKind::kGradFold:
+      case OpKind::kGradAccum:
         return OpFamily::kMemory;
       default:
         return OpFamily::kPointwise;

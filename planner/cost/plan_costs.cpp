@@ -136,6 +136,30 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
       rc.chunks.push_back(cc);
     }
     rc.params = RankParams(m, l, r);
+    if (impl.grad_accumulation_pass.value) {
+      // Each micro-batch's weight gradients added into the buffer after the backward that makes
+      // them (the 16-bit gradient read, the buffer read and written): one pass per layer, and one
+      // per outer group after the unit that finishes its gradient (the embedding pass for a
+      // gradient the head and the embedding both add to), as DpCost::OuterGroup::ReducedBy.
+      const double buf_e = plan.training.precision == Precision::kFp32 || impl.grad_buffer_dtype.value == GradDType::kFp32
+                               ? 4.0
+                               : 2.0;
+      const double per_param = param_e + 2.0 * buf_e;
+      rc.accum_layer_bytes = per_param * layer_params;
+      rc.accum_layer_s = pass(OpKind::kGradAccum, rc.accum_layer_bytes);
+      for (const OuterParamGroup& g : OuterParamGroups(m, l, r)) {
+        double& bytes = g.embedding ? rc.accum_embedding_bytes : rc.accum_head_bytes;
+        bytes += per_param * static_cast<double>(g.params);
+      }
+      rc.accum_embedding_s = rc.accum_embedding_bytes > 0 ? pass(OpKind::kGradAccum, rc.accum_embedding_bytes) : 0.0;
+      rc.accum_head_s = rc.accum_head_bytes > 0 ? pass(OpKind::kGradAccum, rc.accum_head_bytes) : 0.0;
+      for (ChunkCost& cc : rc.chunks) {
+        const double add = static_cast<double>(cc.layers.count) * rc.accum_layer_s +
+                           (cc.embedding ? rc.accum_embedding_s : 0.0) + (cc.head ? rc.accum_head_s : 0.0);
+        cc.bwd_s += add;
+        rc.bwd_s += add;
+      }
+    }
     int64_t layers_on_rank = 0;
     for (const auto& cc : rc.chunks) layers_on_rank += cc.layers.count;
     const double outer_params = static_cast<double>(rc.params) - layer_params * static_cast<double>(layers_on_rank);

@@ -122,6 +122,12 @@ struct RankCost {
   //! The step's zero-fill of the gradient accumulators before the first pass (full buffers under
   //! ZeRO 0/1, shards under 2/3; 4 B per element), and the bytes its op carries.
   double grad_zero_step_s = 0, grad_zero_step_bytes = 0;
+  //! The profile's per-micro-batch gradient accumulation pass (grad_accumulation_pass; 0 without):
+  //! after each layer's backward, after the embedding pass's backward (the groups it finishes) and
+  //! after the head's. Included in the chunks' bwd_s.
+  double accum_layer_s = 0, accum_layer_bytes = 0;
+  double accum_embedding_s = 0, accum_embedding_bytes = 0;
+  double accum_head_s = 0, accum_head_bytes = 0;
   //! ZeRO-2/3 per-group buckets: the fold of the last reduce-scatter, after the pipeline drains.
   double final_fold_s = 0;
   double optimizer_s = 0;  //!< AdamW over this rank's shard (the executor's optimizer op)

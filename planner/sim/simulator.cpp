@@ -369,6 +369,10 @@ class StepSimulator {
       if (zero3 && per_group) t = GatherOuter(r, t, embedding, mb, stage, pass);
       if (!fwd && zero >= 2 && dp) t = ZeroOuter(r, t, embedding, cc, mb);
       t = RunOps(r, ops, mb, stage, -1, t);
+      if (!fwd) {
+        t = embedding ? Pass(r, t, OpKind::kGradAccum, rc.accum_embedding_s, rc.accum_embedding_bytes, mb, stage, -1, pass)
+                      : Pass(r, t, OpKind::kGradAccum, rc.accum_head_s, rc.accum_head_bytes, mb, stage, -1, pass);
+      }
     };
     if (!per_group) first_gather();
     if (fwd && cc.embedding) outer_unit(u.embedding.fwd, true);
@@ -389,6 +393,7 @@ class StepSimulator {
         }
       }
       t = RunOps(r, fwd ? u.layer.fwd : u.layer.bwd, mb, stage, layer, t, !fwd && dp && zero >= 2 ? &lp : nullptr);
+      if (!fwd) t = Pass(r, t, OpKind::kGradAccum, rc.accum_layer_s, rc.accum_layer_bytes, mb, stage, layer, pass);
       if (!fwd && dp && grads_now) t = GradOp(r, t, rc.dp.grad_layer_s, rc.dp.grad_layer_bytes, mb, layer, stage, lp);
     }
     if (fwd && cc.head) outer_unit(u.head.fwd, false);

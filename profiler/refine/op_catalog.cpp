@@ -122,7 +122,8 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
       return out;
     case OpKind::kGradZero:
     case OpKind::kShardCopy:
-    case OpKind::kGradFold: {
+    case OpKind::kGradFold:
+    case OpKind::kGradAccum: {
       // A memory pass of the ZeRO bookkeeping (planner/cost/plan_costs.h ZeroPasses): a sample of
       // its own kernel family at the bytes the predicted op carries.
       if (predicted_bytes <= 0) {

@@ -141,7 +141,7 @@ void MeasureDpWindows(const traces::Trace& measured, const traces::Alignment& al
     const traces::Slice& ms = measured.slice(al.pairs[i].second);
     const traces::Track& tr = measured.track(ms.track);
     if (tr.stream != traces::Stream::kCompute || ms.dur_ns <= 0) continue;
-    std::string key = ComputeGroupKey(instances[i].id);
+    std::string key = ComputeGroupKey(instances[i].id, instances[i].predicted_bytes);
     if (!instances[i].overlapped) alone[key].push_back(instances[i].measured_s);
     runs[tr.rank].push_back({ms.start_ns, ms.end_ns(), std::move(key)});
   }

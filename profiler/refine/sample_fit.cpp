@@ -21,7 +21,7 @@ std::string KeyOf(const OpInstance& in, const OpDescription& d) {
     return std::string("coll/") + ToString(c.kind) + "/" + std::to_string(c.bytes) + "/" + std::to_string(c.group.size) +
            (c.group.spans_nodes() ? "/inter" : "/intra");
   }
-  return ComputeGroupKey(in.id);
+  return ComputeGroupKey(in.id, in.predicted_bytes);
 }
 
 //! An estimate of one shape's time from one op group (several groups may share a shape).
@@ -50,9 +50,12 @@ Measurement Pool(const std::vector<Estimate>& est) {
 
 }  // namespace
 
-std::string ComputeGroupKey(const OpIdentity& id) {
+std::string ComputeGroupKey(const OpIdentity& id, int64_t bytes) {
   std::string k = std::string("op/") + ToString(id.op) + "/" + ToString(id.phase) + (id.layer < 0 ? "/outer" : "/layer");
   if (id.op == OpKind::kOptimizer) k += "/rank" + std::to_string(id.rank);
+  const bool pass = id.op == OpKind::kGradZero || id.op == OpKind::kShardCopy || id.op == OpKind::kGradFold ||
+                    id.op == OpKind::kGradAccum;
+  if (pass) k += "/bytes" + std::to_string(bytes);
   return k;
 }
 

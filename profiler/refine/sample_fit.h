@@ -34,8 +34,10 @@ struct OpInstance {
 };
 
 //! The group a compute op's instances pool into (every layer, micro-batch and step of one op; the
-//! optimizer per rank, whose shard differs): its samples, and refine's alone pace of it.
-std::string ComputeGroupKey(const OpIdentity& id);
+//! optimizer per rank, whose shard differs; a memory pass described by its bytes alone, such as
+//! the embedding's and the head's gradient passes that share an identity but not a size, per
+//! `bytes`, the predicted op's): its samples, and refine's alone pace of it.
+std::string ComputeGroupKey(const OpIdentity& id, int64_t bytes);
 
 //! The collective time t_m a measured DP slice stands for in the simulator's overlap model (compute
 //! beside a collective of length t_m runs k times slower while it runs). The slice's window W holds
