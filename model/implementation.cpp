@@ -48,7 +48,7 @@ ImplementationProfile Parallax() {
   p.overlap_tp_comm = {false, "executor/runtime/tp_ops.cpp: TP collectives run between the GEMMs, on the critical path"};
   p.async_tp_backward = {false, "executor/runtime/tp_ops.cpp: RunCollective waits for every TP collective before the "
                                 "next compute op"};
-  p.grad_accumulation_pass = {false, "executor/runtime/transformer_layer.h LinearBackward: dW (fp32) += dy^T x, the "
+  p.grad_accumulation = {GradAccumulation::kInGemm, "executor/runtime/transformer_layer.h LinearBackward: dW (fp32) += dy^T x, the "
                                      "weight-gradient GEMM accumulates into the buffer (beta 1)"};
   p.overlap_dp_reduce = {true, "executor/runtime/grad_sync.h: StartGradSync is asynchronous, waited before the optimizer"};
   p.overlap_param_gather = {true, "executor/runtime/param_group.cpp: the prefetched gather runs on the dp stream; "
@@ -96,7 +96,7 @@ ImplementationProfile MegatronCore() {
                                "(TE's own linears overlap the same collectives); implied by overlap_tp_comm"};
   p.overlap_tp_comm = {true, "--tp-comm-overlap (Transformer Engine userbuffers), as in the published H100 runs "
                              "(Megatron-LM README, Performance Benchmarking)"};
-  p.grad_accumulation_pass = {false, "megatron/training/arguments.py (core_r0.8.0): --no-gradient-accumulation-fusion "
+  p.grad_accumulation = {GradAccumulation::kInGemm, "megatron/training/arguments.py (core_r0.8.0): --no-gradient-accumulation-fusion "
                                      "is opt-out, so the weight-gradient GEMM accumulates into the fp32 main_grad "
                                      "(TE fuse_wgrad_accumulation) and the DDP hook skips params with "
                                      "grad_added_to_main_grad"};
@@ -134,10 +134,10 @@ ImplementationProfile Megatron2021() {
   p.overlap_tp_comm = {false, "megatron/mpu/mappings.py: TP all-reduces are synchronous autograd functions"};
   p.async_tp_backward = {false, "megatron/mpu/layers.py (v2.5): ColumnParallelLinear's backward all-reduce is "
                                 "copy_to_tensor_model_parallel_region's synchronous backward"};
-  p.grad_accumulation_pass = {true, "Megatron-LM of April 2021 (aed2f75): --use-contiguous-buffers-in-ddp is opt-in, "
-                                    "so autograd adds each later micro-batch's weight gradient into param.grad "
-                                    "(v2.5's contiguous-buffer DDP: megatron/model/distributed.py _make_param_hook "
-                                    "main_grad.add_ every micro-batch); no GEMM accumulation before 2022"};
+  p.grad_accumulation = {GradAccumulation::kAfterFirst, "megatron/arguments.py (v2.5): --use-contiguous-buffers-in-ddp is opt-in "
+                                    "and examples/sc21/run_table_1.sh does not set it, so autograd adds each "
+                                    "micro-batch's weight gradient after the first into param.grad (no "
+                                    "main_grad.add_ hook; no GEMM accumulation before 2022)"};
   p.overlap_dp_reduce = {false, "megatron/training.py train_step: model.allreduce_gradients() after the whole "
                                 "forward_backward_func, not overlapped with backward"};
   p.overlap_param_gather = {false, "no distributed optimizer in v2.x"};
@@ -152,7 +152,7 @@ ImplementationProfile Megatron2022() {
   ImplementationProfile p = Megatron2021();
   p.name = "megatron-2022";
   p.description = "Megatron-LM v3.0 as run for Korthikanti et al. 2022 (sequence parallelism, selective recompute, A100)";
-  p.grad_accumulation_pass = {true, "megatron/arguments.py (May 2022, 35a3fa8): gradient_accumulation_fusion is "
+  p.grad_accumulation = {GradAccumulation::kEveryMicrobatch, "megatron/arguments.py (May 2022, 35a3fa8): gradient_accumulation_fusion is "
                                     "switched off unless gradients accumulate in fp32 (bf16 or "
                                     "--accumulate-allreduce-grads-in-fp32); with 16-bit buffers "
                                     "megatron/model/distributed.py _make_param_hook runs main_grad.add_ "
@@ -194,7 +194,7 @@ ImplementationProfile DeepSpeed() {
                                 "region, synchronous; later versions carry Megatron-LM's async linear "
                                 "(megatron/core/tensor_parallel/layers.py): a profile file with base deepspeed "
                                 "sets this true for them"};
-  p.grad_accumulation_pass = {false, "not modelled: ZeRO stage 1/2 copy each micro-batch's gradients into their "
+  p.grad_accumulation = {GradAccumulation::kInGemm, "not modelled: ZeRO stage 1/2 copy each micro-batch's gradients into their "
                                      "reduction buckets (deepspeed/runtime/zero/stage_1_and_2.py, contiguous_gradients) "
                                      "instead of one add pass; those copies are left out of this profile"};
   p.overlap_dp_reduce = {true, "DeepSpeed config docs: overlap_comm (true by default for ZeRO-3)"};
@@ -279,6 +279,9 @@ const char* ToString(GradDType d) { return d == GradDType::kFp32 ? "fp32" : "par
 const char* ToString(DpAlgorithm a) { return a == DpAlgorithm::kNccl ? "nccl" : "hierarchical"; }
 const char* ToString(OptimizerKind k) { return k == OptimizerKind::kFusedMultiTensor ? "fused_multi_tensor" : "per_tensor"; }
 const char* ToString(P2pSemantics p) { return p == P2pSemantics::kAsync ? "async" : "blocking"; }
+const char* ToString(GradAccumulation g) {
+  return g == GradAccumulation::kInGemm ? "in_gemm" : g == GradAccumulation::kEveryMicrobatch ? "every_microbatch" : "after_first";
+}
 
 std::vector<std::string> ImplementationNames() {
   std::vector<std::string> out;
@@ -326,7 +329,8 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Int("zero3_prefetch_layers", p.zero3_prefetch_layers);
       f.Bool("overlap_tp_comm", p.overlap_tp_comm);
       f.Bool("async_tp_backward", p.async_tp_backward);
-      f.Bool("grad_accumulation_pass", p.grad_accumulation_pass);
+      f.Enum("grad_accumulation", p.grad_accumulation,
+             {GradAccumulation::kInGemm, GradAccumulation::kEveryMicrobatch, GradAccumulation::kAfterFirst});
       f.Bool("overlap_dp_reduce", p.overlap_dp_reduce);
       f.Bool("overlap_param_gather", p.overlap_param_gather);
       f.Number("launch_overhead_us", p.launch_overhead_us);
@@ -359,7 +363,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"zero3_prefetch_layers", FactJson(p.zero3_prefetch_layers)},
                 {"overlap_tp_comm", FactJson(p.overlap_tp_comm)},
                 {"async_tp_backward", FactJson(p.async_tp_backward)},
-                {"grad_accumulation_pass", FactJson(p.grad_accumulation_pass)},
+                {"grad_accumulation", EnumJson(p.grad_accumulation)},
                 {"overlap_dp_reduce", FactJson(p.overlap_dp_reduce)},
                 {"overlap_param_gather", FactJson(p.overlap_param_gather)},
                 {"launch_overhead_us", FactJson(p.launch_overhead_us)},

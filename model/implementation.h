@@ -32,6 +32,12 @@ enum class OptimizerKind { kFusedMultiTensor, kPerTensor };
 //! Pipeline send/recv: overlapped with compute (async, batched isend/irecv waited just before
 //! use) or blocking (the rank waits for its send to complete before computing on).
 enum class P2pSemantics { kAsync, kBlocking };
+//! How each micro-batch's weight gradients reach the gradient buffer: inside the weight-gradient
+//! GEMM (beta 1 into the buffer: no pass), or by a memory pass of their own on the compute stream
+//! (read the 16-bit gradient, read and write the buffer) after every micro-batch's backward (a
+//! main_grad.add_ hook) or after every one but the first (autograd's accumulation into param.grad,
+//! which takes the first gradient as it is).
+enum class GradAccumulation { kInGemm, kEveryMicrobatch, kAfterFirst };
 
 template <class T>
 struct Fact {
@@ -69,10 +75,7 @@ struct ImplementationProfile {
   //! the sequence-parallel re-gather of the input under the input-gradient GEMM. Forward and
   //! row-parallel collectives stay on the critical path. Implied by overlap_tp_comm.
   Fact<bool> async_tp_backward;
-  //! Each micro-batch's weight gradients reach the gradient buffer through a memory pass of their
-  //! own on the compute stream (read the 16-bit gradient, read and write the buffer: a main_grad.add_
-  //! hook or autograd's accumulation), not inside the weight-gradient GEMM (beta 1 into the buffer).
-  Fact<bool> grad_accumulation_pass;
+  Fact<GradAccumulation> grad_accumulation;
   Fact<bool> overlap_dp_reduce;       //!< DP gradient reduction overlaps backward
   Fact<bool> overlap_param_gather;    //!< ZeRO parameter all-gather overlaps compute
   Fact<double> launch_overhead_us;    //!< host time to launch one kernel (floor on a kernel's time)
@@ -114,5 +117,6 @@ const char* ToString(GradDType d);
 const char* ToString(DpAlgorithm a);
 const char* ToString(OptimizerKind k);
 const char* ToString(P2pSemantics p);
+const char* ToString(GradAccumulation g);
 
 }  // namespace parallax

@@ -40,7 +40,7 @@ enum class OpKind {
   kShardCopy,     //!< ZeRO-3: this rank's parameter shard copied into the gathered buffer before its all-gather
   kGradFold,      //!< ZeRO-2/3: a reduce-scattered gradient shard added into the rank's accumulator
   //! A micro-batch's weight gradients added into the gradient buffer by a pass of its own (the
-  //! implementation's grad_accumulation_pass; Megatron-LM v2/v3's main_grad.add_ hook). Planner
+  //! implementation's grad_accumulation; Megatron-LM v2/v3's main_grad.add_ hook). Planner
   //! only: our executor accumulates inside the weight-gradient GEMM.
   kGradAccum,
 };

@@ -136,11 +136,13 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
       rc.chunks.push_back(cc);
     }
     rc.params = RankParams(m, l, r);
-    if (impl.grad_accumulation_pass.value) {
+    if (impl.grad_accumulation.value != GradAccumulation::kInGemm) {
       // Each micro-batch's weight gradients added into the buffer after the backward that makes
       // them (the 16-bit gradient read, the buffer read and written): one pass per layer, and one
       // per outer group after the unit that finishes its gradient (the embedding pass for a
       // gradient the head and the embedding both add to), as DpCost::OuterGroup::ReducedBy.
+      // Autograd's accumulation (kAfterFirst) takes the first micro-batch's gradient as it is: the
+      // simulator skips micro-batch 0, the per-micro-batch chunk time carries (M-1)/M of a pass.
       const double buf_e = plan.training.precision == Precision::kFp32 || impl.grad_buffer_dtype.value == GradDType::kFp32
                                ? 4.0
                                : 2.0;
@@ -153,9 +155,11 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
       }
       rc.accum_embedding_s = rc.accum_embedding_bytes > 0 ? pass(OpKind::kGradAccum, rc.accum_embedding_bytes) : 0.0;
       rc.accum_head_s = rc.accum_head_bytes > 0 ? pass(OpKind::kGradAccum, rc.accum_head_bytes) : 0.0;
+      const double mbs = static_cast<double>(pc.microbatches);
+      const double share = impl.grad_accumulation.value == GradAccumulation::kAfterFirst ? (mbs - 1.0) / mbs : 1.0;
       for (ChunkCost& cc : rc.chunks) {
-        const double add = static_cast<double>(cc.layers.count) * rc.accum_layer_s +
-                           (cc.embedding ? rc.accum_embedding_s : 0.0) + (cc.head ? rc.accum_head_s : 0.0);
+        const double add = share * (static_cast<double>(cc.layers.count) * rc.accum_layer_s +
+                                    (cc.embedding ? rc.accum_embedding_s : 0.0) + (cc.head ? rc.accum_head_s : 0.0));
         cc.bwd_s += add;
         rc.bwd_s += add;
       }

@@ -122,9 +122,10 @@ struct RankCost {
   //! The step's zero-fill of the gradient accumulators before the first pass (full buffers under
   //! ZeRO 0/1, shards under 2/3; 4 B per element), and the bytes its op carries.
   double grad_zero_step_s = 0, grad_zero_step_bytes = 0;
-  //! The profile's per-micro-batch gradient accumulation pass (grad_accumulation_pass; 0 without):
-  //! after each layer's backward, after the embedding pass's backward (the groups it finishes) and
-  //! after the head's. Included in the chunks' bwd_s.
+  //! The profile's per-micro-batch gradient accumulation pass (grad_accumulation other than
+  //! in_gemm; 0 without): after each layer's backward, after the embedding pass's backward (the
+  //! groups it finishes) and after the head's, every micro-batch or every one but the first.
+  //! Included in the chunks' bwd_s (times (M-1)/M for after_first).
   double accum_layer_s = 0, accum_layer_bytes = 0;
   double accum_embedding_s = 0, accum_embedding_bytes = 0;
   double accum_head_s = 0, accum_head_bytes = 0;

@@ -167,6 +167,12 @@ class StepSimulator {
     return t + dur;
   }
 
+  //! Whether micro-batch `mb`'s backward adds its weight gradients in a pass of its own (the
+  //! profile's grad_accumulation; the pass times are 0 when it accumulates in the GEMM).
+  bool AccumulatesAt(int64_t mb) const {
+    return !(plan_.implementation.grad_accumulation.value == GradAccumulation::kAfterFirst && mb == 0);
+  }
+
   //! Folds the reduce-scatter in flight into the shard (its identity: the reduce-scatter's).
   double FoldPending(int64_t r, double t) {
     RankState& s = ranks_[static_cast<size_t>(r)];
@@ -369,7 +375,7 @@ class StepSimulator {
       if (zero3 && per_group) t = GatherOuter(r, t, embedding, mb, stage, pass);
       if (!fwd && zero >= 2 && dp) t = ZeroOuter(r, t, embedding, cc, mb);
       t = RunOps(r, ops, mb, stage, -1, t);
-      if (!fwd) {
+      if (!fwd && AccumulatesAt(mb)) {
         t = embedding ? Pass(r, t, OpKind::kGradAccum, rc.accum_embedding_s, rc.accum_embedding_bytes, mb, stage, -1, pass)
                       : Pass(r, t, OpKind::kGradAccum, rc.accum_head_s, rc.accum_head_bytes, mb, stage, -1, pass);
       }
@@ -393,7 +399,7 @@ class StepSimulator {
         }
       }
       t = RunOps(r, fwd ? u.layer.fwd : u.layer.bwd, mb, stage, layer, t, !fwd && dp && zero >= 2 ? &lp : nullptr);
-      if (!fwd) t = Pass(r, t, OpKind::kGradAccum, rc.accum_layer_s, rc.accum_layer_bytes, mb, stage, layer, pass);
+      if (!fwd && AccumulatesAt(mb)) t = Pass(r, t, OpKind::kGradAccum, rc.accum_layer_s, rc.accum_layer_bytes, mb, stage, layer, pass);
       if (!fwd && dp && grads_now) t = GradOp(r, t, rc.dp.grad_layer_s, rc.dp.grad_layer_bytes, mb, layer, stage, lp);
     }
     if (fwd && cc.head) outer_unit(u.head.fwd, false);

@@ -157,66 +157,75 @@ TEST(Predictions, TensorParallelAcrossNodesIsPredicted) {
 }
 
 // Megatron-LM of 2021/2022 with 16-bit gradient buffers adds each micro-batch's weight gradients
-// into the buffer in a pass of its own (grad_accumulation_pass): 2 B gradient read + 2 x 2 B
-// buffer read and write per parameter, after every layer's backward and after the embedding's and
-// the head's, every micro-batch; simulator and closed form charge the same; a profile without
-// the pass (Megatron-Core's fused accumulation, our executor) charges nothing.
+// into the buffer in a pass of its own (grad_accumulation): 2 B gradient read + 2 x 2 B buffer read
+// and write per parameter, after every layer's backward and after the embedding's and the head's;
+// 2022's main_grad.add_ hook every micro-batch, 2021's autograd accumulation every one but the
+// first. Simulator and closed form charge the same; a profile accumulating in the GEMM
+// (Megatron-Core, our executor) charges nothing.
 TEST(Predictions, GradAccumulationPassPerMicroBatchWhereTheProfileHasIt) {
-  Plan with = MakePlan("gpt-1.3b", "dgx-a100", 1, "dp=2,tp=2,pp=2,micro_batch=1,global_batch=8", Precision::kFp16,
-                       "megatron-2021");
-  ASSERT_TRUE(with.implementation.grad_accumulation_pass.value);
-  Plan without = with;
-  without.implementation.grad_accumulation_pass.value = false;
-  SimOptions o;
-  o.record_trace = true;
-  o.all_ranks = true;
-  auto a = Simulate(with, nullptr, o), b = Simulate(without, nullptr, o);
-  ASSERT_TRUE(a && b);
-  ASSERT_TRUE(a->trace && b->trace);
-  const int64_t m = with.layout.num_microbatches();
-  const double layer_bytes = 6.0 * static_cast<double>(LayerParamsPerTpRank(with.model, 2));
-  int64_t layer_passes = 0, outer_passes = 0;
-  double outer_bytes = 0;
-  for (size_t i = 0; i < a->trace->slices().size(); ++i) {
-    const traces::Slice& s = a->trace->slice(i);
-    const auto id = a->trace->identity(s);
-    if (!id || id->op != OpKind::kGradAccum) continue;
-    EXPECT_EQ(id->phase, Phase::kBwd);
-    const auto* args = a->trace->args(s);
-    ASSERT_NE(args, nullptr);
-    if (id->layer >= 0) {
-      ++layer_passes;
-      EXPECT_DOUBLE_EQ(static_cast<double>(args->bytes), layer_bytes);
-    } else {
-      ++outer_passes;
-      outer_bytes += static_cast<double>(args->bytes);
+  for (const char* impl : {"megatron-2022", "megatron-2021"}) {
+    SCOPED_TRACE(impl);
+    Plan with = MakePlan("gpt-1.3b", "dgx-a100", 1, "dp=2,tp=2,pp=2,micro_batch=1,global_batch=8", Precision::kFp16, impl);
+    const bool after_first = with.implementation.grad_accumulation.value == GradAccumulation::kAfterFirst;
+    EXPECT_EQ(after_first, std::string(impl) == "megatron-2021");
+    ASSERT_NE(with.implementation.grad_accumulation.value, GradAccumulation::kInGemm);
+    Plan without = with;
+    without.implementation.grad_accumulation.value = GradAccumulation::kInGemm;
+    SimOptions o;
+    o.record_trace = true;
+    o.all_ranks = true;
+    auto a = Simulate(with, nullptr, o), b = Simulate(without, nullptr, o);
+    ASSERT_TRUE(a && b);
+    ASSERT_TRUE(a->trace && b->trace);
+    const int64_t m = with.layout.num_microbatches();
+    const int64_t passes_per_rank = after_first ? m - 1 : m;
+    const double layer_bytes = 6.0 * static_cast<double>(LayerParamsPerTpRank(with.model, 2));
+    int64_t layer_passes = 0, outer_passes = 0;
+    double outer_bytes = 0;
+    for (size_t i = 0; i < a->trace->slices().size(); ++i) {
+      const traces::Slice& s = a->trace->slice(i);
+      const auto id = a->trace->identity(s);
+      if (!id || id->op != OpKind::kGradAccum) continue;
+      EXPECT_EQ(id->phase, Phase::kBwd);
+      if (after_first) {
+        EXPECT_NE(id->microbatch, 0);
+      }
+      const auto* args = a->trace->args(s);
+      ASSERT_NE(args, nullptr);
+      if (id->layer >= 0) {
+        ++layer_passes;
+        EXPECT_DOUBLE_EQ(static_cast<double>(args->bytes), layer_bytes);
+      } else {
+        ++outer_passes;
+        outer_bytes += static_cast<double>(args->bytes);
+      }
     }
+    for (size_t i = 0; i < b->trace->slices().size(); ++i) {
+      const auto id = b->trace->identity(b->trace->slice(i));
+      EXPECT_FALSE(id && id->op == OpKind::kGradAccum);
+    }
+    // Every (dp, tp) rank of each stage; each layer once per charged micro-batch; stage 0 has the
+    // embedding pass, stage 1 the head's (final norm + Megatron's copy of the tied embedding).
+    const int64_t ranks_per_stage = 4;
+    EXPECT_EQ(layer_passes, ranks_per_stage * passes_per_rank * with.model.layers);
+    EXPECT_EQ(outer_passes, ranks_per_stage * passes_per_rank * 2);
+    int64_t outer_params = 0;
+    for (int64_t r = 0; r < 2; ++r) {
+      for (const OuterParamGroup& g : OuterParamGroups(with.model, with.layout, r)) outer_params += g.params;
+    }
+    EXPECT_DOUBLE_EQ(outer_bytes,
+                     static_cast<double>(ranks_per_stage * passes_per_rank) * 6.0 * static_cast<double>(outer_params));
+    EXPECT_GT(a->prediction.step_time_s, b->prediction.step_time_s);
+    // The closed form charges about what the simulator does.
+    auto ea = Estimate(with), eb = Estimate(without);
+    ASSERT_TRUE(ea && eb);
+    const double sim_delta = a->prediction.step_time_s - b->prediction.step_time_s;
+    const double est_delta = ea->step_time_s - eb->step_time_s;
+    EXPECT_NEAR(est_delta / sim_delta, 1.0, 0.25) << est_delta << " vs " << sim_delta;
   }
-  for (size_t i = 0; i < b->trace->slices().size(); ++i) {
-    const auto id = b->trace->identity(b->trace->slice(i));
-    EXPECT_FALSE(id && id->op == OpKind::kGradAccum);
-  }
-  // Every (dp, tp) rank of each stage; each layer once per micro-batch; stage 0 has the embedding
-  // pass, stage 1 the head's (final norm + Megatron's copy of the tied embedding).
-  const int64_t ranks_per_stage = 4;
-  EXPECT_EQ(layer_passes, ranks_per_stage * m * with.model.layers);
-  EXPECT_EQ(outer_passes, ranks_per_stage * m * 2);
-  int64_t outer_params = 0;
-  for (int64_t r = 0; r < 2; ++r) {
-    for (const OuterParamGroup& g : OuterParamGroups(with.model, with.layout, r)) outer_params += g.params;
-  }
-  EXPECT_DOUBLE_EQ(outer_bytes, static_cast<double>(ranks_per_stage * m) * 6.0 * static_cast<double>(outer_params));
-  EXPECT_GT(a->prediction.step_time_s, b->prediction.step_time_s);
-  // The closed form charges what the simulator does (same total within its usual agreement).
-  auto ea = Estimate(with), eb = Estimate(without);
-  ASSERT_TRUE(ea && eb);
-  const double sim_delta = a->prediction.step_time_s - b->prediction.step_time_s;
-  const double est_delta = ea->step_time_s - eb->step_time_s;
-  EXPECT_NEAR(est_delta / sim_delta, 1.0, 0.25);
   // Megatron-Core and our executor accumulate inside the weight-gradient GEMM.
-  EXPECT_FALSE(ImplementationPreset("megatron-core")->grad_accumulation_pass.value);
-  EXPECT_FALSE(ImplementationPreset("parallax")->grad_accumulation_pass.value);
-  EXPECT_TRUE(ImplementationPreset("megatron-2022")->grad_accumulation_pass.value);
+  EXPECT_EQ(ImplementationPreset("megatron-core")->grad_accumulation.value, GradAccumulation::kInGemm);
+  EXPECT_EQ(ImplementationPreset("parallax")->grad_accumulation.value, GradAccumulation::kInGemm);
 }
 
 // ZeRO-3 with flat all-gathers over the whole DP group: at a fixed global batch, more DP ranks
