@@ -35,7 +35,8 @@ enum class OpKind {
   kDpAllGather,   //!< DP parameter all-gather (ZeRO 1/2 after the step, ZeRO 3 per layer)
   kOptimizer,     //!< AdamW step on this rank's shard
   kGradClip,      //!< global-norm computation (includes its all-reduce)
-  // Memory passes of the ZeRO bookkeeping, on the compute stream between the ops above:
+  // Memory passes on the compute stream between the ops above (IsMemoryPass), described by their
+  // bytes alone: the ZeRO bookkeeping, then the gradient accumulation pass:
   kGradZero,      //!< zero-fill of gradient accumulators (step start; ZeRO-2/3: a group's transient full gradient)
   kShardCopy,     //!< ZeRO-3: this rank's parameter shard copied into the gathered buffer before its all-gather
   kGradFold,      //!< ZeRO-2/3: a reduce-scattered gradient shard added into the rank's accumulator
@@ -46,6 +47,9 @@ enum class OpKind {
 };
 //! The last OpKind (tables indexed by kind size themselves with it).
 inline constexpr OpKind kLastOpKind = OpKind::kGradAccum;
+//! The memory passes (grad_zero, shard_copy, grad_fold, grad_accum): one kernel family each, an op
+//! described by the bytes it carries.
+constexpr bool IsMemoryPass(OpKind k) { return k >= OpKind::kGradZero && k <= OpKind::kGradAccum; }
 
 struct OpIdentity {
   int64_t step = 0;

@@ -143,10 +143,8 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
       // gradient the head and the embedding both add to), as DpCost::OuterGroup::ReducedBy.
       // Autograd's accumulation (kAfterFirst) takes the first micro-batch's gradient as it is: the
       // simulator skips micro-batch 0, the per-micro-batch chunk time carries (M-1)/M of a pass.
-      const double buf_e = plan.training.precision == Precision::kFp32 || impl.grad_buffer_dtype.value == GradDType::kFp32
-                               ? 4.0
-                               : 2.0;
-      const double per_param = param_e + 2.0 * buf_e;
+      const double per_param =
+          param_e + 2.0 * static_cast<double>(GradBufferBytes(plan.training.precision, impl));
       rc.accum_layer_bytes = per_param * layer_params;
       rc.accum_layer_s = pass(OpKind::kGradAccum, rc.accum_layer_bytes);
       for (const OuterParamGroup& g : OuterParamGroups(m, l, r)) {

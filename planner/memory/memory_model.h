@@ -63,6 +63,9 @@ struct OuterParamGroup {
 std::vector<OuterParamGroup> OuterParamGroups(const ModelSpec& m, const Layout& l, int64_t pp_rank);
 //! Parameters of one transformer layer held by one TP rank (norms and row-parallel biases replicated).
 int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp);
+//! Bytes per element of the gradient buffer: fp32 training 4; 16-bit training the profile's
+//! grad_buffer_dtype (fp32 main_grad 4, else 2).
+int64_t GradBufferBytes(Precision p, const ImplementationProfile& impl);
 
 //! Micro-batches whose forward activations chunk c of pipeline rank `pp_rank` holds at the peak
 //! of the schedule (GPipe: all; 1F1B: pp - pp_rank; interleaved: Megatron's warm-up + 1, spread

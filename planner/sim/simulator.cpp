@@ -376,8 +376,8 @@ class StepSimulator {
       if (!fwd && zero >= 2 && dp) t = ZeroOuter(r, t, embedding, cc, mb);
       t = RunOps(r, ops, mb, stage, -1, t);
       if (!fwd && AccumulatesAt(mb)) {
-        t = embedding ? Pass(r, t, OpKind::kGradAccum, rc.accum_embedding_s, rc.accum_embedding_bytes, mb, stage, -1, pass)
-                      : Pass(r, t, OpKind::kGradAccum, rc.accum_head_s, rc.accum_head_bytes, mb, stage, -1, pass);
+        t = Pass(r, t, OpKind::kGradAccum, embedding ? rc.accum_embedding_s : rc.accum_head_s,
+                 embedding ? rc.accum_embedding_bytes : rc.accum_head_bytes, mb, stage, -1, pass);
       }
     };
     if (!per_group) first_gather();

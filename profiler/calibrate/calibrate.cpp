@@ -46,6 +46,13 @@ std::vector<int64_t> CollectiveSizes(int64_t max_bytes, bool quick) {
   return out;
 }
 
+//! The fastest measured GEMM of each dtype, TFLOP/s.
+std::map<DType, double> BestGemmTflops(const CostDb& db) {
+  std::map<DType, double> peak;
+  for (const auto& g : db.gemms) peak[g.dtype] = std::max(peak[g.dtype], g.tflops());
+  return peak;
+}
+
 }  // namespace
 
 double ContentionFromOverlap(double compute_s, double comm_s, double both_s) {
@@ -69,20 +76,19 @@ double StreamingBandwidthGBps(const CostDb& db) {
 }
 
 DeviceSpec MeasuredDevice(DeviceSpec d, const CostDb& db) {
-  std::map<DType, double> peak;
-  for (const auto& g : db.gemms) peak[g.dtype] = std::max(peak[g.dtype], g.tflops());
-  if (peak.count(DType::kFp32)) d.peak_tflops.fp32 = peak[DType::kFp32];
-  if (peak.count(DType::kBf16)) d.peak_tflops.bf16 = peak[DType::kBf16];
-  if (peak.count(DType::kFp16)) d.peak_tflops.fp16 = peak[DType::kFp16];
+  const std::map<DType, double> peak = BestGemmTflops(db);
+  const bool bf16 = peak.count(DType::kBf16) != 0, fp16 = peak.count(DType::kFp16) != 0;
+  if (peak.count(DType::kFp32) != 0) d.peak_tflops.fp32 = peak.at(DType::kFp32);
+  if (bf16) d.peak_tflops.bf16 = peak.at(DType::kBf16);
+  if (fp16) d.peak_tflops.fp16 = peak.at(DType::kFp16);
   // The measured best 16-bit GEMM is a sustained rate: on a device with a tile model it becomes
   // the sustained matmul rate, so that model is not scaled a second time (by the datasheet clock
   // ratio or a published MSMF) below what this machine measured. Tensor cores run bf16 and fp16 at
   // one rate (A100 and H100 datasheets), so the one measured stands for both.
-  const double p16 = std::max(peak.count(DType::kBf16) != 0 ? peak[DType::kBf16] : 0.0,
-                              peak.count(DType::kFp16) != 0 ? peak[DType::kFp16] : 0.0);
+  const double p16 = std::max(bf16 ? peak.at(DType::kBf16) : 0.0, fp16 ? peak.at(DType::kFp16) : 0.0);
   if (d.is_gpu() && p16 > 0) {
-    d.peak_tflops.bf16 = peak.count(DType::kBf16) != 0 ? peak[DType::kBf16] : p16;
-    d.peak_tflops.fp16 = peak.count(DType::kFp16) != 0 ? peak[DType::kFp16] : p16;
+    if (!bf16) d.peak_tflops.bf16 = p16;
+    if (!fp16) d.peak_tflops.fp16 = p16;
     d.arch.sustained_matmul_tflops = p16;
   }
   // The measured copy rate is what a streaming kernel reaches: it becomes the bandwidth with a
@@ -356,8 +362,7 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   c.gpus_per_node = per_node;
   DeviceSpec& d = c.device;
   d = MeasuredDevice(d, db);
-  std::map<DType, double> peak;  // for the summary
-  for (const auto& g : db.gemms) peak[g.dtype] = std::max(peak[g.dtype], g.tflops());
+  const std::map<DType, double> peak = BestGemmTflops(db);  // for the summary
   const double bw = StreamingBandwidthGBps(db);
   // The CPU backend's ranks on a node share the host's memory (local-cpu divides it the same way).
   const double mem_GiB = static_cast<double>(backend.DeviceMemoryBytes()) / (1024.0 * 1024.0 * 1024.0) /

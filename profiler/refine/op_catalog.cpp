@@ -124,8 +124,9 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
     case OpKind::kShardCopy:
     case OpKind::kGradFold:
     case OpKind::kGradAccum: {
-      // A memory pass of the ZeRO bookkeeping (planner/cost/plan_costs.h ZeroPasses): a sample of
-      // its own kernel family at the bytes the predicted op carries.
+      // A memory pass (IsMemoryPass: the ZeRO bookkeeping, planner/cost/plan_costs.h ZeroPasses, and
+      // the gradient accumulation pass): a sample of its own kernel family at the bytes the
+      // predicted op carries.
       if (predicted_bytes <= 0) {
         out.not_sampled = "the predicted pass carries no byte count";
         return out;

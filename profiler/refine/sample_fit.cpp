@@ -53,9 +53,7 @@ Measurement Pool(const std::vector<Estimate>& est) {
 std::string ComputeGroupKey(const OpIdentity& id, int64_t bytes) {
   std::string k = std::string("op/") + ToString(id.op) + "/" + ToString(id.phase) + (id.layer < 0 ? "/outer" : "/layer");
   if (id.op == OpKind::kOptimizer) k += "/rank" + std::to_string(id.rank);
-  const bool pass = id.op == OpKind::kGradZero || id.op == OpKind::kShardCopy || id.op == OpKind::kGradFold ||
-                    id.op == OpKind::kGradAccum;
-  if (pass) k += "/bytes" + std::to_string(bytes);
+  if (IsMemoryPass(id.op)) k += "/bytes" + std::to_string(bytes);
   return k;
 }
 

@@ -313,7 +313,6 @@ TEST(MultiRank, ZeroThreeGathersAreIssuedOneLayerAhead) {
 TEST(MultiRank, ZeroPassesAreRecordedAsTheSimulatorPredicts) {
   if (const std::string wrong = WrongWorldSize(2); !wrong.empty()) FAIL() << wrong;
   using Key = std::tuple<std::string, int64_t, int64_t, int64_t, std::string, int64_t>;  // op, mb, stage, layer, phase, bytes
-  auto is_pass = [](OpKind k) { return k == OpKind::kGradZero || k == OpKind::kShardCopy || k == OpKind::kGradFold; };
   for (const char* layout : {"dp=2,micro_batch=2,zero=1", "dp=2,micro_batch=2,zero=2", "dp=2,micro_batch=2,zero=3",
                              "dp=2,micro_batch=1,zero=3,recompute=full"}) {
     const Plan plan = TinyPlan(layout, kGlobalBatch);
@@ -325,7 +324,7 @@ TEST(MultiRank, ZeroPassesAreRecordedAsTheSimulatorPredicts) {
     ASSERT_TRUE((*t)->Step());
     std::map<Key, int> measured;
     for (const MeasuredOp& op : (*t)->recorder().ops()) {
-      if (!is_pass(op.id.op) || op.id.step != 0) continue;
+      if (!IsMemoryPass(op.id.op) || op.id.step != 0) continue;
       EXPECT_EQ(op.stream, traces::Stream::kCompute) << layout;
       ++measured[{ToString(op.id.op), op.id.microbatch, op.id.stage, op.id.layer, ToString(op.id.phase), op.bytes}];
     }
@@ -341,7 +340,7 @@ TEST(MultiRank, ZeroPassesAreRecordedAsTheSimulatorPredicts) {
     std::map<Key, int> predicted;
     for (size_t i = 0; i < trace.slices().size(); ++i) {
       const auto id = trace.identity(trace.slice(i));
-      if (!id || !is_pass(id->op) || id->rank != 0) continue;  // dp ranks are alike
+      if (!id || !IsMemoryPass(id->op) || id->rank != 0) continue;  // dp ranks are alike
       const traces::SliceArgs* args = trace.args(trace.slice(i));
       ASSERT_NE(args, nullptr);
       ++predicted[{ToString(id->op), id->microbatch, id->stage, id->layer, ToString(id->phase),

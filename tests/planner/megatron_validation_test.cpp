@@ -156,29 +156,24 @@ TEST(MegatronValidation, EveryRowWithinTenPercent) {
       plan.implementation.overlap_dp_reduce = {true, "examples/sc21/run_table_1.sh DDP=torch: torch DDP buckets overlap the backward"};
       plan.implementation.dp_bucket_MiB = {25, "torch.nn.parallel.DistributedDataParallel bucket_cap_mb default 25"};
     }
-    Layout best;
-    best.tp = row.tp;
-    best.pp = row.pp;
-    best.dp = row.gpus / (row.tp * row.pp);
-    best.micro_batch = run->micro_batch;
-    best.global_batch = row.global_batch;
-    best.recompute = Recompute::kFull;  // --activations-checkpoint-method uniform (1 layer per checkpoint)
-    best.virtual_stages = run->layers_per_virtual_stage > 0 ? row.layers / row.pp / run->layers_per_virtual_stage : 1;
-    best.schedule = best.virtual_stages > 1 ? ScheduleKind::kInterleaved : ScheduleKind::kOneFOneB;
-    plan.layout = best;
-    {
-      auto est = Estimate(plan, dbp);
-      ASSERT_TRUE(est) << est.error().message;
-      EXPECT_TRUE(est->fits) << row.params_B << "B: the published run fit in 80 GB";
-    }
+    Layout& l = plan.layout;
+    l.tp = row.tp;
+    l.pp = row.pp;
+    l.dp = row.gpus / (row.tp * row.pp);
+    l.micro_batch = run->micro_batch;
+    l.global_batch = row.global_batch;
+    l.recompute = Recompute::kFull;  // --activations-checkpoint-method uniform (1 layer per checkpoint)
+    l.virtual_stages = run->layers_per_virtual_stage > 0 ? row.layers / row.pp / run->layers_per_virtual_stage : 1;
+    l.schedule = l.virtual_stages > 1 ? ScheduleKind::kInterleaved : ScheduleKind::kOneFOneB;
     auto sim = Simulate(plan, dbp);
     ASSERT_TRUE(sim) << sim.error().message;
+    EXPECT_TRUE(sim->prediction.fits) << row.params_B << "B: the published run fit in 80 GB";
     const double predicted = sim->prediction.hardware_tflops_per_gpu;
     const double err = (predicted - row.tflops_per_gpu) / row.tflops_per_gpu * 100.0;
     abs_pct_sum += std::abs(err);
     std::printf("%8.1f %4lld %4lld %4lld %5lld %3lld %3lld %10.1f %10.1f %+8.1f\n", row.params_B, (long long)row.tp,
-                (long long)row.pp, (long long)best.dp, (long long)row.gpus, (long long)best.micro_batch,
-                (long long)best.virtual_stages, row.tflops_per_gpu, predicted, err);
+                (long long)row.pp, (long long)l.dp, (long long)row.gpus, (long long)l.micro_batch,
+                (long long)l.virtual_stages, row.tflops_per_gpu, predicted, err);
     EXPECT_LT(std::abs(err), 10.0) << row.params_B << "B row";
     if (&row == &rows.front()) PrintBreakdown("first row", plan, *sim, dbp);
   }
