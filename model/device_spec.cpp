@@ -91,6 +91,7 @@ Result<DeviceSpec> DeviceFromJson(const Json& j, const std::string& file, const 
       m.dram_latency_us = a.NonNegativeNumber("dram_latency_us", 0);
       m.kernel_overhead_us = a.NonNegativeNumber("kernel_overhead_us", 0);
       m.nccl_channels = a.NonNegativeInt("nccl_channels", 0);
+      m.nvlink_sharp = a.Bool("nvlink_sharp", false);
       m.context_reserve_MiB = a.NonNegativeNumber("context_reserve_MiB", 0);
       m.blas_workspace_MiB = a.NonNegativeNumber("blas_workspace_MiB", 0);
       if (m.sustained_clock_MHz > m.peak_clock_MHz && m.peak_clock_MHz > 0) {
@@ -128,6 +129,7 @@ Json DeviceToJson(const DeviceSpec& d) {
                     {"unfused_attention_fraction", m.unfused_attention_fraction},
                     {"unfused_attention_bwd_fraction", m.unfused_attention_bwd_fraction},
                     {"dram_latency_us", m.dram_latency_us},
+                    {"nvlink_sharp", m.nvlink_sharp},
                     {"kernel_overhead_us", m.kernel_overhead_us},
                     {"nccl_channels", m.nccl_channels},
                     {"context_reserve_MiB", m.context_reserve_MiB},

@@ -50,6 +50,10 @@ struct Microarch {
   double dram_latency_us = 0;         //!< loaded DRAM latency (Little's law: bytes in flight)
   double kernel_overhead_us = 0;      //!< GPU-side cost of one kernel: launch to first instruction + tail
   int64_t nccl_channels = 0;          //!< SMs NCCL occupies while communication overlaps compute
+  //! NVLink SHARP (NVLS): the node's NVSwitches reduce and multicast in the switch, and NCCL runs
+  //! an all-reduce inside a node over it when that is faster than its ring (Hopper and later with
+  //! third-generation NVSwitch).
+  bool nvlink_sharp = false;
   double context_reserve_MiB = 0;     //!< CUDA context + loaded modules, outside the allocator
   double blas_workspace_MiB = 0;      //!< cuBLAS/cuBLASLt workspace per handle and stream
 };

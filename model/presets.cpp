@@ -148,6 +148,13 @@ DeviceSpec Device(const std::string& name, PeakTflops peak, double memory_GiB, d
 //     published measurement of unfused attention on an H100.
 //   kernel_overhead 2 us: launch-to-start + tail of a kernel on a busy stream.
 //   nccl_channels 8: NCCL's default channel count on NVSwitch systems (one CTA = one SM each).
+//   nvlink_sharp (Hopper): the third-generation NVSwitch of HGX/DGX H100 and H200 boards reduces
+//     and multicasts in the switch (NVLink SHARP; H100 whitepaper, "NVLink Switch System"); NCCL
+//     runs an intra-node all-reduce over it (algorithm NVLS, 2.17+, on by default since 2.19) when
+//     its model says NVLS beats the ring: NVIDIA/nccl src/graph/tuning.cc (nvlsEfficiency 0.85 on
+//     Hopper, 25 us NVLS latency over NVLink) and src/graph/search.cc (one NVLS channel per GPU).
+//     Measured: 476 GB/s busbw for an 8x H100 all-reduce (NVIDIA/nccl-tests issue 290, a maintainer
+//     confirming NVLS), where a ring tops out near 360. Ampere has no NVLS (nvlsEfficiency 0).
 //   context_reserve 723 MiB (Ampere): the first CUDA call of a PyTorch process takes 723 MiB of device
 //     memory (discuss.pytorch.org/t/what-is-the-reason-for-pytorchs-gpu-memory-floor/73021); not
 //     measured on an A100 by us.
@@ -191,6 +198,7 @@ Microarch Hopper() {
   a.sustained_clock_MHz = 1450;
   a.sustained_matmul_tflops = 702.9;
   a.warp_specialized_mma = true;
+  a.nvlink_sharp = true;
   a.unfused_attention_fraction = 0;  // no published Hopper measurement: the streaming fraction
   a.unfused_attention_bwd_fraction = 0;
   a.context_reserve_MiB = 2821;

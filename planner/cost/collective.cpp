@@ -12,6 +12,7 @@ CollectiveModel::CollectiveModel(const ClusterSpec& cluster, const CostDb* db, D
   inter_Bps_ = cluster.inter_node.bandwidth_GBps * 1e9 * kInfinibandEfficiency;
   intra_lat_s_ = cluster.intra_node.latency_us * 1e-6;
   inter_lat_s_ = cluster.inter_node.latency_us * 1e-6;
+  nvls_ = cluster.device.arch.nvlink_sharp;
 }
 
 double CollectiveModel::BusFactor(CollectiveKind op, int64_t n) {
@@ -63,6 +64,18 @@ double CollectiveModel::NcclTime(CollectiveKind op, double bytes, int64_t ranks,
     }
   }
   return best;
+}
+
+double CollectiveModel::NvlsAllReduceTime(double bytes, int64_t ranks, double nvlink_Bps) {
+  if (ranks <= 1) return 0;
+  const double n = static_cast<double>(ranks);
+  // NVIDIA/nccl src/graph/tuning.cc: nvlsEfficiency[Hopper] 0.85; hwLatencies[NVLINK][NVLS][Simple]
+  // 25 us (base latency 0); NVLS needs at least two channels (here one per GPU).
+  constexpr double kNvlsEfficiency = 0.85;
+  constexpr double kNvlsLatencySeconds = 25e-6;
+  const double channel_Bps = nvlink_Bps / (n + 1);
+  const double busbw = n * channel_Bps * kNvlsEfficiency * (n - 1) / n * 2.0;
+  return kNvlsLatencySeconds + bytes * BusFactor(CollectiveKind::kAllReduce, ranks) / busbw;
 }
 
 double CollectiveModel::Flat(CollectiveKind op, double bytes, int64_t n, double bw_Bps, double latency_s) const {
@@ -128,7 +141,11 @@ double CollectiveModel::Time(CollectiveKind op, double bytes, const PlacedGroup&
   if (op == CollectiveKind::kSendRecv) {
     return g.spans_nodes() ? Flat(op, bytes, 2, inter_Bps_ / gpn, inter_lat_s_) : Flat(op, bytes, 2, intra_Bps_, intra_lat_s_);
   }
-  if (!g.spans_nodes()) return NcclTime(op, bytes, g.size, 1, intra_Bps_);
+  if (!g.spans_nodes()) {
+    const double ring = NcclTime(op, bytes, g.size, 1, intra_Bps_);
+    if (nvls_ && op == CollectiveKind::kAllReduce) return std::min(ring, NvlsAllReduceTime(bytes, g.size, intra_Bps_));
+    return ring;
+  }
   if (spanning_ == DpAlgorithm::kNccl && op != CollectiveKind::kAllToAll) {
     // One ring over every rank: its slowest hop is the group's share of the node's NICs.
     return NcclTime(op, bytes, g.size, g.nodes, std::min(intra_Bps_, inter_share_Bps));

@@ -13,6 +13,8 @@
 // nodes a group gets its share of the node's NICs (ranks_per_node / gpus_per_node of them, all
 // groups of a kind communicate at once). A group that spans nodes is hierarchical: intra-node
 // reduce-scatter, inter-node collective on 1/k of the data, intra-node all-gather.
+// On NVLink SHARP nodes an all-reduce inside the node takes NCCL's NVLS algorithm where its model
+// is faster than the ring (from a few MiB up); NVLS across nodes (NVLS-tree) is not modelled.
 // With a CostDb curve for (op, spans_nodes) the measured busbw at that message size is used
 // (interpolated in log-log between measured sizes; the curve of the nearest group size when the
 // exact one was not measured, with the queried group's bus factor).
@@ -50,6 +52,14 @@ class CollectiveModel {
   //! `bus_Bps`: the ring's per-rank bus bandwidth (the slowest link it crosses).
   static double NcclTime(CollectiveKind op, double bytes, int64_t ranks, int64_t nodes, double bus_Bps);
 
+  //! NCCL's NVLS all-reduce inside one node (NVLink SHARP: the switch reduces), as its model prices
+  //! it (src/graph/search.cc, tuning.cc): one channel per GPU, each GPU's NVLink carrying its own
+  //! channel twice and the others' once, so a channel gets `nvlink_Bps` / (ranks + 1); x 0.85
+  //! (nvlsEfficiency, Hopper) x (channels - 1) / channels; all-reduce pipelines the reduce and the
+  //! multicast (x 2). Latency 25 us. nccl-tests busbw = 1.7 (ranks - 1) nvlink_Bps / (ranks + 1):
+  //! 476 GB/s for 8 GPUs at 360 GB/s, as measured on 8x H100 (nccl-tests issue 290).
+  static double NvlsAllReduceTime(double bytes, int64_t ranks, double nvlink_Bps);
+
  private:
   double Flat(CollectiveKind op, double bytes, int64_t n, double bw_Bps, double latency_s) const;
   const CollectiveCurve* Curve(CollectiveKind op, const PlacedGroup& g) const;
@@ -58,6 +68,7 @@ class CollectiveModel {
   ClusterSpec cluster_;
   const CostDb* db_ = nullptr;
   DpAlgorithm spanning_ = DpAlgorithm::kNccl;
+  bool nvls_ = false;      // the node's switches reduce (DeviceSpec Microarch::nvlink_sharp)
   double intra_Bps_ = 0;   // per GPU, one direction, achievable
   double inter_Bps_ = 0;   // per node, one direction, achievable
   double intra_lat_s_ = 0;

@@ -1,6 +1,7 @@
 // Group placement in Megatron order and the collective cost model's nccl-tests definitions.
 #include <gtest/gtest.h>
 
+#include "model/device_spec.h"
 #include "model/load.h"
 #include "planner/cost/collective.h"
 #include "planner/cost/placement.h"
@@ -76,6 +77,49 @@ TEST(Collective, TinyAllReduceTimeGrowsWithGroupSize) {
     EXPECT_GT(t, prev) << "dp group over " << dp << " nodes";
     prev = t;
   }
+}
+
+TEST(Collective, NvlsAllReduceInsideHopperNodesOnly) {
+  // NCCL's NVLS model on 8 GPUs at 360 GB/s of NVLink: 1.7 x 7 x 360 / 9 = 476 GB/s busbw, what
+  // nccl-tests measured on 8x H100 (issue 290); the ring stops below 360.
+  const ClusterSpec h = *ResolveCluster("dgx-h100", 2);
+  ASSERT_TRUE(h.device.arch.nvlink_sharp);
+  const CollectiveModel nvls(h);
+  ClusterSpec ring_only = h;
+  ring_only.device.arch.nvlink_sharp = false;
+  const CollectiveModel ring(ring_only);
+  const PlacedGroup tp8 = PlaceGroup(L(2, 8, 1), h, GroupKind::kTp);
+  ASSERT_FALSE(tp8.spans_nodes());
+  auto busbw = [](const CollectiveModel& m, CollectiveKind op, double bytes, const PlacedGroup& g) {
+    return bytes * CollectiveModel::BusFactor(op, g.size) / m.Time(op, bytes, g) / 1e9;
+  };
+  const double big = 1 << 30;
+  EXPECT_NEAR(busbw(nvls, CollectiveKind::kAllReduce, big, tp8), 476, 476 * 0.02);
+  EXPECT_LT(busbw(ring, CollectiveKind::kAllReduce, big, tp8), 360);
+  // Small messages stay on the ring's low-latency protocols (NVLS costs 25 us).
+  EXPECT_DOUBLE_EQ(nvls.Time(CollectiveKind::kAllReduce, 64 << 10, tp8), ring.Time(CollectiveKind::kAllReduce, 64 << 10, tp8));
+  // Reduce-scatter and all-gather inside a node stay rings; a group over nodes is not NVLS-priced.
+  for (CollectiveKind op : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
+    EXPECT_DOUBLE_EQ(nvls.Time(op, big, tp8), ring.Time(op, big, tp8));
+  }
+  const PlacedGroup dp2 = PlaceGroup(L(2, 8, 1), h, GroupKind::kDp);
+  ASSERT_TRUE(dp2.spans_nodes());
+  EXPECT_DOUBLE_EQ(nvls.Time(CollectiveKind::kAllReduce, big, dp2), ring.Time(CollectiveKind::kAllReduce, big, dp2));
+  // Two GPUs: a channel gets a third of the link, the ring all of it.
+  const PlacedGroup tp2 = PlaceGroup(L(8, 2, 1), h, GroupKind::kTp);
+  EXPECT_DOUBLE_EQ(nvls.Time(CollectiveKind::kAllReduce, big, tp2), ring.Time(CollectiveKind::kAllReduce, big, tp2));
+  // Ampere has no NVLS; the fact round-trips through the device JSON.
+  EXPECT_FALSE(ResolveCluster("dgx-a100", 1)->device.arch.nvlink_sharp);
+  Json j = DeviceToJson(h.device);
+  EXPECT_TRUE(j["microarch"]["nvlink_sharp"].get<bool>());
+  j["microarch"]["nvlink_sharp"] = false;
+  auto back = DeviceFromJson(j, "device.json", "/device");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_FALSE(back->arch.nvlink_sharp);
+  j["microarch"]["nvlink_sharp"] = "yes";
+  auto bad = DeviceFromJson(j, "device.json", "/device");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("/device/microarch/nvlink_sharp"), std::string::npos) << bad.error().message;
 }
 
 }  // namespace
