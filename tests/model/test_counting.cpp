@@ -193,6 +193,36 @@ TEST(OpCatalogueJoin, ResidualJoinPricedWhereTheImplementationRunsIt) {
   EXPECT_DOUBLE_EQ(fwd(ours, OpKind::kAttnNorm), 2 * rows_bytes);
 }
 
+// The cross-entropy's traffic per logit as each implementation runs it: our executor's fused
+// kernels read the 16-bit logits twice and write an fp32 softmax (backward: read it, write the
+// gradient); Megatron's torch sequence makes a full pass per step (cast, max, subtract, exp, sum,
+// normalise; backward scale and cast back), none of the casts when training in fp32.
+TEST(OpCatalogueLoss, CrossEntropyTrafficAsTheImplementationRunsIt) {
+  const ModelSpec m = *ModelPreset("gpt-tiny");
+  OpShapeKey key;
+  key.micro_batch = 2;
+  const double logits = static_cast<double>(key.micro_batch * m.seq_len * m.vocab);
+  auto per_logit = [&](const ImplementationProfile& impl, int64_t element_bytes, Phase ph) {
+    key.element_bytes = element_bytes;
+    auto o = OpCatalogueEntry(BuildOpCatalogue(m, key, impl), OpKind::kLoss, ph, false);
+    EXPECT_TRUE(o.has_value());
+    return o ? o->bytes / logits : -1.0;
+  };
+  const ImplementationProfile ours = DefaultImplementation();
+  ASSERT_FALSE(ours.fp32_cross_entropy.value);
+  EXPECT_DOUBLE_EQ(per_logit(ours, 2, Phase::kFwd), 8);
+  EXPECT_DOUBLE_EQ(per_logit(ours, 2, Phase::kBwd), 6);
+  EXPECT_DOUBLE_EQ(per_logit(ours, 4, Phase::kFwd), 12);
+  for (const char* name : {"megatron-core", "megatron-2021", "megatron-2022", "deepspeed"}) {
+    const ImplementationProfile impl = *ImplementationPreset(name);
+    ASSERT_TRUE(impl.fp32_cross_entropy.value) << name;
+    EXPECT_DOUBLE_EQ(per_logit(impl, 2, Phase::kFwd), 38) << name;  // 6 + 4 + 8 + 8 + 4 + 8
+    EXPECT_DOUBLE_EQ(per_logit(impl, 2, Phase::kBwd), 14) << name;  // 8 + 6
+    EXPECT_DOUBLE_EQ(per_logit(impl, 4, Phase::kFwd), 32) << name;  // no cast
+    EXPECT_DOUBLE_EQ(per_logit(impl, 4, Phase::kBwd), 8) << name;
+  }
+}
+
 // The QKV projection as each implementation runs it: Megatron one GEMM against the concatenated
 // weight; our executor three (q, k, v) with a bias add each, and the rotary embedding of q and k
 // for a rotary model, in the same op. The FLOPs are the same.
