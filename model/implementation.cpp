@@ -57,6 +57,8 @@ ImplementationProfile Parallax() {
                           "C++ host loop, no Python: cudaLaunchKernel ~5 us per launch (CUDA C++ Best Practices "
                           "Guide, 'Kernel launch overhead' is on the order of microseconds); our own calibration overrides"};
   p.optimizer = {OptimizerKind::kFusedMultiTensor, "executor/runtime/optimizer.cpp: one multi-tensor AdamW kernel per group"};
+  p.mixed_precision_passes = {false, "executor/runtime/optimizer.cpp: the AdamW kernel reads the fp32 gradient buffer "
+                                     "and writes the 16-bit weight copy in the same pass"};
   p.pipeline_p2p = {P2pSemantics::kAsync, "executor/runtime/pipeline_runner.cpp: sends on the pp-comm stream"};
   return p;
 }
@@ -104,6 +106,10 @@ ImplementationProfile MegatronCore() {
   p.overlap_param_gather = {true, "--overlap-param-gather (Megatron-LM README, Performance Benchmarking)"};
   p.launch_overhead_us = {10.0, kPytorchEager};
   p.optimizer = {OptimizerKind::kFusedMultiTensor, "megatron/core/optimizer/__init__.py: TE/apex FusedAdam"};
+  p.mixed_precision_passes = {true, "megatron/core/optimizer/distrib_optimizer.py (core_r0.8.0): "
+                                    "_copy_model_grads_to_main_grads (.float() of the fp32 main_grad shard: no copy), "
+                                    "the grad scaler's unscale only for fp16, then _copy_main_params_to_model_params "
+                                    "(copy_ of each fp32 shard into the 16-bit parameter buffer)"};
   p.pipeline_p2p = {P2pSemantics::kAsync, "megatron/core/pipeline_parallel/p2p_communication.py: batched "
                                           "isend/irecv, overlap_p2p_comm for the interleaved schedule"};
   return p;
@@ -143,6 +149,10 @@ ImplementationProfile Megatron2021() {
   p.overlap_param_gather = {false, "no distributed optimizer in v2.x"};
   p.launch_overhead_us = {10.0, kPytorchEager};
   p.optimizer = {OptimizerKind::kFusedMultiTensor, "megatron/optimizer/__init__.py: apex.optimizers.FusedAdam"};
+  p.mixed_precision_passes = {true, "megatron/optimizer/optimizer.py (v2.5) Float16OptimizerWithFloat16Params.step: "
+                                    "_copy_model_grads_to_main_grads (grad.float()), "
+                                    "_unscale_main_grads_and_check_for_nan (fp16), FusedAdam on the fp32 main grads, "
+                                    "_copy_main_params_to_model_params (multi_tensor_scale)"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "megatron/p2p_communication.py (v2.5): batch_isend_irecv, wait on "
                                              "every request, then torch.cuda.synchronize()"};
   return p;
@@ -202,6 +212,9 @@ ImplementationProfile DeepSpeed() {
   p.launch_overhead_us = {15.0, std::string(kPytorchEager) +
                                     " + ZeRO-3 module pre/post-forward hooks on every submodule"};
   p.optimizer = {OptimizerKind::kFusedMultiTensor, "deepspeed/ops/adam/fused_adam.py (multi_tensor_adam.cu)"};
+  p.mixed_precision_passes = {false, "not modelled: DeepSpeed ZeRO's fp16 optimizers copy, unscale and clip their "
+                                     "fp32 partitions in passes of their own too (stage_1_and_2.py); their bytes "
+                                     "are not checked here"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "deepspeed/runtime/pipe/p2p.py: blocking dist.send / dist.recv"};
   return p;
 }
@@ -335,6 +348,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Bool("overlap_param_gather", p.overlap_param_gather);
       f.Number("launch_overhead_us", p.launch_overhead_us);
       f.Enum("optimizer", p.optimizer, {OptimizerKind::kFusedMultiTensor, OptimizerKind::kPerTensor});
+      f.Bool("mixed_precision_passes", p.mixed_precision_passes);
       f.Enum("pipeline_p2p", p.pipeline_p2p, {P2pSemantics::kAsync, P2pSemantics::kBlocking});
       facts.Finish();
     }
@@ -368,6 +382,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"overlap_param_gather", FactJson(p.overlap_param_gather)},
                 {"launch_overhead_us", FactJson(p.launch_overhead_us)},
                 {"optimizer", EnumJson(p.optimizer)},
+                {"mixed_precision_passes", FactJson(p.mixed_precision_passes)},
                 {"pipeline_p2p", EnumJson(p.pipeline_p2p)}}}};
 }
 
@@ -384,6 +399,13 @@ Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_f
 
 int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items) {
   return std::clamp<int64_t>(kUnfusedAttentionChunkBytes / (seq * seq * 4), 1, std::max<int64_t>(items, 1));
+}
+
+double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision precision) {
+  if (!impl.mixed_precision_passes.value || precision == Precision::kFp32) return 0;
+  const double cast_grads = impl.grad_buffer_dtype.value == GradDType::kParam ? 2 + 4 : 0;
+  const double unscale = precision == Precision::kFp16 ? 4 + 4 : 0;
+  return cast_grads + unscale + 4 + 2;
 }
 
 int64_t DpBucketBytes(const ImplementationProfile& impl, int64_t layer_grad_bytes) {

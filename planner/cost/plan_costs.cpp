@@ -7,6 +7,13 @@
 
 namespace parallax::planner {
 
+double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision precision) {
+  // Per-tensor AdamW (no multi-tensor kernel) re-reads each moment in its own pass: ~2x the bytes.
+  // A mixed-precision wrapper's own passes (gradient cast, fp16 unscale, master-weight copy) move
+  // more over the same shard (MixedPrecisionPassBytes, the profile's mixed_precision_passes).
+  return (impl.optimizer.value == OptimizerKind::kPerTensor ? 56.0 : 28.0) + MixedPrecisionPassBytes(impl, precision);
+}
+
 DType ComputeDType(Precision p) {
   switch (p) {
     case Precision::kBf16: return DType::kBf16;
@@ -240,8 +247,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     // (28 B/param); fp32 reads 4 x 4 and writes 3 x 4 (28 B/param). Grad-norm reads the grads once.
     const double shard = static_cast<double>(rc.params) / static_cast<double>(l.zero_stage >= 1 ? l.dp : 1);
     const double grad_shard = static_cast<double>(rc.params) / static_cast<double>(l.zero_stage >= 2 ? l.dp : 1);
-    // Per-tensor AdamW (no multi-tensor kernel) re-reads each moment in its own pass: ~2x the bytes.
-    const double adam_bytes = impl.optimizer.value == OptimizerKind::kPerTensor ? 56.0 : 28.0;
+    const double adam_bytes = OptimizerBytesPerParam(impl, plan.training.precision);
     rc.grad_zero_step_bytes = 4.0 * grad_shard;
     rc.grad_zero_step_s = pass(OpKind::kGradZero, rc.grad_zero_step_bytes);
     rc.optimizer_s = comp.MemoryBound("optimizer", adam_bytes * shard);

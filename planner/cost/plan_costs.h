@@ -165,4 +165,8 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan);
 //! DType that the compute runs in for a training precision.
 DType ComputeDType(Precision p);
 
+//! Bytes the optimizer op moves per parameter of the rank's optimizer shard: AdamW (28; a per-tensor
+//! implementation re-reads each moment, 56) plus the profile's mixed-precision wrapper passes.
+double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision precision);
+
 }  // namespace parallax::planner

@@ -61,14 +61,16 @@ std::optional<ComputeDescription> OpCatalog::FromCostedOp(const OpIdentity& id) 
 }
 
 ComputeDescription OpCatalog::Optimizer(int64_t pp_rank) const {
-  // As planner/cost/plan_costs.cpp prices the optimizer op: AdamW over the rank's shard (28 B/param).
-  // The grad-norm read is the grad_clip op's (not sampled: its slice also waits in the all-reduce).
+  // As planner/cost/plan_costs.cpp prices the optimizer op: AdamW over the rank's shard, with the
+  // profile's per-parameter bytes (planner::OptimizerBytesPerParam). The grad-norm read is the
+  // grad_clip op's (not sampled: its slice also waits in the all-reduce).
   const Layout& l = plan_.layout;
   const double params = static_cast<double>(planner::RankParams(plan_.model, l, pp_rank));
   const double shard = params / static_cast<double>(l.zero_stage >= 1 ? l.dp : 1);
+  const double bytes = planner::OptimizerBytesPerParam(plan_.implementation, plan_.training.precision) * shard;
   ComputeDescription d;
   const auto& c = ctx_.compute();
-  d.memory.push_back({"optimizer", static_cast<int64_t>(28.0 * shard), c.MemoryBound("optimizer", 28.0 * shard)});
+  d.memory.push_back({"optimizer", static_cast<int64_t>(bytes), c.MemoryBound("optimizer", bytes)});
   d.time_s = d.memory[0].time_s;
   return d;
 }

@@ -228,6 +228,40 @@ TEST(Predictions, GradAccumulationPassPerMicroBatchWhereTheProfileHasIt) {
   EXPECT_EQ(ImplementationPreset("parallax")->grad_accumulation.value, GradAccumulation::kInGemm);
 }
 
+// The mixed-precision optimizer wrapper's own passes over the optimizer shard (Megatron-LM's
+// Float16OptimizerWithFloat16Params, Megatron-Core's DistributedOptimizer): gradient cast from a
+// 16-bit buffer (6 B), fp16 unscale (8 B), master-weight copy (6 B). Our executor has none.
+TEST(Predictions, MixedPrecisionOptimizerPassesWhereTheProfileHasThem) {
+  const auto bytes = [](const char* impl, Precision p) {
+    return MixedPrecisionPassBytes(*ImplementationPreset(impl), p);
+  };
+  EXPECT_DOUBLE_EQ(bytes("megatron-2021", Precision::kFp16), 20);
+  EXPECT_DOUBLE_EQ(bytes("megatron-2022", Precision::kFp16), 20);
+  EXPECT_DOUBLE_EQ(bytes("megatron-core", Precision::kBf16), 6);  // fp32 main grads, no loss scaling
+  EXPECT_DOUBLE_EQ(bytes("megatron-core", Precision::kFp16), 14);
+  EXPECT_DOUBLE_EQ(bytes("megatron-2021", Precision::kFp32), 0);
+  EXPECT_DOUBLE_EQ(bytes("parallax", Precision::kBf16), 0);
+  EXPECT_DOUBLE_EQ(OptimizerBytesPerParam(*ImplementationPreset("megatron-2021"), Precision::kFp16), 48);
+  EXPECT_DOUBLE_EQ(OptimizerBytesPerParam(*ImplementationPreset("parallax"), Precision::kBf16), 28);
+  // The step pays them once, on the optimizer op, in both evaluators.
+  Plan with = MakePlan("gpt-1.3b", "dgx-a100", 1, "dp=2,tp=2,pp=2,micro_batch=1,global_batch=8", Precision::kFp16,
+                       "megatron-2022");
+  Plan without = with;
+  without.implementation.mixed_precision_passes.value = false;
+  CostContext ctx_with(with.cluster, with.training.precision, nullptr, &with.implementation);
+  CostContext ctx_without(without.cluster, without.training.precision, nullptr, &without.implementation);
+  const PlanCosts a = CostPlan(ctx_with, with), b = CostPlan(ctx_without, without);
+  ASSERT_EQ(a.ranks.size(), b.ranks.size());
+  for (size_t r = 0; r < a.ranks.size(); ++r) {
+    EXPECT_NEAR(a.ranks[r].optimizer_s / b.ranks[r].optimizer_s, 48.0 / 28.0, 0.15) << "pp rank " << r;
+  }
+  auto sa = Simulate(with), sb = Simulate(without);
+  auto ea = Estimate(with), eb = Estimate(without);
+  ASSERT_TRUE(sa && sb && ea && eb);
+  EXPECT_GT(sa->prediction.step_time_s, sb->prediction.step_time_s);
+  EXPECT_GT(ea->step_time_s, eb->step_time_s);
+}
+
 // ZeRO-3 with flat all-gathers over the whole DP group: at a fixed global batch, more DP ranks
 // mean fewer tokens per gathered layer, so per-GPU throughput falls on 200 Gb/s links; a tp x pp
 // layout of the same model holds.
