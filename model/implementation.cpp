@@ -401,13 +401,6 @@ int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items) {
   return std::clamp<int64_t>(kUnfusedAttentionChunkBytes / (seq * seq * 4), 1, std::max<int64_t>(items, 1));
 }
 
-double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision precision) {
-  if (!impl.mixed_precision_passes.value || precision == Precision::kFp32) return 0;
-  const double cast_grads = impl.grad_buffer_dtype.value == GradDType::kParam ? 2 + 4 : 0;
-  const double unscale = precision == Precision::kFp16 ? 4 + 4 : 0;
-  return cast_grads + unscale + 4 + 2;
-}
-
 int64_t DpBucketBytes(const ImplementationProfile& impl, int64_t layer_grad_bytes) {
   const int64_t mib = impl.dp_bucket_MiB.value;
   if (mib <= 0) return layer_grad_bytes;

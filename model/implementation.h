@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "model/json_io.h"
-#include "model/training_spec.h"
 
 namespace parallax {
 
@@ -84,17 +83,13 @@ struct ImplementationProfile {
   Fact<double> launch_overhead_us;    //!< host time to launch one kernel (floor on a kernel's time)
   Fact<OptimizerKind> optimizer;
   //! A 16-bit run's optimizer wrapper makes passes of its own around the fused Adam, each over the
-  //! rank's optimizer shard (MixedPrecisionPassBytes): the main gradients cast to fp32 when their
-  //! buffer is 16-bit, unscaled and checked for inf/nan under fp16 loss scaling, and the updated fp32
-  //! master weights copied to the 16-bit model weights. False: the optimizer kernel reads the
-  //! gradients in their buffer and writes the 16-bit copy itself.
+  //! rank's optimizer shard (planner::MixedPrecisionPassBytes): the main gradients cast to fp32
+  //! when their buffer is 16-bit, unscaled and checked for inf/nan under fp16 loss scaling, and the
+  //! updated fp32 master weights copied to the 16-bit model weights. False: the optimizer kernel
+  //! reads the gradients in their buffer and writes the 16-bit copy itself.
   Fact<bool> mixed_precision_passes;
   Fact<P2pSemantics> pipeline_p2p;
 };
-
-//! Bytes per optimizer-shard parameter of the wrapper passes above (0 without them or in fp32):
-//! gradient cast 2 + 4 (16-bit buffer only), unscale 4 + 4 (fp16 only), master copy 4 + 2.
-double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision precision);
 
 //! The one definition of a DP gradient bucket: bytes of unsharded gradient reduced (and staged)
 //! at once, for a layer whose gradient holds `layer_grad_bytes`. dp_bucket_MiB 0 means one bucket

@@ -7,6 +7,14 @@
 
 namespace parallax::planner {
 
+double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision precision) {
+  if (!impl.mixed_precision_passes.value || precision == Precision::kFp32) return 0;
+  const double buffer = static_cast<double>(GradBufferBytes(precision, impl));
+  const double cast_grads = buffer < 4 ? buffer + 4 : 0;
+  const double unscale = precision == Precision::kFp16 ? 4 + 4 : 0;
+  return cast_grads + unscale + 4 + 2;
+}
+
 double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision precision) {
   // Per-tensor AdamW (no multi-tensor kernel) re-reads each moment in its own pass: ~2x the bytes.
   // A mixed-precision wrapper's own passes (gradient cast, fp16 unscale, master-weight copy) move

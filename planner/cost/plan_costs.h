@@ -165,6 +165,11 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan);
 //! DType that the compute runs in for a training precision.
 DType ComputeDType(Precision p);
 
+//! Bytes per optimizer-shard parameter of the profile's mixed_precision_passes (0 without them or in
+//! fp32): the gradient cast from a 16-bit buffer (its 2 B read + 4 written), the fp16 unscale (4 + 4)
+//! and the master-weight copy (4 + 2).
+double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision precision);
+
 //! Bytes the optimizer op moves per parameter of the rank's optimizer shard: AdamW (28; a per-tensor
 //! implementation re-reads each moment, 56) plus the profile's mixed-precision wrapper passes.
 double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision precision);
