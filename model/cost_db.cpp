@@ -98,6 +98,7 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
         s.time_s = g.PositiveNumber("time_s");
         s.stats = ReadStats(g);
         s.source = g.String("source", "");
+        s.accumulate = g.Bool("accumulate", false);
         g.Finish();
         db.gemms.push_back(s);
       });
@@ -226,6 +227,7 @@ Json CostDbToJson(const CostDb& db) {
   for (const auto& g : db.gemms) {
     Json s{{"m", g.m}, {"n", g.n}, {"k", g.k}, {"dtype", ToString(g.dtype)}, {"time_s", g.time_s}};
     if (g.batch != 1) s["batch"] = g.batch;
+    if (g.accumulate) s["accumulate"] = true;
     WriteStats(s, g.stats);
     if (!g.source.empty()) s["source"] = g.source;
     gemms.push_back(std::move(s));

@@ -20,7 +20,9 @@ struct MeasurementStats {
 };
 
 //! One measured GEMM: `batch` independent C[m,n] = A[m,k] B[k,n] in `dtype` (one strided-batched
-//! call when batch > 1, as attention's score and context products run).
+//! call when batch > 1, as attention's score and context products run). `accumulate`: C[m,n] +=
+//! A B into an fp32 buffer (a weight gradient accumulated in its GEMM, GemmShape::accumulate),
+//! whose epilogue reads and writes 4-byte C; a shape measured both ways is two samples.
 struct GemmSample {
   int64_t m = 0, n = 0, k = 0;
   int64_t batch = 1;
@@ -28,6 +30,7 @@ struct GemmSample {
   double time_s = 0;
   MeasurementStats stats{};
   std::string source{};  //!< "calibrate", "refine" (empty: unknown)
+  bool accumulate = false;
   double tflops() const { return 2.0 * static_cast<double>(m) * n * k * batch / time_s / 1e12; }
 };
 

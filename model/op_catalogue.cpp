@@ -20,6 +20,8 @@ class Catalogue {
     sT_ = k.sequence_parallel ? T_ / t_ : T_;
     drop_ = m.dropout && impl.applies_dropout.value ? 1.0 : 0.0;  // the implementation may ignore the flag
     flash_ = impl.attention.value == AttentionKernel::kFlash;
+    accumulate_wgrad_ =
+        impl.grad_accumulation.value == GradAccumulation::kInGemm && impl.grad_buffer_dtype.value == GradDType::kFp32;
   }
 
   OpSpec Gemm(OpKind op, Phase ph, std::initializer_list<GemmShape> shapes, double extra_bytes = 0,
@@ -27,8 +29,12 @@ class Catalogue {
     OpSpec o;
     o.op = op;
     o.phase = ph;
+    // A backward linear's (input gradient, weight gradient) pairs: the weight gradient adds into
+    // the fp32 buffer in its GEMM where the implementation does so (not attention's products).
+    const bool pairs = ph == Phase::kBwd && op != OpKind::kAttnCore && accumulate_wgrad_;
     for (const GemmShape& g : shapes) {
       o.gemms.push_back(g);
+      o.gemms.back().accumulate = pairs && o.gemms.size() % 2 == 0;
       o.flops += g.flops();
       ++o.kernels;
     }
@@ -253,6 +259,7 @@ class Catalogue {
   int64_t s_ = 0, T_ = 0, t_ = 1, h_ = 0;
   double e_ = 2, sT_ = 0, drop_ = 0;  // drop_: 1 when the model asks for dropout and the implementation applies it
   bool flash_ = false;
+  bool accumulate_wgrad_ = false;  // GemmShape::accumulate on backward weight gradients
 };
 
 }  // namespace

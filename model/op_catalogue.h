@@ -24,6 +24,10 @@ namespace parallax {
 
 struct GemmShape {
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  //! C += A B into an fp32 buffer: a backward linear's weight gradient when the implementation
+  //! accumulates it in the GEMM (ImplementationProfile::grad_accumulation kInGemm: cuBLAS beta = 1
+  //! over the fp32 gradient, so the epilogue reads and writes 4-byte C).
+  bool accumulate = false;
   double flops() const { return 2.0 * static_cast<double>(m) * n * k * batch; }
 };
 

@@ -39,7 +39,11 @@ void ComputeModel::BuildGemmCorrection() {
     // A calibrated (isolated) time becomes an in-run time when refine measured how much longer
     // GEMMs ran inside steps; a sample refine took from a trace is one already.
     const double t = g.source == "refine" ? g.time_s : g.time_s * gemm_run_factor;
-    p.log_ratio = std::log(t / RooflineGemm(g.m, g.n, g.k, g.batch));
+    p.log_ratio = std::log(t / RooflineGemm(g.m, g.n, g.k, g.batch, g.accumulate));
+    if (g.accumulate) {
+      accumulate_points_.push_back(p);
+      continue;
+    }
     p.score_log_ratio =
         g.batch > 1 ? std::log(t / RooflineGemmAt(g.m, g.n, g.k, g.batch, traits_.attention_fraction)) : p.log_ratio;
     gemm_points_.push_back(p);
@@ -83,15 +87,21 @@ void ComputeModel::BuildKernelCorrection() {
   }
 }
 
-double ComputeModel::Gemm(int64_t m, int64_t n, int64_t k, int64_t batch) const {
+double ComputeModel::Gemm(int64_t m, int64_t n, int64_t k, int64_t batch, bool accumulate) const {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
-  const double roofline = RooflineGemm(m, n, k, batch);
+  const double roofline = RooflineGemm(m, n, k, batch, accumulate);
+  if ((accumulate || gemm_points_.empty()) && !accumulate_points_.empty()) {
+    // Its own kind's samples; with no plain sample, theirs carry to a plain GEMM too.
+    const std::array<double, 4> q{std::log(static_cast<double>(m)), std::log(static_cast<double>(n)),
+                                  std::log(static_cast<double>(k)), std::log(static_cast<double>(batch))};
+    return roofline * std::exp(ScatteredLogRatio(accumulate_points_, q, false));
+  }
   if (gemm_points_.empty()) return roofline;
   return roofline * std::exp(GemmLogRatio(m, n, k, batch));
 }
 
-double ComputeModel::RooflineGemm(int64_t m, int64_t n, int64_t k, int64_t batch) const {
-  return RooflineGemmAt(m, n, k, batch, traits_.dram_fraction);
+double ComputeModel::RooflineGemm(int64_t m, int64_t n, int64_t k, int64_t batch, bool accumulate) const {
+  return RooflineGemmAt(m, n, k, batch, traits_.dram_fraction, accumulate);
 }
 
 double ComputeModel::ScoreGemm(int64_t m, int64_t n, int64_t k, int64_t batch) const {
@@ -113,9 +123,13 @@ double ComputeModel::ScoreMemory(std::string_view op, double bytes, bool bwd) co
   return roofline * MemoryBound(op, bytes) / RooflineMemory(bytes);
 }
 
-double ComputeModel::RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t batch, double dram_fraction) const {
-  const double bytes = static_cast<double>(element_bytes_) *
-                       (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) * batch;
+double ComputeModel::RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t batch, double dram_fraction,
+                                    bool accumulate) const {
+  // Operands in the compute dtype; C written in it, or read and written in fp32 when accumulating.
+  const double c_bytes = accumulate ? 8.0 : static_cast<double>(element_bytes_);
+  const double bytes = (static_cast<double>(element_bytes_) * (static_cast<double>(m) * k + static_cast<double>(k) * n) +
+                        c_bytes * static_cast<double>(m) * n) *
+                       static_cast<double>(batch);
   const double mem_s = bytes / (hbm_Bps_ * dram_fraction);
   const double flops = 2.0 * static_cast<double>(m) * n * k * batch;
   const double sustained = peak_flops_ * traits_.mma_sustained_fraction;
@@ -173,9 +187,14 @@ double ComputeModel::GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch
     }
     return value;
   }
-  // Scattered samples: inverse-square-distance weighting in log space, exact at a sample.
+  return ScatteredLogRatio(gemm_points_, q, score);
+}
+
+double ComputeModel::ScatteredLogRatio(const std::vector<GemmPoint>& points, const std::array<double, 4>& q,
+                                       bool score) {
+  // Inverse-square-distance weighting in log space, exact at a sample.
   double wsum = 0, vsum = 0;
-  for (const auto& p : gemm_points_) {
+  for (const auto& p : points) {
     double d2 = 0;
     for (size_t a = 0; a < 4; ++a) d2 += (p.x[a] - q[a]) * (p.x[a] - q[a]);
     const double r = score ? p.score_log_ratio : p.log_ratio;
@@ -183,7 +202,7 @@ double ComputeModel::GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch
     wsum += 1.0 / d2;
     vsum += r / d2;
   }
-  return vsum / wsum;
+  return wsum > 0 ? vsum / wsum : 0.0;
 }
 
 double ComputeModel::FlashAttention(const FlashShape& f) const {

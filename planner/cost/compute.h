@@ -40,10 +40,13 @@ class ComputeModel {
   //! `db` may be null (roofline only); it must outlive the model.
   ComputeModel(const DeviceSpec& device, DType dtype, const CostDb* db = nullptr);
 
-  //! Seconds for `batch` independent GEMMs C[m,n] = A[m,k] B[k,n].
-  double Gemm(int64_t m, int64_t n, int64_t k, int64_t batch = 1) const;
+  //! Seconds for `batch` independent GEMMs C[m,n] = A[m,k] B[k,n]; `accumulate`: C += A B into an
+  //! fp32 buffer (GemmShape::accumulate), whose epilogue reads and writes 4-byte C. Measured
+  //! samples of the same kind correct it when the CostDb has any (a weight-gradient GEMM's
+  //! epilogue and operand layout are not the forward's), else those of the other kind.
+  double Gemm(int64_t m, int64_t n, int64_t k, int64_t batch = 1, bool accumulate = false) const;
   //! The roofline alone (what Gemm returns without measurements).
-  double RooflineGemm(int64_t m, int64_t n, int64_t k, int64_t batch = 1) const;
+  double RooflineGemm(int64_t m, int64_t n, int64_t k, int64_t batch = 1, bool accumulate = false) const;
   //! The roofline alone for a memory-bound kernel.
   double RooflineMemory(double bytes) const;
   //! Seconds for a fused (flash) attention kernel: its GEMM work through the tile model as one
@@ -84,7 +87,8 @@ class ComputeModel {
  private:
   //! log(measured / roofline) interpolated at the query (0 without samples).
   double GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch, bool score = false) const;
-  double RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t batch, double dram_fraction) const;
+  double RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t batch, double dram_fraction,
+                        bool accumulate = false) const;
   double RooflineMemoryAt(double bytes, double dram_fraction) const;
   void BuildGemmCorrection();
   void BuildKernelCorrection();
@@ -97,6 +101,9 @@ class ComputeModel {
     //! roofline (the attention fraction), a batch-1 sample as log_ratio.
     double score_log_ratio = 0;
   };
+  //! Inverse-square-distance weighting of `points` at the log-space query `q` (exact at a point;
+  //! 0 without points); `score`: their score_log_ratio.
+  static double ScatteredLogRatio(const std::vector<GemmPoint>& points, const std::array<double, 4>& q, bool score);
   //! One measured memory-bound point: log bytes and its log ratio to the roofline.
   struct KernelPoint {
     double log_bytes = 0;
@@ -109,7 +116,8 @@ class ComputeModel {
   double hbm_Bps_ = 0;
   int64_t element_bytes_ = 2;
   double contention_ = 1.0;
-  std::vector<GemmPoint> gemm_points_;                 // measured, this dtype
+  std::vector<GemmPoint> gemm_points_;                 // measured, this dtype, C written
+  std::vector<GemmPoint> accumulate_points_;           // measured, this dtype, C += A B (fp32)
   std::array<std::vector<double>, 4> grid_axes_;      // sorted distinct coordinates, when a full grid
   std::vector<double> grid_values_;                   // log ratios, row-major over grid_axes_
   std::vector<double> score_grid_values_;             // score_log_ratio, the same cells

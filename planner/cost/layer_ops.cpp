@@ -72,7 +72,8 @@ class Pricer {
     for (const GemmShape& g : s.gemms) {
       GemmPart part{static_cast<int64_t>(g.m), static_cast<int64_t>(g.n), static_cast<int64_t>(g.k),
                     static_cast<int64_t>(g.batch)};
-      part.time_s = scores ? c_.ScoreGemm(g.m, g.n, g.k, g.batch) : c_.Gemm(g.m, g.n, g.k, g.batch);
+      part.accumulate = g.accumulate;
+      part.time_s = scores ? c_.ScoreGemm(g.m, g.n, g.k, g.batch) : c_.Gemm(g.m, g.n, g.k, g.batch, g.accumulate);
       o.time_s += part.time_s;
       o.gemms.push_back(part);  // refine samples measured times at these shapes
     }

@@ -21,6 +21,7 @@ namespace parallax::planner {
 struct GemmPart {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   double time_s = 0;
+  bool accumulate = false;  //!< GemmShape::accumulate: adds into the fp32 gradient buffer
 };
 
 struct CostedOp {

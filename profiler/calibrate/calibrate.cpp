@@ -168,7 +168,8 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
     item.measure = Agreed(world, ComputeMeasure(backend, probe), RankReduce::kMean, o.interrupt, &stop);
     item.record = [&db, probe](const Measurement& m) {
       const ProbeShape& s = probe->shape();
-      db.gemms.push_back({s.m, s.n, s.k, s.batch, ModelDType(s.dtype), m.median_s, m.stats(), "calibrate"});
+      db.gemms.push_back(
+          {s.m, s.n, s.k, s.batch, ModelDType(s.dtype), m.median_s, m.stats(), "calibrate", s.beta != 0});
     };
     item.release = [probe] { probe->Release(); };
     cal.Add(std::move(item));

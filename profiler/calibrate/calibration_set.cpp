@@ -44,7 +44,8 @@ class Builder {
 
   void AddGemm(int64_t m, int64_t n, int64_t k, int64_t batch, Trans ta, Trans tb, float beta) {
     for (executor::DType d : o_.gemm_dtypes) {
-      if (!gemm_seen_.insert({m, n, k, batch, static_cast<int>(d)}).second) continue;
+      // A shape the model runs both plainly and accumulating (dW += dY^T X, fp32 C) is two probes.
+      if (!gemm_seen_.insert({m, n, k, batch, static_cast<int>(d), beta != 0}).second) continue;
       ProbeShape p;
       p.kind = ProbeKind::kGemm;
       p.dtype = d;
@@ -210,7 +211,7 @@ class Builder {
  private:
   const CalibrationSetOptions& o_;
   CalibrationSet set_;
-  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int>> gemm_seen_;
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool>> gemm_seen_;
   std::set<std::pair<std::string, int64_t>> kernel_seen_;
 };
 

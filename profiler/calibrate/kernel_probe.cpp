@@ -96,6 +96,7 @@ std::string ProbeShape::Describe() const {
       kv("n", n);
       kv("k", k);
       if (batch != 1) kv("batch", batch);
+      if (beta != 0) s += " accumulate";
       break;
     case ProbeKind::kAttentionFwd:
     case ProbeKind::kAttentionBwd:

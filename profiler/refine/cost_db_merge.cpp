@@ -8,7 +8,8 @@ MergeCounts MergeSamples(const FittedSamples& fitted, CostDb& db) {
   MergeCounts n;
   for (const GemmSample& s : fitted.gemms) {
     auto it = std::find_if(db.gemms.begin(), db.gemms.end(), [&](const GemmSample& g) {
-      return g.m == s.m && g.n == s.n && g.k == s.k && g.batch == s.batch && g.dtype == s.dtype;
+      return g.m == s.m && g.n == s.n && g.k == s.k && g.batch == s.batch && g.dtype == s.dtype &&
+             g.accumulate == s.accumulate;
     });
     if (it != db.gemms.end()) {
       *it = s;

@@ -87,7 +87,7 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
     }
   }
 
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<Estimate>> gemm_est;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>, std::vector<Estimate>> gemm_est;
   std::map<std::pair<std::string, int64_t>, std::vector<Estimate>> kernel_est;
   std::vector<double> ratios;
   // Per family: measured and predicted seconds over the op instances that priced it, and how many
@@ -121,7 +121,8 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
     };
     for (const auto& part : c.gemms) {
       const double share = part.time_s / c.time_s;
-      gemm_est[{part.m, part.n, part.k, part.batch}].push_back({m.median_s * share, m.spread_s * share, m.repetitions});
+      gemm_est[{part.m, part.n, part.k, part.batch, part.accumulate}].push_back(
+          {m.median_s * share, m.spread_s * share, m.repetitions});
       add_family("gemm", share, part.time_s);
     }
     for (const auto& part : c.memory) {
@@ -137,7 +138,7 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
   for (const auto& [shape, est] : gemm_est) {
     const Measurement m = Pool(est);
     GemmSample s;
-    std::tie(s.m, s.n, s.k, s.batch) = shape;
+    std::tie(s.m, s.n, s.k, s.batch, s.accumulate) = shape;
     s.dtype = catalog.dtype();
     s.time_s = m.median_s;
     s.stats = m.stats();

@@ -294,5 +294,42 @@ TEST(OpCatalogueBackward, InputGradientThenWeightGradientPerWeight) {
   }
 }
 
+// The weight-gradient GEMM adds into the fp32 gradient buffer (cuBLAS beta = 1, 4-byte C read and
+// written) where the implementation accumulates in the GEMM: our executor (LinearBackward) and
+// Megatron-Core (gradient_accumulation_fusion). Megatron-LM 2021 writes a 16-bit gradient that
+// autograd adds afterwards, DeepSpeed keeps 16-bit gradients: no accumulating GEMM. Never the input
+// gradient, a forward or recomputed GEMM, or attention's products.
+TEST(OpCatalogueBackward, WeightGradientsAccumulateInTheGemmWhereTheImplementationDoes) {
+  const ModelSpec m = *ModelPreset("gpt3-175b");
+  OpShapeKey key;
+  key.micro_batch = 1;
+  key.tp = 8;
+  key.recompute = Recompute::kFull;
+  key.element_bytes = 2;
+  for (const char* profile : {"parallax", "megatron-core", "megatron-2021", "megatron-2022", "deepspeed"}) {
+    const ImplementationProfile impl = *ImplementationPreset(profile);
+    const bool expect = impl.grad_accumulation.value == GradAccumulation::kInGemm &&
+                        impl.grad_buffer_dtype.value == GradDType::kFp32;
+    const OpCatalogue cat = BuildOpCatalogue(m, key, impl);
+    int accumulating = 0;
+    for (const UnitOpSpecs* unit : {&cat.layer, &cat.embedding, &cat.head}) {
+      for (const auto* list : {&unit->fwd, &unit->bwd}) {
+        for (const OpSpec& o : *list) {
+          for (size_t g = 0; g < o.gemms.size(); ++g) {
+            const bool wgrad = o.phase == Phase::kBwd && o.op != OpKind::kAttnCore && g % 2 == 1;
+            EXPECT_EQ(o.gemms[g].accumulate, expect && wgrad) << profile << " " << ToString(o.op) << " GEMM " << g;
+            accumulating += o.gemms[g].accumulate ? 1 : 0;
+          }
+        }
+      }
+    }
+    // qkv (one fused GEMM, or three), attn_out, fc1, fc2, lm_head
+    const int weights = impl.fused_qkv_gemm.value ? 5 : 7;
+    EXPECT_EQ(accumulating, expect ? weights : 0) << profile;
+  }
+  EXPECT_TRUE(ImplementationPreset("parallax")->grad_accumulation.value == GradAccumulation::kInGemm);
+  EXPECT_TRUE(ImplementationPreset("megatron-core")->grad_accumulation.value == GradAccumulation::kInGemm);
+}
+
 }  // namespace
 }  // namespace parallax

@@ -175,6 +175,58 @@ TEST(CostDbRunFactors, ScaleCalibratedSamplesAndLeaveTraceSamples) {
   EXPECT_NEAR(mixed.Gemm(db.gemms[1].m, db.gemms[1].n, db.gemms[1].k) / db.gemms[1].time_s, 1.2, 1e-9);
 }
 
+// A weight gradient added into an fp32 buffer (GemmShape::accumulate) is its own kind of GEMM: its
+// epilogue reads and writes 4-byte C, and on the GPU it ran 11-29% slower than plain GEMMs of equal
+// work (data/calibration/h200-2026-11-26: 8192x2048x2048 accumulating 115.8 us against 2048x8192x2048
+// plain 91.3 us). Its samples correct accumulating queries only; a plain grid corrects both when no
+// accumulating sample exists, and accumulating samples alone carry to plain queries.
+TEST(CostDbAccumulate, WeightGradientSamplesCorrectTheirOwnKind) {
+  const ComputeModel roof(A100(), DType::kBf16);
+  // Roofline: four more bytes per output element read and written; shows where C dominates.
+  EXPECT_GT(roof.RooflineGemm(8192, 8192, 64, 1, true), roof.RooflineGemm(8192, 8192, 64));
+  EXPECT_GE(roof.RooflineGemm(4096, 4096, 4096, 1, true), roof.RooflineGemm(4096, 4096, 4096));
+  const ComputeModel fp32_roof(*DevicePreset("cpu"), DType::kFp32);  // fp32 C: the read is what is added
+  EXPECT_GT(fp32_roof.RooflineGemm(8192, 8192, 1, 1, true), fp32_roof.RooflineGemm(8192, 8192, 1));
+
+  CostDb db = GridDb();
+  const ComputeModel plain_only(A100(), DType::kBf16, &db);
+  // No accumulating sample: the plain grid's ratio over the accumulating roofline.
+  EXPECT_NEAR(plain_only.Gemm(2048, 4096, 2048, 1, true) / roof.RooflineGemm(2048, 4096, 2048, 1, true),
+              plain_only.Gemm(2048, 4096, 2048) / roof.RooflineGemm(2048, 4096, 2048), 1e-9);
+
+  // Two accumulating samples, 1.3x and 1.5x their roofline; one at a shape the grid also has.
+  GemmSample a;
+  a.m = 2048;
+  a.n = 4096;
+  a.k = 2048;
+  a.accumulate = true;
+  a.source = "refine";
+  a.time_s = 1.3 * roof.RooflineGemm(a.m, a.n, a.k, 1, true);
+  db.gemms.push_back(a);
+  GemmSample b = a;
+  b.m = 8192;
+  b.time_s = 1.5 * roof.RooflineGemm(b.m, b.n, b.k, 1, true);
+  db.gemms.push_back(b);
+  const ComputeModel c(A100(), DType::kBf16, &db);
+  EXPECT_NEAR(c.Gemm(a.m, a.n, a.k, 1, true) / a.time_s, 1.0, 1e-9);
+  EXPECT_NEAR(c.Gemm(b.m, b.n, b.k, 1, true) / b.time_s, 1.0, 1e-9);
+  // The plain query at the same shape still reads the plain grid (the full grid survives the
+  // extra samples), untouched by the accumulating ones.
+  EXPECT_NEAR(c.Gemm(2048, 4096, 2048) / plain_only.Gemm(2048, 4096, 2048), 1.0, 1e-9);
+  EXPECT_NEAR(c.Gemm(1000, 700, 3000) / plain_only.Gemm(1000, 700, 3000), 1.0, 1e-9);
+  // Between accumulating samples: inverse-square-distance weighting in log space (equal distances
+  // in log m from 4096: the mean of the two log ratios).
+  EXPECT_NEAR(c.Gemm(4096, 4096, 2048, 1, true) / roof.RooflineGemm(4096, 4096, 2048, 1, true),
+              std::exp(0.5 * (std::log(1.3) + std::log(1.5))), 1e-9);
+
+  // Accumulating samples alone: their ratio carries to plain queries.
+  CostDb only;
+  only.device = A100().name;
+  only.gemms = {a, b};
+  const ComputeModel acc_only(A100(), DType::kBf16, &only);
+  EXPECT_NEAR(acc_only.Gemm(a.m, a.n, a.k) / roof.RooflineGemm(a.m, a.n, a.k), 1.3, 1e-9);
+}
+
 CollectiveCurve AllReduce8(double busbw_small_GBps, double busbw_large_GBps) {
   CollectiveCurve c;
   c.op = CollectiveKind::kAllReduce;

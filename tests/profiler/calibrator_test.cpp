@@ -11,7 +11,9 @@
 #include <string>
 
 #include "executor/cpu/cpu_backend.h"
+#include "model/presets.h"
 #include "profiler/calibrate/calibrate.h"
+#include "profiler/calibrate/calibration_set.h"
 #include "profiler/calibrate/calibrator.h"
 #include "profiler/calibrate/kernel_probe.h"
 
@@ -383,6 +385,31 @@ TEST(KernelProbe, ColdProbesRotateOverBuffersLargerThanAnyCache) {
   EXPECT_NE(p.Describe().find("cold"), std::string::npos) << p.Describe();
   cold.Release();
   EXPECT_EQ(be.memory().current_bytes, 0);
+}
+
+// A weight-gradient GEMM runs as dW (fp32) += dY^T X (beta 1): probed that way, and a shape the
+// model also runs as a plain GEMM is probed both ways (gpt-tiny at micro-batch 2 has T = 64 =
+// hidden, so attn_out's forward 64x64x64 and its weight gradient 64x64x64 coincide).
+TEST(CalibrationSet, WeightGradientShapesAreProbedAccumulating) {
+  const ModelSpec m = *ModelPreset("gpt-tiny");
+  ASSERT_EQ(m.seq_len * 2, m.hidden);
+  CalibrationSetOptions o;
+  o.model = &m;
+  o.quick = true;
+  const CalibrationSet set = BuildCalibrationSet(o);
+  int plain = 0, accumulating = 0;
+  for (const GemmPoint& g : set.gemms) {
+    if (g.probe.m != m.hidden || g.probe.n != m.hidden || g.probe.k != m.hidden || g.probe.batch != 1) continue;
+    if (g.probe.beta != 0) {
+      ++accumulating;
+      EXPECT_EQ(g.probe.ta, executor::Trans::kYes);
+      EXPECT_NE(g.probe.Describe().find("accumulate"), std::string::npos);
+    } else {
+      ++plain;
+    }
+  }
+  EXPECT_EQ(plain, 1);
+  EXPECT_EQ(accumulating, 1);
 }
 
 TEST(ProgressBar, EtaExtrapolatesTheElapsedTimeByWeight) {

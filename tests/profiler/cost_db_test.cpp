@@ -19,6 +19,9 @@ TEST(CostDbExtensions, RoundTrip) {
   g.stats = {11, 1e-6};
   g.source = "refine";
   db.gemms.push_back(g);
+  g.accumulate = true;  // the same shape as a weight gradient added into fp32: a second sample
+  g.time_s = 2.6e-5;
+  db.gemms.push_back(g);
   db.kernels.push_back({"attn_norm", 4096, 1e-6, {5, 2e-8}, "calibrate"});
   CollectiveCurve c;
   c.op = CollectiveKind::kAllGather;
@@ -40,6 +43,11 @@ TEST(CostDbExtensions, RoundTrip) {
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(CostDbToJson(*back), j);
   EXPECT_EQ(back->gemms[0].stats.repetitions, 11);
+  ASSERT_EQ(back->gemms.size(), 2u);
+  EXPECT_FALSE(back->gemms[0].accumulate);
+  EXPECT_TRUE(back->gemms[1].accumulate);
+  EXPECT_FALSE(j["gemm"][0].contains("accumulate"));  // written only when set: older readers see the plain sample
+  EXPECT_EQ(j["gemm"][1]["accumulate"], true);
   EXPECT_EQ(back->kernels[0].source, "calibrate");
   EXPECT_EQ(back->collectives[0].placement, "out-of-place");
   EXPECT_EQ(back->skipped[0].reason, "out of memory");
@@ -102,6 +110,14 @@ TEST(CostDbExtensions, BadRunFactorsNameThePath) {
             "bad.json: /run_factors/1/family: \"act\" appears twice");
   EXPECT_EQ(read(R"([{"family":"gemm","dtype":"fp32","factor":1.1},{"family":"gemm","dtype":"bf16","factor":1.2}])"),
             "accepted");
+}
+
+TEST(CostDbExtensions, BadAccumulateNamesThePath) {
+  auto bad = CostDbFromJson(Json::parse(R"({"kind":"costdb","version":1,"device":"x",
+    "gemm":[{"m":8,"n":8,"k":8,"dtype":"bf16","time_s":1e-5,"accumulate":1}]})"),
+                            "bad.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("bad.json: /gemm/0/accumulate"), std::string::npos) << bad.error().message;
 }
 
 TEST(CostDbExtensions, OlderFilesReadUnchanged) {

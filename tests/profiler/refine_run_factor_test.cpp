@@ -89,6 +89,15 @@ TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
   }
   const Json written = Json::parse(std::ifstream(refined));
   ASSERT_TRUE(written.contains("run_factors"));
+  // The traced weight gradients (dW += dY^T X into fp32, GemmShape::accumulate) are samples of
+  // their own kind, beside the plain GEMMs the trace timed.
+  int accumulating = 0, plain = 0;
+  for (const auto& g : written["gemm"]) {
+    if (g.value("source", "") != "refine") continue;
+    (g.value("accumulate", false) ? accumulating : plain) += 1;
+  }
+  EXPECT_GT(accumulating, 0);
+  EXPECT_GT(plain, 0);
 
   // A layout with other GEMM shapes (full width, four sequences per micro-batch) and byte counts.
   const std::string held_out = "--cluster " + cluster + " --plan dp=2,micro_batch=4,global_batch=8 --costdb ";
