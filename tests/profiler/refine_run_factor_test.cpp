@@ -33,13 +33,9 @@ double ComputeSeconds(const std::string& args) {
   return r.exit_code == 0 ? Json::parse(r.out)["breakdown"]["compute_s"].get<double>() : 0.0;
 }
 
-TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
-  const test::Scratch scratch("run_factor");
-  const fs::path& dir = scratch.dir;
-  const std::string& cluster = scratch.cluster;
-
-  // Calibrated samples at twice the roofline (the runs' precision, bf16): one GEMM grid, one
-  // streaming family. Every interpolated cost is then twice the roofline as well.
+// Calibrated samples at twice the roofline (the runs' precision, bf16): one GEMM grid, one
+// streaming family. Every interpolated cost is then twice the roofline as well.
+std::string TwiceTheRooflineDb(const fs::path& dir) {
   const planner::ComputeModel roof(*DevicePreset("cpu"), DType::kBf16);
   Json gemms = Json::array();
   for (int64_t m : {8, 4096}) {
@@ -55,8 +51,17 @@ TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
                 {"gemm", gemms},
                 {"kernels", Json::array({{{"op", "elementwise"}, {"bytes", 1 << 20},
                                           {"time_s", 2 * roof.RooflineMemory(mib)}, {"source", "calibrate"}}})}};
-  const std::string db_file = (dir / "db.json").string();
+  std::string db_file = (dir / "db.json").string();
   std::ofstream(db_file) << db.dump();
+  return db_file;
+}
+
+TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
+  const test::Scratch scratch("run_factor");
+  const fs::path& dir = scratch.dir;
+  const std::string& cluster = scratch.cluster;
+
+  const std::string db_file = TwiceTheRooflineDb(dir);
 
   // The traced layout: its predicted trace with every compute slice 1.25x longer, as measured.
   const std::string traced = "tp=2,micro_batch=2,global_batch=8";
@@ -83,10 +88,13 @@ TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json out = Json::parse(r.out);
   ASSERT_TRUE(out.contains("run_factors")) << r.out;
-  for (const char* family : {"gemm/bf16", "act", "attn_norm", "loss"}) {  // GEMM factors are per dtype
+  for (const char* family : {"gemm/bf16", "act", "attn_norm", "loss_bwd"}) {  // GEMM factors are per dtype
     ASSERT_TRUE(out["run_factors"].contains(family)) << family;
     EXPECT_NEAR(out["run_factors"][family].get<double>(), kSlowdown, 2e-3) << family;
   }
+  // tp = 2: the loss forward is not sampled (its slice holds the vocab-parallel all-reduces; the
+  // test below), so it takes the memory-bound families' pooled factor.
+  EXPECT_FALSE(out["run_factors"].contains("loss"));
   const Json written = Json::parse(std::ifstream(refined));
   ASSERT_TRUE(written.contains("run_factors"));
   // The traced weight gradients (dW += dY^T X into fp32, GemmShape::accumulate) are samples of
@@ -106,6 +114,51 @@ TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
   ASSERT_GT(calibrated, 0);
   std::printf("held-out compute, refined / calibrated: %.5f (run factors %.3f)\n", after / calibrated, kSlowdown);
   EXPECT_NEAR(after / calibrated, kSlowdown, 1e-3) << "calibrated " << calibrated << " s, after refine " << after;
+}
+
+// On a tensor-parallel trace our executor's loss forward slice holds the vocab-parallel
+// cross-entropy's two TP all-reduces and their waits (executor/runtime/embedding_head.cpp). Refine
+// must not take that slice as a loss sample: here it is 7x the prediction, every other compute
+// op 1.25x; no loss-forward factor is learnt (the forward takes the memory-bound families' pooled
+// 1.25), and the JSON says why it was left out.
+TEST(RefineRunFactors, ATensorParallelLossSliceWithItsAllReducesIsNotALossSample) {
+  const test::Scratch scratch("loss_tp");
+  const fs::path& dir = scratch.dir;
+  const std::string& cluster = scratch.cluster;
+  const std::string traced = "tp=2,micro_batch=2,global_batch=8";
+  const std::string db_file = TwiceTheRooflineDb(dir);
+  const std::string predicted = (dir / "predicted.json").string();
+  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + traced +
+                               " --costdb " + db_file + " --trace " + predicted);
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  Json trace = Json::parse(std::ifstream(predicted));
+  trace["otherData"]["trace_kind"] = "measured";
+  int losses = 0;
+  for (auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") != "X" || e.value("cat", "") != "compute") continue;
+    const bool loss_fwd = e.value("name", "") == "loss" && e.contains("args") && e["args"].value("phase", "") == "fwd";
+    e["dur"] = e["dur"].get<double>() * (loss_fwd ? 7.0 : kSlowdown);
+    losses += loss_fwd ? 1 : 0;
+  }
+  ASSERT_GT(losses, 0);
+  const std::string measured = (dir / "measured.json").string();
+  std::ofstream(measured) << trace.dump();
+  auto r = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
+                             measured + " --costdb " + db_file + " -o " +
+                             (dir / "refined.json").string() + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json out = Json::parse(r.out);
+  ASSERT_TRUE(out["run_factors"].contains("loss_bwd")) << r.out;
+  EXPECT_NEAR(out["run_factors"]["loss_bwd"].get<double>(), kSlowdown, 2e-3);
+  EXPECT_FALSE(out["run_factors"].contains("loss")) << out["run_factors"].dump();
+  // The pooled memory-bound factor a family without samples takes: the other families' 1.25.
+  ASSERT_TRUE(out["run_factors"].contains("memory_bound")) << out["run_factors"].dump();
+  EXPECT_NEAR(out["run_factors"]["memory_bound"].get<double>(), kSlowdown, 2e-3);
+  int64_t left_out = 0;
+  for (const auto& [why, n] : out["not_sampled"].items()) {
+    if (why.find("vocab-parallel all-reduces") != std::string::npos) left_out += n.get<int64_t>();
+  }
+  EXPECT_EQ(left_out, losses) << out["not_sampled"].dump();
 }
 
 // A run whose ops mostly ran at one speed and now and then faster (a machine that switches between
