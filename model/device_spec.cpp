@@ -92,6 +92,8 @@ Result<DeviceSpec> DeviceFromJson(const Json& j, const std::string& file, const 
       m.kernel_overhead_us = a.NonNegativeNumber("kernel_overhead_us", 0);
       m.nccl_channels = a.NonNegativeInt("nccl_channels", 0);
       m.nvlink_sharp = a.Bool("nvlink_sharp", false);
+      m.accumulate_epilogue_fraction = a.NonNegativeNumber("accumulate_epilogue_fraction", 0);
+      if (m.accumulate_epilogue_fraction > 1.0) a.Fail("accumulate_epilogue_fraction", "must be <= 1");
       m.context_reserve_MiB = a.NonNegativeNumber("context_reserve_MiB", 0);
       m.blas_workspace_MiB = a.NonNegativeNumber("blas_workspace_MiB", 0);
       if (m.sustained_clock_MHz > m.peak_clock_MHz && m.peak_clock_MHz > 0) {
@@ -130,6 +132,7 @@ Json DeviceToJson(const DeviceSpec& d) {
                     {"unfused_attention_bwd_fraction", m.unfused_attention_bwd_fraction},
                     {"dram_latency_us", m.dram_latency_us},
                     {"nvlink_sharp", m.nvlink_sharp},
+                    {"accumulate_epilogue_fraction", m.accumulate_epilogue_fraction},
                     {"kernel_overhead_us", m.kernel_overhead_us},
                     {"nccl_channels", m.nccl_channels},
                     {"context_reserve_MiB", m.context_reserve_MiB},

@@ -54,6 +54,10 @@ struct Microarch {
   //! an all-reduce inside a node over it when that is faster than its ring (Hopper and later with
   //! third-generation NVSwitch).
   bool nvlink_sharp = false;
+  //! Share of an accumulating GEMM's extra C traffic (fp32 C read, fp32 D written in place of a
+  //! 16-bit D: GemmShape::accumulate) that its main loop does not hide, paid at the streaming
+  //! bandwidth on top of the tile model; 0 = hidden (or not measured).
+  double accumulate_epilogue_fraction = 0;
   double context_reserve_MiB = 0;     //!< CUDA context + loaded modules, outside the allocator
   double blas_workspace_MiB = 0;      //!< cuBLAS/cuBLASLt workspace per handle and stream
 };

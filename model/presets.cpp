@@ -155,6 +155,17 @@ DeviceSpec Device(const std::string& name, PeakTflops peak, double memory_GiB, d
 //     Hopper, 25 us NVLS latency over NVLink) and src/graph/search.cc (one NVLS channel per GPU).
 //     Measured: 476 GB/s busbw for an 8x H100 all-reduce (NVIDIA/nccl-tests issue 290, a maintainer
 //     confirming NVLS), where a ring tops out near 360. Ampere has no NVLS (nvlsEfficiency 0).
+//   accumulate_epilogue_fraction 0.8 (Hopper): a weight-gradient GEMM that adds into the fp32
+//     gradient buffer (cuBLASLt beta 1 with fp32 C and D: our executor's LinearBackward and Megatron-
+//     Core / NeMo with gradient_accumulation_fusion) reads and writes 4-byte C where a plain GEMM writes
+//     a 2-byte D. Our own calibration on one H200 (data/calibration/h200-2026-11-26, 2026-11-26,
+//     cuBLASLt 13): GPT-1.3B's accumulating 8192x2048x2048, 6144x2048x2048 and 51200x2048x2048 took
+//     115.8, 90.0 and 621.2 us against 91.3, 69.9 and 557.0 us for the plain transposed shapes of the
+//     same work (1.27, 1.29, 1.11x): 1.03, 1.12 and 0.43 of the extra 6 B per element at the
+//     streaming bandwidth (4800 GB/s x 0.88), geometric mean 0.79, so 0.8 of that traffic is priced
+//     on top of the main loop. One K (2048) only: the term is the C traffic, so its share falls as 1/K
+//     (the alternative reading, a per-FLOP cost of the transposed operand, would not); test
+//     CostDbAccumulate.HopperEpilogueFigureAgainstTheH200Calibration. Ampere: 0, not measured.
 //   context_reserve 723 MiB (Ampere): the first CUDA call of a PyTorch process takes 723 MiB of device
 //     memory (discuss.pytorch.org/t/what-is-the-reason-for-pytorchs-gpu-memory-floor/73021); not
 //     measured on an A100 by us.
@@ -199,6 +210,7 @@ Microarch Hopper() {
   a.sustained_matmul_tflops = 702.9;
   a.warp_specialized_mma = true;
   a.nvlink_sharp = true;
+  a.accumulate_epilogue_fraction = 0.8;
   a.unfused_attention_fraction = 0;  // no published Hopper measurement: the streaming fraction
   a.unfused_attention_bwd_fraction = 0;
   a.context_reserve_MiB = 2821;

@@ -133,7 +133,13 @@ double ComputeModel::RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t bat
   const double mem_s = bytes / (hbm_Bps_ * dram_fraction);
   const double flops = 2.0 * static_cast<double>(m) * n * k * batch;
   const double sustained = peak_flops_ * traits_.mma_sustained_fraction;
-  if (traits_.sm_count <= 0) return std::max(flops / sustained, mem_s) + traits_.kernel_overhead_s;
+  // The accumulating epilogue's extra C traffic the main loop does not hide (device figure).
+  const double epilogue_s = accumulate ? traits_.accumulate_epilogue_fraction * (c_bytes - static_cast<double>(element_bytes_)) *
+                                             static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(batch) /
+                                             (hbm_Bps_ * traits_.dram_fraction)
+                                       : 0.0;
+  // (a memory-bound GEMM already streams every C byte in mem_s).
+  if (traits_.sm_count <= 0) return std::max(flops / sustained + epilogue_s, mem_s) + traits_.kernel_overhead_s;
   const double per_sm = sustained / static_cast<double>(traits_.sm_count);
   double best = std::numeric_limits<double>::infinity();
   for (const GemmTile& t : traits_.tiles) {
@@ -143,7 +149,7 @@ double ComputeModel::RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t bat
     const double tile_s = 2.0 * t.m * t.n * t.k * static_cast<double>(ksteps + t.stages) / per_sm;
     best = std::min(best, static_cast<double>(waves) * tile_s);
   }
-  return std::max(best, mem_s) + traits_.kernel_overhead_s;
+  return std::max(best + epilogue_s, mem_s) + traits_.kernel_overhead_s;
 }
 
 double ComputeModel::GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch, bool score) const {

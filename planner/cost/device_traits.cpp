@@ -38,6 +38,7 @@ DeviceTraits TraitsFor(const DeviceSpec& device) {
   t.kernel_overhead_s = a.kernel_overhead_us * 1e-6;
   t.sfu_ops_per_s = static_cast<double>(a.sm_count) * a.sfu_ops_per_clock_per_sm * a.sustained_clock_MHz * 1e6;
   t.warp_specialized_mma = a.warp_specialized_mma;
+  t.accumulate_epilogue_fraction = a.accumulate_epilogue_fraction;
   return t;
 }
 

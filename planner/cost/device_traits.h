@@ -27,6 +27,7 @@ struct DeviceTraits {
   double kernel_overhead_s = 0;     //!< GPU-side cost of one kernel
   double sfu_ops_per_s = 0;         //!< exp throughput of the whole device at the sustained clock
   bool warp_specialized_mma = false;
+  double accumulate_epilogue_fraction = 0;  //!< Microarch::accumulate_epilogue_fraction
 };
 
 DeviceTraits TraitsFor(const DeviceSpec& device);
