@@ -194,6 +194,61 @@ BENCHMARK(AttentionForwardBackward)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
+// A weight-gradient GEMM C[m,n] (+)= A B with m = output features, n = input features, k = tokens,
+// three ways, to tell apart what makes the accumulating weight gradient slower than a plain GEMM of
+// the same work (1.11-1.29x on an H200 at k = 2048, data/calibration/h200-2026-11-26; the planner's
+// Hopper accumulate_epilogue_fraction prices it as C traffic, whose share falls as 1/k):
+//   mode 0: the forward layout, C = A B^T (A: m x k, B: n x k), bf16 C written (beta 0);
+//   mode 1: the weight-gradient layout, C = A^T B (A: k x m, B: k x n), bf16 C written (beta 0);
+//   mode 2: mode 1 accumulating into fp32 C (beta 1), as LinearBackward and Megatron-Core run it.
+// mode 2 / mode 1 over k is the epilogue; mode 1 / mode 0 the operand layout.
+void WeightGradientGemm(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2), mode = state.range(3);
+  auto be = NewBackend(state);
+  if (!be) return;
+  CudaBackend& cb = *Cuda(*be);
+  auto a = be->AllocateZeroed(m * k, DType::kBf16, MemoryKind::kActivations);
+  auto b = be->AllocateZeroed(n * k, DType::kBf16, MemoryKind::kActivations);
+  auto c = be->AllocateZeroed(m * n, mode == 2 ? DType::kF32 : DType::kBf16, MemoryKind::kGradients);
+  if (!a || !b || !c) return state.SkipWithError("allocation failed");
+  be->Fill(a->ptr(), m * k, 0.01f);
+  be->Fill(b->ptr(), n * k, 0.02f);
+  GemmArgs g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a->ptr();
+  g.b = b->ptr();
+  g.c = c->ptr();
+  g.ldc = n;
+  if (mode == 0) {
+    g.tb = Trans::kYes;
+    g.lda = k;
+    g.ldb = k;
+  } else {
+    g.ta = Trans::kYes;
+    g.lda = m;
+    g.ldb = n;
+    g.beta = mode == 2 ? 1.0f : 0.0f;
+  }
+  const cudaStream_t s = cb.raw_stream(StreamKind::kCompute);
+  be->Gemm(g);  // plan once
+  double ms = 0;
+  for (auto _ : state) {
+    const double t = TimeMs(s, 20, [&] { be->Gemm(g); });
+    ms += t;
+    state.SetIterationTime(t * 1e-3);
+  }
+  if (Status st = be->Synchronize(); !st) return state.SkipWithError(st.error().message.c_str());
+  state.counters["TFLOPs"] = 2.0 * static_cast<double>(m * n * k) / (ms / static_cast<double>(state.iterations()) * 1e-3) / 1e12;
+}
+// GPT-1.3B's fc1 weight (8192 x 2048) at 2048-16384 tokens, and its LM head (51200 x 2048).
+BENCHMARK(WeightGradientGemm)
+    ->ArgsProduct({{8192}, {2048}, {2048, 4096, 8192, 16384}, {0, 1, 2}})
+    ->ArgsProduct({{51200}, {2048}, {2048}, {0, 1, 2}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 // Peak bf16 dense TFLOP/s of the preset device whose name matches the GPU (0 if none does).
 double PeakBf16Tflops(const std::string& gpu) {
   const char* preset = gpu.find("H200") != std::string::npos   ? "h200-sxm-141g"

@@ -92,7 +92,7 @@ for st in "${steps[@]}"; do
       step cupti_1p3b 90 stdbuf -oL "$px" run --plan micro_batch=1 --model gpt-1.3b --global-batch 8 --steps 3 \
         --backend cuda --cluster $cl --precision bf16 --trace "$logs/measured_cupti_1p3b.json" ;;
     bench)
-      step bench 60 "$b/bench/bench_cuda" --benchmark_filter='GemmBackendOverLt|AttentionForwardBackward' \
+      step bench 90 "$b/bench/bench_cuda" --benchmark_filter='GemmBackendOverLt|AttentionForwardBackward|WeightGradientGemm' \
         --benchmark_min_time=0.2 ;;
     calibrate)
       step calibrate 150 "$px" calibrate --backend cuda --cluster $cl --quick --no-progress --model gpt-1.3b \
