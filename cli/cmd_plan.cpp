@@ -81,6 +81,7 @@ Result<std::optional<CostDb>> LoadDb(const std::string& path, const ClusterSpec&
     return BadInput(path + ": /device: measured on \"" + db->device + "\" but the cluster's device is \"" +
                     cluster.device.name + "\"");
   }
+  WarnIfOtherCatalogue(*db, path);
   return std::optional<CostDb>{*db};
 }
 

@@ -44,6 +44,7 @@ int RunRefine(const RefineOptions& o) {
                                 plan->cluster.device.name + "\""),
                        o.json);
   }
+  WarnIfOtherCatalogue(*db, o.costdb);
   auto trace = traces::ReadChromeTrace(o.trace);
   if (!trace) return ReportError(trace.error(), o.json);
   auto r = profiler::Refine(*plan, *trace, o.trace, *db);

@@ -41,6 +41,7 @@ int RunTuneCli(const TuneCliOptions& o) {
     return fail(BadInput(o.costdb + ": /device: measured on \"" + db->device + "\" but the cluster's device is \"" +
                          cluster->device.name + "\""));
   }
+  if (root) WarnIfOtherCatalogue(*db, o.costdb);
   if (cluster->total_gpus() != launch->world_size()) {
     return fail(BadInput("the cluster has " + std::to_string(cluster->total_gpus()) + " devices but the job has " +
                          std::to_string(launch->world_size()) + " ranks (run under mpirun -np " +

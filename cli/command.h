@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/cluster_spec.h"
+#include "model/cost_db.h"
 #include "model/json_io.h"
 #include "model/result.h"
 
@@ -32,5 +33,8 @@ int ReportError(const Error& e, bool json);
 Status CheckBackendDevice(const std::string& backend, const ClusterSpec& cluster);
 //! Prints one JSON object on stdout (the --json contract).
 void PrintJson(const Json& j);
+//! Warns on stderr when the CostDb at `path` was keyed by another op catalogue version than this
+//! build's (model/op_catalogue.h CatalogueMismatch): its samples may be read at other sizes.
+void WarnIfOtherCatalogue(const CostDb& db, const std::string& path);
 
 }  // namespace parallax::cli

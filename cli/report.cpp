@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "model/op_catalogue.h"
 
 namespace parallax::cli {
 
@@ -20,5 +21,9 @@ Status CheckBackendDevice(const std::string& backend, const ClusterSpec& cluster
 }
 
 void PrintJson(const Json& j) { std::cout << j.dump(2) << std::endl; }
+
+void WarnIfOtherCatalogue(const CostDb& db, const std::string& path) {
+  if (auto why = CatalogueMismatch(db)) std::fprintf(stderr, "parallax: warning: %s: %s\n", path.c_str(), why->c_str());
+}
 
 }  // namespace parallax::cli

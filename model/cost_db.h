@@ -146,6 +146,9 @@ struct CostDb {
   SystemNoise noise{};  //!< not measured: predictions carry no noise
   //! Measured: replaces the calibrated noise's mean excess of a compute op by (ratio - 1) x its time
   RunOpTimes run_op_times{};
+  //! The op catalogue version (kOpCatalogueVersion, model/op_catalogue.h) whose byte counts and
+  //! GEMM kinds key the samples; 0: not recorded (files written before the stamp).
+  int64_t catalogue = 0;
 
   //! The in-run factor of `family` (for "gemm", of `dtype`); 1 when none was measured.
   double RunFactorOf(const std::string& family, DType dtype = DType::kFp32) const;

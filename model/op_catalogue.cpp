@@ -264,6 +264,14 @@ class Catalogue {
 
 }  // namespace
 
+std::optional<std::string> CatalogueMismatch(const CostDb& db) {
+  if (db.catalogue == kOpCatalogueVersion || (db.gemms.empty() && db.kernels.empty())) return std::nullopt;
+  const std::string was = db.catalogue == 0 ? "an unstamped op catalogue (before version 1)"
+                                            : "op catalogue version " + std::to_string(db.catalogue);
+  return "measured under " + was + ", this build counts ops as version " + std::to_string(kOpCatalogueVersion) +
+         ": samples keyed by bytes or GEMM kind may be read at other sizes; run `parallax calibrate` again";
+}
+
 OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, const ImplementationProfile& impl) {
   Catalogue c(model, key, impl);
   OpCatalogue out;

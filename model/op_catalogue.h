@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "model/cost_db.h"
@@ -72,6 +73,18 @@ struct OpCatalogue {
   UnitOpSpecs embedding;  //!< first stage
   UnitOpSpecs head;       //!< last stage: final norm, LM head, loss
 };
+
+//! Version of the catalogue's definitions that a CostDb's samples are keyed by: the bytes of each
+//! memory-bound op (kernel samples are looked up by family and bytes) and the GEMM kinds
+//! (GemmShape::accumulate). Bump it with any change to them; `calibrate` stamps it into the
+//! database (CostDb::catalogue) and the CLI warns when a database carries another one.
+//!   1: 2026-11-27, weight-gradient GEMMs accumulate; no dropout bytes where the profile applies
+//!      none (since 239abb3); the first stamped version.
+inline constexpr int64_t kOpCatalogueVersion = 1;
+
+//! Why `db`'s samples may be keyed by other byte counts than this build's catalogue counts, or
+//! nullopt when its stamp is this build's (or it holds no sample a catalogue keys: collectives only).
+std::optional<std::string> CatalogueMismatch(const CostDb& db);
 
 //! The catalogue of `model` for `key` as `impl` runs it (attention kernel, fusions).
 OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, const ImplementationProfile& impl);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 
+#include "model/op_catalogue.h"
 #include "planner/cost/collective.h"
 #include "planner/cost/noise.h"
 #include "planner/memory/memory_model.h"
@@ -145,6 +146,7 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   CostDb& db = out.db;
   db.device = o.base.device.name;
   db.cluster = o.base.name;
+  db.catalogue = kOpCatalogueVersion;  // the byte counts and GEMM kinds its samples are keyed by
 
   {
     // Host cost of one kernel call doing (almost) nothing: a one-element copy.

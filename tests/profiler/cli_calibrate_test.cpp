@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "model/op_catalogue.h"
 #include "run_command.h"
 
 namespace parallax {
@@ -32,6 +33,7 @@ TEST(CliCalibrate, ImportFeedsThePlanner) {
   auto plan = test::RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --top 1 --costdb " + out +
                                 " --json");
   EXPECT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_EQ(plan.err.find("warning"), std::string::npos) << plan.err;  // collectives only: no catalogue keys
 }
 
 TEST(CliCalibrate, MalformedOutputExitsTwoAndWritesNothing) {
@@ -82,6 +84,22 @@ TEST(CliCalibrate, QuickMeasurementFeedsPlanAndSimulate) {
   auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --costdb " + db +
                                " --plan dp=1,micro_batch=2 --global-batch 4 --precision fp32 --json");
   EXPECT_EQ(sim.exit_code, 0) << sim.err;
+  // Stamped with the catalogue version its samples are keyed by: read without a warning. The same
+  // samples without the stamp (a database written before it, or by another catalogue) warn, naming
+  // the file, and are still used.
+  EXPECT_EQ(written["catalogue"].get<int64_t>(), kOpCatalogueVersion);
+  EXPECT_EQ(sim.err.find("warning"), std::string::npos) << sim.err;
+  auto unstamped = written;
+  unstamped.erase("catalogue");
+  const std::string old_db = (fs::temp_directory_path() / "parallax_calibrate_quick_db_unstamped.json").string();
+  std::ofstream(old_db) << unstamped.dump();
+  auto old = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --costdb " + old_db +
+                               " --plan dp=1,micro_batch=2 --global-batch 4 --precision fp32 --json");
+  EXPECT_EQ(old.exit_code, 0) << old.err;
+  EXPECT_NE(old.err.find("parallax: warning: " + old_db + ": measured under an unstamped op catalogue"),
+            std::string::npos)
+      << old.err;
+  EXPECT_EQ(nlohmann::json::parse(old.out)["step_time_s"], nlohmann::json::parse(sim.out)["step_time_s"]);
 }
 
 TEST(CliCalibrate, BadModelExitsTwoAndWritesNothing) {

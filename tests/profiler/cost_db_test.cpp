@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model/cost_db.h"
+#include "model/op_catalogue.h"
 
 namespace parallax {
 namespace {
@@ -38,6 +39,7 @@ TEST(CostDbExtensions, RoundTrip) {
   db.run_factors.push_back({"act", DType::kFp32, 1.3, 4, "refine"});
   db.noise = {"calibrate", 5e-5, 2, 0.3, {{5e-5, {0, 1e-6, 4e-6}}, {2e-4, {1e-6, 3e-6, 9e-6}}}};
   db.run_op_times = {0.93, 4997, "refine"};
+  db.catalogue = 7;
   const Json j = CostDbToJson(db);
   auto back = CostDbFromJson(j, "db.json");
   ASSERT_TRUE(back) << back.error().message;
@@ -68,6 +70,7 @@ TEST(CostDbExtensions, RoundTrip) {
   EXPECT_DOUBLE_EQ(back->run_op_times.mean_over_median, 0.93);
   EXPECT_EQ(back->run_op_times.instances, 4997);
   EXPECT_EQ(back->run_op_times.source, "refine");
+  EXPECT_EQ(back->catalogue, 7);
   auto bad = CostDbFromJson(
       Json::parse(R"({"kind":"costdb","version":1,"device":"x","run_op_times":{"mean_over_median":0}})"), "bad.json");
   ASSERT_FALSE(bad);
@@ -118,6 +121,28 @@ TEST(CostDbExtensions, BadAccumulateNamesThePath) {
                             "bad.json");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("bad.json: /gemm/0/accumulate"), std::string::npos) << bad.error().message;
+}
+
+// A database says which op catalogue keyed its samples; one keyed by another (or unstamped) is
+// named, one with collectives only is not (they are keyed by message size, not by the catalogue).
+TEST(CostDbExtensions, CatalogueStampSaysWhenSamplesMayBeKeyedOtherwise) {
+  CostDb db;
+  db.device = "cpu";
+  db.kernels.push_back({"act", 4096, 1e-6, {}, "calibrate"});
+  ASSERT_TRUE(CatalogueMismatch(db));
+  EXPECT_NE(CatalogueMismatch(db)->find("unstamped"), std::string::npos);
+  db.catalogue = kOpCatalogueVersion + 1;
+  ASSERT_TRUE(CatalogueMismatch(db));
+  EXPECT_NE(CatalogueMismatch(db)->find("version " + std::to_string(kOpCatalogueVersion + 1)), std::string::npos);
+  db.catalogue = kOpCatalogueVersion;
+  EXPECT_FALSE(CatalogueMismatch(db));
+  CostDb collectives_only;
+  collectives_only.device = "cpu";
+  collectives_only.collectives.push_back({});
+  EXPECT_FALSE(CatalogueMismatch(collectives_only));
+  auto bad = CostDbFromJson(Json::parse(R"({"kind":"costdb","version":1,"device":"x","catalogue":-1})"), "bad.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("bad.json: /catalogue"), std::string::npos) << bad.error().message;
 }
 
 TEST(CostDbExtensions, OlderFilesReadUnchanged) {
