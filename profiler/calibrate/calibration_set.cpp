@@ -101,7 +101,8 @@ class Builder {
             } else if (i % 2 == 0) {
               AddGemm(g.m, g.n, g.k, g.batch, Trans::kNo, Trans::kNo, 0);  // dX = dY W
             } else {
-              AddGemm(g.m, g.n, g.k, g.batch, Trans::kYes, Trans::kNo, 1);  // dW += dY^T X
+              // dW += dY^T X: accumulating into the fp32 gradient as the catalogue flags it
+              AddGemm(g.m, g.n, g.k, g.batch, Trans::kYes, Trans::kNo, g.accumulate ? 1.0f : 0.0f);
             }
           }
           if (s.bytes <= 0 || s.flash) continue;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -56,6 +57,26 @@ std::string TwiceTheRooflineDb(const fs::path& dir) {
   return db_file;
 }
 
+// The predicted trace of `plan` (gpt-tiny on `cluster`, priced with `db_file`), marked measured,
+// with each compute slice's duration multiplied by factor(slice), written to dir/measured.json;
+// returns that path (empty when simulate failed).
+std::string MeasuredFromPrediction(const fs::path& dir, const std::string& cluster, const std::string& plan,
+                                   const std::string& db_file, const std::function<double(const Json&)>& factor) {
+  const std::string predicted = (dir / "predicted.json").string();
+  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + plan + " --costdb " +
+                               db_file + " --trace " + predicted);
+  EXPECT_EQ(sim.exit_code, 0) << sim.err;
+  if (sim.exit_code != 0) return "";
+  Json trace = Json::parse(std::ifstream(predicted));
+  trace["otherData"]["trace_kind"] = "measured";
+  for (auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") == "X" && e.value("cat", "") == "compute") e["dur"] = e["dur"].get<double>() * factor(e);
+  }
+  std::string measured = (dir / "measured.json").string();
+  std::ofstream(measured) << trace.dump();
+  return measured;
+}
+
 TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
   const test::Scratch scratch("run_factor");
   const fs::path& dir = scratch.dir;
@@ -65,22 +86,13 @@ TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
 
   // The traced layout: its predicted trace with every compute slice 1.25x longer, as measured.
   const std::string traced = "tp=2,micro_batch=2,global_batch=8";
-  const std::string predicted = (dir / "predicted.json").string();
-  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + traced +
-                               " --costdb " + db_file + " --trace " + predicted);
-  ASSERT_EQ(sim.exit_code, 0) << sim.err;
-  Json trace = Json::parse(std::ifstream(predicted));
-  trace["otherData"]["trace_kind"] = "measured";
   int slowed = 0;
-  for (auto& e : trace["traceEvents"]) {
-    if (e.value("ph", "") == "X" && e.value("cat", "") == "compute") {
-      e["dur"] = e["dur"].get<double>() * kSlowdown;
-      ++slowed;
-    }
-  }
+  const std::string measured = MeasuredFromPrediction(dir, cluster, traced, db_file, [&](const Json&) {
+    ++slowed;
+    return kSlowdown;
+  });
+  ASSERT_FALSE(measured.empty());
   ASSERT_GT(slowed, 100);
-  const std::string measured = (dir / "measured.json").string();
-  std::ofstream(measured) << trace.dump();
 
   const std::string refined = (dir / "refined.json").string();
   auto r = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
@@ -127,22 +139,14 @@ TEST(RefineRunFactors, ATensorParallelLossSliceWithItsAllReducesIsNotALossSample
   const std::string& cluster = scratch.cluster;
   const std::string traced = "tp=2,micro_batch=2,global_batch=8";
   const std::string db_file = TwiceTheRooflineDb(dir);
-  const std::string predicted = (dir / "predicted.json").string();
-  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + traced +
-                               " --costdb " + db_file + " --trace " + predicted);
-  ASSERT_EQ(sim.exit_code, 0) << sim.err;
-  Json trace = Json::parse(std::ifstream(predicted));
-  trace["otherData"]["trace_kind"] = "measured";
   int losses = 0;
-  for (auto& e : trace["traceEvents"]) {
-    if (e.value("ph", "") != "X" || e.value("cat", "") != "compute") continue;
+  const std::string measured = MeasuredFromPrediction(dir, cluster, traced, db_file, [&](const Json& e) {
     const bool loss_fwd = e.value("name", "") == "loss" && e.contains("args") && e["args"].value("phase", "") == "fwd";
-    e["dur"] = e["dur"].get<double>() * (loss_fwd ? 7.0 : kSlowdown);
     losses += loss_fwd ? 1 : 0;
-  }
+    return loss_fwd ? 7.0 : kSlowdown;
+  });
+  ASSERT_FALSE(measured.empty());
   ASSERT_GT(losses, 0);
-  const std::string measured = (dir / "measured.json").string();
-  std::ofstream(measured) << trace.dump();
   auto r = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
                              measured + " --costdb " + db_file + " -o " +
                              (dir / "refined.json").string() + " --json");
