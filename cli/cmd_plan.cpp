@@ -18,6 +18,15 @@
 namespace parallax::cli {
 namespace {
 
+//! A layout whose ZeRO stage the plan's implementation does not run (its max_zero_stage fact):
+//! predicted all the same, and said.
+std::optional<std::string> ZeroBeyondImplementation(const Plan& plan) {
+  const int64_t max = plan.implementation.max_zero_stage.value;
+  if (plan.layout.zero_stage <= max || plan.layout.dp <= 1) return std::nullopt;
+  return "zero=" + std::to_string(plan.layout.zero_stage) + " is beyond what " + plan.implementation.name +
+         " runs (ZeRO stages up to " + std::to_string(max) + "): predicted as if it ran it";
+}
+
 struct CommonOptions {
   std::string model, cluster, costdb;
   int64_t nodes = 0;
@@ -250,11 +259,14 @@ int RunSimulate(const SimulateOptions& o) {
     }
     j["memory_per_pp_rank"] = mem;
     j["implementation"] = plan->implementation.name;
+    Json notes = Json::array();
     if (TpSpansNodes(plan->layout, plan->cluster)) {
-      j["notes"] = Json::array({"tp=" + std::to_string(plan->layout.tp) + " spans " +
-                                std::to_string(plan->layout.tp / plan->cluster.gpus_per_node) +
-                                " nodes: TP collectives are costed over the inter-node links"});
+      notes.push_back("tp=" + std::to_string(plan->layout.tp) + " spans " +
+                      std::to_string(plan->layout.tp / plan->cluster.gpus_per_node) +
+                      " nodes: TP collectives are costed over the inter-node links");
     }
+    if (auto n = ZeroBeyondImplementation(*plan)) notes.push_back(*n);
+    if (!notes.empty()) j["notes"] = notes;
     j["events"] = sim->events;
     if (!o.trace.empty()) j["trace"] = o.trace;
     PrintJson(j);
@@ -268,6 +280,7 @@ int RunSimulate(const SimulateOptions& o) {
     std::printf("note             tp=%lld spans %lld nodes: TP collectives are costed over the inter-node links\n",
                 (long long)plan->layout.tp, (long long)(plan->layout.tp / plan->cluster.gpus_per_node));
   }
+  if (auto n = ZeroBeyondImplementation(*plan)) std::printf("note             %s\n", n->c_str());
   for (int64_t r = 0; r < plan->layout.pp; ++r) {
     const auto b = planner::EstimateRankMemory(*plan, r);
     std::printf("  pp rank %-4lld weights %s, grads %s, optimizer %s, activations %s, workspace %s, total %s\n",

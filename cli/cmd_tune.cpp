@@ -48,6 +48,8 @@ int RunTuneCli(const TuneCliOptions& o) {
                          std::to_string(cluster->total_gpus()) + ")"));
   }
   if (o.steps < 2) return fail(BadInput("--steps must be >= 2 (the first step is warm-up)"));
+  if (o.top < 1) return fail(BadInput("--top must be >= 1 (candidates run per round)"));
+  if (o.rounds < 1) return fail(BadInput("--rounds must be >= 1"));
   auto fix = planner::ParseConstraints(o.fix);
   if (!fix) return fail(fix.error());
   profiler::TuneOptions to;

@@ -310,13 +310,18 @@ class Backend {
                                  int64_t hidden, DevPtr dtable) = 0;
   //! Per row: row_max (fp32) = max over the local vocabulary slice.
   virtual void RowMax(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max) = 0;
-  //! Per row, with the global `row_max`: sum_exp = sum exp(l - max) over the local slice, and
-  //! target_logit = l[target - vocab_begin] when the target is local, else 0 (both fp32).
+  //! Per row, with `row_max` (the slice's own, or any value at or above it): sum_exp = sum exp(l -
+  //! max) over the local slice, and target_logit = l[target - vocab_begin] when the target is
+  //! local, else 0 (both fp32).
   virtual void CrossEntropyStats(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr targets,
                                  int64_t vocab_begin, DevPtr sum_exp, DevPtr target_logit) = 0;
-  //! loss_sum (one kF64) += sum over rows of log(sum_exp) + row_max - target_logit.
-  virtual void CrossEntropyLoss(DevPtr row_max, DevPtr sum_exp, DevPtr target_logit, int64_t rows,
-                                DevPtr loss_sum) = 0;
+  //! Combines `parts` vocabulary slices' statistics, laid out side by side (fp32): slice p at
+  //! stats + 3 rows p holds [row max | sum_exp relative to that max | target logit], as RowMax and
+  //! CrossEntropyStats write them. Per row: row_max = M = the max over slices, sum_exp = sum over
+  //! slices of sum_exp_p exp(max_p - M) (fp32 outputs); loss_sum (one kF64) += sum over rows of
+  //! log(sum_exp) + M - sum over slices of target_logit_p.
+  virtual void CrossEntropyCombine(DevPtr stats, int64_t rows, int64_t parts, DevPtr row_max, DevPtr sum_exp,
+                                   DevPtr loss_sum) = 0;
   //! dlogits = (softmax - onehot(target)) * scale with the global max and sum_exp.
   virtual void CrossEntropyBackward(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr sum_exp,
                                     DevPtr targets, int64_t vocab_begin, float scale, DevPtr dlogits) = 0;

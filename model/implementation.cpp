@@ -34,6 +34,10 @@ ImplementationProfile Parallax() {
                               "executor/runtime/transformer_layer.cpp applies no dropout and keeps no mask"};
   p.fp32_cross_entropy = {false, "executor/runtime/embedding_head.cpp Head: logits and their gradient in the compute "
                                  "dtype, both live in the loss backward; fp32 row max and sums only"};
+  p.loss_reduction = {LossReduction::kAllGather,
+                      "executor/runtime/embedding_head.cpp Head::Forward: RowMax and CrossEntropyStats over the "
+                      "local shard, one TP all-gather of [row max | sum_exp | target logit]; Head::Backward "
+                      "combines them (Backend::CrossEntropyCombine)"};
   p.residual_join_in_norm = {true,
                              "executor/runtime/transformer_layer.cpp Run: ResidualJoin passed to the mlp_norm op "
                              "(Backend::ResidualLayerNormForward / ResidualRmsNormForward)"};
@@ -43,6 +47,8 @@ ImplementationProfile Parallax() {
   p.grad_reduce_dtype = {GradDType::kFp32, "executor/runtime/grad_sync.cpp reduces the fp32 gradient buffer"};
   p.dp_algorithm = {DpAlgorithm::kNccl, "executor/cuda: ncclAllReduce / ncclReduceScatter over the DP communicator"};
   p.dp_bucket_MiB = {0, "executor/runtime/param_group.h: one bucket per parameter group (a layer); 0 = per layer"};
+  p.max_zero_stage = {3, "executor/runtime/grad_sync.cpp, param_group.cpp: ZeRO-1 (optimizer shard), ZeRO-2 "
+                        "(gradient reduce-scatter per layer), ZeRO-3 (parameters gathered per layer)"};
   p.zero3_prefetch_layers = {1, "executor/runtime/pipeline_runner.cpp: ParamGroup::Prefetch issues the next layer's "
                                 "all-gather (forward: l+1, backward: l-1) before the current layer computes"};
   p.overlap_tp_comm = {false, "executor/runtime/tp_ops.cpp: TP collectives run between the GEMMs, on the critical path"};
@@ -79,6 +85,9 @@ ImplementationProfile MegatronCore() {
   p.fp32_cross_entropy = {true, "megatron/core/tensor_parallel/cross_entropy.py: calculate_logits_max casts the logits "
                                 "to float and _VocabParallelCrossEntropy saves exp_logits for backward "
                                 "(cross_entropy_loss_fusion off by default)"};
+  p.loss_reduction = {LossReduction::kAllReduce,
+                      "megatron/core/tensor_parallel/cross_entropy.py: all_reduce of logits_max (MAX) before the "
+                      "exponentials, then of predicted_logits and sum_exp_logits (SUM)"};
   p.residual_join_in_norm = {false, "megatron/core/transformer/transformer_layer.py: self_attn_bda (bias-dropout-add) "
                                     "runs before pre_mlp_layernorm"};
   p.grad_buffer_dtype = {GradDType::kFp32,
@@ -92,6 +101,10 @@ ImplementationProfile MegatronCore() {
                                         "reduce_scatter/all_reduce on the DP group (NCCL picks ring or tree)"};
   p.dp_bucket_MiB = {153, "megatron/core/distributed/distributed_data_parallel.py: bucket_size = max(40,000,000, "
                           "1,000,000 x dp) parameters = 160 MB of fp32 gradients"};
+  p.max_zero_stage = {1, "megatron/core/optimizer/distrib_optimizer.py (r0.8): --use-distributed-optimizer shards the "
+                        "optimizer state and fp32 main weights over DP while every rank keeps the whole gradient "
+                        "buffer and the 16-bit weights; r0.8 has no ZeRO-2/3 (fully sharded data parallelism came "
+                        "in later releases)"};
   p.zero3_prefetch_layers = {1, "param_and_grad_buffer.py: overlap_param_gather launches the next bucket group's "
                                 "all-gather while the current one computes"};
   p.async_tp_backward = {true, "megatron/core/tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication "
@@ -128,6 +141,9 @@ ImplementationProfile Megatron2021() {
   p.applies_dropout = {true, "megatron/arguments.py (v2.5): --attention-dropout 0.1, --hidden-dropout 0.1 by default"};
   p.fp32_cross_entropy = {true, "megatron/model/gpt_model.py post_language_model_processing: "
                                 "vocab_parallel_cross_entropy(output.float(), labels) unless --fp16-lm-cross-entropy"};
+  p.loss_reduction = {LossReduction::kAllReduce,
+                      "megatron/mpu/cross_entropy.py (v2.5) _VocabParallelCrossEntropy: all_reduce of logits_max "
+                      "(MAX), then of predicted_logits and sum_exp_logits (SUM)"};
   p.residual_join_in_norm = {false, "megatron/model/transformer.py ParallelTransformerLayer.forward: bias_dropout_add, "
                                     "then post_attention_layernorm"};
   p.grad_buffer_dtype = {GradDType::kParam,
@@ -136,6 +152,8 @@ ImplementationProfile Megatron2021() {
   p.grad_reduce_dtype = {GradDType::kParam, "megatron/model/distributed.py allreduce_gradients: the fp16 buffer"};
   p.dp_algorithm = {DpAlgorithm::kNccl, "megatron/model/distributed.py: torch.distributed.all_reduce (NCCL)"};
   p.dp_bucket_MiB = {0, "megatron/model/distributed.py: one all-reduce over the contiguous gradient buffer"};
+  p.max_zero_stage = {0, "megatron/optimizer/__init__.py (v2.5): Float16OptimizerWithFloat16Params over the whole "
+                        "model on every rank; no distributed optimizer in v2.x"};
   p.zero3_prefetch_layers = {0, "no ZeRO-3 in Megatron-LM v2.x"};
   p.overlap_tp_comm = {false, "megatron/mpu/mappings.py: TP all-reduces are synchronous autograd functions"};
   p.async_tp_backward = {false, "megatron/mpu/layers.py (v2.5): ColumnParallelLinear's backward all-reduce is "
@@ -187,6 +205,9 @@ ImplementationProfile DeepSpeed() {
   p.applies_dropout = {true, "Megatron-DeepSpeed megatron/arguments.py: --attention-dropout 0.1, --hidden-dropout 0.1"};
   p.fp32_cross_entropy = {true, "Megatron-DeepSpeed megatron/model/gpt_model.py post_language_model_processing: "
                                 "output.float() unless --fp16-lm-cross-entropy"};
+  p.loss_reduction = {LossReduction::kAllReduce,
+                      "Megatron-DeepSpeed megatron/core/tensor_parallel/cross_entropy.py: Megatron-LM's "
+                      "all_reduce of the row max, then of the target logits and sums of exponentials"};
   p.residual_join_in_norm = {false, "Megatron-DeepSpeed megatron/model/transformer.py: bias_dropout_add, then "
                                     "post_attention_layernorm"};
   p.grad_buffer_dtype = {GradDType::kParam,
@@ -196,6 +217,7 @@ ImplementationProfile DeepSpeed() {
   p.dp_algorithm = {DpAlgorithm::kNccl,
                     "deepspeed/runtime/zero/partitioned_param_coordinator.py: flat all_gather over the whole DP group"};
   p.dp_bucket_MiB = {954, "DeepSpeed config docs: reduce_bucket_size default 5e8 elements (2 B each)"};
+  p.max_zero_stage = {3, "DeepSpeed config docs: zero_optimization.stage 0-3"};
   p.zero3_prefetch_layers = {1, "DeepSpeed config docs: stage3_prefetch_bucket_size default 5e7 parameters "
                                 "(about one layer ahead for billion-parameter models)"};
   p.overlap_tp_comm = {false, "Megatron-DeepSpeed: TP all-reduces on the critical path"};
@@ -265,8 +287,12 @@ class FactReader {
   void Bool(const char* key, Fact<bool>& out) {
     Read(key, out, [](ObjectReader& f) { return f.Bool("value", false); });
   }
-  void Int(const char* key, Fact<int64_t>& out) {
-    Read(key, out, [](ObjectReader& f) { return f.NonNegativeInt("value", 0); });
+  void Int(const char* key, Fact<int64_t>& out, int64_t max = INT64_MAX) {
+    Read(key, out, [&](ObjectReader& f) {
+      const int64_t v = f.NonNegativeInt("value", 0);
+      if (v > max) f.Fail("value", "must be at most " + std::to_string(max));
+      return v;
+    });
   }
   void Number(const char* key, Fact<double>& out) {
     Read(key, out, [](ObjectReader& f) { return f.NonNegativeNumber("value"); });
@@ -292,6 +318,7 @@ const char* ToString(GradDType d) { return d == GradDType::kFp32 ? "fp32" : "par
 const char* ToString(DpAlgorithm a) { return a == DpAlgorithm::kNccl ? "nccl" : "hierarchical"; }
 const char* ToString(OptimizerKind k) { return k == OptimizerKind::kFusedMultiTensor ? "fused_multi_tensor" : "per_tensor"; }
 const char* ToString(P2pSemantics p) { return p == P2pSemantics::kAsync ? "async" : "blocking"; }
+const char* ToString(LossReduction r) { return r == LossReduction::kAllGather ? "all_gather" : "all_reduce"; }
 const char* ToString(GradAccumulation g) {
   return g == GradAccumulation::kInGemm ? "in_gemm" : g == GradAccumulation::kEveryMicrobatch ? "every_microbatch" : "after_first";
 }
@@ -315,7 +342,9 @@ ImplementationProfile DefaultImplementation() { return Parallax(); }
 Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::string& file, const std::string& path) {
   return CatchJsonErrors([&]() -> Result<ImplementationProfile> {
     ObjectReader r(j, file, path);
-    if (path.empty()) r.Header("implementation", 1);
+    // A profile file has its header; one embedded in a plan (PlanToJson writes a profile read from a
+    // file in full) may carry it too.
+    if (path.empty() || r.Has("kind")) r.Header("implementation", 1);
     ImplementationProfile p = Parallax();
     if (r.Has("base")) {
       const std::string base = r.String("base");
@@ -334,12 +363,14 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Bool("fused_bias_dropout_add", p.fused_bias_dropout_add);
       f.Bool("applies_dropout", p.applies_dropout);
       f.Bool("fp32_cross_entropy", p.fp32_cross_entropy);
+      f.Enum("loss_reduction", p.loss_reduction, {LossReduction::kAllReduce, LossReduction::kAllGather});
       f.Bool("residual_join_in_norm", p.residual_join_in_norm);
       f.Enum("grad_buffer_dtype", p.grad_buffer_dtype, {GradDType::kFp32, GradDType::kParam});
       f.Enum("grad_reduce_dtype", p.grad_reduce_dtype, {GradDType::kFp32, GradDType::kParam});
       f.Enum("dp_algorithm", p.dp_algorithm, {DpAlgorithm::kNccl, DpAlgorithm::kHierarchical});
       f.Int("dp_bucket_MiB", p.dp_bucket_MiB);
       f.Int("zero3_prefetch_layers", p.zero3_prefetch_layers);
+      f.Int("max_zero_stage", p.max_zero_stage, 3);
       f.Bool("overlap_tp_comm", p.overlap_tp_comm);
       f.Bool("async_tp_backward", p.async_tp_backward);
       f.Enum("grad_accumulation", p.grad_accumulation,
@@ -369,12 +400,14 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"fused_bias_dropout_add", FactJson(p.fused_bias_dropout_add)},
                 {"applies_dropout", FactJson(p.applies_dropout)},
                 {"fp32_cross_entropy", FactJson(p.fp32_cross_entropy)},
+                {"loss_reduction", EnumJson(p.loss_reduction)},
                 {"residual_join_in_norm", FactJson(p.residual_join_in_norm)},
                 {"grad_buffer_dtype", EnumJson(p.grad_buffer_dtype)},
                 {"grad_reduce_dtype", EnumJson(p.grad_reduce_dtype)},
                 {"dp_algorithm", EnumJson(p.dp_algorithm)},
                 {"dp_bucket_MiB", FactJson(p.dp_bucket_MiB)},
                 {"zero3_prefetch_layers", FactJson(p.zero3_prefetch_layers)},
+                {"max_zero_stage", FactJson(p.max_zero_stage)},
                 {"overlap_tp_comm", FactJson(p.overlap_tp_comm)},
                 {"async_tp_backward", FactJson(p.async_tp_backward)},
                 {"grad_accumulation", EnumJson(p.grad_accumulation)},

@@ -38,6 +38,11 @@ enum class P2pSemantics { kAsync, kBlocking };
 //! main_grad.add_ hook) or after every one but the first (autograd's accumulation into param.grad,
 //! which takes the first gradient as it is).
 enum class GradAccumulation { kInGemm, kEveryMicrobatch, kAfterFirst };
+//! How the vocab-parallel cross-entropy combines its TP shards: all-reduces between its passes (the
+//! row max, then the target logits and sums of exponentials: Megatron-LM), or one all-gather of each
+//! shard's statistics from a single pass (its own row max, the sum of exponentials relative to it,
+//! the target logit), combined when the loss backward starts (our executor).
+enum class LossReduction { kAllReduce, kAllGather };
 
 template <class T>
 struct Fact {
@@ -62,6 +67,7 @@ struct ImplementationProfile {
   //! the op catalogue prices 38 / 14 B per logit in 16-bit training); false: our fused kernels, the
   //! logits and their gradient in the compute dtype.
   Fact<bool> fp32_cross_entropy;
+  Fact<LossReduction> loss_reduction;
   //! The residual join after the attention output projection (bias + residual add) runs inside the
   //! MLP norm's kernel (one pass: read both, write the sum and the normalized rows), not after the GEMM
   Fact<bool> residual_join_in_norm;
@@ -70,6 +76,9 @@ struct ImplementationProfile {
   Fact<DpAlgorithm> dp_algorithm;
   Fact<int64_t> dp_bucket_MiB;        //!< gradient bucket size (reduction granularity, staging memory)
   Fact<int64_t> zero3_prefetch_layers;  //!< ZeRO-3: layers gathered ahead of the one computing (0: none)
+  //! The highest ZeRO stage the implementation runs (0: plain data parallelism; 1: optimizer state
+  //! sharded, Megatron's distributed optimizer; 3: parameters too). The search enumerates no more.
+  Fact<int64_t> max_zero_stage;
   Fact<bool> overlap_tp_comm;         //!< TP collectives overlap the GEMMs next to them
   //! Only the column-parallel linears' backward collectives run asynchronously under that linear's
   //! own GEMMs (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication): the
@@ -126,5 +135,6 @@ const char* ToString(DpAlgorithm a);
 const char* ToString(OptimizerKind k);
 const char* ToString(P2pSemantics p);
 const char* ToString(GradAccumulation g);
+const char* ToString(LossReduction r);
 
 }  // namespace parallax

@@ -79,17 +79,18 @@ class Catalogue {
     double fwd = 0, bwd = 0;  //!< bytes per logit (per token per local vocab entry)
     int64_t fwd_kernels = 1, bwd_kernels = 1;
   };
-  //! What the cross-entropy moves per logit. Without fp32_cross_entropy (our executor's fused
-  //! kernels, executor/runtime/embedding_head.cpp): the 16-bit logits read twice (row max; then the
-  //! stats pass writing the fp32 softmax), backward one read of the softmax and one write of the
-  //! gradient in the compute dtype. With it, Megatron-LM's torch sequence (v2.5 mpu/cross_entropy.py
+  //! What the cross-entropy moves per logit. Without fp32_cross_entropy (our executor's kernels,
+  //! executor/cuda/embedding_loss_kernels.cu): forward the logits read twice in the compute dtype
+  //! (row max; then the sum of exponentials and the target logit), per-row fp32 statistics only;
+  //! backward (statistics combined, then the gradient) one read of the logits and one write of
+  //! their gradient. With it, Megatron-LM's torch sequence (v2.5 mpu/cross_entropy.py
   //! after gpt_model.py's output.float(); Megatron-Core r0.8 tensor_parallel/cross_entropy.py,
   //! cross_entropy_loss_fusion off by default), one full pass each: cast to fp32 (e + 4; none when
   //! the logits already are fp32), max (4), subtract in place (8), exp in place (8), sum (4),
   //! normalise in place (8); backward: scale in place (8), then autograd casts the gradient back to
   //! the logits' dtype (4 + e; none in fp32).
   LossTraffic LossBytesPerLogit() const {
-    if (!impl_.fp32_cross_entropy.value) return {2 * e_ + 4, 4 + e_, 3, 1};
+    if (!impl_.fp32_cross_entropy.value) return {2 * e_, 2 * e_, 2, 2};
     const double cast = e_ < 4 ? e_ + 4 : 0;
     const int64_t casts = e_ < 4 ? 1 : 0;
     return {cast + 4 + 8 + 8 + 4 + 8, 8 + cast, 5 + casts, 1 + casts};
@@ -241,10 +242,16 @@ class Catalogue {
     u.fwd.push_back(Mem(OpKind::kFinalNorm, Phase::kFwd, 2 * e_ * sT_ * h_));
     if (sp) AddTp(u.fwd, CollectiveKind::kAllGather, Phase::kFwd, e_ * Th);
     u.fwd.push_back(Gemm(OpKind::kLmHead, Phase::kFwd, {{T_, v / t_, h_, 1}}));
-    // Vocab-parallel cross-entropy, then the max/sum/target all-reduces.
+    // Vocab-parallel cross-entropy, then its shards' statistics combined: Megatron all-reduces the
+    // row max, target logits and sums of exponentials (between its passes; priced after them, as one
+    // op); our executor all-gathers each shard's [row max | sum_exp | target logit] once.
     const LossTraffic loss = LossBytesPerLogit();
     u.fwd.push_back(Mem(OpKind::kLoss, Phase::kFwd, loss.fwd * Tv, loss.fwd_kernels));
-    AddTp(u.fwd, CollectiveKind::kAllReduce, Phase::kFwd, 3 * 4 * static_cast<double>(T_));
+    if (impl_.loss_reduction.value == LossReduction::kAllGather) {
+      AddTp(u.fwd, CollectiveKind::kAllGather, Phase::kFwd, 3 * 4 * static_cast<double>(T_) * static_cast<double>(t_));
+    } else {
+      AddTp(u.fwd, CollectiveKind::kAllReduce, Phase::kFwd, 3 * 4 * static_cast<double>(T_));
+    }
     u.bwd.push_back(Mem(OpKind::kLoss, Phase::kBwd, loss.bwd * Tv, loss.bwd_kernels));
     u.bwd.push_back(Gemm(OpKind::kLmHead, Phase::kBwd, {{T_, h_, v / t_, 1}, {v / t_, h_, T_, 1}}));
     AddTp(u.bwd, sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, Phase::kBwd, e_ * Th);

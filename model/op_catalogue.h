@@ -80,7 +80,9 @@ struct OpCatalogue {
 //! database (CostDb::catalogue) and the CLI warns when a database carries another one.
 //!   1: 2026-11-27, weight-gradient GEMMs accumulate; no dropout bytes where the profile applies
 //!      none (since 239abb3); the first stamped version.
-inline constexpr int64_t kOpCatalogueVersion = 1;
+//!   2: 2026-11-27, our executor's loss as its kernels run it (2e bytes per logit each way, the
+//!      shards' statistics all-gathered once: ImplementationProfile::loss_reduction).
+inline constexpr int64_t kOpCatalogueVersion = 2;
 
 //! Why `db`'s samples may be keyed by other byte counts than this build's catalogue counts, or
 //! nullopt when its stamp is this build's (or it holds no sample a catalogue keys: collectives only).

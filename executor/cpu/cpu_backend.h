@@ -73,7 +73,8 @@ class CpuBackend : public Backend {
   void RowMax(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max) override;
   void CrossEntropyStats(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr targets,
                          int64_t vocab_begin, DevPtr sum_exp, DevPtr target_logit) override;
-  void CrossEntropyLoss(DevPtr row_max, DevPtr sum_exp, DevPtr target_logit, int64_t rows, DevPtr loss_sum) override;
+  void CrossEntropyCombine(DevPtr stats, int64_t rows, int64_t parts, DevPtr row_max, DevPtr sum_exp,
+                           DevPtr loss_sum) override;
   void CrossEntropyBackward(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr sum_exp,
                             DevPtr targets, int64_t vocab_begin, float scale, DevPtr dlogits) override;
   void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;

@@ -2,8 +2,10 @@
 // operands are widened into fp32 scratch, and outputs are rounded back (round to nearest even).
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "executor/cpu/cpu_backend.h"
 
@@ -213,14 +215,26 @@ void CpuBackend::CrossEntropyStats(DevPtr logits, int64_t rows, int64_t cols, De
   CrossEntropyStats(l, rows, cols, mx, Ints(targets), vocab_begin, f.Out(sum_exp, rows), f.Out(target_logit, rows));
 }
 
-void CpuBackend::CrossEntropyLoss(DevPtr row_max, DevPtr sum_exp, DevPtr target_logit, int64_t rows,
-                                  DevPtr loss_sum) {
+void CpuBackend::CrossEntropyCombine(DevPtr stats, int64_t rows, int64_t parts, DevPtr row_max, DevPtr sum_exp,
+                                     DevPtr loss_sum) {
   F32Operands f(*this);
-  const float* mx = f.In(row_max, rows);
-  const float* se = f.In(sum_exp, rows);
-  const float* tl = f.In(target_logit, rows);
+  const float* st = f.In(stats, 3 * rows * parts);
+  float* mx = f.Out(row_max, rows);
+  float* se = f.Out(sum_exp, rows);
   double loss = 0;
-  for (int64_t r = 0; r < rows; ++r) loss += std::log(static_cast<double>(se[r])) + mx[r] - tl[r];
+  for (int64_t r = 0; r < rows; ++r) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t p = 0; p < parts; ++p) m = std::max(m, st[3 * rows * p + r]);
+    double s = 0, target = 0;
+    for (int64_t p = 0; p < parts; ++p) {
+      const float* part = st + 3 * rows * p;
+      s += static_cast<double>(part[rows + r]) * std::exp(static_cast<double>(part[r]) - m);
+      target += part[2 * rows + r];
+    }
+    mx[r] = m;
+    se[r] = static_cast<float>(s);
+    loss += std::log(static_cast<double>(se[r])) + m - target;
+  }
   *static_cast<double*>(loss_sum.ptr) += loss;
 }
 

@@ -273,11 +273,11 @@ void CudaBackend::CrossEntropyStats(DevPtr logits, int64_t rows, int64_t cols, D
                                               K(sum_exp), K(target_logit), Compute()));
 }
 
-void CudaBackend::CrossEntropyLoss(DevPtr row_max, DevPtr sum_exp, DevPtr target_logit, int64_t rows,
-                                   DevPtr loss_sum) {
-  if (loss_sum.dtype != DType::kF64) return Fail(Misuse("CrossEntropyLoss: loss_sum must be fp64"));
-  PX_CUDA_RECORD(gpu::LaunchCrossEntropyLoss(K(row_max), K(sum_exp), K(target_logit), rows,
-                                             static_cast<double*>(loss_sum.ptr), Compute()));
+void CudaBackend::CrossEntropyCombine(DevPtr stats, int64_t rows, int64_t parts, DevPtr row_max, DevPtr sum_exp,
+                                      DevPtr loss_sum) {
+  if (loss_sum.dtype != DType::kF64) return Fail(Misuse("CrossEntropyCombine: loss_sum must be fp64"));
+  PX_CUDA_RECORD(gpu::LaunchCrossEntropyCombine(K(stats), rows, parts, K(row_max), K(sum_exp),
+                                                static_cast<double*>(loss_sum.ptr), Compute()));
 }
 
 void CudaBackend::CrossEntropyBackward(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr sum_exp,

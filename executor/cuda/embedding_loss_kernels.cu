@@ -1,6 +1,6 @@
 // Vocab-parallel embedding (forward with accumulate, deterministic backward) and the local pieces
-// of vocab-parallel cross-entropy (Megatron-LM): row max, (sum_exp, target_logit), the loss sum
-// on the device (fp64) and the logits gradient. Formulas as executor/cpu/embedding_loss_kernels.cpp.
+// of vocab-parallel cross-entropy: row max, (sum_exp, target_logit) of the slice, the slices'
+// statistics combined with the loss sum on the device (fp64), and the logits gradient. Formulas as executor/cpu/embedding_loss_kernels.cpp.
 #include <cmath>
 
 #include "executor/cuda/device_common.cuh"
@@ -69,14 +69,27 @@ __global__ void CrossEntropyStatsKernel(KPtr logits, int64_t cols, KPtr row_max,
   }
 }
 
-__global__ void CrossEntropyLossKernel(KPtr row_max, KPtr sum_exp, KPtr target_logit, int64_t rows, double* loss_sum) {
-  double s = 0;
+// One block: each thread combines its rows' slices (as executor/cpu/typed_kernels.cpp), then the
+// block sums the rows' losses into loss_sum.
+__global__ void CrossEntropyCombineKernel(KPtr stats, int64_t rows, int64_t parts, KPtr row_max, KPtr sum_exp,
+                                          double* loss_sum) {
+  double loss = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-    s += log(static_cast<double>(Load(sum_exp, r))) + static_cast<double>(Load(row_max, r)) -
-         static_cast<double>(Load(target_logit, r));
+    float m = -INFINITY;
+    for (int64_t p = 0; p < parts; ++p) m = fmaxf(m, Load(stats, 3 * rows * p + r));
+    double s = 0, target = 0;
+    for (int64_t p = 0; p < parts; ++p) {
+      const int64_t base = 3 * rows * p;
+      s += static_cast<double>(Load(stats, base + rows + r)) * exp(static_cast<double>(Load(stats, base + r)) - m);
+      target += static_cast<double>(Load(stats, base + 2 * rows + r));
+    }
+    const float se = static_cast<float>(s);
+    Store(row_max, r, m);
+    Store(sum_exp, r, se);
+    loss += log(static_cast<double>(se)) + static_cast<double>(m) - target;
   }
-  s = BlockSum(s);
-  if (threadIdx.x == 0) loss_sum[0] += s;
+  loss = BlockSum(loss);
+  if (threadIdx.x == 0) loss_sum[0] += loss;
 }
 
 __global__ void CrossEntropyBackwardKernel(KPtr logits, int64_t rows, int64_t cols, KPtr row_max, KPtr sum_exp,
@@ -124,10 +137,10 @@ cudaError_t LaunchCrossEntropyStats(KPtr logits, int64_t rows, int64_t cols, KPt
   return cudaGetLastError();
 }
 
-cudaError_t LaunchCrossEntropyLoss(KPtr row_max, KPtr sum_exp, KPtr target_logit, int64_t rows, double* loss_sum,
-                                   cudaStream_t s) {
-  if (rows <= 0) return cudaSuccess;
-  CrossEntropyLossKernel<<<1, 512, 0, s>>>(row_max, sum_exp, target_logit, rows, loss_sum);
+cudaError_t LaunchCrossEntropyCombine(KPtr stats, int64_t rows, int64_t parts, KPtr row_max, KPtr sum_exp,
+                                      double* loss_sum, cudaStream_t s) {
+  if (rows <= 0 || parts <= 0) return cudaSuccess;
+  CrossEntropyCombineKernel<<<1, 512, 0, s>>>(stats, rows, parts, row_max, sum_exp, loss_sum);
   return cudaGetLastError();
 }
 

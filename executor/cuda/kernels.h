@@ -82,9 +82,11 @@ cudaError_t LaunchEmbeddingBackward(const int32_t* index, int64_t n, KPtr dout, 
 cudaError_t LaunchRowMax(KPtr logits, int64_t rows, int64_t cols, KPtr row_max, cudaStream_t s);
 cudaError_t LaunchCrossEntropyStats(KPtr logits, int64_t rows, int64_t cols, KPtr row_max, const int32_t* targets,
                                     int64_t vocab_begin, KPtr sum_exp, KPtr target_logit, cudaStream_t s);
-//! loss_sum[0] (fp64) += sum over rows of log(sum_exp) + row_max - target_logit.
-cudaError_t LaunchCrossEntropyLoss(KPtr row_max, KPtr sum_exp, KPtr target_logit, int64_t rows, double* loss_sum,
-                                   cudaStream_t s);
+//! Backend::CrossEntropyCombine: `parts` slices' [row max | sum_exp | target logit] side by side in
+//! `stats`; writes the global row_max and sum_exp, loss_sum[0] (fp64) += sum over rows of
+//! log(sum_exp) + row_max - target logit.
+cudaError_t LaunchCrossEntropyCombine(KPtr stats, int64_t rows, int64_t parts, KPtr row_max, KPtr sum_exp,
+                                      double* loss_sum, cudaStream_t s);
 cudaError_t LaunchCrossEntropyBackward(KPtr logits, int64_t rows, int64_t cols, KPtr row_max, KPtr sum_exp,
                                        const int32_t* targets, int64_t vocab_begin, float scale, KPtr dlogits,
                                        cudaStream_t s);

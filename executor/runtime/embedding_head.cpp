@@ -122,29 +122,23 @@ Status Head::Forward(RuntimeContext& ctx, Tensor x, const std::vector<int32_t>& 
     auto s = ctx.rec->Op(OpKind::kLmHead, -1);
     LinearForward(be, c.zg.ptr(), lm_->param(lm_index_), DevPtr{}, c.logits.ptr(), T, V, H);
   }
-  PX_ASSIGN(c.row_max, ctx.F32(T));
-  PX_ASSIGN(c.sum_exp, ctx.F32(T));
-  PX_ASSIGN(Tensor stats, ctx.F32(2 * T, MemoryKind::kWorkspace));  // [sum_exp | target_logit]
+  // Vocab-parallel cross-entropy in one pass of statistics per slice: this rank's row max, the sum
+  // of exponentials relative to it and the target logit (0 off the slice), then one TP all-gather
+  // of the three (the profile's loss_reduction all_gather); the backward combines them. The loss
+  // slice holds kernels only, as the op catalogue counts it.
+  PX_ASSIGN(Tensor stats, ctx.F32(3 * T));
   {
-    // Vocab-parallel cross-entropy (Megatron-LM): the TP all-reduces of the row max and of the
-    // (sum_exp, target_logit) pairs are part of the loss op, as the planner counts them.
     auto s = ctx.rec->Op(OpKind::kLoss, -1);
-    be.RowMax(c.logits.ptr(), T, V, c.row_max.ptr());
-    if (ctx.tp > 1) {
-      PX_TRY(ctx.AfterCompute(StreamKind::kTpComm));
-      PX_TRY(ctx.tp_comm().AllReduce(c.row_max.ptr(), T, ReduceOp::kMax, be.stream(StreamKind::kTpComm)));
-      PX_TRY(ctx.ComputeAfter(StreamKind::kTpComm));
-    }
-    be.CrossEntropyStats(c.logits.ptr(), T, V, c.row_max.ptr(), c.targets.ptr(), lm.row0, stats.ptr(),
-                         stats.at(T));
-    if (ctx.tp > 1) {
-      PX_TRY(ctx.AfterCompute(StreamKind::kTpComm));
-      PX_TRY(ctx.tp_comm().AllReduce(stats.ptr(), 2 * T, ReduceOp::kSum, be.stream(StreamKind::kTpComm)));
-      PX_TRY(ctx.ComputeAfter(StreamKind::kTpComm));
-    }
-    be.Copy(c.sum_exp.ptr(), stats.ptr(), T);
-    be.CrossEntropyLoss(c.row_max.ptr(), stats.ptr(), stats.at(T), T, ctx.loss_sum.ptr());
+    be.RowMax(c.logits.ptr(), T, V, stats.ptr());
+    be.CrossEntropyStats(c.logits.ptr(), T, V, stats.ptr(), c.targets.ptr(), lm.row0, stats.at(T), stats.at(2 * T));
   }
+  if (ctx.tp == 1) {
+    c.stats = std::move(stats);
+    return {};
+  }
+  PX_ASSIGN(c.stats, ctx.F32(3 * T * ctx.tp));
+  PX_TRY(RunCollective(ctx, OpKind::kTpAllGather, -1, 3 * T * ctx.tp * 4, static_cast<int32_t>(ctx.tp),
+                       [&](Stream& s) { return ctx.tp_comm().AllGather(stats.ptr(), c.stats.ptr(), 3 * T, s); }));
   return {};
 }
 
@@ -158,12 +152,17 @@ Result<Tensor> Head::Backward(RuntimeContext& ctx, HeadCache& c) {
   PX_TRY(lm_->EnsureGrads(ctx));
   PX_ASSIGN(Tensor dlogits, ctx.Act(T * V));
   {
+    PX_ASSIGN(Tensor row_max, ctx.F32(T, MemoryKind::kWorkspace));
+    PX_ASSIGN(Tensor sum_exp, ctx.F32(T, MemoryKind::kWorkspace));
     auto s = ctx.rec->Op(OpKind::kLoss, -1);
+    // The slices' statistics combined (this micro-batch's loss added to ctx.loss_sum), then the gradient.
+    be.CrossEntropyCombine(c.stats.ptr(), T, ctx.tp, row_max.ptr(), sum_exp.ptr(), ctx.loss_sum.ptr());
     const float scale = static_cast<float>(ctx.loss_scale * ctx.scaler.scale);
-    be.CrossEntropyBackward(c.logits.ptr(), T, V, c.row_max.ptr(), c.sum_exp.ptr(), c.targets.ptr(), lm.row0, scale,
+    be.CrossEntropyBackward(c.logits.ptr(), T, V, row_max.ptr(), sum_exp.ptr(), c.targets.ptr(), lm.row0, scale,
                             dlogits.ptr());
   }
   c.logits.Reset();
+  c.stats.Reset();
   PX_ASSIGN(Tensor dzg, ctx.Act(T * H));
   {
     auto s = ctx.rec->Op(OpKind::kLmHead, -1);

@@ -24,7 +24,10 @@ struct EmbeddingCache {
 };
 
 struct HeadCache {
-  Tensor x, mean, rstd, zg, logits, row_max, sum_exp, targets;
+  Tensor x, mean, rstd, zg, logits, targets;
+  //! The loss statistics of every vocabulary slice of the TP group, side by side (fp32, 3 x tokens
+  //! each: row max | sum_exp | target logit); combined when the backward starts.
+  Tensor stats;
 };
 
 class Embedding {
@@ -44,10 +47,11 @@ class Head {
  public:
   //! `lm_weight_group`/`lm_weight_index`: the word embedding when tied, else the head's own weight.
   Head(ParamGroup* head, ParamGroup* lm_group, size_t lm_index) : head_(head), lm_(lm_group), lm_index_(lm_index) {}
-  //! Adds the sum over this micro-batch's tokens of the cross-entropy to ctx.loss_sum (on the
-  //! backend; identical on every TP rank).
+  //! Logits and the cross-entropy statistics of every vocabulary slice (all-gathered when tp > 1).
   Status Forward(RuntimeContext& ctx, Tensor x, const std::vector<int32_t>& targets, HeadCache& cache);
-  //! Gradient of (loss_scale * summed loss) w.r.t. the head input.
+  //! Adds the sum over this micro-batch's tokens of the cross-entropy to ctx.loss_sum (on the
+  //! backend; identical on every TP rank), and returns the gradient of (loss_scale * summed loss)
+  //! w.r.t. the head input.
   Result<Tensor> Backward(RuntimeContext& ctx, HeadCache& cache);
 
  private:

@@ -13,8 +13,12 @@ namespace {
 //! `queued`: DP work still ahead of the first gather (the previous pass's last reduce-scatters).
 //! `lead`: compute the pass runs before its first layer (the head's backward, the embedding's
 //! forward), which hides that much of the first gather and the queue.
-double Zero3Extra(int64_t n, double a, double r, double x, double x_c, double k, double queued, double lead) {
+//! `prefetch` false (zero3_prefetch_layers 0): layer i's gather is issued when the layer is reached,
+//! behind the previous layer's reduce-scatter, and the compute waits for both every layer.
+double Zero3Extra(int64_t n, double a, double r, double x, double x_c, double k, double queued, double lead,
+                  bool prefetch) {
   if (n <= 0) return 0;
+  if (!prefetch) return std::max(0.0, queued + a - lead) + static_cast<double>(n - 1) * (a + r);
   const double busy = a + r;
   const double xk = x + (k - 1) * std::min(x_c, busy / k);
   const double nn = static_cast<double>(n);
@@ -54,6 +58,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
   const double m = static_cast<double>(pc.microbatches);
   const UnitCosts& u = *pc.units;
   const bool dp = l.dp > 1;
+  const bool prefetch = plan.implementation.zero3_prefetch_layers.value > 0;  // ZeRO-3 gathers one layer ahead
   const double k = pc.contention;
 
   // Per-rank work of one micro-batch, with ZeRO-3 stalls and DP contention folded in.
@@ -91,12 +96,12 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
         // contention in the simulator).
         auto zf = [&](double q) {
           return Zero3Extra(n, a, 0, u.layer.fwd_s + rc.dp.layer_fwd_pass_s(), u.layer.fwd_s - u.layer.fwd_tp_s, k, q,
-                            cc.embedding && !pg ? u.embedding.fwd_s : 0.0) +
+                            cc.embedding && !pg ? u.embedding.fwd_s : 0.0, prefetch) +
                  fwd_outer;
         };
         auto zb = [&](double q) {
           return Zero3Extra(n, a, red, u.layer.bwd_s + rc.dp.layer_bwd_pass_s(), u.layer.bwd_s - u.layer.bwd_tp_s, k, q,
-                            cc.head && !pg ? u.head.bwd_s : 0.0) +
+                            cc.head && !pg ? u.head.bwd_s : 0.0, prefetch) +
                  bwd_outer;
         };
         const double zfwd = zf(gpipe ? 0 : queued), zbwd = zb(gpipe ? queued : 0);

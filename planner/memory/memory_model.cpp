@@ -138,7 +138,9 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   int64_t transient = 2 * e * sbh;  // activation gradient in/out of the layer being differentiated
   if (l.zero_stage >= 3) {
     const ModelCounts c = CountModel(m);
-    transient += 2 * sb.weight * LayerParams(m, c, l.tp);  // current + prefetched layer
+    // The layer computing and those gathered ahead of it (the profile's zero3_prefetch_layers).
+    const int64_t held = 1 + std::max<int64_t>(plan.implementation.zero3_prefetch_layers.value, 0);
+    transient += held * sb.weight * LayerParams(m, c, l.tp);
   }
   // ZeRO-2/3 reduce-scatter per bucket: the unsharded gradient of the bucket being reduced and of
   // the next one (double buffering); the bucket is the implementation's (DpBucketBytes: a whole

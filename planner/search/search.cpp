@@ -145,6 +145,11 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
                   l.sequence_parallel = sp == 1;
                   if (!o.fix.Admits(l)) continue;
                   ++searched;
+                  if (zero > o.implementation.max_zero_stage.value) {
+                    // The implementation cannot run this stage (its max_zero_stage fact).
+                    rej.Add("zero_stage_beyond_implementation", l);
+                    continue;
+                  }
                   if (l.sequence_parallel && seq % tp != 0) {
                     rej.Add("sequence_parallel_needs_tp_dividing_seq_len", l);
                     continue;

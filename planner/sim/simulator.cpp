@@ -360,7 +360,10 @@ class StepSimulator {
     const bool per_group = rc.dp.per_group;
     auto layer_at = [&](int64_t i) { return fwd ? cc.layers.first + i : cc.layers.first + n - 1 - i; };
     // ZeRO-3: the gather of layer i is issued when layer i-1 starts (prefetch one ahead), recorded
-    // with the pass's phase, as the executor records it (the pass that needs the parameters).
+    // with the pass's phase, as the executor records it (the pass that needs the parameters). A
+    // profile that prefetches nothing (zero3_prefetch_layers 0) issues it when layer i is reached;
+    // deeper prefetch keeps the one-ahead pacing (the DP stream is the bottleneck either way).
+    const bool prefetch = plan_.implementation.zero3_prefetch_layers.value > 0;
     std::vector<double> gathered;
     const ZeroPasses& lp = rc.dp.layer_passes;
     auto first_gather = [&] {
@@ -387,11 +390,16 @@ class StepSimulator {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t layer = layer_at(i);
       if (!gathered.empty()) {
+        if (!prefetch && i > 0) {
+          t = Pass(r, t, OpKind::kShardCopy, lp.copy_s, lp.copy_bytes, mb, stage, layer, pass);
+          gathered[static_cast<size_t>(i)] =
+              DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer, stage, pass, rc.dp.param_layer_bytes);
+        }
         if (gathered[static_cast<size_t>(i)] > t) {
           s.dp_wait_s += gathered[static_cast<size_t>(i)] - t;
           t = gathered[static_cast<size_t>(i)];
         }
-        if (i + 1 < n) {
+        if (prefetch && i + 1 < n) {
           t = Pass(r, t, OpKind::kShardCopy, lp.copy_s, lp.copy_bytes, mb, stage, layer_at(i + 1), pass);
           gathered[static_cast<size_t>(i + 1)] =
               DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(i + 1), stage, pass,

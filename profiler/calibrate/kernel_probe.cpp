@@ -72,7 +72,7 @@ int64_t ProbeShape::FootprintBytes() const {
     case ProbeKind::kQkvEpilogueBwd:
       return e * attention.seq * attention.batch * (attention.heads + 2 * attention.kv_heads) * attention.head_dim;
     case ProbeKind::kLossFwd:
-    case ProbeKind::kLossBwd: return rows * vocab_rows * e * 2 + rows * 16;
+    case ProbeKind::kLossBwd: return rows * vocab_rows * e * 2 + rows * 20;
     case ProbeKind::kEmbeddingFwd:
     case ProbeKind::kEmbeddingBwd: return vocab_rows * cols * 4 + rows * cols * e * 2;
     case ProbeKind::kAdamW: return n * 16 + (dtype != DType::kF32 ? n * e : 0);
@@ -252,17 +252,17 @@ Status KernelProbe::Prepare(executor::Backend& backend) {
         PX_RETURN_IF_ERROR(add(p.rows * p.cols, p.kind == ProbeKind::kEmbeddingFwd ? d : DType::kF32));
       }
       break;
-    case ProbeKind::kLossFwd:  // logits, row_max, targets, stats, sum_exp, loss
-    case ProbeKind::kLossBwd:  // logits, row_max, targets, sum_exp, -, -, dlogits
+    case ProbeKind::kLossFwd:  // logits, stats [row max | sum_exp | target logit], targets, row_max, sum_exp, loss
+    case ProbeKind::kLossBwd:  // the same, then dlogits
       PX_RETURN_IF_ERROR(add(p.rows * p.vocab_rows, d));
-      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32));
+      PX_RETURN_IF_ERROR(add(3 * p.rows, DType::kF32));
       PX_RETURN_IF_ERROR(indices(p.rows, p.vocab_rows));
-      PX_RETURN_IF_ERROR(add(2 * p.rows, DType::kF32));
+      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32));
       PX_RETURN_IF_ERROR(add(p.rows, DType::kF32));
       PX_RETURN_IF_ERROR(add(1, DType::kF64, false));
       if (p.kind == ProbeKind::kLossBwd) {
         backend.RowMax(T(0), p.rows, p.vocab_rows, T(1));
-        backend.CrossEntropyStats(T(0), p.rows, p.vocab_rows, T(1), T(2), 0, T(4), T(3) + p.rows);
+        backend.CrossEntropyStats(T(0), p.rows, p.vocab_rows, T(1), T(2), 0, T(1) + p.rows, T(1) + 2 * p.rows);
         PX_RETURN_IF_ERROR(add(p.rows * p.vocab_rows, d, false));
       }
       break;
@@ -424,14 +424,13 @@ Status KernelProbe::Run(executor::Backend& be) {
       if (p.positions) be.EmbeddingBackward(T(3), p.rows, T(1), 0, p.rows, p.cols, T(4));
       be.EmbeddingBackward(T(0), p.rows, T(1), 0, p.vocab_rows, p.cols, T(2));
       break;
-    case ProbeKind::kLossFwd:
+    case ProbeKind::kLossFwd:  // as executor/runtime/embedding_head.cpp Head::Forward's loss op
       be.RowMax(T(0), p.rows, p.vocab_rows, T(1));
-      be.CrossEntropyStats(T(0), p.rows, p.vocab_rows, T(1), T(2), 0, T(3), T(3) + p.rows);
-      be.Copy(T(4), T(3), p.rows);
-      be.CrossEntropyLoss(T(1), T(3), T(3) + p.rows, p.rows, T(5));
+      be.CrossEntropyStats(T(0), p.rows, p.vocab_rows, T(1), T(2), 0, T(1) + p.rows, T(1) + 2 * p.rows);
       break;
-    case ProbeKind::kLossBwd:
-      be.CrossEntropyBackward(T(0), p.rows, p.vocab_rows, T(1), T(4), T(2), 0, 1e-3f, T(6));
+    case ProbeKind::kLossBwd:  // Head::Backward's: one slice's statistics combined, then the gradient
+      be.CrossEntropyCombine(T(1), p.rows, 1, T(3), T(4), T(5));
+      be.CrossEntropyBackward(T(0), p.rows, p.vocab_rows, T(3), T(4), T(2), 0, 1e-3f, T(6));
       break;
     case ProbeKind::kAdamW: {
       // Parameters come in tensors of up to 1M elements, as a layer's weights do.

@@ -141,17 +141,6 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
       out.compute = d;
       return out;
     }
-    case OpKind::kLoss:
-      if (id.phase == Phase::kFwd && l.tp > 1) {
-        // The executor's vocab-parallel cross-entropy all-reduces the row max and the (sum_exp,
-        // target logit) pairs between its kernels (executor/runtime/embedding_head.cpp), so the
-        // measured slice holds two TP all-reduces and their waits, which the catalogue prices
-        // apart (the head's tp_allreduce). As a loss sample they would make the family look many
-        // times slower (a run factor of 6.9 on a tp=2 trace, 2026-11-27).
-        out.not_sampled = "the measured slice holds the vocab-parallel all-reduces between the loss kernels";
-        return out;
-      }
-      break;
     default: break;
   }
   out.compute = FromCostedOp(id);

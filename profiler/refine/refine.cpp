@@ -47,6 +47,36 @@ Status MatchRecordedPlan(const traces::Trace& measured, const std::string& file,
   return Status::Ok();
 }
 
+//! The aligned ops' work against the plan's: the executor tags every compute op with the FLOPs the
+//! op catalogue gives its identity (the same definition the prediction uses), so a trace of this
+//! plan agrees op for op. A trace of another layout or model whose identities happen to match (a
+//! trace without its plan in otherData) carries other FLOPs: refusing it keeps samples at the
+//! wrong shapes out of the database.
+Status MatchRecordedWork(const traces::Trace& predicted, const traces::Trace& measured, const traces::Alignment& al,
+                         const std::string& file, const Plan& plan) {
+  int64_t compared = 0, differ = 0;
+  std::string first;
+  for (const auto& [pi, mi] : al.pairs) {
+    const traces::SliceArgs* pa = predicted.args(predicted.slice(pi));
+    const traces::SliceArgs* ma = measured.args(measured.slice(mi));
+    if (pa == nullptr || ma == nullptr || pa->flops <= 0 || ma->flops <= 0) continue;
+    ++compared;
+    if (std::abs(ma->flops - pa->flops) <= 1e-3 * pa->flops) continue;
+    if (differ++ == 0) {
+      const auto id = predicted.identity(predicted.slice(pi));
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s %s (layer %lld) ran %.4g FLOPs where the plan's has %.4g",
+                    id ? ToString(id->op) : "?", id ? ToString(id->phase) : "?",
+                    static_cast<long long>(id ? id->layer : -1), ma->flops, pa->flops);
+      first = buf;
+    }
+  }
+  if (compared == 0 || differ * 10 < compared) return Status::Ok();
+  return BadInput(file + ": " + std::to_string(differ) + " of " + std::to_string(compared) +
+                  " measured compute ops carry other work than the plan's (" + LayoutToString(plan.layout) + ", " +
+                  plan.model.name + "), e.g. " + first + ": the trace is of another plan or model");
+}
+
 //! Per rank, the measured DP-communication intervals, sorted by start.
 std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> DpIntervals(const traces::Trace& t) {
   std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> out;
@@ -250,6 +280,8 @@ Result<RefineResult> Refine(const Plan& plan_in, const traces::Trace& measured, 
     return BadInput(trace_file + ": only " + buf + " of its measured ops match the plan's op identities (" +
                     LayoutToString(r.plan.layout) + "): the trace is of another plan");
   }
+
+  if (Status s = MatchRecordedWork(*predicted, measured, al, trace_file, r.plan); !s) return s.error();
 
   const auto dp = DpIntervals(measured);
   std::vector<OpInstance> instances;

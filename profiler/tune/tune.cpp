@@ -145,9 +145,12 @@ Result<TuneResult> RunTune(executor::LaunchContext& launch, std::unique_ptr<exec
             c.error_before = refined->before.step_time_error;
             c.error_after = refined->after.step_time_error;
           } else {
-            log("candidate " + inline_layout + ": not refined: " + refined.error().message);
+            c.refine_failure = refined.error().message;
           }
+        } else {
+          c.refine_failure = trace.error().message;
         }
+        if (!c.refine_failure.empty()) log("candidate " + inline_layout + ": not refined: " + c.refine_failure);
         char line[256];
         std::snprintf(line, sizeof line, "round %lld  %-60s predicted %8.3f ms  measured %8.3f ms",
                       static_cast<long long>(round), inline_layout.c_str(), c.predicted_step_s * 1e3,
@@ -185,10 +188,11 @@ Json TuneToJson(const TuneResult& r, const std::string& costdb_path) {
            {"predicted_step_s", c.predicted_step_s},
            {"measured_step_s", c.failure.empty() ? Json(c.measured_step_s) : Json(nullptr)}};
     if (!c.failure.empty()) j["failure"] = c.failure;
-    if (c.failure.empty()) {
+    if (c.failure.empty() && c.refine_failure.empty()) {
       j["refine_error_before"] = c.error_before;
       j["refine_error_after"] = c.error_after;
     }
+    if (!c.refine_failure.empty()) j["refine_failure"] = c.refine_failure;
     return j;
   };
   Json cands = Json::array();

@@ -45,6 +45,7 @@ struct TuneCandidate {
   double predicted_step_s = 0;  //!< simulated with the database of its round
   double measured_step_s = 0;   //!< median step time after the first step; 0 when it failed
   std::string failure;          //!< why it did not run (empty: it ran)
+  std::string refine_failure;   //!< why its trace did not refine the database (empty: it did)
   double error_before = 0, error_after = 0;  //!< refine's step-time error on this plan (rank 0)
 };
 

@@ -105,6 +105,36 @@ TEST(CliPlan, Exports) {
   EXPECT_TRUE(ds.contains("zero_optimization"));
 }
 
+// What runs the plan, as a user meets it: the export names the profile its prediction used; a
+// layout beyond the profile (Megatron-Core r0.8 runs no ZeRO-3) or a TP group across nodes is
+// predicted with a note saying so; an unknown profile exits 2 listing the known ones.
+TEST(CliPlan, ImplementationProfileAsTheUserMeetsIt) {
+  auto m = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --implementation megatron-core "
+                       "--export megatron");
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_NE(m.out.find("# predicted with implementation profile megatron-core"), std::string::npos) << m.out;
+  auto s = RunParallax("simulate --model gpt-1.3b --cluster dgx-a100 --nodes 2 --implementation megatron-core "
+                       "--plan dp=1,tp=16,global_batch=8 --json");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  ASSERT_TRUE(Out(s).contains("notes")) << s.out;
+  EXPECT_NE(Out(s)["notes"].dump().find("tp=16 spans 2 nodes"), std::string::npos) << s.out;
+  auto z = RunParallax("simulate --model gpt-1.3b --cluster dgx-a100 --implementation megatron-core "
+                       "--plan dp=8,zero=3,global_batch=64");
+  ASSERT_EQ(z.exit_code, 0) << z.err;
+  EXPECT_NE(z.out.find("zero=3 is beyond what megatron-core runs"), std::string::npos) << z.out;
+  auto j = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --implementation megatron-2021 --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_GT(Out(j)["rejected"].value("zero_stage_beyond_implementation", 0), 0) << j.out;
+  for (const char* cmd : {"plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --implementation nosuch",
+                          "simulate --model gpt-1.3b --cluster dgx-a100 --plan dp=8,global_batch=64 "
+                          "--implementation nosuch"}) {
+    auto u = RunParallax(cmd);
+    EXPECT_EQ(u.exit_code, 2) << cmd;
+    EXPECT_NE(u.err.find("known: deepspeed, megatron-2021, megatron-2022, megatron-core, parallax"), std::string::npos)
+        << u.err;
+  }
+}
+
 TEST(CliPlan, NothingFitsNamesTheShortfall) {
   auto r = RunParallax("plan --model llama3-405b --cluster dgx-a100 --global-batch 64");
   EXPECT_EQ(r.exit_code, 2);

@@ -3,11 +3,14 @@
 // Runs `parallax simulate --trace` and `mpirun parallax run --trace` for real, then diffs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "run_command.h"
 #include "traces/chrome_reader.h"
@@ -116,6 +119,48 @@ TEST_P(PredictedVsMeasured, AlignOnIdentities) {
   };
   const auto pd = dp_ops(*p), md = dp_ops(*m);
   EXPECT_EQ(pd, md) << c.name << ": predicted and measured DP collectives differ";
+  // And the TP collectives, with their bytes: the layers' gathers and reductions, the embedding's,
+  // the head's, and the loss statistics' all-gather (ImplementationProfile::loss_reduction), none
+  // hidden inside a compute slice.
+  auto tp_ops = [&](const traces::Trace& t) {
+    std::map<DpKey, std::vector<int64_t>> n;
+    for (size_t i = 0; i < t.slices().size(); ++i) {
+      const traces::Slice& s = t.slices()[i];
+      if (!s.has(traces::slice_flags::kHasIdentity)) continue;
+      const OpIdentity id = s.identity.Unpack();
+      if (id.op != OpKind::kTpAllReduce && id.op != OpKind::kTpAllGather && id.op != OpKind::kTpReduceScatter) continue;
+      const traces::SliceArgs* a = t.args(s);
+      n[key(id)].push_back(a != nullptr ? a->bytes : -1);
+    }
+    for (auto& [k, v] : n) std::sort(v.begin(), v.end());
+    return n;
+  };
+  auto pt = tp_ops(*p), mt = tp_ops(*m);
+  // Not predicted (yet): under sequence parallelism the executor all-reduces the gradients of the
+  // parameters every TP rank holds whole (norm weights and biases, row-parallel biases) once per
+  // step, in the last micro-batch's backward (executor/runtime/grad_sync.cpp
+  // ReduceSequenceParallelGrads; ~1% of a gpt-tiny step on the 2-core VM). Everything else matches.
+  const int64_t last_mb = 8 / 2 / (c.np == 4 ? 2 : 1) - 1;  // global batch 8, micro-batch 2
+  const bool sp = std::string(c.layout).find("sequence_parallel=1") != std::string::npos;
+  int64_t sp_grads = 0;
+  for (auto it = mt.begin(); it != mt.end();) {
+    const auto& [rank, mb, stage, layer, op, phase] = it->first;
+    if (!sp || mb != last_mb || op != static_cast<int>(OpKind::kTpAllReduce) || phase != static_cast<int>(Phase::kBwd)) {
+      ++it;
+      continue;
+    }
+    // Keep what the prediction has at this identity (sorted multisets), drop the rest.
+    const std::vector<int64_t> want = pt.count(it->first) ? pt.at(it->first) : std::vector<int64_t>{};
+    std::vector<int64_t> kept;
+    std::set_intersection(it->second.begin(), it->second.end(), want.begin(), want.end(), std::back_inserter(kept));
+    sp_grads += static_cast<int64_t>(it->second.size() - kept.size());
+    it->second = kept;
+    it = it->second.empty() ? mt.erase(it) : std::next(it);
+  }
+  if (sp) {
+    EXPECT_GT(sp_grads, 0) << "the sequence-parallel gradient all-reduces are now predicted: drop this filter";
+  }
+  EXPECT_EQ(pt, mt) << c.name << ": predicted and measured TP collectives differ";
   std::filesystem::remove_all(dir);
 }
 

@@ -548,10 +548,7 @@ TEST_P(OpsTest, EmbeddingAndVocabParallelCrossEntropy) {
   std::vector<int32_t> targets(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) targets[static_cast<size_t>(r)] = static_cast<int32_t>(vocab_begin + (r * 7) % cols);
   targets[1] = 3;  // not in this slice
-  Vec mx(static_cast<size_t>(rows)), se(static_cast<size_t>(rows)), tl(static_cast<size_t>(rows)),
-      dl(logits.size());
-  double loss = 0;
-  const float scale = 0.25f;
+  Vec mx(static_cast<size_t>(rows)), se(static_cast<size_t>(rows)), tl(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     double m = -1e300, s = 0;
     for (int64_t c = 0; c < cols; ++c) m = std::max(m, logits[static_cast<size_t>(r * cols + c)]);
@@ -560,11 +557,6 @@ TEST_P(OpsTest, EmbeddingAndVocabParallelCrossEntropy) {
     mx[static_cast<size_t>(r)] = m;
     se[static_cast<size_t>(r)] = s;
     tl[static_cast<size_t>(r)] = (t >= 0 && t < cols) ? logits[static_cast<size_t>(r * cols + t)] : 0.0;
-    loss += std::log(s) + m - tl[static_cast<size_t>(r)];
-    for (int64_t c = 0; c < cols; ++c) {
-      dl[static_cast<size_t>(r * cols + c)] =
-          (std::exp(logits[static_cast<size_t>(r * cols + c)] - m) / s - (c == t ? 1.0 : 0.0)) * scale;
-    }
   }
   Tensor L = Dev(logits, dt_), MX = Dev(Vec(mx.size(), 0.0), DType::kF32), TG = Ints(targets);
   Tensor SE = Dev(Vec(se.size(), 0.0), DType::kF32), TL = Dev(Vec(tl.size(), 0.0), DType::kF32);
@@ -573,13 +565,54 @@ TEST_P(OpsTest, EmbeddingAndVocabParallelCrossEntropy) {
   be_->CrossEntropyStats(L.ptr(), rows, cols, MX.ptr(), TG.ptr(), vocab_begin, SE.ptr(), TL.ptr());
   Expect("cross_entropy sum_exp", SE, se, DType::kF32);
   Expect("cross_entropy target_logit", TL, tl, DType::kF32);
+
+  // Two vocabulary slices' statistics side by side (this one, then another with its own maxima,
+  // sums and row 1's target), combined: the global max and sum of exponentials, and the loss.
+  Vec stats;
+  for (const Vec* v : {&mx, &se, &tl}) stats.insert(stats.end(), v->begin(), v->end());
+  Vec m1(static_cast<size_t>(rows)), s1(static_cast<size_t>(rows)), t1(static_cast<size_t>(rows), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    m1[static_cast<size_t>(r)] = mx[static_cast<size_t>(r)] + 0.75 * static_cast<double>(r % 3 - 1);
+    s1[static_cast<size_t>(r)] = 1.0 + 0.25 * static_cast<double>(r);
+  }
+  t1[1] = 1.5;
+  for (const Vec* v : {&m1, &s1, &t1}) stats.insert(stats.end(), v->begin(), v->end());
+  Vec gmax(static_cast<size_t>(rows)), gsum(static_cast<size_t>(rows)), dl(logits.size());
+  double loss = 0;
+  const float scale = 0.25f;
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
+    // The reference from the fp32 values the device holds.
+    const double a = static_cast<float>(mx[r]), b = static_cast<float>(m1[r]);
+    const double m = std::max(a, b);
+    const double sum = static_cast<float>(se[r]) * std::exp(a - m) + static_cast<float>(s1[r]) * std::exp(b - m);
+    gmax[r] = m;
+    gsum[r] = sum;
+    loss += std::log(sum) + m - static_cast<float>(tl[r]) - static_cast<float>(t1[r]);
+    const int64_t t = targets[r] - vocab_begin;
+    for (int64_t c = 0; c < cols; ++c) {
+      const size_t i = r * static_cast<size_t>(cols) + static_cast<size_t>(c);
+      dl[i] = (std::exp(logits[i] - m) / sum - (c == t ? 1.0 : 0.0)) * scale;
+    }
+  }
+  Tensor ST = Dev(stats, DType::kF32), GM = Dev(Vec(gmax.size(), 0.0), DType::kF32);
+  Tensor GS = Dev(Vec(gsum.size(), 0.0), DType::kF32);
   auto LS = be_->AllocateZeroed(1, DType::kF64, MemoryKind::kWorkspace);
   ASSERT_TRUE(LS);
-  be_->CrossEntropyLoss(MX.ptr(), SE.ptr(), TL.ptr(), rows, LS->ptr());
-  be_->CrossEntropyLoss(MX.ptr(), SE.ptr(), TL.ptr(), rows, LS->ptr());  // accumulates
+  be_->CrossEntropyCombine(ST.ptr(), rows, 2, GM.ptr(), GS.ptr(), LS->ptr());
+  be_->CrossEntropyCombine(ST.ptr(), rows, 2, GM.ptr(), GS.ptr(), LS->ptr());  // the loss accumulates
+  Expect("cross_entropy combined row_max", GM, gmax, DType::kF32);
+  Expect("cross_entropy combined sum_exp", GS, gsum, DType::kF32);
   Expect("cross_entropy loss", *LS, Vec{2 * loss}, DType::kF32);
+  // One slice alone: its own statistics and loss.
+  auto LS1 = be_->AllocateZeroed(1, DType::kF64, MemoryKind::kWorkspace);
+  ASSERT_TRUE(LS1);
+  double loss1 = 0;
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) loss1 += std::log(se[r]) + mx[r] - tl[r];
+  be_->CrossEntropyCombine(ST.ptr(), rows, 1, MX.ptr(), SE.ptr(), LS1->ptr());
+  Expect("cross_entropy one slice row_max", MX, mx, DType::kF32);
+  Expect("cross_entropy one slice loss", *LS1, Vec{loss1}, DType::kF32);
   Tensor DL = Dev(Vec(dl.size(), 0.0), dt_);
-  be_->CrossEntropyBackward(L.ptr(), rows, cols, MX.ptr(), SE.ptr(), TG.ptr(), vocab_begin, scale, DL.ptr());
+  be_->CrossEntropyBackward(L.ptr(), rows, cols, GM.ptr(), GS.ptr(), TG.ptr(), vocab_begin, scale, DL.ptr());
   Expect("cross_entropy backward", DL, dl, dt_);
 }
 

@@ -1,6 +1,8 @@
 // Parameter, FLOP and activation counts against published figures.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "model/counting.h"
 #include "model/implementation.h"
 #include "model/op_catalogue.h"
@@ -193,9 +195,9 @@ TEST(OpCatalogueJoin, ResidualJoinPricedWhereTheImplementationRunsIt) {
   EXPECT_DOUBLE_EQ(fwd(ours, OpKind::kAttnNorm), 2 * rows_bytes);
 }
 
-// The cross-entropy's traffic per logit as each implementation runs it: our executor's fused
-// kernels read the 16-bit logits twice and write an fp32 softmax (backward: read it, write the
-// gradient); Megatron's torch sequence makes a full pass per step (cast, max, subtract, exp, sum,
+// The cross-entropy's traffic per logit as each implementation runs it: our executor's kernels
+// read the logits twice (row max, then the statistics; backward: read them, write the gradient);
+// Megatron's torch sequence makes a full pass per step (cast, max, subtract, exp, sum,
 // normalise; backward scale and cast back), none of the casts when training in fp32.
 TEST(OpCatalogueLoss, CrossEntropyTrafficAsTheImplementationRunsIt) {
   const ModelSpec m = *ModelPreset("gpt-tiny");
@@ -210,9 +212,9 @@ TEST(OpCatalogueLoss, CrossEntropyTrafficAsTheImplementationRunsIt) {
   };
   const ImplementationProfile ours = DefaultImplementation();
   ASSERT_FALSE(ours.fp32_cross_entropy.value);
-  EXPECT_DOUBLE_EQ(per_logit(ours, 2, Phase::kFwd), 8);
-  EXPECT_DOUBLE_EQ(per_logit(ours, 2, Phase::kBwd), 6);
-  EXPECT_DOUBLE_EQ(per_logit(ours, 4, Phase::kFwd), 12);
+  EXPECT_DOUBLE_EQ(per_logit(ours, 2, Phase::kFwd), 4);
+  EXPECT_DOUBLE_EQ(per_logit(ours, 2, Phase::kBwd), 4);
+  EXPECT_DOUBLE_EQ(per_logit(ours, 4, Phase::kFwd), 8);
   for (const char* name : {"megatron-core", "megatron-2021", "megatron-2022", "deepspeed"}) {
     const ImplementationProfile impl = *ImplementationPreset(name);
     ASSERT_TRUE(impl.fp32_cross_entropy.value) << name;
@@ -221,6 +223,41 @@ TEST(OpCatalogueLoss, CrossEntropyTrafficAsTheImplementationRunsIt) {
     EXPECT_DOUBLE_EQ(per_logit(impl, 4, Phase::kFwd), 32) << name;  // no cast
     EXPECT_DOUBLE_EQ(per_logit(impl, 4, Phase::kBwd), 8) << name;
   }
+}
+
+// The loss's TP collective as each implementation runs it (loss_reduction): our executor
+// all-gathers each vocabulary slice's [row max | sum_exp | target logit] (fp32, tokens x 3 per
+// rank) right after the loss; Megatron all-reduces the row max, target logits and sums (3 x 4 B
+// per token, priced as one op). Nothing at tp 1.
+TEST(OpCatalogueLoss, StatisticsCollectiveAsTheImplementationRunsIt) {
+  const ModelSpec m = *ModelPreset("gpt-tiny");
+  OpShapeKey key;
+  key.micro_batch = 2;
+  key.tp = 4;
+  const double tokens = static_cast<double>(key.micro_batch * m.seq_len);
+  auto after_loss = [&](const ImplementationProfile& impl) -> std::optional<OpSpec> {
+    const auto fwd = BuildOpCatalogue(m, key, impl).head.fwd;
+    for (size_t i = 0; i + 1 < fwd.size(); ++i) {
+      if (fwd[i].op == OpKind::kLoss) return fwd[i + 1];
+    }
+    return std::nullopt;
+  };
+  const ImplementationProfile ours = DefaultImplementation();
+  ASSERT_EQ(ours.loss_reduction.value, LossReduction::kAllGather);
+  auto o = after_loss(ours);
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->op, OpKind::kTpAllGather);
+  EXPECT_DOUBLE_EQ(o->bytes, 3 * 4 * tokens * 4);
+  for (const char* name : {"megatron-core", "megatron-2021", "megatron-2022", "deepspeed"}) {
+    const ImplementationProfile impl = *ImplementationPreset(name);
+    EXPECT_EQ(impl.loss_reduction.value, LossReduction::kAllReduce) << name;
+    o = after_loss(impl);
+    ASSERT_TRUE(o.has_value()) << name;
+    EXPECT_EQ(o->op, OpKind::kTpAllReduce) << name;
+    EXPECT_DOUBLE_EQ(o->bytes, 3 * 4 * tokens) << name;
+  }
+  key.tp = 1;
+  EXPECT_FALSE(after_loss(ours).has_value());  // the loss is the head's last forward op
 }
 
 // The QKV projection as each implementation runs it: Megatron one GEMM against the concatenated

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "model/cost_db.h"
+#include "model/implementation.h"
 #include "model/load.h"
 #include "model/plan.h"
 #include "model/presets.h"
@@ -84,6 +85,20 @@ TEST(Specs, PlanRoundTripsThroughAFile) {
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
   EXPECT_EQ(files, 1);
+  // A plan made with a profile read from a file carries the profile whole, header included, and
+  // reads back (the CLI's `plan --implementation file.json -o p.json`, then `simulate --plan p.json`).
+  auto custom = ImplementationFromJson(
+      Json::parse(R"({"kind":"implementation","version":1,"name":"mine","base":"megatron-core",)"
+                  R"("facts":{"grad_reduce_dtype":{"value":"param","source":"s"}}})"),
+      "mine.json");
+  ASSERT_TRUE(custom) << custom.error().message;
+  p.implementation = *custom;
+  ASSERT_TRUE(SavePlanFile(path, p));
+  back = LoadPlanFile(path);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->implementation.name, "mine");
+  EXPECT_EQ(back->implementation.grad_reduce_dtype.value, GradDType::kParam);
+  EXPECT_EQ(PlanToJson(*back), PlanToJson(p));
   std::filesystem::remove_all(dir);
 }
 

@@ -134,7 +134,8 @@ TEST(MegatronValidation, EveryRowWithinTenPercent) {
   std::optional<CostDb> db;
   ASSERT_NO_FATAL_FAILURE(LoadMeasuredCosts("PARALLAX_VALIDATION_COSTDB", "a100-sxm-80g", "A100-SXM4-80GB", db));
   const CostDb* dbp = db ? &*db : nullptr;
-  double abs_pct_sum = 0;
+  double abs_pct_sum = 0, worst_err = 0;
+  std::optional<Plan> worst;
   std::printf("%8s %4s %4s %4s %5s %3s %3s %10s %10s %8s\n", "params_B", "tp", "pp", "dp", "gpus", "mb", "vp",
               "published", "predicted", "error%");
   for (const auto& row : rows) {
@@ -176,8 +177,19 @@ TEST(MegatronValidation, EveryRowWithinTenPercent) {
                 (long long)l.virtual_stages, row.tflops_per_gpu, predicted, err);
     EXPECT_LT(std::abs(err), 10.0) << row.params_B << "B row";
     if (&row == &rows.front()) PrintBreakdown("first row", plan, *sim, dbp);
+    if (std::abs(err) > std::abs(worst_err)) {
+      worst_err = err;
+      worst = plan;
+    }
   }
   std::printf("MAPE %.2f%%\n", abs_pct_sum / static_cast<double>(rows.size()));
+  if (worst) {
+    auto sim = Simulate(*worst, dbp);
+    ASSERT_TRUE(sim) << sim.error().message;
+    char label[64];
+    std::snprintf(label, sizeof label, "worst row (%+.1f%%)", worst_err);
+    PrintBreakdown(label, *worst, *sim, dbp);
+  }
 }
 
 }  // namespace

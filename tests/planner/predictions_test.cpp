@@ -76,6 +76,12 @@ TEST(Predictions, ProfileJsonRoundTripsAndNamesBadFacts) {
   ASSERT_FALSE(no_value);
   EXPECT_NE(no_value.error().message.find("p.json: /facts/attention/value: missing"), std::string::npos)
       << no_value.error().message;
+  auto bad_enum = ImplementationFromJson(
+      Json::parse(R"({"kind":"implementation","version":1,"name":"x","facts":{"loss_reduction":{"value":"all_to_all","source":"s"}}})"),
+      "p.json");
+  ASSERT_FALSE(bad_enum);
+  EXPECT_NE(bad_enum.error().message.find("p.json: /facts/loss_reduction/value"), std::string::npos)
+      << bad_enum.error().message;
   auto unknown = ImplementationPreset("megatron");
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.error().message.find("known: deepspeed, megatron-2021, megatron-2022, megatron-core, parallax"), std::string::npos);
@@ -260,6 +266,30 @@ TEST(Predictions, MixedPrecisionOptimizerPassesWhereTheProfileHasThem) {
   ASSERT_TRUE(sa && sb && ea && eb);
   EXPECT_GT(sa->prediction.step_time_s, sb->prediction.step_time_s);
   EXPECT_GT(ea->step_time_s, eb->step_time_s);
+}
+
+// The profile's ZeRO-3 prefetch depth: a profile that gathers each layer only when it is reached
+// (zero3_prefetch_layers 0) waits for every gather (behind the previous layer's reduce-scatter in
+// backward), so its step is longer, and it holds one gathered layer instead of two. The closed form
+// follows the simulation there too.
+TEST(Predictions, Zero3PrefetchDepthFollowsTheProfile) {
+  Plan ahead = MakePlan("gpt-1.3b", "dgx-a100", 2, "dp=16,zero=3,micro_batch=2,global_batch=64", Precision::kBf16,
+                        "deepspeed");
+  Plan at_use = ahead;
+  at_use.implementation.zero3_prefetch_layers = {0, "test: no prefetch"};
+  const auto ea = Estimate(ahead), eu = Estimate(at_use);
+  ASSERT_TRUE(ea && eu);
+  EXPECT_GT(eu->step_time_s, ea->step_time_s);
+  EXPECT_LT(EstimateRankMemory(at_use, 0).workspace, EstimateRankMemory(ahead, 0).workspace);
+  Plan deeper = ahead;
+  deeper.implementation.zero3_prefetch_layers = {3, "test: three layers ahead"};
+  EXPECT_GT(EstimateRankMemory(deeper, 0).workspace, EstimateRankMemory(ahead, 0).workspace);
+  for (const Plan* p : {&ahead, &at_use}) {
+    auto sim = Simulate(*p);
+    ASSERT_TRUE(sim) << sim.error().message;
+    const double closed = p == &ahead ? ea->step_time_s : eu->step_time_s;
+    EXPECT_NEAR(closed / sim->prediction.step_time_s, 1.0, 0.03) << p->implementation.zero3_prefetch_layers.value;
+  }
 }
 
 // ZeRO-3 with flat all-gathers over the whole DP group: at a fixed global batch, more DP ranks

@@ -1,6 +1,10 @@
 // --fix reaches any valid value of a dimension, and rejects impossible ones by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
+
+#include "model/implementation.h"
 #include "model/load.h"
 #include "planner/search/constraints.h"
 #include "planner/search/search.h"
@@ -53,6 +57,33 @@ TEST(SearchFix, ImpossibleValuesAreNamed) {
     auto c = ParseConstraints(b.fix);
     ASSERT_FALSE(c) << b.fix;
     EXPECT_NE(c.error().message.find(b.msg), std::string::npos) << c.error().message;
+  }
+}
+
+// The search enumerates only the ZeRO stages the implementation runs (max_zero_stage): Megatron-LM
+// v2.x none, Megatron-Core r0.8 its distributed optimizer (ZeRO-1), DeepSpeed and our executor all
+// three; the stages left out are counted as a rejection.
+TEST(SearchImplementation, ZeroStagesTheImplementationRuns) {
+  for (const auto& [name, max] : {std::pair{"megatron-2021", 0}, std::pair{"megatron-core", 1},
+                                  std::pair{"deepspeed", 3}, std::pair{"parallax", 3}}) {
+    SearchOptions o;
+    o.implementation = *ImplementationPreset(name);
+    EXPECT_EQ(o.implementation.max_zero_stage.value, max) << name;
+    o.top_k = 3;
+    o.threads = 1;
+    o.record_candidates = true;
+    TrainingSpec t;
+    t.global_batch = 64;
+    auto r = Search(*ResolveModel("gpt-1.3b"), *ResolveCluster("dgx-a100"), t, o);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_FALSE(r->plans.empty()) << name;
+    int64_t highest = 0;
+    for (const auto& c : r->candidates) {
+      if (c.rejected.empty()) highest = std::max(highest, c.layout.zero_stage);
+    }
+    EXPECT_EQ(highest, max) << name;
+    const auto it = r->rejected.find("zero_stage_beyond_implementation");
+    EXPECT_EQ(it != r->rejected.end() && it->second > 0, max < 3) << name;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -107,6 +108,28 @@ TEST_F(RefineLoop, ATraceOfAnotherPlanExitsTwo) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("the trace is of another plan"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir_ / "never.json"));
+}
+
+// A trace of another plan that does not say which plan it ran (otherData without plan and model):
+// its identities match the plan's (micro-batches 0-3 of 8), the work its ops carry does not (each
+// op of micro-batch 2 did twice the FLOPs of micro-batch 1's).
+TEST_F(RefineLoop, ATraceOfAnotherPlanWithoutItsPlanExitsTwo) {
+  Json t = Json::parse(std::ifstream(Trace(kRefined)));
+  ASSERT_TRUE(t.contains("otherData"));
+  t["otherData"].erase("plan");
+  t["otherData"].erase("model");
+  const std::string anonymous = (dir_ / "anonymous.json").string();
+  std::ofstream(anonymous) << t.dump();
+  auto r = test::RunParallax(std::string("refine --model gpt-tiny --cluster ") + cluster_ +
+                             " --plan tp=2,micro_batch=1,global_batch=8 --trace " + anonymous + " --costdb " +
+                             empty_db_ + " -o " + (dir_ / "never.json").string());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("carry other work than the plan's"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "never.json"));
+  // The same trace against the plan it ran is refined.
+  r = test::RunParallax(std::string("refine --model gpt-tiny --cluster ") + cluster_ + " --plan " + kRefined +
+                        " --trace " + anonymous + " --costdb " + empty_db_ + " -o " + (dir_ / "anon_ok.json").string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST_F(RefineLoop, ATraceWithoutIdentitiesExitsTwo) {

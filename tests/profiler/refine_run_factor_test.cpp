@@ -100,13 +100,10 @@ TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json out = Json::parse(r.out);
   ASSERT_TRUE(out.contains("run_factors")) << r.out;
-  for (const char* family : {"gemm/bf16", "act", "attn_norm", "loss_bwd"}) {  // GEMM factors are per dtype
+  for (const char* family : {"gemm/bf16", "act", "attn_norm", "loss", "loss_bwd"}) {  // GEMM factors are per dtype
     ASSERT_TRUE(out["run_factors"].contains(family)) << family;
     EXPECT_NEAR(out["run_factors"][family].get<double>(), kSlowdown, 2e-3) << family;
   }
-  // tp = 2: the loss forward is not sampled (its slice holds the vocab-parallel all-reduces; the
-  // test below), so it takes the memory-bound families' pooled factor.
-  EXPECT_FALSE(out["run_factors"].contains("loss"));
   const Json written = Json::parse(std::ifstream(refined));
   ASSERT_TRUE(written.contains("run_factors"));
   // The traced weight gradients (dW += dY^T X into fp32, GemmShape::accumulate) are samples of
@@ -128,18 +125,18 @@ TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
   EXPECT_NEAR(after / calibrated, kSlowdown, 1e-3) << "calibrated " << calibrated << " s, after refine " << after;
 }
 
-// On a tensor-parallel trace our executor's loss forward slice holds the vocab-parallel
-// cross-entropy's two TP all-reduces and their waits (executor/runtime/embedding_head.cpp). Refine
-// must not take that slice as a loss sample: here it is 7x the prediction, every other compute
-// op 1.25x; no loss-forward factor is learnt (the forward takes the memory-bound families' pooled
-// 1.25), and the JSON says why it was left out.
-TEST(RefineRunFactors, ATensorParallelLossSliceWithItsAllReducesIsNotALossSample) {
+// On a tensor-parallel trace the loss forward slice holds the cross-entropy's kernels only (its
+// statistics are all-gathered in a TP collective of their own, ImplementationProfile::
+// loss_reduction), so refine takes it as a loss sample: here it is 7x the prediction, every other
+// compute op 1.25x, and the loss family learns 7 (the backward 1.25).
+// (Before the all-gather the slice held two all-reduces and their waits, and was left out.)
+TEST(RefineRunFactors, ATensorParallelLossForwardIsALossSample) {
   const test::Scratch scratch("loss_tp");
   const fs::path& dir = scratch.dir;
   const std::string& cluster = scratch.cluster;
   const std::string traced = "tp=2,micro_batch=2,global_batch=8";
   const std::string db_file = TwiceTheRooflineDb(dir);
-  int losses = 0;
+  int losses = 0, gathers = 0;
   const std::string measured = MeasuredFromPrediction(dir, cluster, traced, db_file, [&](const Json& e) {
     const bool loss_fwd = e.value("name", "") == "loss" && e.contains("args") && e["args"].value("phase", "") == "fwd";
     losses += loss_fwd ? 1 : 0;
@@ -147,22 +144,26 @@ TEST(RefineRunFactors, ATensorParallelLossSliceWithItsAllReducesIsNotALossSample
   });
   ASSERT_FALSE(measured.empty());
   ASSERT_GT(losses, 0);
+  // The predicted head holds the statistics' all-gather (layer -1, forward) beside the loss.
+  const Json trace = Json::parse(std::ifstream(measured));
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("name", "") == "tp_allgather" && e.contains("args") && e["args"].value("layer", 0) == -1 &&
+        e["args"].value("phase", "") == "fwd") {
+      ++gathers;
+    }
+  }
+  EXPECT_EQ(gathers, losses);
   auto r = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
                              measured + " --costdb " + db_file + " -o " +
                              (dir / "refined.json").string() + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json out = Json::parse(r.out);
-  ASSERT_TRUE(out["run_factors"].contains("loss_bwd")) << r.out;
+  ASSERT_TRUE(out["run_factors"].contains("loss")) << out["run_factors"].dump();
+  EXPECT_NEAR(out["run_factors"]["loss"].get<double>(), 7.0, 1e-2);
   EXPECT_NEAR(out["run_factors"]["loss_bwd"].get<double>(), kSlowdown, 2e-3);
-  EXPECT_FALSE(out["run_factors"].contains("loss")) << out["run_factors"].dump();
-  // The pooled memory-bound factor a family without samples takes: the other families' 1.25.
-  ASSERT_TRUE(out["run_factors"].contains("memory_bound")) << out["run_factors"].dump();
-  EXPECT_NEAR(out["run_factors"]["memory_bound"].get<double>(), kSlowdown, 2e-3);
-  int64_t left_out = 0;
   for (const auto& [why, n] : out["not_sampled"].items()) {
-    if (why.find("vocab-parallel all-reduces") != std::string::npos) left_out += n.get<int64_t>();
+    EXPECT_EQ(why.find("loss"), std::string::npos) << why;
   }
-  EXPECT_EQ(left_out, losses) << out["not_sampled"].dump();
 }
 
 // A run whose ops mostly ran at one speed and now and then faster (a machine that switches between

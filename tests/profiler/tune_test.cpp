@@ -52,6 +52,9 @@ TEST(Tune, RecordsOutOfMemoryCandidatesAndWritesTheMeasuredBest) {
       ++ran;
       EXPECT_GT(c["measured_step_s"].get<double>(), 0.0);
       EXPECT_GT(c["predicted_step_s"].get<double>(), 0.0);
+      // Its trace refined the database (a refine that fails says why in "refine_failure").
+      EXPECT_FALSE(c.contains("refine_failure")) << c.dump();
+      EXPECT_TRUE(c.contains("refine_error_after")) << c.dump();
     }
   }
   EXPECT_GE(failed, 1);
@@ -69,6 +72,17 @@ TEST(Tune, RecordsOutOfMemoryCandidatesAndWritesTheMeasuredBest) {
   std::stringstream said;
   said << std::ifstream(out).rdbuf();
   EXPECT_NE(said.str().find("--fix"), std::string::npos) << said.str();
+  // No candidates or no rounds: bad input, said before anything runs.
+  for (const char* bad : {"--top 0", "--rounds 0"}) {
+    const int rc = std::system(("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + mpi +
+                                " tune --model gpt-tiny --cluster " + cluster + " --costdb " + db + " " + bad + " -o " +
+                                best + " --json > " + out + " 2>&1")
+                                   .c_str());
+    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2) << bad << ": " << rc;
+    std::stringstream text;
+    text << std::ifstream(out).rdbuf();
+    EXPECT_NE(text.str().find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos) << text.str();
+  }
   // The written plan runs through the planner.
   auto sim = test::RunParallax("simulate --plan " + best + " --costdb " + j["costdb"].get<std::string>() + " --json");
   EXPECT_EQ(sim.exit_code, 0) << sim.err;
