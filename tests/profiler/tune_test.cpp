@@ -73,11 +73,15 @@ TEST(Tune, RecordsOutOfMemoryCandidatesAndWritesTheMeasuredBest) {
   said << std::ifstream(out).rdbuf();
   EXPECT_NE(said.str().find("--fix"), std::string::npos) << said.str();
   // No candidates or no rounds: bad input, said before anything runs.
+  const std::string tune = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + mpi +
+                           " tune --model gpt-tiny --cluster " + cluster + " --costdb " + db + " -o " + best + " --json ";
   for (const char* bad : {"--top 0", "--rounds 0"}) {
-    const int rc = std::system(("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + mpi +
-                                " tune --model gpt-tiny --cluster " + cluster + " --costdb " + db + " " + bad + " -o " +
-                                best + " --json > " + out + " 2>&1")
-                                   .c_str());
+    std::string cmd = tune;
+    cmd += bad;
+    cmd += " > ";
+    cmd += out;
+    cmd += " 2>&1";
+    const int rc = std::system(cmd.c_str());
     EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2) << bad << ": " << rc;
     std::stringstream text;
     text << std::ifstream(out).rdbuf();
