@@ -100,7 +100,9 @@ ImplementationProfile MegatronCore() {
   p.dp_algorithm = {DpAlgorithm::kNccl, "megatron/core/distributed/param_and_grad_buffer.py: torch.distributed "
                                         "reduce_scatter/all_reduce on the DP group (NCCL picks ring or tree)"};
   p.dp_bucket_MiB = {153, "megatron/core/distributed/distributed_data_parallel.py: bucket_size = max(40,000,000, "
-                          "1,000,000 x dp) parameters = 160 MB of fp32 gradients"};
+                          "1,000,000 x dp) parameters = 160 MB of fp32 gradients (the 40M floor: up to dp = 40; "
+                          "a larger DP group has proportionally larger buckets, which one figure per profile "
+                          "does not follow)"};
   p.max_zero_stage = {1, "megatron/core/optimizer/distrib_optimizer.py (r0.8): --use-distributed-optimizer shards the "
                         "optimizer state and fp32 main weights over DP while every rank keeps the whole gradient "
                         "buffer and the 16-bit weights; r0.8 has no ZeRO-2/3 (fully sharded data parallelism came "
@@ -218,8 +220,10 @@ ImplementationProfile DeepSpeed() {
                     "deepspeed/runtime/zero/partitioned_param_coordinator.py: flat all_gather over the whole DP group"};
   p.dp_bucket_MiB = {954, "DeepSpeed config docs: reduce_bucket_size default 5e8 elements (2 B each)"};
   p.max_zero_stage = {3, "DeepSpeed config docs: zero_optimization.stage 0-3"};
-  p.zero3_prefetch_layers = {1, "DeepSpeed config docs: stage3_prefetch_bucket_size default 5e7 parameters "
-                                "(about one layer ahead for billion-parameter models)"};
+  p.zero3_prefetch_layers = {1, "DeepSpeed config docs: stage3_prefetch_bucket_size default 5e7 parameters, "
+                                "fetched module by module ahead of use: about one layer of a 1-3B model, a "
+                                "fraction of a layer for 100B+ ones (a 175B layer holds 1.8e9), where the "
+                                "gathers then overlap at sub-layer granularity; priced one layer ahead"};
   p.overlap_tp_comm = {false, "Megatron-DeepSpeed: TP all-reduces on the critical path"};
   p.async_tp_backward = {false, "Megatron-DeepSpeed megatron/mpu/layers.py (the 2022 fork of Megatron-LM v2.x): "
                                 "ColumnParallelLinear's backward all-reduce through copy_to_tensor_model_parallel_"
