@@ -38,6 +38,10 @@ ImplementationProfile Parallax() {
                       "executor/runtime/embedding_head.cpp Head::Forward: RowMax and CrossEntropyStats over the "
                       "local shard, one TP all-gather of [row max | sum_exp | target logit]; Head::Backward "
                       "combines them (Backend::CrossEntropyCombine)"};
+  p.sp_grad_reduction = {SpGradReduction::kPerParameter,
+                         "executor/runtime/grad_sync.cpp ReduceSequenceParallelGrads: one TP all-reduce per "
+                         "sequence_parallel_partial parameter when its group's gradient is final (the last "
+                         "micro-batch; every micro-batch under ZeRO-2/3)"};
   p.residual_join_in_norm = {true,
                              "executor/runtime/transformer_layer.cpp Run: ResidualJoin passed to the mlp_norm op "
                              "(Backend::ResidualLayerNormForward / ResidualRmsNormForward)"};
@@ -88,6 +92,10 @@ ImplementationProfile MegatronCore() {
   p.loss_reduction = {LossReduction::kAllReduce,
                       "megatron/core/tensor_parallel/cross_entropy.py: all_reduce of logits_max (MAX) before the "
                       "exponentials, then of predicted_logits and sum_exp_logits (SUM)"};
+  p.sp_grad_reduction = {SpGradReduction::kCoalesced,
+                         "megatron/core/distributed/finalize_model_grads.py _allreduce_layernorm_grads: the "
+                         "sequence-parallel parameters' gradients flattened into one TP all-reduce after the "
+                         "backward"};
   p.residual_join_in_norm = {false, "megatron/core/transformer/transformer_layer.py: self_attn_bda (bias-dropout-add) "
                                     "runs before pre_mlp_layernorm"};
   p.grad_buffer_dtype = {GradDType::kFp32,
@@ -146,6 +154,10 @@ ImplementationProfile Megatron2021() {
   p.loss_reduction = {LossReduction::kAllReduce,
                       "megatron/mpu/cross_entropy.py (v2.5) _VocabParallelCrossEntropy: all_reduce of logits_max "
                       "(MAX), then of predicted_logits and sum_exp_logits (SUM)"};
+  p.sp_grad_reduction = {SpGradReduction::kCoalesced,
+                         "no sequence parallelism in v2.x; v3.0 (megatron-2022) adds it with "
+                         "MegatronOptimizer.allreduce_layernorm_grads: the sequence-parallel parameters' "
+                         "gradients flattened into one TP all-reduce after the backward"};
   p.residual_join_in_norm = {false, "megatron/model/transformer.py ParallelTransformerLayer.forward: bias_dropout_add, "
                                     "then post_attention_layernorm"};
   p.grad_buffer_dtype = {GradDType::kParam,
@@ -210,6 +222,10 @@ ImplementationProfile DeepSpeed() {
   p.loss_reduction = {LossReduction::kAllReduce,
                       "Megatron-DeepSpeed megatron/core/tensor_parallel/cross_entropy.py: Megatron-LM's "
                       "all_reduce of the row max, then of the target logits and sums of exponentials"};
+  p.sp_grad_reduction = {SpGradReduction::kCoalesced,
+                         "as Megatron-LM's allreduce_layernorm_grads (one flattened TP all-reduce after the "
+                         "backward), which Megatron-DeepSpeed's sequence parallelism is merged from; not "
+                         "checked in its source"};
   p.residual_join_in_norm = {false, "Megatron-DeepSpeed megatron/model/transformer.py: bias_dropout_add, then "
                                     "post_attention_layernorm"};
   p.grad_buffer_dtype = {GradDType::kParam,
@@ -322,6 +338,9 @@ const char* ToString(GradDType d) { return d == GradDType::kFp32 ? "fp32" : "par
 const char* ToString(DpAlgorithm a) { return a == DpAlgorithm::kNccl ? "nccl" : "hierarchical"; }
 const char* ToString(OptimizerKind k) { return k == OptimizerKind::kFusedMultiTensor ? "fused_multi_tensor" : "per_tensor"; }
 const char* ToString(P2pSemantics p) { return p == P2pSemantics::kAsync ? "async" : "blocking"; }
+const char* ToString(SpGradReduction r) {
+  return r == SpGradReduction::kCoalesced ? "coalesced" : "per_parameter";
+}
 const char* ToString(LossReduction r) { return r == LossReduction::kAllGather ? "all_gather" : "all_reduce"; }
 const char* ToString(GradAccumulation g) {
   return g == GradAccumulation::kInGemm ? "in_gemm" : g == GradAccumulation::kEveryMicrobatch ? "every_microbatch" : "after_first";
@@ -368,6 +387,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Bool("applies_dropout", p.applies_dropout);
       f.Bool("fp32_cross_entropy", p.fp32_cross_entropy);
       f.Enum("loss_reduction", p.loss_reduction, {LossReduction::kAllReduce, LossReduction::kAllGather});
+      f.Enum("sp_grad_reduction", p.sp_grad_reduction, {SpGradReduction::kPerParameter, SpGradReduction::kCoalesced});
       f.Bool("residual_join_in_norm", p.residual_join_in_norm);
       f.Enum("grad_buffer_dtype", p.grad_buffer_dtype, {GradDType::kFp32, GradDType::kParam});
       f.Enum("grad_reduce_dtype", p.grad_reduce_dtype, {GradDType::kFp32, GradDType::kParam});
@@ -405,6 +425,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"applies_dropout", FactJson(p.applies_dropout)},
                 {"fp32_cross_entropy", FactJson(p.fp32_cross_entropy)},
                 {"loss_reduction", EnumJson(p.loss_reduction)},
+                {"sp_grad_reduction", EnumJson(p.sp_grad_reduction)},
                 {"residual_join_in_norm", FactJson(p.residual_join_in_norm)},
                 {"grad_buffer_dtype", EnumJson(p.grad_buffer_dtype)},
                 {"grad_reduce_dtype", EnumJson(p.grad_reduce_dtype)},

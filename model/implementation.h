@@ -43,6 +43,11 @@ enum class GradAccumulation { kInGemm, kEveryMicrobatch, kAfterFirst };
 //! shard's statistics from a single pass (its own row max, the sum of exponentials relative to it,
 //! the target logit), combined when the loss backward starts (our executor).
 enum class LossReduction { kAllReduce, kAllGather };
+//! Under sequence parallelism every TP rank holds some parameters whole (norm weights and biases,
+//! row-parallel biases, learned positions) but saw only its shard of the sequence, so their
+//! gradients are summed over TP: one all-reduce per parameter when its group's gradient is final
+//! (our executor), or all of them flattened into one all-reduce after the backward (Megatron).
+enum class SpGradReduction { kPerParameter, kCoalesced };
 
 template <class T>
 struct Fact {
@@ -68,6 +73,7 @@ struct ImplementationProfile {
   //! logits and their gradient in the compute dtype.
   Fact<bool> fp32_cross_entropy;
   Fact<LossReduction> loss_reduction;
+  Fact<SpGradReduction> sp_grad_reduction;
   //! The residual join after the attention output projection (bias + residual add) runs inside the
   //! MLP norm's kernel (one pass: read both, write the sum and the normalized rows), not after the GEMM
   Fact<bool> residual_join_in_norm;
@@ -136,5 +142,6 @@ const char* ToString(OptimizerKind k);
 const char* ToString(P2pSemantics p);
 const char* ToString(GradAccumulation g);
 const char* ToString(LossReduction r);
+const char* ToString(SpGradReduction r);
 
 }  // namespace parallax

@@ -56,6 +56,10 @@ struct OpSpec {
 struct UnitOpSpecs {
   std::vector<OpSpec> fwd;
   std::vector<OpSpec> bwd;  //!< starts with the recompute ops (phase kRecompute) when recompute is on
+  //! Sequence parallelism (tp > 1): the gradient all-reduces over TP of the unit's parameters every
+  //! rank holds whole (ImplementationProfile::sp_grad_reduction), one per parameter in the
+  //! executor's order, each the parameter's gradient bytes; phase kBwd. Empty otherwise.
+  std::vector<OpSpec> grad_sync;
 };
 
 //! What the shapes depend on.

@@ -20,6 +20,11 @@ void UnitOps::Finish() {
     bwd_flops += o.flops;
     if (o.tp_comm) bwd_tp_s += o.time_s;
   }
+  grad_sync_s = grad_sync_bytes = 0;
+  for (const auto& o : grad_sync) {
+    grad_sync_s += o.time_s;
+    grad_sync_bytes += o.bytes;
+  }
 }
 
 const char* MemoryFamily(OpKind op, Phase phase) {
@@ -210,6 +215,7 @@ UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const Compu
                             std::pair{&cat.head, &u.head}}) {
     out->fwd = p.PriceAll(specs->fwd);
     out->bwd = p.PriceAll(specs->bwd);
+    out->grad_sync = p.PriceAll(specs->grad_sync);
     out->Finish();
   }
   return u;

@@ -59,6 +59,11 @@ struct UnitOps {
   double fwd_s = 0, bwd_s = 0;        //!< sums of time_s
   double fwd_tp_s = 0, bwd_tp_s = 0;  //!< the TP-collective part of the sums
   double fwd_flops = 0, bwd_flops = 0;
+  //! The sequence-parallel gradient all-reduces (UnitOpSpecs::grad_sync), priced one by one, and
+  //! their sum and bytes; not part of fwd/bwd (they run once per step, or per micro-batch under
+  //! ZeRO-2/3, per the profile's sp_grad_reduction).
+  std::vector<CostedOp> grad_sync;
+  double grad_sync_s = 0, grad_sync_bytes = 0;
   void Finish();                      //!< fills the sums from the lists
 };
 

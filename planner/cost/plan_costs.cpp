@@ -151,6 +151,33 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
       rc.chunks.push_back(cc);
     }
     rc.params = RankParams(m, l, r);
+    if (!u.layer.grad_sync.empty() || !u.head.grad_sync.empty() || !u.embedding.grad_sync.empty()) {
+      // Sequence parallelism: the whole-held parameters' gradients summed over TP.
+      double sync_s = 0, sync_bytes = 0;
+      for (const ChunkCost& cc : rc.chunks) {
+        const double n = static_cast<double>(cc.layers.count);
+        sync_s += n * u.layer.grad_sync_s + (cc.embedding ? u.embedding.grad_sync_s : 0.0) +
+                  (cc.head ? u.head.grad_sync_s : 0.0);
+        sync_bytes += n * u.layer.grad_sync_bytes + (cc.embedding ? u.embedding.grad_sync_bytes : 0.0) +
+                      (cc.head ? u.head.grad_sync_bytes : 0.0);
+      }
+      if (impl.sp_grad_reduction.value == SpGradReduction::kCoalesced) {
+        rc.sp_grad_coalesced_bytes = sync_bytes;
+        rc.sp_grad_coalesced_s =
+            coll.Time(CollectiveKind::kAllReduce, sync_bytes, PlaceGroup(l, ctx.cluster(), GroupKind::kTp));
+      } else if (l.zero_stage >= 2) {
+        for (ChunkCost& cc : rc.chunks) {
+          const double add = static_cast<double>(cc.layers.count) * u.layer.grad_sync_s +
+                             (cc.embedding ? u.embedding.grad_sync_s : 0.0) + (cc.head ? u.head.grad_sync_s : 0.0);
+          cc.bwd_s += add;
+          cc.bwd_tp_s += add;
+          rc.bwd_s += add;
+          rc.bwd_tp_s += add;
+        }
+      } else {
+        rc.sp_grad_last_s = sync_s;
+      }
+    }
     if (impl.grad_accumulation.value != GradAccumulation::kInGemm) {
       // Each micro-batch's weight gradients added into the buffer after the backward that makes
       // them (the 16-bit gradient read, the buffer read and written): one pass per layer, and one

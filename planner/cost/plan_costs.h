@@ -136,6 +136,12 @@ struct RankCost {
   //! then joins the global all-reduce (PlanCosts::clip_sync_s).
   double grad_norm_s = 0;
   int64_t params = 0;      //!< per TP rank, before ZeRO sharding
+  //! Sequence parallelism, the whole-held parameters' gradient all-reduces (UnitOps::grad_sync):
+  //! per parameter at each group's last backward under ZeRO 0/1, the rank's total here (under
+  //! ZeRO-2/3 every micro-batch: in the chunks' bwd_s instead, this 0); or, coalesced, the one
+  //! all-reduce of all of them after the backward.
+  double sp_grad_last_s = 0;
+  double sp_grad_coalesced_s = 0, sp_grad_coalesced_bytes = 0;
 };
 
 struct PlanCosts {

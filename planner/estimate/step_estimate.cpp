@@ -217,6 +217,9 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
 
   // The step starts with the gradient zero-fill; the first stage's delays the whole pipeline.
   pipe += pc.ranks[0].grad_zero_step_s;
+  // Sequence parallelism per parameter under ZeRO 0/1: each rank's last backward waits for its
+  // gradient all-reduces, and the cool-down passes that delay down to rank 0.
+  for (const RankCost& rc : pc.ranks) pipe += rc.sp_grad_last_s;
 
   // After the pipeline: rank r finishes its last backward earlier than rank 0 by the backward
   // pass of the ranks before it; its DP tail and the tied-embedding all-reduce run from there.
@@ -298,7 +301,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
     tail += rc.final_fold_s;
     if (rc.dp.tied_embedding_s > 0) tail += rc.dp.tied_embedding_s;
     if (r == 0) tail0 = tail;
-    barrier = std::max(barrier, end + tail);
+    barrier = std::max(barrier, end + rc.sp_grad_coalesced_s + tail);
   }
   double step = 0;
   for (int64_t r = 0; r < p; ++r) {
@@ -309,7 +312,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
 
   const RankCost& r0 = pc.ranks[0];
   Breakdown b;
-  b.tp_comm_s = m * (r0.fwd_tp_s + r0.bwd_tp_s);
+  b.tp_comm_s = m * (r0.fwd_tp_s + r0.bwd_tp_s) + r0.sp_grad_last_s + r0.sp_grad_coalesced_s;
   b.compute_s = m * (r0.fwd_s + r0.bwd_s - r0.fwd_tp_s - r0.bwd_tp_s + contention_extra[0]) + r0.grad_norm_s +
                 r0.optimizer_s;
   b.dp_comm_s = step - pipe - r0.grad_norm_s - r0.optimizer_s + m * zero3_wait[0];

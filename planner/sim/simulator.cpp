@@ -80,6 +80,13 @@ class StepSimulator {
         }
         s.t = FoldPending(r, s.t);
       }
+      if (rc.sp_grad_coalesced_s > 0) {
+        // Sequence parallelism, coalesced: one TP all-reduce of the whole-held parameters' gradients.
+        Record(r, traces::Stream::kTpComm, OpKind::kTpAllReduce, Phase::kBwd, -1, -1, -1, s.t, rc.sp_grad_coalesced_s, -1,
+               rc.sp_grad_coalesced_bytes);
+        s.tp_s += rc.sp_grad_coalesced_s;
+        s.t += rc.sp_grad_coalesced_s;
+      }
       pipe_end[static_cast<size_t>(r)] = s.t;
       if (pc_.dp_after_backward && plan_.layout.dp > 1) {
         // One reduction of the whole gradient buffer once the backward is over (no overlap).
@@ -354,6 +361,10 @@ class StepSimulator {
     const int64_t n = cc.layers.count;
     const Phase pass = fwd ? Phase::kFwd : Phase::kBwd;
     const bool zero3 = dp && zero == 3;
+    // Sequence parallelism, per parameter (sp_grad_reduction): the whole-held parameters' gradient
+    // all-reduces when each group's gradient is final (grad_sync.cpp ReduceSequenceParallelGrads).
+    const bool sp_sync = !fwd && plan_.implementation.sp_grad_reduction.value == SpGradReduction::kPerParameter &&
+                         (zero >= 2 || last_bwd);
     // Per-group buckets (our executor) gather the embedding's and the head's groups when their unit
     // runs, and the first layer's when the pass reaches it (nothing prefetches either); size-based
     // buckets issue the first layer's gather when the pass starts (prefetched behind the unit).
@@ -408,10 +419,17 @@ class StepSimulator {
       }
       t = RunOps(r, fwd ? u.layer.fwd : u.layer.bwd, mb, stage, layer, t, !fwd && dp && zero >= 2 ? &lp : nullptr);
       if (!fwd && AccumulatesAt(mb)) t = Pass(r, t, OpKind::kGradAccum, rc.accum_layer_s, rc.accum_layer_bytes, mb, stage, layer, pass);
+      if (sp_sync) t = RunOps(r, u.layer.grad_sync, mb, stage, layer, t);
       if (!fwd && dp && grads_now) t = GradOp(r, t, rc.dp.grad_layer_s, rc.dp.grad_layer_bytes, mb, layer, stage, lp);
     }
     if (fwd && cc.head) outer_unit(u.head.fwd, false);
     if (!fwd && cc.embedding) outer_unit(u.embedding.bwd, true);
+    if (sp_sync) {
+      // The outer groups' whole-held parameters, in the executor's group order (words, positions,
+      // head): the embedding's, then the head's.
+      if (cc.embedding) t = RunOps(r, u.embedding.grad_sync, mb, stage, -1, t);
+      if (cc.head) t = RunOps(r, u.head.grad_sync, mb, stage, -1, t);
+    }
     if (!fwd && dp && grads_now && (cc.embedding || cc.head)) {
       // The chunk's outer groups, after its last unit (executor: ch.other_groups, in order).
       for (const DpCost::OuterGroup& g : rc.dp.outer) {

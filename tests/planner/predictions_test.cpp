@@ -1,7 +1,10 @@
 // Issue 13: implementation profiles, memory as an upper bound, TP across nodes, ZeRO-3 at scale.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "model/implementation.h"
+#include "model/op_catalogue.h"
 #include "model/presets.h"
 #include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
@@ -149,6 +152,44 @@ TEST(Predictions, AsyncColumnParallelBackwardHidesOnlyItsOwnCollectives) {
         EXPECT_LT(after.bwd_tp_s, before.bwd_tp_s);
       }
     }
+  }
+}
+
+// Sequence parallelism's whole-held parameters (norm weights and biases, row-parallel biases): our
+// executor all-reduces each one's gradient over TP at its group's last backward (per_parameter;
+// matched op by op against a real trace in PredictedVsMeasured), Megatron all of them in one
+// flattened all-reduce after the backward (coalesced). Both add TP time; without sequence
+// parallelism neither exists; the closed form follows the simulation.
+TEST(Predictions, SequenceParallelGradientAllReducesFollowTheProfile) {
+  const ModelSpec m = *ModelPreset("gpt-1.3b");  // LayerNorm with biases: six whole-held vectors a layer
+  OpShapeKey key;
+  key.tp = 2;
+  key.sequence_parallel = true;
+  const OpCatalogue cat = BuildOpCatalogue(m, key, DefaultImplementation());
+  ASSERT_EQ(cat.layer.grad_sync.size(), m.bias ? 6u : 2u);
+  for (const OpSpec& o : cat.layer.grad_sync) EXPECT_DOUBLE_EQ(o.bytes, 4.0 * static_cast<double>(m.hidden));
+  key.sequence_parallel = false;
+  EXPECT_TRUE(BuildOpCatalogue(m, key, DefaultImplementation()).layer.grad_sync.empty());
+
+  for (const char* impl : {"parallax", "megatron-core"}) {
+    Plan sp = MakePlan("gpt-1.3b", "dgx-a100", 1, "dp=4,tp=2,sp=1,zero=1,micro_batch=2,global_batch=32",
+                       Precision::kBf16, impl);
+    CostContext ctx(sp.cluster, sp.training.precision, nullptr, &sp.implementation);
+    const PlanCosts pc = CostPlan(ctx, sp);
+    const RankCost& rc = pc.ranks[0];
+    if (std::string(impl) == "parallax") {
+      EXPECT_GT(rc.sp_grad_last_s, 0);
+      EXPECT_EQ(rc.sp_grad_coalesced_s, 0);
+    } else {
+      EXPECT_EQ(rc.sp_grad_last_s, 0);
+      EXPECT_GT(rc.sp_grad_coalesced_s, 0);
+      EXPECT_DOUBLE_EQ(rc.sp_grad_coalesced_bytes,
+                       (static_cast<double>(m.layers) * 6 + 2) * 4.0 * static_cast<double>(m.hidden));
+    }
+    auto est = Estimate(sp);
+    auto sim = Simulate(sp);
+    ASSERT_TRUE(est && sim) << impl;
+    EXPECT_NEAR(est->step_time_s / sim->prediction.step_time_s, 1.0, 0.03) << impl;
   }
 }
 
