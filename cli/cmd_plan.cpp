@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "cli/format.h"
@@ -18,13 +20,21 @@
 namespace parallax::cli {
 namespace {
 
-//! A layout whose ZeRO stage the plan's implementation does not run (its max_zero_stage fact):
-//! predicted all the same, and said.
-std::optional<std::string> ZeroBeyondImplementation(const Plan& plan) {
+//! What `simulate` says beside a prediction of a layout outside what it searches: a TP group across
+//! nodes, a ZeRO stage the plan's implementation does not run (its max_zero_stage fact).
+std::vector<std::string> SimulateNotes(const Plan& plan) {
+  std::vector<std::string> notes;
+  if (TpSpansNodes(plan.layout, plan.cluster)) {
+    notes.push_back("tp=" + std::to_string(plan.layout.tp) + " spans " +
+                    std::to_string(plan.layout.tp / plan.cluster.gpus_per_node) +
+                    " nodes: TP collectives are costed over the inter-node links");
+  }
   const int64_t max = plan.implementation.max_zero_stage.value;
-  if (plan.layout.zero_stage <= max || plan.layout.dp <= 1) return std::nullopt;
-  return "zero=" + std::to_string(plan.layout.zero_stage) + " is beyond what " + plan.implementation.name +
-         " runs (ZeRO stages up to " + std::to_string(max) + "): predicted as if it ran it";
+  if (plan.layout.zero_stage > max && plan.layout.dp > 1) {
+    notes.push_back("zero=" + std::to_string(plan.layout.zero_stage) + " is beyond what " + plan.implementation.name +
+                    " runs (ZeRO stages up to " + std::to_string(max) + "): predicted as if it ran it");
+  }
+  return notes;
 }
 
 struct CommonOptions {
@@ -259,14 +269,7 @@ int RunSimulate(const SimulateOptions& o) {
     }
     j["memory_per_pp_rank"] = mem;
     j["implementation"] = plan->implementation.name;
-    Json notes = Json::array();
-    if (TpSpansNodes(plan->layout, plan->cluster)) {
-      notes.push_back("tp=" + std::to_string(plan->layout.tp) + " spans " +
-                      std::to_string(plan->layout.tp / plan->cluster.gpus_per_node) +
-                      " nodes: TP collectives are costed over the inter-node links");
-    }
-    if (auto n = ZeroBeyondImplementation(*plan)) notes.push_back(*n);
-    if (!notes.empty()) j["notes"] = notes;
+    if (auto notes = SimulateNotes(*plan); !notes.empty()) j["notes"] = notes;
     j["events"] = sim->events;
     if (!o.trace.empty()) j["trace"] = o.trace;
     PrintJson(j);
@@ -276,11 +279,7 @@ int RunSimulate(const SimulateOptions& o) {
               plan->cluster.device.name.c_str(), LayoutToString(plan->layout).c_str());
   PrintPrediction(p);
   std::printf("implementation   %s\n", plan->implementation.name.c_str());
-  if (TpSpansNodes(plan->layout, plan->cluster)) {
-    std::printf("note             tp=%lld spans %lld nodes: TP collectives are costed over the inter-node links\n",
-                (long long)plan->layout.tp, (long long)(plan->layout.tp / plan->cluster.gpus_per_node));
-  }
-  if (auto n = ZeroBeyondImplementation(*plan)) std::printf("note             %s\n", n->c_str());
+  for (const std::string& n : SimulateNotes(*plan)) std::printf("note             %s\n", n.c_str());
   for (int64_t r = 0; r < plan->layout.pp; ++r) {
     const auto b = planner::EstimateRankMemory(*plan, r);
     std::printf("  pp rank %-4lld weights %s, grads %s, optimizer %s, activations %s, workspace %s, total %s\n",

@@ -233,6 +233,17 @@ class Catalogue {
     return u;
   }
 
+  //! UnitOpSpecs::grad_sync: one TP all-reduce per whole-held parameter of `elements` entries (in
+  //! the executor's order: transformer_layer.cpp LayerSpecs ln1_w, ln1_b, bo, ln2_w, ln2_b, b2;
+  //! embedding_head.cpp position_embedding; final_norm_w, final_norm_b), each the parameter's
+  //! gradient in the profile's buffer dtype. None without tensor parallelism.
+  std::vector<OpSpec> GradSync(const std::vector<int64_t>& elements) const {
+    const double g = impl_.grad_buffer_dtype.value == GradDType::kFp32 ? 4.0 : e_;
+    std::vector<OpSpec> out;
+    for (int64_t n : elements) AddTp(out, CollectiveKind::kAllReduce, Phase::kBwd, g * static_cast<double>(n));
+    return out;
+  }
+
   UnitOpSpecs Head() const {
     UnitOpSpecs u;
     const int64_t v = m_.vocab;
@@ -279,27 +290,6 @@ std::optional<std::string> CatalogueMismatch(const CostDb& db) {
          ": samples keyed by bytes or GEMM kind may be read at other sizes; run `parallax calibrate` again";
 }
 
-namespace {
-
-//! UnitOpSpecs::grad_sync: one TP all-reduce per whole-held parameter of `elements` entries, in the
-//! executor's order (executor/runtime/transformer_layer.cpp LayerSpecs: ln1_w, ln1_b, bo, ln2_w,
-//! ln2_b, b2; embedding_head.cpp: position_embedding; final_norm_w, final_norm_b).
-std::vector<OpSpec> GradSync(const std::vector<int64_t>& elements, double grad_bytes) {
-  std::vector<OpSpec> out;
-  for (int64_t n : elements) {
-    OpSpec o;
-    o.op = OpKind::kTpAllReduce;
-    o.phase = Phase::kBwd;
-    o.bytes = grad_bytes * static_cast<double>(n);
-    o.kernels = 1;
-    o.tp_collective = CollectiveKind::kAllReduce;
-    out.push_back(o);
-  }
-  return out;
-}
-
-}  // namespace
-
 OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, const ImplementationProfile& impl) {
   Catalogue c(model, key, impl);
   OpCatalogue out;
@@ -307,7 +297,7 @@ OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, cons
   out.layer.bwd = c.LayerBwd();
   out.embedding = c.Embedding();
   out.head = c.Head();
-  if (key.sequence_parallel && key.tp > 1) {
+  if (key.sequence_parallel) {
     const int64_t h = model.hidden;
     const bool norm_bias = model.norm == NormKind::kLayerNorm && model.bias;
     std::vector<int64_t> layer = {h};
@@ -316,14 +306,13 @@ OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, cons
     layer.push_back(h);
     if (norm_bias) layer.push_back(h);
     if (model.bias) layer.push_back(h);  // fc2 bias
-    const double g = impl.grad_buffer_dtype.value == GradDType::kFp32 ? 4.0 : static_cast<double>(key.element_bytes);
-    out.layer.grad_sync = GradSync(layer, g);
+    out.layer.grad_sync = c.GradSync(layer);
     // Learned positions: our executor adds them to its sequence shard (each rank's gradient is
     // partial); Megatron adds them before scattering the sequence, so its gradient is whole.
     if (model.position == PositionKind::kLearned && impl.sp_grad_reduction.value == SpGradReduction::kPerParameter) {
-      out.embedding.grad_sync = GradSync({model.seq_len * h}, g);
+      out.embedding.grad_sync = c.GradSync({model.seq_len * h});
     }
-    out.head.grad_sync = GradSync(norm_bias ? std::vector<int64_t>{h, h} : std::vector<int64_t>{h}, g);
+    out.head.grad_sync = c.GradSync(norm_bias ? std::vector<int64_t>{h, h} : std::vector<int64_t>{h});
   }
   return out;
 }

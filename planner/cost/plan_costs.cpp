@@ -130,6 +130,11 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   world.nodes = (world.size + world.ranks_per_node - 1) / world.ranks_per_node;
   pc.clip_sync_s = coll.Time(CollectiveKind::kAllReduce, 4.0, world);
 
+  // A per-unit figure summed over a chunk's units: its layers, and the embedding / head it holds.
+  auto chunk_sum = [&u](const ChunkCost& cc, double UnitOps::*f) {
+    return static_cast<double>(cc.layers.count) * u.layer.*f + (cc.embedding ? u.embedding.*f : 0.0) +
+           (cc.head ? u.head.*f : 0.0);
+  };
   pc.ranks.resize(static_cast<size_t>(l.pp));
   for (int64_t r = 0; r < l.pp; ++r) {
     RankCost& rc = pc.ranks[static_cast<size_t>(r)];
@@ -139,11 +144,10 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
       cc.layers = StageLayers(m.layers, stages, cc.stage);
       cc.embedding = cc.stage == 0;
       cc.head = cc.stage == stages - 1;
-      const double n = static_cast<double>(cc.layers.count);
-      cc.fwd_s = n * u.layer.fwd_s + (cc.embedding ? u.embedding.fwd_s : 0) + (cc.head ? u.head.fwd_s : 0);
-      cc.bwd_s = n * u.layer.bwd_s + (cc.embedding ? u.embedding.bwd_s : 0) + (cc.head ? u.head.bwd_s : 0);
-      cc.fwd_tp_s = n * u.layer.fwd_tp_s + (cc.embedding ? u.embedding.fwd_tp_s : 0) + (cc.head ? u.head.fwd_tp_s : 0);
-      cc.bwd_tp_s = n * u.layer.bwd_tp_s + (cc.embedding ? u.embedding.bwd_tp_s : 0) + (cc.head ? u.head.bwd_tp_s : 0);
+      cc.fwd_s = chunk_sum(cc, &UnitOps::fwd_s);
+      cc.bwd_s = chunk_sum(cc, &UnitOps::bwd_s);
+      cc.fwd_tp_s = chunk_sum(cc, &UnitOps::fwd_tp_s);
+      cc.bwd_tp_s = chunk_sum(cc, &UnitOps::bwd_tp_s);
       rc.fwd_s += cc.fwd_s;
       rc.bwd_s += cc.bwd_s;
       rc.fwd_tp_s += cc.fwd_tp_s;
@@ -155,11 +159,8 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
       // Sequence parallelism: the whole-held parameters' gradients summed over TP.
       double sync_s = 0, sync_bytes = 0;
       for (const ChunkCost& cc : rc.chunks) {
-        const double n = static_cast<double>(cc.layers.count);
-        sync_s += n * u.layer.grad_sync_s + (cc.embedding ? u.embedding.grad_sync_s : 0.0) +
-                  (cc.head ? u.head.grad_sync_s : 0.0);
-        sync_bytes += n * u.layer.grad_sync_bytes + (cc.embedding ? u.embedding.grad_sync_bytes : 0.0) +
-                      (cc.head ? u.head.grad_sync_bytes : 0.0);
+        sync_s += chunk_sum(cc, &UnitOps::grad_sync_s);
+        sync_bytes += chunk_sum(cc, &UnitOps::grad_sync_bytes);
       }
       if (impl.sp_grad_reduction.value == SpGradReduction::kCoalesced) {
         rc.sp_grad_coalesced_bytes = sync_bytes;
@@ -167,8 +168,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
             coll.Time(CollectiveKind::kAllReduce, sync_bytes, PlaceGroup(l, ctx.cluster(), GroupKind::kTp));
       } else if (l.zero_stage >= 2) {
         for (ChunkCost& cc : rc.chunks) {
-          const double add = static_cast<double>(cc.layers.count) * u.layer.grad_sync_s +
-                             (cc.embedding ? u.embedding.grad_sync_s : 0.0) + (cc.head ? u.head.grad_sync_s : 0.0);
+          const double add = chunk_sum(cc, &UnitOps::grad_sync_s);
           cc.bwd_s += add;
           cc.bwd_tp_s += add;
           rc.bwd_s += add;
