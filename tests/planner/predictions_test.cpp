@@ -85,6 +85,12 @@ TEST(Predictions, ProfileJsonRoundTripsAndNamesBadFacts) {
   ASSERT_FALSE(bad_enum);
   EXPECT_NE(bad_enum.error().message.find("p.json: /facts/loss_reduction/value"), std::string::npos)
       << bad_enum.error().message;
+  auto too_high = ImplementationFromJson(
+      Json::parse(R"({"kind":"implementation","version":1,"name":"x","facts":{"max_zero_stage":{"value":4,"source":"s"}}})"),
+      "p.json");
+  ASSERT_FALSE(too_high);
+  EXPECT_NE(too_high.error().message.find("p.json: /facts/max_zero_stage/value: must be at most 3"), std::string::npos)
+      << too_high.error().message;
   auto unknown = ImplementationPreset("megatron");
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.error().message.find("known: deepspeed, megatron-2021, megatron-2022, megatron-core, parallax"), std::string::npos);

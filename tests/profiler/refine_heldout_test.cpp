@@ -124,6 +124,7 @@ TEST_F(RefineLoop, ATraceOfAnotherPlanWithoutItsPlanExitsTwo) {
                              " --plan tp=2,micro_batch=1,global_batch=8 --trace " + anonymous + " --costdb " +
                              empty_db_ + " -o " + (dir_ / "never.json").string());
   EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find(anonymous + ": "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("carry other work than the plan's"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir_ / "never.json"));
   // The same trace against the plan it ran is refined.
