@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu_checks.sh needs on a GPU machine that has the CUDA toolkit but not our
 # Debian packages into one compressed archive (a device call carries at most 64 MiB; OpenBLAS
-# alone is 36 MB): the release build's GPU binaries (stripped) under gpu-build/, the shared
+# alone is 36 MB): the release build's GPU binaries (debug info stripped) under gpu-build/, the shared
 # libraries they need except the CUDA ones (the GPU machine's toolkit provides those; libcublasLt
 # alone is 517 MB) in gpu-build/gpu-libs/, and a copy of the planner's validation tables in
 # gpu-shared/. On the GPU machine: tar -xzf gpu-carry/bundle.tgz; scripts/gpu_checks.sh gpu-build ...
@@ -24,7 +24,7 @@ sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$b/CMakeCache.txt" > "$dest/sourc
 # Not libstdc++ and libgcc_s: the GPU machine's are newer and serve as well.
 for f in "${bins[@]}"; do
   mkdir -p "$dest/$(dirname "$f")"
-  strip -o "$dest/$f" "$b/$f"
+  strip --strip-debug -o "$dest/$f" "$b/$f"  # symbols kept: stacks of a hang name our functions
   ldd "$b/$f" | awk '/=>/ {print $3}' |
     { grep -vE 'libcuda\.|libcudart|libcublas|libnccl|libcupti|libnvrtc|libnvJitLink|/libc\.so|/libm\.so|ld-linux|libpthread|libdl\.|librt\.|libstdc\+\+|libgcc_s' || true; } |
     while read -r lib; do cp -Ln "$lib" "$dest/gpu-libs/"; done

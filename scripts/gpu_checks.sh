@@ -8,7 +8,8 @@
 #   BUILD   a release build with CUDA (docs/cuda.md), or a carried copy of its binaries with the
 #           non-CUDA shared libraries in BUILD/gpu-libs (scripts/gpu_carry.sh makes one)
 #   SECONDS the deadline for the whole pass
-#   STEP    env probe ops gpu cli calibrate fidelity bench side cupti profile (default: all, in this order)
+#   STEP    env probe ops gpu cli calibrate calibrate_generic fidelity bench side cupti profile
+#           (default: all but calibrate_generic, in this order)
 # The CUDA libraries (cuBLAS, cuBLASLt, NCCL, CUPTI, the runtime) are looked up on the GPU
 # machine itself: its toolkit under /usr/local/cuda and the NVIDIA wheels of its Python.
 set -u
@@ -58,7 +59,50 @@ step() {
   tail -n 25 "$logs/$name.log"
 }
 
+# watched_step NAME LIMIT CMD...: step, for a command that may hang: 8 s before its limit a run
+# still going has every thread's stack (gdb or cuda-gdb where the machine has one) and each
+# thread's state from /proc appended to its log, then is stopped.
+watched_step() {
+  local name=$1 limit=$2 now left rc s pid waited=0 dbg
+  shift 2
+  now=$(date +%s)
+  left=$((deadline - now - 3))
+  if [ "$left" -lt 20 ]; then
+    echo "$name skipped (deadline)" | tee -a "$out/summary.txt"
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "== $name (limit ${limit}s, stacks on a hang)"
+  s=$(date +%s.%N)
+  : > "$logs/$name.log"
+  "$@" >> "$logs/$name.log" 2>&1 &  # appending: the stacks below must not be overwritten by it
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt $((limit - 8)) ]; do sleep 1; waited=$((waited + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then
+    {
+      echo "=== still running after ${waited}s: threads (name, state, wchan, utime, stime)"
+      for t in /proc/"$pid"/task/*; do
+        echo "$(basename "$t") $(cat "$t/comm") $(awk '{print $3}' "$t/stat") $(cat "$t/wchan" 2>/dev/null) $(awk '{print $14, $15}' "$t/stat")"
+      done
+      dbg=$(command -v gdb || command -v cuda-gdb || ls /usr/local/cuda/bin/cuda-gdb 2>/dev/null || true)
+      if [ -n "$dbg" ]; then
+        echo "=== stacks ($dbg)"
+        timeout 5 "$dbg" -p "$pid" -batch -ex "thread apply all bt 25" 2>&1 | tail -n 300
+      else
+        echo "=== no gdb on this machine"
+      fi
+    } >> "$logs/$name.log" 2>&1
+    kill "$pid" 2>/dev/null; sleep 1; kill -9 "$pid" 2>/dev/null
+  fi
+  wait "$pid"
+  rc=$?
+  last_rc=$rc
+  printf '%-22s rc=%-3s %6.1fs\n' "$name" "$rc" "$(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN{print b - a}')" | tee -a "$out/summary.txt"
+  tail -n 40 "$logs/$name.log"
+}
+
 px=$b/cli/parallax
+last_rc=0
 # The cluster preset of this GPU (its figures are the starting point calibrate measures over).
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
   *H200*) cl=dgx-h200 ;;
@@ -87,9 +131,10 @@ for st in "${steps[@]}"; do
     cupti)
       # 2026-11-26, H200: a CUPTI-traced gpt-1.3b run did not end within 60 s (CUDA events: 0.48 s
       # a step). A small model first; the human output, line-buffered, shows each step as it ends.
-      step cupti_tiny 60 stdbuf -oL "$px" run --plan micro_batch=2 --model gpt-tiny --global-batch 8 --steps 5 \
+      watched_step cupti_tiny 60 stdbuf -oL "$px" run --plan micro_batch=2 --model gpt-tiny --global-batch 8 --steps 5 \
         --backend cuda --cluster $cl --precision bf16 --trace "$logs/measured_cupti_tiny.json"
-      step cupti_1p3b 90 stdbuf -oL "$px" run --plan micro_batch=1 --model gpt-1.3b --global-batch 8 --steps 3 \
+      # A hang of the small run would repeat here (its stacks are in cupti_tiny.log).
+      [ "$last_rc" -eq 0 ] && watched_step cupti_1p3b 90 stdbuf -oL "$px" run --plan micro_batch=1 --model gpt-1.3b --global-batch 8 --steps 3 \
         --backend cuda --cluster $cl --precision bf16 --trace "$logs/measured_cupti_1p3b.json" ;;
     bench)
       step bench 90 "$b/bench/bench_cuda" --benchmark_filter='GemmBackendOverLt|AttentionForwardBackward|WeightGradientGemm' \
@@ -97,6 +142,10 @@ for st in "${steps[@]}"; do
     calibrate)
       step calibrate 150 "$px" calibrate --backend cuda --cluster $cl --quick --no-progress --model gpt-1.3b \
         -o "$logs/costdb-gpt-1.3b.json" --cluster-out "$logs/cluster.json" --json ;;
+    calibrate_generic)
+      # The generic grid (no --model), for planning other models on this GPU (the H100 validation rows).
+      step calibrate_generic 150 "$px" calibrate --backend cuda --cluster $cl --quick --no-progress \
+        -o "$logs/costdb-generic.json" --cluster-out "$logs/cluster-generic.json" --json ;;
     side)
       step side 120 bench/gpu/side_by_side.sh "$b" 2 ;;
     profile)

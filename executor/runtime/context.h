@@ -59,6 +59,7 @@ struct RuntimeContext {
   int64_t local_tokens = 0;  //!< rows of an activation between TP regions (tokens / tp with SP)
   bool sp = false;           //!< sequence parallelism on (and tp > 1)
   int64_t tp = 1;
+  int64_t init_threads = 1;  //!< host threads that generate the initial weights
   float loss_scale = 1;      //!< d(step loss)/d(token loss) = 1 / (global_batch * seq)
   Tensor loss_sum;           //!< one fp64 on the backend: this rank's summed token losses of the step
   //! ZeRO 2/3 groups with a reduce-scatter in flight (at most one: folded at the next flush).

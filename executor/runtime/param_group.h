@@ -66,8 +66,9 @@ class ParamGroup {
   //! Allocates and initialises this rank's storage from `seed` (counter-based, layout
   //! independent): model weights in `compute` dtype, and with a half `compute` a separate fp32
   //! main copy over the optimizer's range (Megatron's mixed precision: 2 + 4 + 12 bytes per
-  //! parameter, the 12 of main weights and Adam moments sharded from ZeRO-1).
-  Status Materialize(Backend& backend, const ZeroConfig& zero, int64_t seed, DType compute);
+  //! parameter, the 12 of main weights and Adam moments sharded from ZeRO-1). The values are
+  //! generated on up to `threads` host threads (the same values for any count).
+  Status Materialize(Backend& backend, const ZeroConfig& zero, int64_t seed, DType compute, int64_t threads = 1);
 
   int64_t size() const { return size_; }        //!< elements of this rank's TP shards
   int64_t padded() const { return padded_; }    //!< size rounded up to a multiple of dp

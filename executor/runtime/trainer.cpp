@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <thread>
 
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/grad_sync.h"
@@ -71,6 +72,8 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
     case Precision::kFp16: c.compute = DType::kF16; break;
   }
   c.grad_reduce = options.grad_reduce;
+  c.init_threads = options.init_threads > 0 ? options.init_threads
+                                            : std::max<int64_t>(1, std::thread::hardware_concurrency());
   if (plan.training.precision == Precision::kFp16) {
     c.scaler.enabled = true;
     c.scaler.scale = options.initial_loss_scale;

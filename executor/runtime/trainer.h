@@ -23,6 +23,9 @@ namespace parallax::executor {
 struct TrainerOptions {
   DataOptions data;
   bool record_ops = false;  //!< keep every op's timing and identity (for --trace)
+  //! Host threads that generate the initial weights; 0: the machine's (RunTraining passes the
+  //! rank's share of its CPUs).
+  int64_t init_threads = 0;
   //! Element type of DP gradient collectives: kF32 (default, Megatron's accumulate and reduce in
   //! fp32) or kBf16 (halves the bytes on the wire; gradients stay fp32 in memory).
   DType grad_reduce = DType::kF32;

@@ -53,6 +53,7 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
   PX_TRY(world.HostAllReduce(&any_oversubscribed, 1, ReduceOp::kMax));
   TrainerOptions topt = o.trainer;
   topt.record_ops = topt.record_ops || !o.trace_path.empty();
+  topt.init_threads = threads->threads;
   auto created = Trainer::Create(plan, backend, world, topt);
   // Plan errors are identical everywhere; a failing data file or allocation may not be: agree.
   if (Status agreed = AgreeOnStatus(world, created ? Status() : Status(created.error())); !agreed) {

@@ -151,6 +151,30 @@ TEST(ParamGroup, TensorAndZeroShardsAreSlicesOfTheFullParameters) {
   }
 }
 
+TEST(ParamGroup, InitialWeightsDoNotDependOnTheThreadsThatGenerateThem) {
+  // A layer of 2.9M values (two of Materialize's 1M-value chunks and a partial one), made on one
+  // thread, on five (more threads than chunks) and as a ZeRO-3 shard that starts mid-chunk.
+  CpuBackend be;
+  ModelSpec m = *ModelPreset("gpt-tiny");
+  m.hidden = 512;
+  m.heads = 8;
+  m.ffn_hidden = 2048;
+  LayerParamIndex ix;
+  ParamGroup one("layer0", LayerParamSpecs(m, 0, &ix), 1, 0);
+  ASSERT_TRUE(one.Materialize(be, {0, 1, 0}, 4, DType::kF32, 1));
+  ASSERT_GT(one.size(), 2 << 20);
+  const std::vector<float> ref = Host(be, one.values().ptr(), one.size());
+  ParamGroup many("layer0", LayerParamSpecs(m, 0, &ix), 1, 0);
+  ASSERT_TRUE(many.Materialize(be, {0, 1, 0}, 4, DType::kF32, 5));
+  EXPECT_EQ(Host(be, many.values().ptr(), many.size()), ref);
+  ParamGroup shard("layer0", LayerParamSpecs(m, 0, &ix), 1, 0);
+  ASSERT_TRUE(shard.Materialize(be, {3, 3, 1}, 4, DType::kF32, 3));
+  const std::vector<float> mine = Host(be, shard.values().ptr(), shard.shard_size());
+  for (int64_t i = 0; i < shard.shard_size(); ++i) {
+    ASSERT_EQ(mine[static_cast<size_t>(i)], ref[static_cast<size_t>(shard.shard_begin() + i)]) << i;
+  }
+}
+
 TEST(SelfCommunicator, QueuesSendsByTag) {
   CpuBackend be;
   SelfCommunicator c;
