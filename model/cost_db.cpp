@@ -85,6 +85,7 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
     db.contention_factor = r.PositiveNumber("contention_factor", 1.0);
     if (db.contention_factor < 1.0) r.Fail("contention_factor", "must be >= 1 (a slowdown factor)");
     db.launch_overhead_us = r.NonNegativeNumber("launch_overhead_us", 0);
+    db.op_gap_us = r.NonNegativeNumber("op_gap_us", 0);
     db.catalogue = r.NonNegativeInt("catalogue", 0);
     if (r.Has("gemm")) {
       ForEachObject(r, "gemm", file, [&](ObjectReader& g) {
@@ -259,6 +260,7 @@ Json CostDbToJson(const CostDb& db) {
          {"collectives", colls}};
   if (!db.cluster.empty()) j["cluster"] = db.cluster;
   if (db.launch_overhead_us > 0) j["launch_overhead_us"] = db.launch_overhead_us;
+  if (db.op_gap_us > 0) j["op_gap_us"] = db.op_gap_us;
   if (db.catalogue > 0) j["catalogue"] = db.catalogue;
   if (!db.contention.source.empty()) {
     j["contention"] = {{"source", db.contention.source}, {"samples", db.contention.samples},

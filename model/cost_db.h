@@ -141,6 +141,11 @@ struct CostDb {
   //! Host time of one kernel call that does no work, measured (0: not measured; the implementation
   //! profile's figure applies). Replaces the profile's launch overhead as the per-kernel floor.
   double launch_overhead_us = 0;
+  //! Mean host time between two consecutive compute ops of one micro-batch's forward or backward
+  //! on our executor, during which the device idles (recorder, allocator and launch work between
+  //! the ops; refine measures it on a trace). Charged to every compute op the catalogue prices;
+  //! 0: not measured.
+  double op_gap_us = 0;
   std::vector<RunFactor> run_factors{};
   std::vector<SkippedMeasurement> skipped{};
   SystemNoise noise{};  //!< not measured: predictions carry no noise

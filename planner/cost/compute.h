@@ -80,6 +80,9 @@ class ComputeModel {
   const DeviceTraits& traits() const { return traits_; }
   //! Measured host time of one kernel call (CostDb::launch_overhead_us), seconds; 0: not measured.
   double measured_launch_overhead_s() const { return db_ != nullptr ? db_->launch_overhead_us * 1e-6 : 0.0; }
+  //! Measured host time between two consecutive compute ops of the executor (CostDb::op_gap_us),
+  //! seconds; 0: not measured.
+  double measured_op_gap_s() const { return db_ != nullptr ? db_->op_gap_us * 1e-6 : 0.0; }
   //! The measured system noise (CostDb::noise, and CostDb::run_op_times for the mean excess; none
   //! without a database or a measurement).
   const NoiseModel& noise() const { return noise_; }

@@ -50,6 +50,7 @@ class Pricer {
       : c_(c), coll_(coll), tp_(tp), impl_(impl) {
     // A measured per-kernel host cost replaces the profile's (a CUDA launch figure).
     launch_s_ = c.measured_launch_overhead_s() > 0 ? c.measured_launch_overhead_s() : impl.launch_overhead_us.value * 1e-6;
+    gap_s_ = c.measured_op_gap_s();
   }
 
   CostedOp Price(const OpSpec& s) const {
@@ -104,6 +105,12 @@ class Pricer {
       HideColumnParallelBackward(out, c_.contention_factor());
     }
     AddNoise(out);
+    // The device waits for the host between two ops (refine measures it on the executor's trace).
+    for (CostedOp& o : out) {
+      if (o.tp_comm) continue;
+      o.gap_s = gap_s_;
+      o.time_s += gap_s_;
+    }
     return out;
   }
 
@@ -194,6 +201,7 @@ class Pricer {
   const PlacedGroup& tp_;
   const ImplementationProfile& impl_;
   double launch_s_ = 0;
+  double gap_s_ = 0;
 };
 
 }  // namespace

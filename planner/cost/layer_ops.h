@@ -39,6 +39,9 @@ struct CostedOp {
   //! collective's wait for the latest rank of its group. Not a cost of the op's work: refine
   //! compares measured medians with time_s - noise_s.
   double noise_s = 0;
+  //! The part of time_s that is the executor's host time between this op and the one before it
+  //! (CostDb::op_gap_us, measured by refine; 0 without one). Not the op's work either.
+  double gap_s = 0;
 };
 
 //! The CostDb kernel family of an op's memory-bound part: the OpKind name for forward and

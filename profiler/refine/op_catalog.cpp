@@ -54,7 +54,7 @@ std::optional<ComputeDescription> OpCatalog::FromCostedOp(const OpIdentity& id) 
     if (o.memory_family != nullptr && o.bytes > 0) {
       d.memory.push_back({o.memory_family, static_cast<int64_t>(o.bytes), o.memory_time_s});
     }
-    d.time_s = o.time_s - o.noise_s;  // the work; measured medians carry no mean detour
+    d.time_s = o.time_s - o.noise_s - o.gap_s;  // the work; measured medians carry no mean detour, no gap
     return d;
   }
   return std::nullopt;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <limits>
 #include <unordered_map>
 
 #include "planner/sim/simulator.h"
@@ -95,6 +96,60 @@ bool Overlaps(const std::vector<std::pair<int64_t, int64_t>>& v, int64_t b, int6
   auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(e, int64_t{0}));
   return it != v.begin() && std::prev(it)->second > b;
 }
+
+}  // namespace
+
+OpGap MeasureOpGap(const traces::Trace& measured) {
+  // Per rank: the recorded compute ops (identity slices; a device-detail slice has none) and the
+  // intervals of its other recorded ops (collectives, sends, receives).
+  struct Op {
+    int64_t begin, end, step, mb;
+    Phase phase;
+  };
+  std::unordered_map<int64_t, std::vector<Op>> compute;
+  std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> other;
+  int64_t last_step = 0;
+  for (size_t i = 0; i < measured.slices().size(); ++i) {
+    const traces::Slice& s = measured.slice(i);
+    const auto id = measured.identity(s);
+    if (!id) continue;
+    const traces::Track& tr = measured.track(s.track);
+    if (tr.stream == traces::Stream::kCompute) {
+      compute[tr.rank].push_back({s.start_ns, s.end_ns(), id->step, id->microbatch, id->phase});
+      last_step = std::max(last_step, id->step);
+    } else {
+      other[tr.rank].push_back({s.start_ns, s.end_ns()});
+    }
+  }
+  OpGap g;
+  double sum_ns = 0;
+  for (auto& [rank, ops] : compute) {
+    std::sort(ops.begin(), ops.end(), [](const Op& a, const Op& b) { return a.begin < b.begin; });
+    auto& iv = other[rank];
+    std::sort(iv.begin(), iv.end());
+    std::vector<int64_t> max_end(iv.size());  // the latest end among intervals [0, i]
+    for (size_t i = 0; i < iv.size(); ++i) max_end[i] = std::max(i > 0 ? max_end[i - 1] : std::numeric_limits<int64_t>::min(), iv[i].second);
+    for (size_t i = 0; i + 1 < ops.size(); ++i) {
+      const Op& a = ops[i];
+      const Op& b = ops[i + 1];
+      // Two ops of one micro-batch's forward, backward or recompute, in a step after the first
+      // (the first allocates and warms up) when there are several.
+      if (a.step != b.step || (last_step > 0 && a.step == 0) || a.mb < 0 || a.mb != b.mb || a.phase != b.phase ||
+          a.phase == Phase::kOptim) {
+        continue;
+      }
+      // Nothing else of the rank between them: a wait for a collective or a receive is no host gap.
+      const auto at = std::lower_bound(iv.begin(), iv.end(), std::make_pair(b.begin, std::numeric_limits<int64_t>::min()));
+      if (at != iv.begin() && max_end[static_cast<size_t>(at - iv.begin()) - 1] > a.end) continue;
+      sum_ns += static_cast<double>(std::max<int64_t>(0, b.begin - a.end));
+      ++g.pairs;
+    }
+  }
+  if (g.pairs > 0) g.mean_s = sum_ns * 1e-9 / static_cast<double>(g.pairs);
+  return g;
+}
+
+namespace {
 
 std::map<std::string, std::pair<int64_t, std::pair<double, double>>> ByFamily(const traces::TraceDiff& d) {
   std::map<std::string, std::pair<int64_t, std::pair<double, double>>> f;  // op -> matched, (pred, meas)
@@ -317,6 +372,8 @@ Result<RefineResult> Refine(const Plan& plan_in, const traces::Trace& measured, 
   r.merged = MergeSamples(fitted, r.db);
   r.run_op_times = fitted.run_op_times;
   r.contention_refitted = r.merged.contention_raised;
+  r.op_gap = MeasureOpGap(measured);
+  if (r.op_gap.pairs >= kMinOpGapPairs) r.db.op_gap_us = r.op_gap.mean_s * 1e6;
 
   r.before = traces::DiffTraces(*predicted, measured);
   auto after = Predict(r.plan, r.db);
@@ -375,6 +432,8 @@ Json RefineToJson(const RefineResult& r) {
     out["run_op_times"] = {{"mean_over_median", r.run_op_times.mean_over_median},
                            {"instances", r.run_op_times.instances}};
   }
+  out["op_gap"] = {{"mean_us", r.op_gap.mean_s * 1e6}, {"pairs", r.op_gap.pairs},
+                   {"applied", r.op_gap.pairs >= kMinOpGapPairs}};
   return out;
 }
 
@@ -429,6 +488,13 @@ std::string FormatRefine(const RefineResult& r) {
                   "op times in the run: mean %.3f x median over %lld instances (samples are medians; a compute op "
                   "is charged (ratio - 1) x its time instead of the calibrated noise's mean excess)\n",
                   r.run_op_times.mean_over_median, static_cast<long long>(r.run_op_times.instances));
+    out += buf;
+  }
+  if (r.op_gap.pairs >= kMinOpGapPairs) {
+    std::snprintf(buf, sizeof buf,
+                  "host gap between ops: %.2f us on average over %lld consecutive compute ops of a micro-batch "
+                  "(the device idles meanwhile); charged to every compute op\n",
+                  r.op_gap.mean_s * 1e6, static_cast<long long>(r.op_gap.pairs));
     out += buf;
   }
   for (const auto& [why, n] : r.not_sampled) {

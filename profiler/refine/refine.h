@@ -33,6 +33,21 @@ struct OpFamilyError {
   double error_before = 0, error_after = 0;  //!< (predicted - measured) / measured
 };
 
+//! The host time between consecutive compute ops of a measured trace.
+struct OpGap {
+  double mean_s = 0;   //!< mean gap, seconds
+  int64_t pairs = 0;   //!< consecutive op pairs it is the mean of
+};
+//! Fewer pairs than this leave the database's op gap as it was.
+inline constexpr int64_t kMinOpGapPairs = 20;
+
+//! Per rank, each two consecutive compute ops of one micro-batch's forward, backward or
+//! recompute with no other op of the rank between them (a wait for a collective or a receive is
+//! no host gap), in the steps after the first when there are several: the mean time from the
+//! first's end to the second's start. On our executor that is host work between two ops (the
+//! recorder, the allocator, launches the previous op did not cover) while the device idles.
+OpGap MeasureOpGap(const traces::Trace& measured);
+
 struct RefineResult {
   CostDb db;  //!< the refined database
   Plan plan;  //!< the plan as simulated (precision as the measured run trained)
@@ -48,6 +63,7 @@ struct RefineResult {
   //! This trace's op times over their medians (not measured: the database's earlier figure, if
   //! any, is kept and not reported as this run's)
   RunOpTimes run_op_times;
+  OpGap op_gap;  //!< this trace's host gap between ops (CostDb::op_gap_us when enough pairs)
 };
 
 //! The end-to-end contention a measured trace shows (calibrate's quantity, in the planner's model:

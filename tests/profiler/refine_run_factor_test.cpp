@@ -7,6 +7,7 @@
 // follow from the definitions alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "model/presets.h"
 #include "planner/cost/compute.h"
@@ -219,11 +221,18 @@ TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
   const double ratio = out["run_op_times"]["mean_over_median"].get<double>();
   EXPECT_NEAR(ratio, total / kept, 3e-3);
   EXPECT_LT(ratio, 0.9);
-  const Json written = Json::parse(std::ifstream(refined));
+  Json written = Json::parse(std::ifstream(refined));
   EXPECT_EQ(written["run_op_times"]["source"], "refine");
   ASSERT_TRUE(written.contains("noise")) << "the calibrated windows stay for the synchronization waits";
+  // The halved ops end early and their successors start where they were: the device idles between
+  // them, which refine measures as host gap (RefineOpGap); the op times' charge is without it.
+  EXPECT_GT(written.value("op_gap_us", 0.0), 0.0);
+  written.erase("op_gap_us");
+  const std::string no_gap = (dir / "no_gap.json").string();
+  std::ofstream(no_gap) << written.dump();
+  const double charged = ComputeSeconds(traced_args + no_gap);
+  EXPECT_NEAR(charged / predicted_compute, ratio, 5e-3) << "compute after refine, without the gap " << charged << " s";
   const double after = ComputeSeconds(traced_args + refined);
-  EXPECT_NEAR(after / predicted_compute, ratio, 5e-3) << "compute after refine " << after << " s";
   // Refined again on the same trace: the figure is the run's own, so it stays.
   const std::string twice = (dir / "twice.json").string();
   auto r2 = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
@@ -231,6 +240,67 @@ TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   EXPECT_NEAR(Json::parse(r2.out)["run_op_times"]["mean_over_median"].get<double>(), ratio, 1e-9);
   EXPECT_NEAR(ComputeSeconds(traced_args + twice) / after, 1.0, 2e-3);
+}
+
+// The executor's host time between two ops (the device idles meanwhile) is measured from the
+// trace and charged to every compute op: a one-rank trace whose ops run as predicted but each
+// starts 20 us after the previous one ends is re-predicted to its measured step time; its op
+// samples are the ops' own times, so the gap is not counted twice. A tensor-parallel trace whose
+// compute waits for its TP collectives has no host gap: the waits are the collectives'.
+TEST(RefineOpGap, TheHostTimeBetweenOpsIsMeasuredAndChargedPerOp) {
+  const test::Scratch scratch("op_gap");
+  const fs::path& dir = scratch.dir;
+  const std::string& cluster = scratch.cluster;
+  const std::string one_rank = (dir / "one_rank.json").string();
+  std::ofstream(one_rank) << R"({"kind":"cluster","version":1,"name":"one","nodes":1,"gpus_per_node":1,"device":"cpu",)"
+                             R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})";
+  constexpr double kGapUs = 20;
+  const std::string plan = "micro_batch=2,global_batch=8";
+  const std::string predicted = (dir / "predicted.json").string();
+  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + one_rank + " --plan " + plan + " --trace " +
+                               predicted + " --json");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const double before = Json::parse(sim.out)["step_time_s"].get<double>();
+  Json trace = Json::parse(std::ifstream(predicted));
+  trace["otherData"]["trace_kind"] = "measured";
+  std::vector<Json*> ops;
+  for (auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") == "X" && e.value("cat", "") == "compute") ops.push_back(&e);
+  }
+  ASSERT_GT(ops.size(), 100u);
+  std::stable_sort(ops.begin(), ops.end(), [](const Json* a, const Json* b) { return (*a)["ts"] < (*b)["ts"]; });
+  for (size_t i = 0; i < ops.size(); ++i) (*ops[i])["ts"] = (*ops[i])["ts"].get<double>() + kGapUs * static_cast<double>(i);
+  const std::string measured = (dir / "measured.json").string();
+  std::ofstream(measured) << trace.dump();
+  const std::string refined = (dir / "refined.json").string();
+  auto r = test::RunParallax("refine --model gpt-tiny --cluster " + one_rank + " --plan " + plan + " --trace " + measured +
+                             " --costdb " + TwiceTheRooflineDb(dir) + " -o " + refined + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json out = Json::parse(r.out);
+  EXPECT_NEAR(out["op_gap"]["mean_us"].get<double>(), kGapUs, 0.01);
+  EXPECT_TRUE(out["op_gap"]["applied"].get<bool>());
+  EXPECT_NEAR(Json::parse(std::ifstream(refined))["op_gap_us"].get<double>(), kGapUs, 0.01);
+  const double meas = out["step_time"]["measured_s"].get<double>();
+  const double after = out["step_time"]["predicted_after_s"].get<double>();
+  EXPECT_LT(before / meas, 0.9) << "the gaps are a tenth of the step or more";
+  EXPECT_NEAR(after / meas, 1.0, 0.01) << "measured " << meas << " s, after refine " << after << " s";
+
+  const std::string tp_plan = "tp=2,micro_batch=2,global_batch=8";
+  const std::string tp_pred = (dir / "tp_predicted.json").string();
+  auto tp_sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + tp_plan +
+                                  " --trace " + tp_pred + " --json");
+  ASSERT_EQ(tp_sim.exit_code, 0) << tp_sim.err;
+  Json tp_trace = Json::parse(std::ifstream(tp_pred));
+  tp_trace["otherData"]["trace_kind"] = "measured";
+  const std::string tp_meas = (dir / "tp_measured.json").string();
+  std::ofstream(tp_meas) << tp_trace.dump();
+  auto tr = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + tp_plan + " --trace " +
+                              tp_meas + " --costdb " + TwiceTheRooflineDb(dir) + " -o " +
+                              (dir / "tp_refined.json").string() + " --json");
+  ASSERT_EQ(tr.exit_code, 0) << tr.err;
+  const Json tp_out = Json::parse(tr.out);
+  EXPECT_GT(tp_out["op_gap"]["pairs"].get<int64_t>(), 20);
+  EXPECT_NEAR(tp_out["op_gap"]["mean_us"].get<double>(), 0.0, 1e-3);
 }
 
 // Refining a trace equal to the prediction changes nothing, whichever implementation profile the
