@@ -51,7 +51,7 @@ JSON
   gpu)
     mpi=()
     backend=(--backend cuda)
-    # Ops timed by CUDA events: a CUPTI-traced run did not finish on the H200 of 2026-11-26.
+    # Ops timed by CUDA events: CUPTI credits some cuBLAS GEMMs to other ops (H100, 2026-11-27).
     run_opts=(--no-cupti)
     base_cluster=(--cluster "${CLUSTER:-dgx-h100}")  # calibrate measures over this preset's figures
     precision=bf16
