@@ -430,7 +430,8 @@ Json RefineToJson(const RefineResult& r) {
            {"run_factors", run_factors}};
   if (r.run_op_times.measured()) {
     out["run_op_times"] = {{"mean_over_median", r.run_op_times.mean_over_median},
-                           {"instances", r.run_op_times.instances}};
+                           {"instances", r.run_op_times.instances},
+                           {"disturbed", r.run_op_times.mean_over_median > kDisturbedRunRatio}};
   }
   out["op_gap"] = {{"mean_us", r.op_gap.mean_s * 1e6}, {"pairs", r.op_gap.pairs},
                    {"applied", r.op_gap.pairs >= kMinOpGapPairs}};
@@ -489,6 +490,14 @@ std::string FormatRefine(const RefineResult& r) {
                   "is charged (ratio - 1) x its time instead of the calibrated noise's mean excess)\n",
                   r.run_op_times.mean_over_median, static_cast<long long>(r.run_op_times.instances));
     out += buf;
+    if (r.run_op_times.mean_over_median > kDisturbedRunRatio) {
+      std::snprintf(buf, sizeof buf,
+                    "warning: the run was disturbed (op times %.2fx their medians on average, above %.2f: another "
+                    "process, throttling, a slower minute); that charge now applies to every compute op this "
+                    "database predicts: refine again on a trace of a quiet run\n",
+                    r.run_op_times.mean_over_median, kDisturbedRunRatio);
+      out += buf;
+    }
   }
   if (r.op_gap.pairs >= kMinOpGapPairs) {
     std::snprintf(buf, sizeof buf,

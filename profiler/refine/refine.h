@@ -38,6 +38,11 @@ struct OpGap {
   double mean_s = 0;   //!< mean gap, seconds
   int64_t pairs = 0;   //!< consecutive op pairs it is the mean of
 };
+//! A run whose op times averaged more than this over their medians was disturbed (another
+//! process, throttling, a slower minute of a shared machine): refine still charges the ratio to
+//! every compute op it predicts, and says so (`run_op_times.disturbed`, a warning line).
+inline constexpr double kDisturbedRunRatio = 1.25;
+
 //! Fewer pairs than this leave the database's op gap as it was.
 inline constexpr int64_t kMinOpGapPairs = 20;
 

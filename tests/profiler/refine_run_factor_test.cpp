@@ -221,6 +221,7 @@ TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
   const double ratio = out["run_op_times"]["mean_over_median"].get<double>();
   EXPECT_NEAR(ratio, total / kept, 3e-3);
   EXPECT_LT(ratio, 0.9);
+  EXPECT_FALSE(out["run_op_times"]["disturbed"].get<bool>());
   Json written = Json::parse(std::ifstream(refined));
   EXPECT_EQ(written["run_op_times"]["source"], "refine");
   ASSERT_TRUE(written.contains("noise")) << "the calibrated windows stay for the synchronization waits";
@@ -240,6 +241,32 @@ TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   EXPECT_NEAR(Json::parse(r2.out)["run_op_times"]["mean_over_median"].get<double>(), ratio, 1e-9);
   EXPECT_NEAR(ComputeSeconds(traced_args + twice) / after, 1.0, 2e-3);
+}
+
+// A run in which a quarter of every op group's instances took 5x their time (another process on
+// the machine) averages about 2x its medians: refine charges that and warns that the run was
+// disturbed, in JSON and in its text.
+TEST(RefineRunFactors, ADisturbedRunIsSaidToBe) {
+  const test::Scratch scratch("disturbed");
+  const fs::path& dir = scratch.dir;
+  const std::string plan = "tp=2,micro_batch=2,global_batch=8";
+  const std::string db = TwiceTheRooflineDb(dir);
+  const std::string measured = MeasuredFromPrediction(dir, scratch.cluster, plan, db, [](const Json& e) {
+    const Json& a = e["args"];
+    const int64_t slot = a["layer"].get<int64_t>() + 2 * a["mb"].get<int64_t>() + a["rank"].get<int64_t>();
+    return (slot % 4 + 4) % 4 == 3 ? 5.0 : 1.0;
+  });
+  ASSERT_FALSE(measured.empty());
+  const std::string args = "refine --model gpt-tiny --cluster " + scratch.cluster + " --plan " + plan + " --trace " +
+                           measured + " --costdb " + db + " -o " + (dir / "refined.json").string();
+  auto j = test::RunParallax(args + " --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const Json out = Json::parse(j.out);
+  EXPECT_GT(out["run_op_times"]["mean_over_median"].get<double>(), 1.5);
+  EXPECT_TRUE(out["run_op_times"]["disturbed"].get<bool>());
+  auto text = test::RunParallax(args);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("warning: the run was disturbed"), std::string::npos) << text.out;
 }
 
 // The executor's host time between two ops (the device idles meanwhile) is measured from the
