@@ -127,8 +127,16 @@ DeviceSpec Device(const std::string& name, PeakTflops peak, double memory_GiB, d
 //     (Shah et al. 2024, FlashAttention-3, section 3.1), which is 132 x 16 x 1.83 GHz.
 //   warp_specialized_mma: Hopper's asynchronous wgmma + TMA let a kernel overlap softmax with the GEMMs
 //     (FlashAttention-3, section 3.1); Ampere's mma.sync does not (FlashAttention-2).
-//   dram_fraction 0.88: STREAM-class copy kernels reach ~88% of HBM2e/HBM3 pin bandwidth (refresh +
-//     bus turnaround); dram_latency 0.6 us loaded (Little's law bytes in flight = bandwidth x latency).
+//   dram_fraction 0.88: streaming kernels reach 85-90% of HBM pin bandwidth (refresh, bus turnaround).
+//     Public microbenchmarks: on a DGX A100 (40 GB, 1448 GiB/s nominal) a 1 GiB device memcpy peaks at
+//     1225 GiB/s, 0.846 (GPUInspector.jl documentation, "Example: Data Bandwidth",
+//     pc2.github.io/GPUInspector.jl); on an A100 80GB SXM a read kernel reaches 1.80 of 2.04 TB/s,
+//     0.88, which Nsight Compute reports as 88% of peak, and the best kernel of an NVIDIA GTC talk
+//     about 90% (forums.developer.nvidia.com/t/trouble-to-reach-peak-bandwidth-of-a100/339083).
+//     Our own elementwise kernel (calibrate's largest `elementwise` sample, its bandwidth) reached 0.72 of the
+//     H200's 4.8 TB/s and 0.765 of the H100's 3.35 TB/s (data/calibration/h200-2026-11-26,
+//     h100-2026-11-27): a lower bound, our kernel not being tuned. dram_latency 0.6 us loaded
+//     (Little's law bytes in flight = bandwidth x latency): not measured by us, not cited.
 //   unfused_attention_fraction 0.68, unfused_attention_bwd_fraction 0.53 (Ampere): the passes of an
 //     unfused attention core over the s x s scores (batched QK^T / AV GEMMs, scale-mask-softmax,
 //     dropout) reach less than a streaming copy. Source: Dao et al. 2022, FlashAttention (arXiv
