@@ -40,38 +40,44 @@ if [ -d gpu-shared ] && [ ! -e ../shared ]; then cp -r gpu-shared ../shared; fi
 src=$(cat "$b/source_dir.txt" 2>/dev/null || true)
 if [ -n "$src" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
 
-# step NAME LIMIT CMD...: runs CMD with its output in logs/NAME.log, under min(LIMIT, time left).
-step() {
-  local name=$1 limit=$2 now left rc s
-  shift 2
-  now=$(date +%s)
-  left=$((deadline - now - 3))
-  if [ "$left" -lt 10 ]; then
-    echo "$name skipped (deadline)" | tee -a "$out/summary.txt"
+# step_limit NAME LIMIT MIN: prints min(LIMIT, time left before the deadline), or records NAME as
+# skipped and prints nothing when fewer than MIN seconds are left.
+step_limit() {
+  local left=$(($deadline - $(date +%s) - 3))
+  if [ "$left" -lt "$3" ]; then
+    echo "$1 skipped (deadline)" | tee -a "$out/summary.txt" >&2
     return 0
   fi
-  [ "$limit" -gt "$left" ] && limit=$left
+  echo $(($2 < left ? $2 : left))
+}
+
+# step_done NAME RC START: the summary line and the log's tail.
+step_done() {
+  printf '%-22s rc=%-3s %6.1fs\n' "$1" "$2" "$(awk -v a="$3" -v b="$(date +%s.%N)" 'BEGIN{print b - a}')" | tee -a "$out/summary.txt"
+  tail -n "${4:-25}" "$logs/$1.log"
+}
+
+# step NAME LIMIT CMD...: runs CMD with its output in logs/NAME.log, under min(LIMIT, time left).
+step() {
+  local name=$1 limit rc s
+  limit=$(step_limit "$1" "$2" 10)
+  shift 2
+  [ -z "$limit" ] && return 0
   echo "== $name (limit ${limit}s)"
   s=$(date +%s.%N)
   timeout -k 5 "$limit" "$@" > "$logs/$name.log" 2>&1
   rc=$?
-  printf '%-22s rc=%-3s %6.1fs\n' "$name" "$rc" "$(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN{print b - a}')" | tee -a "$out/summary.txt"
-  tail -n 25 "$logs/$name.log"
+  step_done "$name" "$rc" "$s"
 }
 
 # watched_step NAME LIMIT CMD...: step, for a command that may hang: 8 s before its limit a run
 # still going has every thread's stack (gdb or cuda-gdb where the machine has one) and each
 # thread's state from /proc appended to its log, then is stopped.
 watched_step() {
-  local name=$1 limit=$2 now left rc s pid waited=0 dbg
+  local name=$1 limit rc s pid waited=0 dbg
+  limit=$(step_limit "$1" "$2" 20)
   shift 2
-  now=$(date +%s)
-  left=$((deadline - now - 3))
-  if [ "$left" -lt 20 ]; then
-    echo "$name skipped (deadline)" | tee -a "$out/summary.txt"
-    return 0
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
+  [ -z "$limit" ] && return 0
   echo "== $name (limit ${limit}s, stacks on a hang)"
   s=$(date +%s.%N)
   : > "$logs/$name.log"
@@ -97,8 +103,7 @@ watched_step() {
   wait "$pid"
   rc=$?
   last_rc=$rc
-  printf '%-22s rc=%-3s %6.1fs\n' "$name" "$rc" "$(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN{print b - a}')" | tee -a "$out/summary.txt"
-  tail -n 40 "$logs/$name.log"
+  step_done "$name" "$rc" "$s" 40
 }
 
 px=$b/cli/parallax
