@@ -223,6 +223,20 @@ class Parser {
     const bool wrong_count = columns_[b + 3] == "#wrong";
     if (Status s = Column(t, b, wrong_count, r.out_of_place, n); !s) return s;
     if (Status s = Column(t, b + 4, wrong_count, r.in_place, n); !s) return s;
+    // One curve per file: one data type and reduction, sizes rising (nccl-tests prints zero-byte
+    // rows more than once at the small end; those are skipped on import). `-d all` or `-o all`
+    // restart the sizes for each type or operation, and two runs pasted together restart them too.
+    if (!out_.rows.empty() && (r.type != out_.rows.front().type || r.redop != out_.rows.front().redop)) {
+      return Fail(n, "data type / reduction \"" + r.type + " " + r.redop + "\" after \"" + out_.rows.front().type +
+                         " " + out_.rows.front().redop +
+                         "\": a file holds one curve (run nccl-tests with one -d and -o, or split the file)");
+    }
+    if (r.bytes > 0 && last_bytes_ > 0 && r.bytes <= last_bytes_) {
+      return Fail(n, "size " + std::to_string(r.bytes) + " B does not rise above the previous row's " +
+                         std::to_string(last_bytes_) + " B: a file holds one run of rising sizes (two runs pasted "
+                         "together? import them as separate files)");
+    }
+    if (r.bytes > 0) last_bytes_ = r.bytes;
     out_.rows.push_back(std::move(r));
     return Status::Ok();
   }
@@ -231,6 +245,7 @@ class Parser {
   NcclTestsOutput out_;
   std::vector<std::string> columns_;
   int redop_col_ = -1, root_col_ = -1;
+  int64_t last_bytes_ = 0;  //!< the last positive size of a data row
   bool saw_header_ = false;
 };
 

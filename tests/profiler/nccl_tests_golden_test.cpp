@@ -191,6 +191,17 @@ TEST(NcclTestsImport, MalformedFilesNameFileAndLine) {
        ": cannot tell which nccl-tests program wrote it (no \"# Collective test starting:\" line and no program name "
        "such as all_reduce_perf in the file name)"},
       {"all_reduce_perf_empty.txt", "", false, ": no data rows"},
+      {"all_reduce_perf_twice.txt",
+       row + "          16             4     float     sum      -1    36.47    0.00    0.00      0    34.74    0.00    0.00      0\n" +
+           row,
+       false,
+       ":12: size 8 B does not rise above the previous row's 16 B: a file holds one run of rising sizes (two runs "
+       "pasted together? import them as separate files)"},
+      {"all_reduce_perf_dall.txt",
+       row + "           8             8      int8     sum      -1    36.47    0.00    0.00      0    34.74    0.00    0.00      0\n",
+       false,
+       ":11: data type / reduction \"int8 sum\" after \"float sum\": a file holds one curve (run nccl-tests with one -d "
+       "and -o, or split the file)"},
   };
   for (const auto& c : cases) {
     const std::string f = WriteTemp(c.name, c.whole ? c.body : std::string(kHeader) + c.body);
