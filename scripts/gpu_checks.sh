@@ -135,7 +135,7 @@ for st in "${steps[@]}"; do
         --cluster $cl --precision bf16 --json --trace "$logs/measured_1p3b.json" --no-cupti ;;
     cupti)
       # 2026-11-26, H200: a CUPTI-traced gpt-1.3b run did not end within 60 s; on the H100 (11-27)
-      # the stacks showed a minute of single-threaded weight initialisation (now threaded: 15 s).
+      # it spent about a minute in single-threaded weight initialisation (now threaded: 15 s).
       # A small model first; the human output, line-buffered, shows each step as it ends.
       watched_step cupti_tiny 60 stdbuf -oL "$px" run --plan micro_batch=2 --model gpt-tiny --global-batch 8 --steps 5 \
         --backend cuda --cluster $cl --precision bf16 --trace "$logs/measured_cupti_tiny.json"

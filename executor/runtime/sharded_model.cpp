@@ -10,7 +10,8 @@ ParamGroup* ShardedModel::AddGroup(RuntimeContext& ctx, std::string name, std::v
   g->stage = stage;
   g->layer = layer;
   ZeroConfig z{ctx.layout.zero_stage, ctx.layout.dp, ctx.groups->coords.dp_idx};
-  if (Status st = g->Materialize(*ctx.backend, z, ctx.training.seed, ctx.compute, ctx.init_threads); !st && status_) status_ = st;
+  Status st = g->Materialize(*ctx.backend, z, ctx.training.seed, ctx.compute, ctx.init_threads);
+  if (!st && status_) status_ = st;
   groups_.push_back(std::move(g));
   group_ptrs_.push_back(groups_.back().get());
   return groups_.back().get();

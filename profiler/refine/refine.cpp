@@ -127,8 +127,11 @@ OpGap MeasureOpGap(const traces::Trace& measured) {
     std::sort(ops.begin(), ops.end(), [](const Op& a, const Op& b) { return a.begin < b.begin; });
     auto& iv = other[rank];
     std::sort(iv.begin(), iv.end());
-    std::vector<int64_t> max_end(iv.size());  // the latest end among intervals [0, i]
-    for (size_t i = 0; i < iv.size(); ++i) max_end[i] = std::max(i > 0 ? max_end[i - 1] : std::numeric_limits<int64_t>::min(), iv[i].second);
+    // The latest end among intervals [0, i]: the rank's streams nest, so ends are not sorted.
+    std::vector<int64_t> max_end(iv.size());
+    for (size_t i = 0; i < iv.size(); ++i) {
+      max_end[i] = std::max(i > 0 ? max_end[i - 1] : std::numeric_limits<int64_t>::min(), iv[i].second);
+    }
     for (size_t i = 0; i + 1 < ops.size(); ++i) {
       const Op& a = ops[i];
       const Op& b = ops[i + 1];
@@ -139,7 +142,8 @@ OpGap MeasureOpGap(const traces::Trace& measured) {
         continue;
       }
       // Nothing else of the rank between them: a wait for a collective or a receive is no host gap.
-      const auto at = std::lower_bound(iv.begin(), iv.end(), std::make_pair(b.begin, std::numeric_limits<int64_t>::min()));
+      const auto at =
+          std::lower_bound(iv.begin(), iv.end(), std::make_pair(b.begin, std::numeric_limits<int64_t>::min()));
       if (at != iv.begin() && max_end[static_cast<size_t>(at - iv.begin()) - 1] > a.end) continue;
       sum_ns += static_cast<double>(std::max<int64_t>(0, b.begin - a.end));
       ++g.pairs;
@@ -373,7 +377,7 @@ Result<RefineResult> Refine(const Plan& plan_in, const traces::Trace& measured, 
   r.run_op_times = fitted.run_op_times;
   r.contention_refitted = r.merged.contention_raised;
   r.op_gap = MeasureOpGap(measured);
-  if (r.op_gap.pairs >= kMinOpGapPairs) r.db.op_gap_us = r.op_gap.mean_s * 1e6;
+  if (r.op_gap.applied()) r.db.op_gap_us = r.op_gap.mean_s * 1e6;
 
   r.before = traces::DiffTraces(*predicted, measured);
   auto after = Predict(r.plan, r.db);
@@ -431,10 +435,10 @@ Json RefineToJson(const RefineResult& r) {
   if (r.run_op_times.measured()) {
     out["run_op_times"] = {{"mean_over_median", r.run_op_times.mean_over_median},
                            {"instances", r.run_op_times.instances},
-                           {"disturbed", r.run_op_times.mean_over_median > kDisturbedRunRatio}};
+                           {"disturbed", RunDisturbed(r.run_op_times)}};
   }
   out["op_gap"] = {{"mean_us", r.op_gap.mean_s * 1e6}, {"pairs", r.op_gap.pairs},
-                   {"applied", r.op_gap.pairs >= kMinOpGapPairs}};
+                   {"applied", r.op_gap.applied()}};
   return out;
 }
 
@@ -490,7 +494,7 @@ std::string FormatRefine(const RefineResult& r) {
                   "is charged (ratio - 1) x its time instead of the calibrated noise's mean excess)\n",
                   r.run_op_times.mean_over_median, static_cast<long long>(r.run_op_times.instances));
     out += buf;
-    if (r.run_op_times.mean_over_median > kDisturbedRunRatio) {
+    if (RunDisturbed(r.run_op_times)) {
       std::snprintf(buf, sizeof buf,
                     "warning: the run was disturbed (op times %.2fx their medians on average, above %.2f: another "
                     "process, throttling, a slower minute); that charge now applies to every compute op this "
@@ -499,7 +503,7 @@ std::string FormatRefine(const RefineResult& r) {
       out += buf;
     }
   }
-  if (r.op_gap.pairs >= kMinOpGapPairs) {
+  if (r.op_gap.applied()) {
     std::snprintf(buf, sizeof buf,
                   "host gap between ops: %.2f us on average over %lld consecutive compute ops of a micro-batch "
                   "(the device idles meanwhile); charged to every compute op\n",

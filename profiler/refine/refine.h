@@ -33,18 +33,22 @@ struct OpFamilyError {
   double error_before = 0, error_after = 0;  //!< (predicted - measured) / measured
 };
 
-//! The host time between consecutive compute ops of a measured trace.
-struct OpGap {
-  double mean_s = 0;   //!< mean gap, seconds
-  int64_t pairs = 0;   //!< consecutive op pairs it is the mean of
-};
 //! A run whose op times averaged more than this over their medians was disturbed (another
 //! process, throttling, a slower minute of a shared machine): refine still charges the ratio to
 //! every compute op it predicts, and says so (`run_op_times.disturbed`, a warning line).
 inline constexpr double kDisturbedRunRatio = 1.25;
+inline bool RunDisturbed(const RunOpTimes& t) { return t.mean_over_median > kDisturbedRunRatio; }
 
 //! Fewer pairs than this leave the database's op gap as it was.
 inline constexpr int64_t kMinOpGapPairs = 20;
+
+//! The host time between consecutive compute ops of a measured trace.
+struct OpGap {
+  double mean_s = 0;   //!< mean gap, seconds
+  int64_t pairs = 0;   //!< consecutive op pairs it is the mean of
+  //! Enough pairs to replace the database's op gap (CostDb::op_gap_us).
+  bool applied() const { return pairs >= kMinOpGapPairs; }
+};
 
 //! Per rank, each two consecutive compute ops of one micro-batch's forward, backward or
 //! recompute with no other op of the rank between them (a wait for a collective or a receive is
