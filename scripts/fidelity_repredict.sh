@@ -18,9 +18,11 @@ for model in gpt llama; do
   [ -n "$name" ] || continue
   case "$model:$name" in
     gpt:gpt-tiny) m=gpt-tiny ;;
-    gpt:*) m="$PWD/bench/peer/model-peer.json" ;;
+    gpt:*) m="$PWD/bench/peer/model-peer.json"; [ -f "$dir/gpt.json" ] && m="$dir/gpt.json" ;;  # gpu mode writes its GPT
     llama:*) m="$dir/llama.json" ;;
   esac
+  # As the runs trained (fidelity.sh: fp32 on the CPU, bf16 on a GPU).
+  precision=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["precision"])' "$dir/run-$model-0.json")
   mapfile -t layouts < <(awk -F'\t' -v md="$model" '$1==md{print $2}' "$dir/results.tsv")
   for k in 0 1; do
     "$bin" refine --model "$m" --cluster "$dir/cluster.json" --plan "${layouts[$k]}" --global-batch 8 \
@@ -31,9 +33,9 @@ for model in gpt llama; do
     db="$work/refined0-$model.json"
     [ "$i" = 0 ] && db="$work/refined1-$model.json"
     pred=$("$bin" simulate --model "$m" --cluster "$dir/cluster.json" --costdb "$dir/db-$model.json" --plan "$l" \
-             --global-batch 8 --precision fp32 --json)
+             --global-batch 8 --precision "$precision" --json)
     after=$("$bin" simulate --model "$m" --cluster "$dir/cluster.json" --costdb "$db" --plan "$l" --global-batch 8 \
-              --precision fp32 --json)
+              --precision "$precision" --json)
     python3 - "$name" "$l" "$dir/run-$model-$i.json" "$pred" "$after" <<'PY'
 import json, statistics, sys
 name, layout, run, pred, after = sys.argv[1:6]
