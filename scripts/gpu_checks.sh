@@ -141,7 +141,13 @@ for st in "${steps[@]}"; do
         --backend cuda --cluster $cl --precision bf16 --trace "$logs/measured_cupti_tiny.json"
       # A hang of the small run would repeat here (its stacks are in cupti_tiny.log).
       [ "$last_rc" -eq 0 ] && watched_step cupti_1p3b 90 stdbuf -oL "$px" run --plan micro_batch=1 --model gpt-1.3b --global-batch 8 --steps 3 \
-        --backend cuda --cluster $cl --precision bf16 --trace "$logs/measured_cupti_1p3b.json" ;;
+        --backend cuda --cluster $cl --precision bf16 --trace "$logs/measured_cupti_1p3b.json"
+      # CUPTI against CUDA events, op by op (the cli step's events trace of the same run): small text
+      # that comes back where the traces themselves are too large to.
+      if [ -f "$logs/measured_cupti_1p3b.json" ] && [ -f "$logs/measured_1p3b.json" ]; then
+        step cupti_diff 60 "$px" trace diff "$logs/measured_1p3b.json" "$logs/measured_cupti_1p3b.json" --top 25
+        step cupti_stats 60 "$px" trace stats "$logs/measured_cupti_1p3b.json"
+      fi ;;
     bench)
       step bench 90 "$b/bench/bench_cuda" --benchmark_filter='GemmBackendOverLt|AttentionForwardBackward|WeightGradientGemm' \
         --benchmark_min_time=0.2 ;;
@@ -162,6 +168,9 @@ for st in "${steps[@]}"; do
     *) echo "unknown step $st" | tee -a "$out/summary.txt" ;;
   esac
 done
-# Only a few files come back from a device machine: one archive of the logs and outputs.
-tar -czf "$out/gpu-results.tar.gz" -C "$out" logs summary.txt
+# Only a few files come back from a device machine (16 MiB each): one archive of the logs and
+# outputs, without the files over 8 MiB (a GPT-1.3B CUPTI trace is 77 MB), which are listed instead.
+(cd "$out" && find logs -type f -size +8M) > "$out/left-out.txt"
+[ -s "$out/left-out.txt" ] && { echo "left out of the archive (over 8 MiB):"; cat "$out/left-out.txt"; }
+tar -czf "$out/gpu-results.tar.gz" -C "$out" -X "$out/left-out.txt" logs summary.txt left-out.txt
 echo "total $(( $(date +%s) - t0 ))s"
