@@ -61,8 +61,9 @@ ImplementationProfile Parallax() {
   p.grad_accumulation = {GradAccumulation::kInGemm, "executor/runtime/transformer_layer.h LinearBackward: dW (fp32) += dy^T x, the "
                                      "weight-gradient GEMM accumulates into the buffer (beta 1)"};
   p.overlap_dp_reduce = {true, "executor/runtime/grad_sync.h: StartGradSync is asynchronous, waited before the optimizer"};
-  p.overlap_param_gather = {true, "executor/runtime/param_group.cpp: the prefetched gather runs on the dp stream; "
-                                 "the compute stream waits for it only when the layer is acquired"};
+  p.overlap_param_gather = {false, "executor/runtime/optimizer.cpp: ZeRO-1/2 gather each parameter group after the "
+                                  "AdamW step, before the step ends (ZeRO-3's prefetched gathers: "
+                                  "zero3_prefetch_layers)"};
   p.launch_overhead_us = {5.0,
                           "C++ host loop, no Python: cudaLaunchKernel ~5 us per launch (CUDA C++ Best Practices "
                           "Guide, 'Kernel launch overhead' is on the order of microseconds); our own calibration overrides"};
@@ -126,7 +127,10 @@ ImplementationProfile MegatronCore() {
                                      "(TE fuse_wgrad_accumulation) and the DDP hook skips params with "
                                      "grad_added_to_main_grad"};
   p.overlap_dp_reduce = {true, "--overlap-grad-reduce (Megatron-LM README, Performance Benchmarking)"};
-  p.overlap_param_gather = {true, "--overlap-param-gather (Megatron-LM README, Performance Benchmarking)"};
+  p.overlap_param_gather = {true, "--overlap-param-gather (Megatron-LM README, Performance Benchmarking): "
+                                 "megatron/core/distributed/param_and_grad_buffer.py, the distributed optimizer's "
+                                 "all-gather waited for in each bucket group's forward pre-hook of the next step, "
+                                 "which dispatches the next group's"};
   p.launch_overhead_us = {10.0, kPytorchEager};
   p.optimizer = {OptimizerKind::kFusedMultiTensor, "megatron/core/optimizer/__init__.py: TE/apex FusedAdam"};
   p.mixed_precision_passes = {true, "megatron/core/optimizer/distrib_optimizer.py (core_r0.8.0): "
@@ -250,7 +254,9 @@ ImplementationProfile DeepSpeed() {
                                      "reduction buckets (deepspeed/runtime/zero/stage_1_and_2.py, contiguous_gradients) "
                                      "instead of one add pass; those copies are left out of this profile"};
   p.overlap_dp_reduce = {true, "DeepSpeed config docs: overlap_comm (true by default for ZeRO-3)"};
-  p.overlap_param_gather = {true, "partitioned_param_coordinator.py: prefetches the next modules' parameters"};
+  p.overlap_param_gather = {false, "ZeRO-1/2: deepspeed/runtime/zero/stage_1_and_2.py step() all-gathers the "
+                                  "updated partitions (all_gather_dp_groups) before it returns; ZeRO-3 prefetches "
+                                  "instead (zero3_prefetch_layers)"};
   p.launch_overhead_us = {15.0, std::string(kPytorchEager) +
                                     " + ZeRO-3 module pre/post-forward hooks on every submodule"};
   p.optimizer = {OptimizerKind::kFusedMultiTensor, "deepspeed/ops/adam/fused_adam.py (multi_tensor_adam.cu)"};

@@ -94,7 +94,9 @@ struct ImplementationProfile {
   Fact<bool> async_tp_backward;
   Fact<GradAccumulation> grad_accumulation;
   Fact<bool> overlap_dp_reduce;       //!< DP gradient reduction overlaps backward
-  Fact<bool> overlap_param_gather;    //!< ZeRO parameter all-gather overlaps compute
+  //! ZeRO-1/2: the parameter all-gather after the optimizer step runs under the next step's first
+  //! forward, each chunk's units waiting for their parameters (ZeRO-3's gathers: zero3_prefetch_layers)
+  Fact<bool> overlap_param_gather;
   Fact<double> launch_overhead_us;    //!< host time to launch one kernel (floor on a kernel's time)
   Fact<OptimizerKind> optimizer;
   //! A 16-bit run's optimizer wrapper makes passes of its own around the fused Adam, each over the

@@ -55,6 +55,40 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
   return cache_.back().second;
 }
 
+std::vector<ChunkGatherReady> GatherReady(const RankCost& rc) {
+  const DpCost& dp = rc.dp;
+  double bytes = 0;
+  for (const ChunkCost& cc : rc.chunks) bytes += dp.param_layer_bytes * static_cast<double>(cc.layers.count);
+  for (const DpCost::OuterGroup& g : dp.outer) bytes += g.param_bytes;
+  // Per-group buckets gather each group as its own collective; size-based ones share the rank's.
+  auto secs = [&](double b, double group_s) {
+    return dp.per_group ? group_s : (bytes > 0 ? dp.gather_after_s * b / bytes : 0.0);
+  };
+  std::vector<bool> done(dp.outer.size(), false);
+  auto gather_groups = [&](double t, bool embedding) {
+    for (size_t i = 0; i < dp.outer.size(); ++i) {
+      const DpCost::OuterGroup& g = dp.outer[i];
+      if (done[i] || !(embedding ? g.embedding : g.head)) continue;
+      done[i] = true;
+      t += secs(g.param_bytes, g.gather_after_s);
+    }
+    return t;
+  };
+  std::vector<ChunkGatherReady> out;
+  double t = 0;
+  for (const ChunkCost& cc : rc.chunks) {
+    ChunkGatherReady c;
+    if (cc.embedding) t = gather_groups(t, true);
+    c.embedding = c.layers = t;
+    c.per_layer = secs(dp.param_layer_bytes, dp.gather_after_layer_s);
+    t += static_cast<double>(cc.layers.count) * c.per_layer;
+    if (cc.head) t = gather_groups(t, false);
+    c.head = t;
+    out.push_back(c);
+  }
+  return out;
+}
+
 PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   const ModelSpec& m = plan.model;
   const Layout& l = plan.layout;
@@ -265,6 +299,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
           if (o.ReducedBy(first)) rc.final_fold_s = o.passes.fold_s;
         }
       }
+      rc.dp.gather_overlapped = after && impl.overlap_param_gather.value;
       if (after && rc.dp.per_group) {
         rc.dp.gather_after_layer_s = coll.Time(CollectiveKind::kAllGather, param_e * layer_params, dpg);
         rc.dp.gather_after_s += static_cast<double>(layers_on_rank) * rc.dp.gather_after_layer_s;

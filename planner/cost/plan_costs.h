@@ -107,6 +107,9 @@ struct DpCost {
   bool per_group = false;
   std::vector<OuterGroup> outer;  //!< the rank's outer groups, in the executor's order
   double gather_after_layer_s = 0;  //!< per_group, ZeRO-1/2: one layer group's gather after the step
+  //! ZeRO-1/2 with the profile's overlap_param_gather: the after-step gather runs instead under
+  //! the next step's first forward of each chunk, which waits for its parameters (GatherReady).
+  bool gather_overlapped = false;
   ZeroPasses layer_passes;          //!< per_group: one layer group's memory passes
   //! Compute-stream time of one layer's passes in a forward (the shard copy) and a backward pass
   //! (shard copy, gradient zero-fill, the fold of its reduce-scatter).
@@ -143,6 +146,20 @@ struct RankCost {
   double sp_grad_last_s = 0;
   double sp_grad_coalesced_s = 0, sp_grad_coalesced_bytes = 0;
 };
+
+//! ZeRO-1/2 with overlap_param_gather (Megatron-Core --overlap-param-gather): when each unit of a
+//! chunk has its parameters, counted from the start of the step, whose first forward of that
+//! chunk waits for them. The gathers run back to back on the DP stream in forward order (chunk by
+//! chunk: the embedding's groups, the layers, the head's), as Megatron-Core's forward pre-hooks
+//! wait for a bucket group's all-gather and dispatch the next one. Size-based buckets take the
+//! rank's one gather time in proportion to bytes.
+struct ChunkGatherReady {
+  double embedding = 0;  //!< the embedding's groups gathered (the chunk's start when it has none)
+  double layers = 0;     //!< the chunk's layers start arriving (= embedding)
+  double per_layer = 0;  //!< layer i gathered at layers + (i + 1) per_layer
+  double head = 0;       //!< the head's groups gathered
+};
+std::vector<ChunkGatherReady> GatherReady(const RankCost& rc);
 
 struct PlanCosts {
   std::vector<RankCost> ranks;  //!< index = pp_rank

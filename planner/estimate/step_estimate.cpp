@@ -217,6 +217,43 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
 
   // The step starts with the gradient zero-fill; the first stage's delays the whole pipeline.
   pipe += pc.ranks[0].grad_zero_step_s;
+  // ZeRO-1/2 with overlap_param_gather: the previous step's parameter gather runs on the DP
+  // stream from the step's start, and each chunk's first forward waits for its units' parameters
+  // (GatherReady). Rank r's first forward of chunk c starts after the fill reaches it and, in the
+  // interleaved warm-up, c p chunk forwards of its own; the pipeline ends later by the largest
+  // wait of any rank, or by the contention slowdown of the compute the gather overlaps.
+  double gather_delay = 0;
+  if (dp && l.zero_stage >= 1 && l.zero_stage <= 2) {
+    double delay = 0, lead = pc.ranks[0].grad_zero_step_s;
+    for (int64_t r = 0; r < p; ++r) {
+      const RankCost& rc = pc.ranks[static_cast<size_t>(r)];
+      if (rc.dp.gather_overlapped && rc.dp.gather_after_s > 0) {
+        const std::vector<ChunkGatherReady> ready = GatherReady(rc);
+        const double fc = F[static_cast<size_t>(r)] / static_cast<double>(v);
+        const double x = u.layer.fwd_s + rc.dp.layer_fwd_pass_s();
+        double wait = 0, last = 0;
+        for (size_t c = 0; c < ready.size(); ++c) {
+          const ChunkCost& cc = rc.chunks[c];
+          const ChunkGatherReady& g = ready[c];
+          const double start = lead + static_cast<double>(c * static_cast<size_t>(p)) * fc;
+          const double emb = cc.embedding ? u.embedding.fwd_s : 0.0;
+          const double n = static_cast<double>(cc.layers.count);
+          // Needs and arrivals both grow linearly over the layers: the first and last bind.
+          wait = std::max(wait, g.embedding - start);
+          if (n > 0) {
+            wait = std::max({wait, g.layers + g.per_layer - (start + emb), g.layers + n * g.per_layer - (start + emb + (n - 1) * x)});
+          }
+          if (cc.head) wait = std::max(wait, g.head - (start + emb + n * x));
+          last = std::max(last, g.head);
+        }
+        const double slowed = (k - 1) / k * std::max(0.0, last - lead);
+        delay = std::max(delay, std::max(wait, slowed));
+      }
+      lead += F[static_cast<size_t>(r)] / static_cast<double>(v) + (r + 1 < p ? hop(r) : 0.0);
+    }
+    pipe += delay;
+    gather_delay = delay;
+  }
   // Sequence parallelism per parameter under ZeRO 0/1: each rank's last backward waits for its
   // gradient all-reduces, and the cool-down passes that delay down to rank 0.
   for (const RankCost& rc : pc.ranks) pipe += rc.sp_grad_last_s;
@@ -306,7 +343,8 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
   double step = 0;
   for (int64_t r = 0; r < p; ++r) {
     const RankCost& rc = pc.ranks[static_cast<size_t>(r)];
-    step = std::max(step, barrier + pc.grad_norm_s + pc.clip_sync_s + rc.optimizer_s + rc.dp.gather_after_s);
+    const double gather = rc.dp.gather_overlapped ? 0.0 : rc.dp.gather_after_s;
+    step = std::max(step, barrier + pc.grad_norm_s + pc.clip_sync_s + rc.optimizer_s + gather);
   }
   (void)tail0;
 
@@ -315,7 +353,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
   b.tp_comm_s = m * (r0.fwd_tp_s + r0.bwd_tp_s) + r0.sp_grad_last_s + r0.sp_grad_coalesced_s;
   b.compute_s = m * (r0.fwd_s + r0.bwd_s - r0.fwd_tp_s - r0.bwd_tp_s + contention_extra[0]) + r0.grad_norm_s +
                 r0.optimizer_s;
-  b.dp_comm_s = step - pipe - r0.grad_norm_s - r0.optimizer_s + m * zero3_wait[0];
+  b.dp_comm_s = step - pipe - r0.grad_norm_s - r0.optimizer_s + m * zero3_wait[0] + gather_delay;
   b.pp_comm_s = p > 1 ? comm_fill + steady_comm : 0;
   b.bubble_s = std::max(0.0, step - b.compute_s - b.tp_comm_s - b.dp_comm_s - b.pp_comm_s);
   return {step, b};

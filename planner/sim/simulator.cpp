@@ -59,6 +59,15 @@ class StepSimulator {
       ranks_[static_cast<size_t>(r)].t =
           Pass(r, 0, OpKind::kGradZero, rc.grad_zero_step_s, rc.grad_zero_step_bytes, -1, -1, -1, Phase::kOptim);
     }
+    // ZeRO-1/2 with overlap_param_gather: the previous step's parameter gather runs now, under the
+    // first forward of each chunk, which waits for its units' parameters (RunPipeOp).
+    gather_ready_.assign(static_cast<size_t>(pp_), {});
+    for (int64_t r = 0; r < pp_; ++r) {
+      const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
+      if (plan_.layout.dp <= 1 || !rc.dp.gather_overlapped || rc.dp.gather_after_s <= 0) continue;
+      ParamGather(r, 0.0);
+      gather_ready_[static_cast<size_t>(r)] = GatherReady(rc);
+    }
     bool progress = true;
     while (progress) {
       progress = false;
@@ -119,27 +128,9 @@ class StepSimulator {
       Record(r, traces::Stream::kCompute, OpKind::kGradClip, Phase::kOptim, -1, -1, -1, barrier, opt_start - barrier);
       Record(r, traces::Stream::kCompute, OpKind::kOptimizer, Phase::kOptim, -1, -1, -1, opt_start, rc.optimizer_s);
       double end = opt_start + rc.optimizer_s;
-      if (rc.dp.gather_after_s > 0 && rc.dp.per_group) {
-        // One gather per parameter group, in the executor's group order (optimizer.cpp).
-        auto gather = [&](double d, double bytes, int64_t stage, int64_t layer) {
-          Record(r, traces::Stream::kDpComm, OpKind::kDpAllGather, Phase::kComm, -1, stage, layer, end, d, -1, bytes);
-          end += d;
-        };
-        for (const ChunkCost& cc : rc.chunks) {
-          for (const DpCost::OuterGroup& g : rc.dp.outer) {
-            if (g.embedding && cc.embedding) gather(g.gather_after_s, g.param_bytes, cc.stage, -1);
-          }
-          for (int64_t i = 0; i < cc.layers.count; ++i) {
-            gather(rc.dp.gather_after_layer_s, rc.dp.param_layer_bytes, cc.stage, cc.layers.first + i);
-          }
-          for (const DpCost::OuterGroup& g : rc.dp.outer) {
-            if (!g.embedding && g.head && cc.head) gather(g.gather_after_s, g.param_bytes, cc.stage, -1);
-          }
-        }
-      } else if (rc.dp.gather_after_s > 0) {
-        Record(r, traces::Stream::kDpComm, OpKind::kDpAllGather, Phase::kComm, -1, -1, -1, end, rc.dp.gather_after_s);
-        end += rc.dp.gather_after_s;
-      }
+      // ZeRO-1/2: the updated parameters gathered after the step, unless the profile overlaps that
+      // gather with the next step's forward (started in Run's prologue instead).
+      if (rc.dp.gather_after_s > 0 && !rc.dp.gather_overlapped) end = ParamGather(r, end);
       s.compute_s += rc.grad_norm_s + rc.optimizer_s;
       step = std::max(step, end);
     }
@@ -218,6 +209,29 @@ class StepSimulator {
     const double end = DpOp(r, t, dur, zero == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter,
                             zero >= 2 ? mb : -1, layer, stage, Phase::kComm, bytes);
     if (zero >= 2) s.rs_end = end;
+    return t;
+  }
+
+  //! ZeRO-1/2: the rank's parameter all-gather after an optimizer step, from `t` on the DP stream
+  //! (per-group buckets: one per group, in the executor's group order, optimizer.cpp); returns
+  //! its end.
+  double ParamGather(int64_t r, double t) {
+    const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
+    if (!rc.dp.per_group) return DpOp(r, t, rc.dp.gather_after_s, OpKind::kDpAllGather, -1, -1);
+    for (const ChunkCost& cc : rc.chunks) {
+      for (const DpCost::OuterGroup& g : rc.dp.outer) {
+        if (g.embedding && cc.embedding) t = DpOp(r, t, g.gather_after_s, OpKind::kDpAllGather, -1, -1, cc.stage,
+                                                  Phase::kComm, g.param_bytes);
+      }
+      for (int64_t i = 0; i < cc.layers.count; ++i) {
+        t = DpOp(r, t, rc.dp.gather_after_layer_s, OpKind::kDpAllGather, -1, cc.layers.first + i, cc.stage,
+                 Phase::kComm, rc.dp.param_layer_bytes);
+      }
+      for (const DpCost::OuterGroup& g : rc.dp.outer) {
+        if (!g.embedding && g.head && cc.head) t = DpOp(r, t, g.gather_after_s, OpKind::kDpAllGather, -1, -1,
+                                                        cc.stage, Phase::kComm, g.param_bytes);
+      }
+    }
     return t;
   }
 
@@ -394,12 +408,25 @@ class StepSimulator {
                  embedding ? rc.accum_embedding_bytes : rc.accum_head_bytes, mb, stage, -1, pass);
       }
     };
+    // The step's first forward of the chunk waits for the parameters the overlapped gather brings.
+    const auto& ready_of_rank = gather_ready_[static_cast<size_t>(r)];
+    const ChunkGatherReady* ready =
+        fwd && mb == 0 && !ready_of_rank.empty() ? &ready_of_rank[static_cast<size_t>(op.chunk)] : nullptr;
+    auto wait_params = [&](double at) {
+      if (ready == nullptr || at <= t) return;
+      s.dp_wait_s += at - t;
+      t = at;
+    };
     if (!per_group) first_gather();
-    if (fwd && cc.embedding) outer_unit(u.embedding.fwd, true);
+    if (fwd && cc.embedding) {
+      wait_params(ready ? ready->embedding : 0.0);
+      outer_unit(u.embedding.fwd, true);
+    }
     if (!fwd && cc.head) outer_unit(u.head.bwd, false);
     if (per_group) first_gather();
     for (int64_t i = 0; i < n; ++i) {
       const int64_t layer = layer_at(i);
+      if (ready != nullptr) wait_params(ready->layers + static_cast<double>(i + 1) * ready->per_layer);
       if (!gathered.empty()) {
         if (!prefetch && i > 0) {
           t = Pass(r, t, OpKind::kShardCopy, lp.copy_s, lp.copy_bytes, mb, stage, layer, pass);
@@ -422,7 +449,10 @@ class StepSimulator {
       if (sp_sync) t = RunOps(r, u.layer.grad_sync, mb, stage, layer, t);
       if (!fwd && dp && grads_now) t = GradOp(r, t, rc.dp.grad_layer_s, rc.dp.grad_layer_bytes, mb, layer, stage, lp);
     }
-    if (fwd && cc.head) outer_unit(u.head.fwd, false);
+    if (fwd && cc.head) {
+      wait_params(ready ? ready->head : 0.0);
+      outer_unit(u.head.fwd, false);
+    }
     if (!fwd && cc.embedding) outer_unit(u.embedding.bwd, true);
     if (sp_sync) {
       // The outer groups' whole-held parameters, in the executor's group order (words, positions,
@@ -445,6 +475,7 @@ class StepSimulator {
   int64_t pp_ = 1, v_ = 1, stages_ = 1, m_ = 1;
   std::vector<RankState> ranks_;
   std::vector<double> fwd_arrival_, bwd_arrival_, fwd_sent_, bwd_sent_;
+  std::vector<std::vector<ChunkGatherReady>> gather_ready_;  //!< per rank, per chunk (overlapped gathers)
   int64_t events_ = 0;
 };
 
