@@ -135,8 +135,18 @@ DeviceSpec Device(const std::string& name, PeakTflops peak, double memory_GiB, d
 //     about 90% (forums.developer.nvidia.com/t/trouble-to-reach-peak-bandwidth-of-a100/339083).
 //     Our own elementwise kernel (calibrate's largest `elementwise` sample, its bandwidth) reached 0.72 of the
 //     H200's 4.8 TB/s and 0.765 of the H100's 3.35 TB/s (data/calibration/h200-2026-11-26,
-//     h100-2026-11-27): a lower bound, our kernel not being tuned. dram_latency 0.6 us loaded
-//     (Little's law bytes in flight = bandwidth x latency): not measured by us, not cited.
+//     h100-2026-11-27): a lower bound, our kernel not being tuned.
+//   dram_latency 0.6 us: a loaded latency (Little's law: a kernel reaches the achieved bandwidth only
+//     with bandwidth x latency bytes in flight; memory-bound ops are priced (bytes + those bytes) /
+//     bandwidth). Unloaded DRAM latency, public: a one-warp pointer chase (te42kyfo/gpu-benches,
+//     gpu-latency/a100_80.txt, h100_pcie.txt) takes ~570 cycles at 1410 MHz = ~0.40 us on the
+//     A100 and ~650 cycles at 1755 MHz = ~0.37 us on the H100 PCIe; loaded latency is higher
+//     (queueing). Our own probe on one H100 SXM (bench/gpu/dram_latency.cu, 2026-11-27; figures
+//     in data/calibration/h100-2026-11-27/README.md): unloaded 342 ns (676 cycles at 1980 MHz); a
+//     streaming read saturates at 3.09 TB/s (0.92 of 3.35, so a read-only kernel sits above the
+//     0.88 streaming fraction) and reaches 87-93% of that with 2.16 MB in flight, where in flight /
+//     bandwidth is 0.75-0.81 us; 0.6 us x 3.35 TB/s = 2.0 MB sits at that knee. Not measured on an
+//     A100 or an H200: the same figure is taken for both.
 //   unfused_attention_fraction 0.68, unfused_attention_bwd_fraction 0.53 (Ampere): the passes of an
 //     unfused attention core over the s x s scores (batched QK^T / AV GEMMs, scale-mask-softmax,
 //     dropout) reach less than a streaming copy. Source: Dao et al. 2022, FlashAttention (arXiv
@@ -280,7 +290,13 @@ ClusterSpec Cluster(const std::string& name, int64_t gpus_per_node, const std::s
 const std::map<std::string, ClusterSpec>& Clusters() {
   static const auto* clusters = [] {
     auto* c = new std::map<std::string, ClusterSpec>;  // NOLINT: immortal preset table
-    // Latencies: typical NCCL small-message figures (a few us over NVLink, ~5 us over IB).
+    // Link latencies (send/recv and the hierarchical DP algorithm; NCCL collectives use NCCL's own
+    // tables, collective.cpp): NVLink 3 us, within NCCL's per-step NVLink latencies of 1.9 (LL128)
+    // and 3.4 us (Simple) (NVIDIA/nccl src/graph/tuning.cc hwLat) and the ~3 us peer-to-peer write
+    // latency of a DGX A100 (p2pBandwidthLatencyTest, NVIDIA/nccl-tests issue 123); InfiniBand 5 us,
+    // NCCL's network latency for tree LL (tuning.cc hwLat[NET]; ring LL 2.7, Simple 9.6-14 by
+    // version); an 8-byte all-reduce between two A100 nodes measured 19-20 us over HDR
+    // (NVIDIA/nccl-tests issue 150), two such hops plus NCCL's base latency.
     c->emplace("dgx-a100", Cluster("dgx-a100", 8, "a100-sxm-80g", {300, 3}, {200, 5}));
     c->emplace("dgx-h100", Cluster("dgx-h100", 8, "h100-sxm-80g", {450, 3}, {400, 5}));
     c->emplace("dgx-h200", Cluster("dgx-h200", 8, "h200-sxm-141g", {450, 3}, {400, 5}));

@@ -8,8 +8,8 @@
 #   BUILD   a release build with CUDA (docs/cuda.md), or a carried copy of its binaries with the
 #           non-CUDA shared libraries in BUILD/gpu-libs (scripts/gpu_carry.sh makes one)
 #   SECONDS the deadline for the whole pass
-#   STEP    env probe ops gpu cli calibrate calibrate_generic fidelity bench side cupti profile
-#           (default: all but calibrate_generic, in this order)
+#   STEP    env probe ops gpu cli calibrate calibrate_generic fidelity bench side cupti profile dram
+#           (default: all but calibrate_generic and dram, in this order)
 # The CUDA libraries (cuBLAS, cuBLASLt, NCCL, CUPTI, the runtime) are looked up on the GPU
 # machine itself: its toolkit under /usr/local/cuda and the NVIDIA wheels of its Python.
 set -u
@@ -148,6 +148,10 @@ for st in "${steps[@]}"; do
         step cupti_diff 60 "$px" trace diff "$logs/measured_1p3b.json" "$logs/measured_cupti_1p3b.json" --top 25
         step cupti_stats 60 "$px" trace stats "$logs/measured_cupti_1p3b.json"
       fi ;;
+    dram)
+      # DRAM latency, unloaded and under load (model/presets.cpp dram_latency_us); needs nvcc there.
+      nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+      step dram 90 bash -c "$nvcc -O3 -arch=sm_90 -o '$logs/dram_latency' bench/gpu/dram_latency.cu && '$logs/dram_latency'" ;;
     bench)
       step bench 90 "$b/bench/bench_cuda" --benchmark_filter='GemmBackendOverLt|AttentionForwardBackward|WeightGradientGemm' \
         --benchmark_min_time=0.2 ;;
