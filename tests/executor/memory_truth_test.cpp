@@ -9,9 +9,12 @@
 #include <cstdio>
 #include <ostream>
 #include <tuple>
+#include <algorithm>
+#include <vector>
 
 #include "executor/cpu/local_communicator.h"
 #include "planner/memory/memory_model.h"
+#include "planner/search/search.h"
 #include "tests/executor/train_helpers.h"
 
 namespace parallax::executor {
@@ -91,6 +94,56 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{"micro_batch=2,recompute=selective", Shape::kLongSeq}),
                        ::testing::Values(PrecisionName{Precision::kFp32}, PrecisionName{Precision::kBf16},
                                          PrecisionName{Precision::kFp16})));
+
+// A plan the planner calls feasible never runs out of memory on our executor: the search over one
+// rank of a 6 x 256 model in bf16 (micro-batch, recompute, schedule), on a device whose memory is the
+// median predicted peak of six of its layouts, so that the largest are rejected for memory (2 of 12
+// on 2026-11-27); every plan it keeps then trains two steps under an allocator limit of that memory
+// (an allocation over it fails the step), and peaks within it.
+TEST(MemoryTruthSearch, EveryPlanTheSearchCallsFeasibleTrainsWithinTheDeviceMemory) {
+  Plan base = testing::WidePlan("micro_batch=1", 8);
+  base.training.precision = Precision::kBf16;
+  base.cluster.nodes = 1;
+  base.cluster.gpus_per_node = 1;
+  std::vector<int64_t> peaks;
+  for (const char* l : {"micro_batch=1", "micro_batch=2", "micro_batch=4", "micro_batch=8",
+                        "micro_batch=8,recompute=selective", "micro_batch=8,recompute=full"}) {
+    Plan p = base;
+    p.layout = *ParseInlineLayout(l);
+    p.layout.global_batch = 8;
+    peaks.push_back(planner::PeakMemoryBytes(p));
+  }
+  std::sort(peaks.begin(), peaks.end());
+  const int64_t cap = peaks[peaks.size() / 2];
+  base.cluster.device.memory_GiB = static_cast<double>(cap) / (1024.0 * 1024.0 * 1024.0);
+  planner::SearchOptions opt;
+  opt.top_k = 1000;
+  opt.threads = 1;
+  auto found = planner::Search(base.model, base.cluster, base.training, opt);
+  ASSERT_TRUE(found) << found.error().message;
+  ASSERT_FALSE(found->plans.empty());
+  ASSERT_GT(found->rejected.count("out_of_memory"), 0u) << "the memory limit must bite";
+  std::printf("device memory %lld bytes: %zu feasible plans, %lld rejected for memory\n", static_cast<long long>(cap),
+              found->plans.size(), static_cast<long long>(found->rejected.at("out_of_memory")));
+  for (const planner::RankedPlan& rp : found->plans) {
+    Plan plan = base;
+    plan.layout = rp.layout;
+    plan.training.global_batch = rp.layout.global_batch;
+    CpuBackend backend;
+    backend.SetMemoryLimit(cap);
+    auto world = LocalCommunicator();
+    auto t = Trainer::Create(plan, backend, *world, {});
+    ASSERT_TRUE(t) << LayoutToString(rp.layout) << ": " << t.error().message;
+    for (int i = 0; i < 2; ++i) {
+      auto r = (*t)->Step();
+      ASSERT_TRUE(r) << LayoutToString(rp.layout) << ": " << r.error().message;
+    }
+    const int64_t peak = backend.memory().peak_bytes;
+    std::printf("  %-72s planner %10lld measured %10lld\n", LayoutToString(rp.layout).c_str(),
+                static_cast<long long>(rp.prediction.peak_memory_bytes), static_cast<long long>(peak));
+    EXPECT_LE(peak, cap) << LayoutToString(rp.layout);
+  }
+}
 
 }  // namespace
 }  // namespace parallax::executor
