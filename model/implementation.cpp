@@ -55,6 +55,7 @@ ImplementationProfile Parallax() {
                         "(gradient reduce-scatter per layer), ZeRO-3 (parameters gathered per layer)"};
   p.zero3_prefetch_layers = {1, "executor/runtime/pipeline_runner.cpp: ParamGroup::Prefetch issues the next layer's "
                                 "all-gather (forward: l+1, backward: l-1) before the current layer computes"};
+  p.zero3_prefetch_params = {0, "executor/runtime/param_group.cpp: a layer's group is gathered whole"};
   p.overlap_tp_comm = {false, "executor/runtime/tp_ops.cpp: TP collectives run between the GEMMs, on the critical path"};
   p.async_tp_backward = {false, "executor/runtime/tp_ops.cpp: RunCollective waits for every TP collective before the "
                                 "next compute op"};
@@ -118,6 +119,7 @@ ImplementationProfile MegatronCore() {
                         "in later releases)"};
   p.zero3_prefetch_layers = {1, "param_and_grad_buffer.py: overlap_param_gather launches the next bucket group's "
                                 "all-gather while the current one computes"};
+  p.zero3_prefetch_params = {0, "no ZeRO-3 in Megatron-Core's distributed optimizer"};
   p.async_tp_backward = {true, "megatron/core/tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication "
                                "(TE's own linears overlap the same collectives); implied by overlap_tp_comm"};
   p.overlap_tp_comm = {true, "--tp-comm-overlap (Transformer Engine userbuffers), as in the published H100 runs "
@@ -173,6 +175,7 @@ ImplementationProfile Megatron2021() {
   p.max_zero_stage = {0, "megatron/optimizer/__init__.py (v2.5): Float16OptimizerWithFloat16Params over the whole "
                         "model on every rank; no distributed optimizer in v2.x"};
   p.zero3_prefetch_layers = {0, "no ZeRO-3 in Megatron-LM v2.x"};
+  p.zero3_prefetch_params = {0, "no ZeRO-3 in Megatron-LM v2.x"};
   p.overlap_tp_comm = {false, "megatron/mpu/mappings.py: TP all-reduces are synchronous autograd functions"};
   p.async_tp_backward = {false, "megatron/mpu/layers.py (v2.5): ColumnParallelLinear's backward all-reduce is "
                                 "copy_to_tensor_model_parallel_region's synchronous backward"};
@@ -240,10 +243,15 @@ ImplementationProfile DeepSpeed() {
                     "deepspeed/runtime/zero/partitioned_param_coordinator.py: flat all_gather over the whole DP group"};
   p.dp_bucket_MiB = {954, "DeepSpeed config docs: reduce_bucket_size default 5e8 elements (2 B each)"};
   p.max_zero_stage = {3, "DeepSpeed config docs: zero_optimization.stage 0-3"};
-  p.zero3_prefetch_layers = {1, "DeepSpeed config docs: stage3_prefetch_bucket_size default 5e7 parameters, "
-                                "fetched module by module ahead of use: about one layer of a 1-3B model, a "
-                                "fraction of a layer for 100B+ ones (a 175B layer holds 1.8e9), where the "
-                                "gathers then overlap at sub-layer granularity; priced one layer ahead"};
+  p.zero3_prefetch_layers = {1, "deepspeed/runtime/zero/partitioned_param_coordinator.py fetch_sub_module: after "
+                                "a module's own gather, the next parameters in trace order are prefetched, up to "
+                                "zero3_prefetch_params"};
+  p.zero3_prefetch_params = {50000000, "deepspeed/runtime/zero/config.py: prefetch_bucket_size (stage3_prefetch_"
+                                       "bucket_size) default 5e7 in the code (the config docs say 5e8); "
+                                       "partitioned_param_coordinator.py fetch_sub_module prefetches parameters "
+                                       "while fewer than min(max_live_parameters 1e9 - live, 5e7) are in flight, "
+                                       "and gathers the rest of a module when it is reached: a 175B layer (1.8e9) "
+                                       "is prefetched 3% ahead"};
   p.overlap_tp_comm = {false, "Megatron-DeepSpeed: TP all-reduces on the critical path"};
   p.async_tp_backward = {false, "Megatron-DeepSpeed megatron/mpu/layers.py (the 2022 fork of Megatron-LM v2.x): "
                                 "ColumnParallelLinear's backward all-reduce through copy_to_tensor_model_parallel_"
@@ -404,6 +412,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Enum("dp_algorithm", p.dp_algorithm, {DpAlgorithm::kNccl, DpAlgorithm::kHierarchical});
       f.Int("dp_bucket_MiB", p.dp_bucket_MiB);
       f.Int("zero3_prefetch_layers", p.zero3_prefetch_layers);
+      f.Int("zero3_prefetch_params", p.zero3_prefetch_params);
       f.Int("max_zero_stage", p.max_zero_stage, 3);
       f.Bool("overlap_tp_comm", p.overlap_tp_comm);
       f.Bool("async_tp_backward", p.async_tp_backward);
@@ -442,6 +451,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"dp_algorithm", EnumJson(p.dp_algorithm)},
                 {"dp_bucket_MiB", FactJson(p.dp_bucket_MiB)},
                 {"zero3_prefetch_layers", FactJson(p.zero3_prefetch_layers)},
+                {"zero3_prefetch_params", FactJson(p.zero3_prefetch_params)},
                 {"max_zero_stage", FactJson(p.max_zero_stage)},
                 {"overlap_tp_comm", FactJson(p.overlap_tp_comm)},
                 {"async_tp_backward", FactJson(p.async_tp_backward)},

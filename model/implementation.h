@@ -82,6 +82,9 @@ struct ImplementationProfile {
   Fact<DpAlgorithm> dp_algorithm;
   Fact<int64_t> dp_bucket_MiB;        //!< gradient bucket size (reduction granularity, staging memory)
   Fact<int64_t> zero3_prefetch_layers;  //!< ZeRO-3: layers gathered ahead of the one computing (0: none)
+  //! ZeRO-3: parameters gathered ahead of use at most (0: whole layers). A layer larger than this
+  //! has the rest of its parameters gathered when it is reached, and the compute waits for them.
+  Fact<int64_t> zero3_prefetch_params;
   //! The highest ZeRO stage the implementation runs (0: plain data parallelism; 1: optimizer state
   //! sharded, Megatron's distributed optimizer; 3: parameters too). The search enumerates no more.
   Fact<int64_t> max_zero_stage;

@@ -247,7 +247,20 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
       rc.dp.grad_layer_bytes = grad_e * layer_params;
       rc.dp.param_layer_bytes = param_e * layer_params;
       rc.dp.grad_layer_s = coll.Time(grad_coll, grad_e * layer_params, dpg);
-      if (l.zero_stage == 3) rc.dp.gather_layer_s = coll.Time(CollectiveKind::kAllGather, param_e * layer_params, dpg);
+      if (l.zero_stage == 3) {
+        // The part of a layer gathered ahead: all of it, or the profile's prefetch budget (DeepSpeed:
+        // per module fetch, kZero3PrefetchesPerLayer of them); the rest when the layer is reached.
+        const int64_t budget = impl.zero3_prefetch_params.value;
+        const bool split = budget > 0 && impl.zero3_prefetch_layers.value > 0 &&
+                           kZero3PrefetchesPerLayer * static_cast<double>(budget) < layer_params;
+        const double ahead = split ? kZero3PrefetchesPerLayer * static_cast<double>(budget) : layer_params;
+        rc.dp.gather_ahead_bytes = param_e * ahead;
+        rc.dp.gather_layer_s = coll.Time(CollectiveKind::kAllGather, rc.dp.gather_ahead_bytes, dpg);
+        if (split) {
+          rc.dp.gather_demand_bytes = param_e * (layer_params - ahead);
+          rc.dp.gather_demand_layer_s = coll.Time(CollectiveKind::kAllGather, rc.dp.gather_demand_bytes, dpg);
+        }
+      }
       // The outer groups of this rank (memory_model.h, the one definition RankParams sums too).
       std::vector<OuterParamGroup> groups = OuterParamGroups(m, l, r);
       if (!rc.dp.per_group && !groups.empty()) {

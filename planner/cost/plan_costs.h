@@ -72,6 +72,10 @@ struct ZeroPasses {
 //!  2: reduce-scatter after every micro-batch's backward of a layer, all-gather after the step;
 //!  3: all-gather of a layer's parameters before every forward / recompute / backward pass
 //!     (prefetched one layer ahead), reduce-scatter of its gradients after every backward.
+//! DeepSpeed's ZeRO-3 prefetch runs at each module fetch: a layer's four weight-holding linears
+//! (qkv, attention output, fc1, fc2) each prefetch up to zero3_prefetch_params of what follows.
+inline constexpr double kZero3PrefetchesPerLayer = 4;
+
 struct DpCost {
   //! A parameter group outside the transformer layers, as the executor builds them
   //! (executor/runtime/sharded_model.cpp): the word embedding and learned positions on the first
@@ -98,7 +102,11 @@ struct DpCost {
   double grad_layer_s = 0;    //!< gradient collective of one layer's gradients
   double grad_layer_bytes = 0, param_layer_bytes = 0;  //!< its message; a layer gather's
   double grad_outer_s = 0;    //!< of the embedding / head gradients (first / last stage), all groups
-  double gather_layer_s = 0;  //!< ZeRO-3: all-gather of one layer's parameters
+  double gather_layer_s = 0;  //!< ZeRO-3: all-gather of one layer's parameters (its prefetched part)
+  //! ZeRO-3 under a prefetch budget (zero3_prefetch_params) smaller than a layer: the part of each
+  //! layer gathered when the layer is reached, the compute waiting for it; 0 when prefetched whole.
+  double gather_demand_layer_s = 0;
+  double gather_ahead_bytes = 0, gather_demand_bytes = 0;  //!< the two gathers' messages
   double gather_after_s = 0;  //!< ZeRO-1/2: all-gather of the rank's parameters after the step, all groups
   double tied_embedding_s = 0;  //!< all-reduce of the tied embedding gradient, first <-> last stage
   //! Buckets are parameter groups (profile dp_bucket_MiB 0, our executor): one collective per

@@ -15,10 +15,19 @@ namespace {
 //! forward), which hides that much of the first gather and the queue.
 //! `prefetch` false (zero3_prefetch_layers 0): layer i's gather is issued when the layer is reached,
 //! behind the previous layer's reduce-scatter, and the compute waits for both every layer.
+//! `d` (> 0 under a prefetch budget smaller than a layer, zero3_prefetch_params): the rest of each
+//! layer, gathered when the layer is reached; it queues behind the previous layer's reduce-scatter
+//! on the one DP stream, so each later layer waits r + d, and the compute overlaps only the
+//! prefetched part a of the next layer.
 double Zero3Extra(int64_t n, double a, double r, double x, double x_c, double k, double queued, double lead,
-                  bool prefetch) {
+                  bool prefetch, double d) {
   if (n <= 0) return 0;
   if (!prefetch) return std::max(0.0, queued + a - lead) + static_cast<double>(n - 1) * (a + r);
+  if (d > 0) {
+    const double xk = x + (k - 1) * std::min(x_c, a / k);
+    const double nn = static_cast<double>(n);
+    return std::max(0.0, queued + a - lead) + d + (nn - 1) * (std::max(a, xk) + r + d) + x - nn * x;
+  }
   const double busy = a + r;
   const double xk = x + (k - 1) * std::min(x_c, busy / k);
   const double nn = static_cast<double>(n);
@@ -96,12 +105,12 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
         // contention in the simulator).
         auto zf = [&](double q) {
           return Zero3Extra(n, a, 0, u.layer.fwd_s + rc.dp.layer_fwd_pass_s(), u.layer.fwd_s - u.layer.fwd_tp_s, k, q,
-                            cc.embedding && !pg ? u.embedding.fwd_s : 0.0, prefetch) +
+                            cc.embedding && !pg ? u.embedding.fwd_s : 0.0, prefetch, rc.dp.gather_demand_layer_s) +
                  fwd_outer;
         };
         auto zb = [&](double q) {
           return Zero3Extra(n, a, red, u.layer.bwd_s + rc.dp.layer_bwd_pass_s(), u.layer.bwd_s - u.layer.bwd_tp_s, k, q,
-                            cc.head && !pg ? u.head.bwd_s : 0.0, prefetch) +
+                            cc.head && !pg ? u.head.bwd_s : 0.0, prefetch, rc.dp.gather_demand_layer_s) +
                  bwd_outer;
         };
         const double zfwd = zf(gpipe ? 0 : queued), zbwd = zb(gpipe ? queued : 0);

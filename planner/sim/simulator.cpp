@@ -396,7 +396,7 @@ class StepSimulator {
       gathered.resize(static_cast<size_t>(n));
       t = Pass(r, t, OpKind::kShardCopy, lp.copy_s, lp.copy_bytes, mb, stage, layer_at(0), pass);
       gathered[0] =
-          DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(0), stage, pass, rc.dp.param_layer_bytes);
+          DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(0), stage, pass, rc.dp.gather_ahead_bytes);
     };
     // The embedding's or the head's pass, after gathering its groups when they are gathered per group.
     auto outer_unit = [&](const std::vector<CostedOp>& ops, bool embedding) {
@@ -431,17 +431,24 @@ class StepSimulator {
         if (!prefetch && i > 0) {
           t = Pass(r, t, OpKind::kShardCopy, lp.copy_s, lp.copy_bytes, mb, stage, layer, pass);
           gathered[static_cast<size_t>(i)] =
-              DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer, stage, pass, rc.dp.param_layer_bytes);
+              DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer, stage, pass, rc.dp.gather_ahead_bytes);
         }
         if (gathered[static_cast<size_t>(i)] > t) {
           s.dp_wait_s += gathered[static_cast<size_t>(i)] - t;
           t = gathered[static_cast<size_t>(i)];
         }
+        if (rc.dp.gather_demand_layer_s > 0) {
+          // The rest of the layer (beyond the prefetch budget), gathered now; the compute waits.
+          const double end = DpOp(r, t, rc.dp.gather_demand_layer_s, OpKind::kDpAllGather, mb, layer, stage, pass,
+                                  rc.dp.gather_demand_bytes);
+          s.dp_wait_s += end - t;
+          t = end;
+        }
         if (prefetch && i + 1 < n) {
           t = Pass(r, t, OpKind::kShardCopy, lp.copy_s, lp.copy_bytes, mb, stage, layer_at(i + 1), pass);
           gathered[static_cast<size_t>(i + 1)] =
               DpOp(r, t, rc.dp.gather_layer_s, OpKind::kDpAllGather, mb, layer_at(i + 1), stage, pass,
-                   rc.dp.param_layer_bytes);
+                   rc.dp.gather_ahead_bytes);
         }
       }
       t = RunOps(r, fwd ? u.layer.fwd : u.layer.bwd, mb, stage, layer, t, !fwd && dp && zero >= 2 ? &lp : nullptr);
