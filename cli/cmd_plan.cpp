@@ -29,10 +29,11 @@ std::vector<std::string> SimulateNotes(const Plan& plan) {
                     std::to_string(plan.layout.tp / plan.cluster.gpus_per_node) +
                     " nodes: TP collectives are costed over the inter-node links");
   }
-  const int64_t max = plan.implementation.max_zero_stage.value;
+  const int64_t max = MaxZeroStage(plan.implementation, plan.layout.pp);
   if (plan.layout.zero_stage > max && plan.layout.dp > 1) {
     notes.push_back("zero=" + std::to_string(plan.layout.zero_stage) + " is beyond what " + plan.implementation.name +
-                    " runs (ZeRO stages up to " + std::to_string(max) + "): predicted as if it ran it");
+                    " runs (ZeRO stages up to " + std::to_string(max) +
+                    (plan.layout.pp > 1 ? " with pipeline parallelism" : "") + "): predicted as if it ran it");
   }
   return notes;
 }

@@ -53,6 +53,8 @@ ImplementationProfile Parallax() {
   p.dp_bucket_MiB = {0, "executor/runtime/param_group.h: one bucket per parameter group (a layer); 0 = per layer"};
   p.max_zero_stage = {3, "executor/runtime/grad_sync.cpp, param_group.cpp: ZeRO-1 (optimizer shard), ZeRO-2 "
                         "(gradient reduce-scatter per layer), ZeRO-3 (parameters gathered per layer)"};
+  p.max_zero_stage_pipelined = {3, "executor/runtime/param_group.cpp, grad_sync.cpp: each pipeline stage shards its own "
+                                  "parameter groups over its DP group, whatever pp"};
   p.zero3_prefetch_layers = {1, "executor/runtime/pipeline_runner.cpp: ParamGroup::Prefetch issues the next layer's "
                                 "all-gather (forward: l+1, backward: l-1) before the current layer computes"};
   p.zero3_prefetch_params = {0, "executor/runtime/param_group.cpp: a layer's group is gathered whole"};
@@ -117,6 +119,8 @@ ImplementationProfile MegatronCore() {
                         "optimizer state and fp32 main weights over DP while every rank keeps the whole gradient "
                         "buffer and the 16-bit weights; r0.8 has no ZeRO-2/3 (fully sharded data parallelism came "
                         "in later releases)"};
+  p.max_zero_stage_pipelined = {1, "the distributed optimizer shards each pipeline stage's buffers over its DP "
+                                  "group (the published H100 runs pair it with pp up to 16)"};
   p.zero3_prefetch_layers = {1, "param_and_grad_buffer.py: overlap_param_gather launches the next bucket group's "
                                 "all-gather while the current one computes"};
   p.zero3_prefetch_params = {0, "no ZeRO-3 in Megatron-Core's distributed optimizer"};
@@ -174,6 +178,7 @@ ImplementationProfile Megatron2021() {
   p.dp_bucket_MiB = {0, "megatron/model/distributed.py: one all-reduce over the contiguous gradient buffer"};
   p.max_zero_stage = {0, "megatron/optimizer/__init__.py (v2.5): Float16OptimizerWithFloat16Params over the whole "
                         "model on every rank; no distributed optimizer in v2.x"};
+  p.max_zero_stage_pipelined = {0, "no distributed optimizer in v2.x"};
   p.zero3_prefetch_layers = {0, "no ZeRO-3 in Megatron-LM v2.x"};
   p.zero3_prefetch_params = {0, "no ZeRO-3 in Megatron-LM v2.x"};
   p.overlap_tp_comm = {false, "megatron/mpu/mappings.py: TP all-reduces are synchronous autograd functions"};
@@ -243,6 +248,8 @@ ImplementationProfile DeepSpeed() {
                     "deepspeed/runtime/zero/partitioned_param_coordinator.py: flat all_gather over the whole DP group"};
   p.dp_bucket_MiB = {954, "DeepSpeed config docs: reduce_bucket_size default 5e8 elements (2 B each)"};
   p.max_zero_stage = {3, "DeepSpeed config docs: zero_optimization.stage 0-3"};
+  p.max_zero_stage_pipelined = {1, "deepspeed/runtime/pipe/engine.py PipelineEngine: asserts the ZeRO stage is below "
+                                  "gradients (\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\")"};
   p.zero3_prefetch_layers = {1, "deepspeed/runtime/zero/partitioned_param_coordinator.py fetch_sub_module: after "
                                 "a module's own gather, the next parameters in trace order are prefetched, up to "
                                 "zero3_prefetch_params"};
@@ -414,6 +421,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Int("zero3_prefetch_layers", p.zero3_prefetch_layers);
       f.Int("zero3_prefetch_params", p.zero3_prefetch_params);
       f.Int("max_zero_stage", p.max_zero_stage, 3);
+      f.Int("max_zero_stage_pipelined", p.max_zero_stage_pipelined, 3);
       f.Bool("overlap_tp_comm", p.overlap_tp_comm);
       f.Bool("async_tp_backward", p.async_tp_backward);
       f.Enum("grad_accumulation", p.grad_accumulation,
@@ -453,6 +461,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"zero3_prefetch_layers", FactJson(p.zero3_prefetch_layers)},
                 {"zero3_prefetch_params", FactJson(p.zero3_prefetch_params)},
                 {"max_zero_stage", FactJson(p.max_zero_stage)},
+                {"max_zero_stage_pipelined", FactJson(p.max_zero_stage_pipelined)},
                 {"overlap_tp_comm", FactJson(p.overlap_tp_comm)},
                 {"async_tp_backward", FactJson(p.async_tp_backward)},
                 {"grad_accumulation", EnumJson(p.grad_accumulation)},

@@ -9,6 +9,7 @@
 //   "facts": {"attention": {"value": "flash", "source": "..."}, ...}}
 // Every fact is an object with "value" and "source"; unknown keys are errors.
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -88,6 +89,8 @@ struct ImplementationProfile {
   //! The highest ZeRO stage the implementation runs (0: plain data parallelism; 1: optimizer state
   //! sharded, Megatron's distributed optimizer; 3: parameters too). The search enumerates no more.
   Fact<int64_t> max_zero_stage;
+  //! The highest ZeRO stage it runs together with pipeline parallelism (pp > 1).
+  Fact<int64_t> max_zero_stage_pipelined;
   Fact<bool> overlap_tp_comm;         //!< TP collectives overlap the GEMMs next to them
   //! Only the column-parallel linears' backward collectives run asynchronously under that linear's
   //! own GEMMs (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication): the
@@ -128,6 +131,12 @@ int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items);
 std::vector<std::string> ImplementationNames();
 //! A preset by name; an unknown name is bad input listing the known ones.
 Result<ImplementationProfile> ImplementationPreset(const std::string& name);
+
+//! The highest ZeRO stage `impl` runs with `pp` pipeline stages (max_zero_stage, and
+//! max_zero_stage_pipelined when pp > 1).
+inline int64_t MaxZeroStage(const ImplementationProfile& impl, int64_t pp) {
+  return pp > 1 ? std::min(impl.max_zero_stage.value, impl.max_zero_stage_pipelined.value) : impl.max_zero_stage.value;
+}
 //! The preset used when nothing is named: our own executor.
 inline constexpr const char* kDefaultImplementation = "parallax";
 //! The default preset (our executor).

@@ -145,8 +145,8 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
                   l.sequence_parallel = sp == 1;
                   if (!o.fix.Admits(l)) continue;
                   ++searched;
-                  if (zero > o.implementation.max_zero_stage.value) {
-                    // The implementation cannot run this stage (its max_zero_stage fact).
+                  if (zero > MaxZeroStage(o.implementation, pp)) {
+                    // The implementation cannot run this stage (its max_zero_stage facts).
                     rej.Add("zero_stage_beyond_implementation", l);
                     continue;
                   }

@@ -83,7 +83,35 @@ TEST(SearchImplementation, ZeroStagesTheImplementationRuns) {
     }
     EXPECT_EQ(highest, max) << name;
     const auto it = r->rejected.find("zero_stage_beyond_implementation");
-    EXPECT_EQ(it != r->rejected.end() && it->second > 0, max < 3) << name;
+    EXPECT_EQ(it != r->rejected.end() && it->second > 0, max < 3 || o.implementation.max_zero_stage_pipelined.value < 3)
+        << name;
+  }
+}
+
+// With pipeline parallelism DeepSpeed runs ZeRO-1 at most (its pipeline engine refuses ZeRO-2/3:
+// max_zero_stage_pipelined); the search keeps its ZeRO-3 for pp = 1 and counts the rest as a rejection.
+// Megatron-Core and our executor run the same stages with and without pipelines.
+TEST(SearchImplementation, ZeroStagesWithPipelines) {
+  for (const auto& [name, max_pipelined] :
+       {std::pair{"deepspeed", 1}, std::pair{"megatron-core", 1}, std::pair{"parallax", 3}}) {
+    SearchOptions o;
+    o.implementation = *ImplementationPreset(name);
+    o.top_k = 3;
+    o.threads = 1;
+    o.record_candidates = true;
+    TrainingSpec t;
+    t.global_batch = 64;
+    auto r = Search(*ResolveModel("gpt-1.3b"), *ResolveCluster("dgx-a100"), t, o);
+    ASSERT_TRUE(r) << r.error().message;
+    int64_t highest_pipelined = 0, highest_flat = 0;
+    for (const auto& c : r->candidates) {
+      if (!c.rejected.empty() || c.layout.dp <= 1) continue;
+      int64_t& h = c.layout.pp > 1 ? highest_pipelined : highest_flat;
+      h = std::max(h, c.layout.zero_stage);
+    }
+    EXPECT_EQ(highest_pipelined, max_pipelined) << name;
+    EXPECT_EQ(highest_flat, o.implementation.max_zero_stage.value) << name;
+    EXPECT_EQ(MaxZeroStage(o.implementation, 2), max_pipelined) << name;
   }
 }
 
