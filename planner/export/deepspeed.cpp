@@ -13,16 +13,25 @@ Json ExportDeepSpeed(const Plan& plan) {
           {"optimizer",
            {{"type", "AdamW"},
             {"params", {{"lr", t.lr}, {"betas", {t.adam_beta1, t.adam_beta2}}, {"eps", t.adam_eps}, {"weight_decay", t.weight_decay}}}}},
-          {"zero_optimization",
-           {{"stage", l.zero_stage},
-            {"overlap_comm", true},
-            {"contiguous_gradients", true},
-            {"reduce_bucket_size", 25 * 1000 * 1000}}},
+          {"zero_optimization", {{"stage", l.zero_stage}, {"overlap_comm", true}, {"contiguous_gradients", true}}},
           {"bf16", {{"enabled", t.precision == Precision::kBf16}}},
           {"fp16", {{"enabled", t.precision == Precision::kFp16}}},
           {"parallax", {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"schedule", ToString(l.schedule)},
                         {"virtual_stages", l.virtual_stages}, {"sequence_parallel", l.sequence_parallel},
                         {"recompute", ToString(l.recompute)}}}};
+  // The bucket sizes the prediction was priced with (the plan's implementation profile), in
+  // elements as DeepSpeed counts them: the reduction bucket in the gradient-reduction dtype, the
+  // ZeRO-3 prefetch budget in parameters. A profile without them leaves DeepSpeed's defaults.
+  const ImplementationProfile& impl = plan.implementation;
+  Json& zero = ds["zero_optimization"];
+  if (impl.dp_bucket_MiB.value > 0) {
+    const int64_t reduce_bytes =
+        impl.grad_reduce_dtype.value == GradDType::kFp32 || t.precision == Precision::kFp32 ? 4 : 2;
+    zero["reduce_bucket_size"] = impl.dp_bucket_MiB.value * 1024 * 1024 / reduce_bytes;
+  }
+  if (l.zero_stage == 3 && impl.zero3_prefetch_params.value > 0) {
+    zero["stage3_prefetch_bucket_size"] = impl.zero3_prefetch_params.value;
+  }
   if (l.recompute != Recompute::kNone) {
     ds["activation_checkpointing"] = {{"partition_activations", l.sequence_parallel},
                                       {"contiguous_memory_optimization", false},

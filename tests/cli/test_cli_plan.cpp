@@ -103,6 +103,16 @@ TEST(CliPlan, Exports) {
   const Json ds = Out(d);
   EXPECT_EQ(ds["train_batch_size"], 64);
   EXPECT_TRUE(ds.contains("zero_optimization"));
+  // Under the deepspeed profile the buckets the prediction was priced with: reduction 954 MiB of
+  // 16-bit gradients (5e8 elements, DeepSpeed's default), ZeRO-3 prefetch 5e7 parameters.
+  auto z = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --implementation deepspeed "
+                       "--fix zero=3 --export deepspeed");
+  ASSERT_EQ(z.exit_code, 0) << z.err;
+  const Json zs = Out(z);
+  EXPECT_EQ(zs["zero_optimization"]["stage"], 3);
+  EXPECT_EQ(zs["zero_optimization"]["reduce_bucket_size"], int64_t{954} * 1024 * 1024 / 2);
+  EXPECT_EQ(zs["zero_optimization"]["stage3_prefetch_bucket_size"], 50000000);
+  EXPECT_EQ(zs["parallax_implementation"], "deepspeed");
 }
 
 // What runs the plan, as a user meets it: the export names the profile its prediction used; a
