@@ -100,9 +100,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   const ImplementationProfile& impl = ctx.implementation();
   // Gradient bytes on the wire: fp32 training sends 4 B; 16-bit training sends what the profile
   // reduces (fp32 main_grad buffers in Megatron-Core, the 16-bit gradients in 2021 / DeepSpeed).
-  const double grad_e = plan.training.precision == Precision::kFp32 || impl.grad_reduce_dtype.value == GradDType::kFp32
-                            ? 4.0
-                            : 2.0;
+  const double grad_e = static_cast<double>(GradReduceBytes(plan.training.precision, impl));
   const double param_e = plan.training.precision == Precision::kFp32 ? 4.0 : 2.0;  // gathered weights
   const int64_t stages = ModelStages(l);
 

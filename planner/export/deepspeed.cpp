@@ -1,5 +1,7 @@
 #include "planner/export/deepspeed.h"
 
+#include "planner/memory/memory_model.h"
+
 namespace parallax::planner {
 
 Json ExportDeepSpeed(const Plan& plan) {
@@ -25,9 +27,7 @@ Json ExportDeepSpeed(const Plan& plan) {
   const ImplementationProfile& impl = plan.implementation;
   Json& zero = ds["zero_optimization"];
   if (impl.dp_bucket_MiB.value > 0) {
-    const int64_t reduce_bytes =
-        impl.grad_reduce_dtype.value == GradDType::kFp32 || t.precision == Precision::kFp32 ? 4 : 2;
-    zero["reduce_bucket_size"] = impl.dp_bucket_MiB.value * 1024 * 1024 / reduce_bytes;
+    zero["reduce_bucket_size"] = impl.dp_bucket_MiB.value * 1024 * 1024 / GradReduceBytes(t.precision, impl);
   }
   if (l.zero_stage == 3 && impl.zero3_prefetch_params.value > 0) {
     zero["stage3_prefetch_bucket_size"] = impl.zero3_prefetch_params.value;

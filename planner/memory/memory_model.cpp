@@ -35,6 +35,9 @@ int64_t SeqLen(const Plan& p) { return p.training.seq_len > 0 ? p.training.seq_l
 int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp) { return LayerParams(m, CountModel(m), tp); }
 
 int64_t GradBufferBytes(Precision p, const ImplementationProfile& impl) { return BytesPerParam(p, impl).grad; }
+int64_t GradReduceBytes(Precision p, const ImplementationProfile& impl) {
+  return p == Precision::kFp32 || impl.grad_reduce_dtype.value == GradDType::kFp32 ? 4 : 2;
+}
 
 int64_t RankParams(const ModelSpec& m, const Layout& l, int64_t pp_rank) {
   const ModelCounts c = CountModel(m);

@@ -66,6 +66,9 @@ int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp);
 //! Bytes per element of the gradient buffer: fp32 training 4; 16-bit training the profile's
 //! grad_buffer_dtype (fp32 main_grad 4, else 2).
 int64_t GradBufferBytes(Precision p, const ImplementationProfile& impl);
+//! Bytes per element of the DP gradient reduction on the wire: fp32 training 4; 16-bit training the
+//! profile's grad_reduce_dtype (fp32 main_grad 4, else the 16-bit gradient's 2).
+int64_t GradReduceBytes(Precision p, const ImplementationProfile& impl);
 
 //! Micro-batches whose forward activations chunk c of pipeline rank `pp_rank` holds at the peak
 //! of the schedule (GPipe: all; 1F1B: pp - pp_rank; interleaved: Megatron's warm-up + 1, spread
