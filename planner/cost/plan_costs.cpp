@@ -64,25 +64,19 @@ std::vector<ChunkGatherReady> GatherReady(const RankCost& rc) {
   auto secs = [&](double b, double group_s) {
     return dp.per_group ? group_s : (bytes > 0 ? dp.gather_after_s * b / bytes : 0.0);
   };
-  std::vector<bool> done(dp.outer.size(), false);
-  auto gather_groups = [&](double t, bool embedding) {
-    for (size_t i = 0; i < dp.outer.size(); ++i) {
-      const DpCost::OuterGroup& g = dp.outer[i];
-      if (done[i] || !(embedding ? g.embedding : g.head)) continue;
-      done[i] = true;
-      t += secs(g.param_bytes, g.gather_after_s);
-    }
-    return t;
-  };
   std::vector<ChunkGatherReady> out;
   double t = 0;
   for (const ChunkCost& cc : rc.chunks) {
     ChunkGatherReady c;
-    if (cc.embedding) t = gather_groups(t, true);
+    for (const DpCost::OuterGroup& g : dp.outer) {
+      if (g.GatheredBeforeLayers(cc)) t += secs(g.param_bytes, g.gather_after_s);
+    }
     c.embedding = c.layers = t;
     c.per_layer = secs(dp.param_layer_bytes, dp.gather_after_layer_s);
     t += static_cast<double>(cc.layers.count) * c.per_layer;
-    if (cc.head) t = gather_groups(t, false);
+    for (const DpCost::OuterGroup& g : dp.outer) {
+      if (g.GatheredAfterLayers(cc)) t += secs(g.param_bytes, g.gather_after_s);
+    }
     c.head = t;
     out.push_back(c);
   }

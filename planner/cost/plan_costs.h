@@ -98,6 +98,11 @@ struct DpCost {
     bool UsedBy(const ChunkCost& cc, bool embedding_pass) const {
       return embedding_pass ? embedding && cc.embedding : head && cc.head;
     }
+    //! ZeRO-1/2, the parameter gather of a step (the executor's group order, optimizer.cpp): chunk
+    //! `cc` gathers this group before its layers (the embedding's groups) or after them (the groups
+    //! only the head uses).
+    bool GatheredBeforeLayers(const ChunkCost& cc) const { return embedding && cc.embedding; }
+    bool GatheredAfterLayers(const ChunkCost& cc) const { return !embedding && head && cc.head; }
   };
   double grad_layer_s = 0;    //!< gradient collective of one layer's gradients
   double grad_layer_bytes = 0, param_layer_bytes = 0;  //!< its message; a layer gather's

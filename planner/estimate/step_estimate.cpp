@@ -232,7 +232,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
   // interleaved warm-up, c p chunk forwards of its own; the pipeline ends later by the largest
   // wait of any rank, or by the contention slowdown of the compute the gather overlaps.
   double gather_delay = 0;
-  if (dp && l.zero_stage >= 1 && l.zero_stage <= 2) {
+  if (dp) {  // gather_overlapped: ZeRO-1/2 only
     double delay = 0, lead = pc.ranks[0].grad_zero_step_s;
     for (int64_t r = 0; r < p; ++r) {
       const RankCost& rc = pc.ranks[static_cast<size_t>(r)];

@@ -64,7 +64,7 @@ class StepSimulator {
     gather_ready_.assign(static_cast<size_t>(pp_), {});
     for (int64_t r = 0; r < pp_; ++r) {
       const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
-      if (plan_.layout.dp <= 1 || !rc.dp.gather_overlapped || rc.dp.gather_after_s <= 0) continue;
+      if (!rc.dp.gather_overlapped || rc.dp.gather_after_s <= 0) continue;  // set for dp > 1 only
       ParamGather(r, 0.0);
       gather_ready_[static_cast<size_t>(r)] = GatherReady(rc);
     }
@@ -220,16 +220,16 @@ class StepSimulator {
     if (!rc.dp.per_group) return DpOp(r, t, rc.dp.gather_after_s, OpKind::kDpAllGather, -1, -1);
     for (const ChunkCost& cc : rc.chunks) {
       for (const DpCost::OuterGroup& g : rc.dp.outer) {
-        if (g.embedding && cc.embedding) t = DpOp(r, t, g.gather_after_s, OpKind::kDpAllGather, -1, -1, cc.stage,
-                                                  Phase::kComm, g.param_bytes);
+        if (g.GatheredBeforeLayers(cc)) t = DpOp(r, t, g.gather_after_s, OpKind::kDpAllGather, -1, -1, cc.stage,
+                                                 Phase::kComm, g.param_bytes);
       }
       for (int64_t i = 0; i < cc.layers.count; ++i) {
         t = DpOp(r, t, rc.dp.gather_after_layer_s, OpKind::kDpAllGather, -1, cc.layers.first + i, cc.stage,
                  Phase::kComm, rc.dp.param_layer_bytes);
       }
       for (const DpCost::OuterGroup& g : rc.dp.outer) {
-        if (!g.embedding && g.head && cc.head) t = DpOp(r, t, g.gather_after_s, OpKind::kDpAllGather, -1, -1,
-                                                        cc.stage, Phase::kComm, g.param_bytes);
+        if (g.GatheredAfterLayers(cc)) t = DpOp(r, t, g.gather_after_s, OpKind::kDpAllGather, -1, -1, cc.stage,
+                                                Phase::kComm, g.param_bytes);
       }
     }
     return t;
