@@ -61,3 +61,19 @@ inline int ExitCodeFor(const Error& e) {
 }
 
 }  // namespace parallax
+
+// Early return of an error, for functions that return Status or Result<T>.
+#define PX_CONCAT_INNER(a, b) a##b
+#define PX_CONCAT(a, b) PX_CONCAT_INNER(a, b)
+//! `PX_TRY(status_expr);` returns the error from the enclosing function (Status or Result<T>).
+#define PX_TRY(expr)                                        \
+  do {                                                      \
+    if (const ::parallax::Status& px_s_ = (expr); !px_s_) return px_s_.error(); \
+  } while (0)
+#define PX_ASSIGN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                   \
+  if (!tmp) return tmp.error();        \
+  lhs = std::move(tmp).value()
+//! `PX_ASSIGN(Tensor t, ctx.Act(n));` declares/assigns the value of a Result<T> or returns its
+//! error from the enclosing function.
+#define PX_ASSIGN(lhs, expr) PX_ASSIGN_IMPL(PX_CONCAT(px_r_, __LINE__), lhs, expr)
