@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <span>
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "model/op_catalogue.h"
 #include "planner/cost/collective.h"
@@ -109,14 +111,26 @@ DeviceSpec MeasuredDevice(DeviceSpec d, const CostDb& db) {
   return d;
 }
 
-Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, const CalibrateOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const int64_t N = world.size();
-  // Ranks per node: the ranks on rank 0's host (launchers fill nodes evenly).
-  std::set<std::string> distinct(o.hosts.begin(), o.hosts.end());
-  const int64_t nodes = std::max<int64_t>(1, static_cast<int64_t>(distinct.size()));
-  const int64_t per_node = o.hosts.empty() ? N : std::count(o.hosts.begin(), o.hosts.end(), o.hosts.front());
+namespace {
 
+//! Where the job's ranks run: ranks per node are the ranks on rank 0's host (launchers fill nodes
+//! evenly); without hosts, one node of every rank.
+struct JobShape {
+  int64_t ranks = 1, nodes = 1, per_node = 1;
+};
+
+JobShape ShapeOf(const Communicator& world, const std::vector<std::string>& hosts) {
+  JobShape j;
+  j.ranks = world.size();
+  std::set<std::string> distinct(hosts.begin(), hosts.end());
+  j.nodes = std::max<int64_t>(1, static_cast<int64_t>(distinct.size()));
+  j.per_node = hosts.empty() ? j.ranks : std::count(hosts.begin(), hosts.end(), hosts.front());
+  return j;
+}
+
+//! What this backend is calibrated on: GEMMs in fp32 and each 16-bit type it supports (fp16 not
+//! quick), memory-bound families in the dtype it trains in by default.
+CalibrationSetOptions SetOptionsFor(const Backend& backend, const CalibrateOptions& o, int64_t per_node) {
   CalibrationSetOptions so;
   so.model = o.model;
   so.ranks_per_node = per_node;
@@ -128,8 +142,10 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   // 16-bit kernels convert to fp32), bf16 on an accelerator.
   so.kernel_dtype = backend.name() == "cpu" || !backend.SupportsPrecision(Precision::kBf16) ? executor::DType::kF32
                                                                                              : executor::DType::kBf16;
-  const CalibrationSet set = BuildCalibrationSet(so);
+  return so;
+}
 
+CalibratorOptions CalibratorOptionsFor(const CalibrateOptions& o, const std::atomic<bool>* stop) {
   CalibratorOptions co;
   co.warmup = 3;
   co.repetitions = o.quick ? 9 : 15;
@@ -138,16 +154,30 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   // middle and end of the calibration, so a machine that changes speed meanwhile (this project's
   // 2-core VMs switch between two speeds within seconds) shifts all points alike.
   co.rounds = o.rounds > 0 ? o.rounds : kDefaultRounds;
-  std::atomic<bool> stop{false};
-  co.stop = &stop;
-  Calibrator cal(co);
+  co.stop = stop;
+  return co;
+}
 
-  CalibrateResult out;
-  CostDb& db = out.db;
-  db.device = o.base.device.name;
-  db.cluster = o.base.name;
-  db.catalogue = kOpCatalogueVersion;  // the byte counts and GEMM kinds its samples are keyed by
+//! What the items of one calibration share: where they run, the calibrator they are added to, the
+//! stop flag their agreed measurements set, and the database their records fill. Every reference
+//! outlives the calibrator's run.
+struct ItemContext {
+  Backend& backend;
+  Communicator& world;
+  const CalibrateOptions& o;
+  Calibrator& cal;
+  std::atomic<bool>& stop;
+  CostDb& db;
+};
 
+//! A compute item's measurement: `probe` agreed over the world (the mean of the ranks).
+MeasureFn AgreedCompute(ItemContext& x, const std::shared_ptr<KernelProbe>& probe) {
+  return Agreed(x.world, ComputeMeasure(x.backend, probe), RankReduce::kMean, x.o.interrupt, &x.stop);
+}
+
+//! The launch overhead, every GEMM point and every kernel-family point of `set`.
+void AddKernelItems(ItemContext& x, const CalibrationSet& set) {
+  CostDb& db = x.db;
   {
     // Host cost of one kernel call doing (almost) nothing: a one-element copy.
     ProbeShape p;
@@ -156,10 +186,10 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
     auto probe = std::make_shared<KernelProbe>(p);
     CalibrationItem item;
     item.what = "launch overhead (" + p.Describe() + ")";
-    item.measure = Agreed(world, ComputeMeasure(backend, probe), RankReduce::kMean, o.interrupt, &stop);
+    item.measure = AgreedCompute(x, probe);
     item.record = [&db](const Measurement& m) { db.launch_overhead_us = m.median_s * 1e6; };
     item.release = [probe] { probe->Release(); };
-    cal.Add(std::move(item));
+    x.cal.Add(std::move(item));
   }
   for (const GemmPoint& g : set.gemms) {
     auto probe = std::make_shared<KernelProbe>(g.probe);
@@ -167,211 +197,240 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
     CalibrationItem item;
     item.what = p.Describe();
     item.expected_s = 2.0 * static_cast<double>(p.m) * p.n * p.k * p.batch / kGuessFlops + 5e-6;
-    item.measure = Agreed(world, ComputeMeasure(backend, probe), RankReduce::kMean, o.interrupt, &stop);
+    item.measure = AgreedCompute(x, probe);
     item.record = [&db, probe](const Measurement& m) {
       const ProbeShape& s = probe->shape();
       db.gemms.push_back(
           {s.m, s.n, s.k, s.batch, ModelDType(s.dtype), m.median_s, m.stats(), "calibrate", s.beta != 0});
     };
     item.release = [probe] { probe->Release(); };
-    cal.Add(std::move(item));
+    x.cal.Add(std::move(item));
   }
   for (const KernelPoint& k : set.kernels) {
     auto probe = std::make_shared<KernelProbe>(k.probe);
     CalibrationItem item;
     item.what = k.family + " " + std::to_string(k.bytes) + " B (" + k.probe.Describe() + ")";
     item.expected_s = static_cast<double>(k.probe.FootprintBytes()) / kGuessBps + 5e-6;
-    item.measure = Agreed(world, ComputeMeasure(backend, probe), RankReduce::kMean, o.interrupt, &stop);
+    item.measure = AgreedCompute(x, probe);
     item.record = [&db, probe, family = k.family, bytes = k.bytes](const Measurement& m) {
       db.kernels.push_back({family, bytes, m.median_s, m.stats(), "calibrate"});
     };
     item.release = [probe] { probe->Release(); };
-    cal.Add(std::move(item));
+    x.cal.Add(std::move(item));
   }
+}
 
-  // Collectives: every group size g that divides the ranks, as N/g groups of consecutive ranks
-  // (TP groups are consecutive in Megatron order; every group runs at once, as they do in training).
+//! The split groups and the curves their items fill (both must outlive the calibrator's run).
+struct CollectiveItems {
   std::vector<std::unique_ptr<Communicator>> groups;
   std::map<CurveKey, CollectiveCurve> curves;
-  const int64_t max_bytes = o.max_collective_bytes > 0 ? o.max_collective_bytes : (o.quick ? (4 << 20) : (64 << 20));
-  for (int64_t g = 2; g <= N; ++g) {
-    if (N % g != 0) continue;
+};
+
+//! One item per collective kind and size over the group `group` of `g` ranks, filling its curves.
+void AddCollectiveCurveItems(ItemContext& x, const JobShape& job, Communicator& group, int64_t g, bool spans,
+                             CollectiveItems& c) {
+  const int64_t max_bytes =
+      x.o.max_collective_bytes > 0 ? x.o.max_collective_bytes : (x.o.quick ? (4 << 20) : (64 << 20));
+  for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
+                              CollectiveKind::kBroadcast, CollectiveKind::kSendRecv}) {
+    CollectiveCurve& curve = c.curves[{kind, g}];
+    curve.op = kind;
+    curve.group_size = g;
+    curve.spans_nodes = spans;
+    curve.source = "calibrate";
+    curve.origin = x.backend.name() + " backend, " + std::to_string(job.ranks) + " ranks on " +
+                   std::to_string(job.nodes) + " node(s)";
+    for (int64_t bytes : CollectiveSizes(max_bytes, x.o.quick)) {
+      auto probe = std::make_shared<CollectiveProbe>(kind, bytes, group, x.world);
+      CalibrationItem item;
+      item.what = std::string(ToString(kind)) + " " + std::to_string(g) + " ranks " + std::to_string(bytes) + " B";
+      item.expected_s = static_cast<double>(bytes) / 1e9 + 30e-6;
+      item.measure = Agreed(
+          x.world, [&backend = x.backend, probe](int64_t n) { return probe->Measure(backend, n); }, RankReduce::kMax,
+          x.o.interrupt, &x.stop);
+      item.record = [&curve, probe, bytes, kind, g](const Measurement& m) {
+        CollectivePoint pt;
+        pt.bytes = bytes;
+        pt.time_s = m.median_s;
+        pt.algbw_GBps = static_cast<double>(bytes) / m.median_s / 1e9;
+        pt.busbw_GBps = pt.algbw_GBps * planner::CollectiveModel::BusFactor(kind, g);
+        pt.stats = m.stats();
+        curve.points.push_back(pt);
+      };
+      item.release = [probe] { probe->Release(); };
+      x.cal.Add(std::move(item));
+    }
+  }
+}
+
+//! Collectives: every group size g that divides the ranks, as N/g groups of consecutive ranks
+//! (TP groups are consecutive in Megatron order; every group runs at once, as they do in training).
+Status AddCollectiveItems(ItemContext& x, const JobShape& job, CollectiveItems& c) {
+  const int64_t n = job.ranks;
+  for (int64_t g = 2; g <= n; ++g) {
+    if (n % g != 0) continue;
     std::vector<int> members;
-    const int64_t first = world.rank() / g * g;
+    const int64_t first = x.world.rank() / g * g;
     for (int64_t r = first; r < first + g; ++r) members.push_back(static_cast<int>(r));
-    auto split = world.Split(members);
+    auto split = x.world.Split(members);
     if (!split) return split.error();
     double spans = 0;
-    if (!o.hosts.empty()) {
-      for (int r : members) spans = std::max(spans, o.hosts[static_cast<size_t>(r)] != o.hosts[static_cast<size_t>(first)] ? 1.0 : 0.0);
-    }
-    if (Status st = world.HostAllReduce(&spans, 1, executor::ReduceOp::kMax); !st) return st.error();
-    Communicator& group = **split;
-    groups.push_back(std::move(*split));
-    for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
-                                CollectiveKind::kBroadcast, CollectiveKind::kSendRecv}) {
-      CollectiveCurve& curve = curves[{kind, g}];
-      curve.op = kind;
-      curve.group_size = g;
-      curve.spans_nodes = spans > 0;
-      curve.source = "calibrate";
-      curve.origin = backend.name() + " backend, " + std::to_string(N) + " ranks on " + std::to_string(nodes) + " node(s)";
-      for (int64_t bytes : CollectiveSizes(max_bytes, o.quick)) {
-        auto probe = std::make_shared<CollectiveProbe>(kind, bytes, group, world);
-        CalibrationItem item;
-        item.what = std::string(ToString(kind)) + " " + std::to_string(g) + " ranks " + std::to_string(bytes) + " B";
-        item.expected_s = static_cast<double>(bytes) / 1e9 + 30e-6;
-        item.measure = Agreed(
-            world, [&backend, probe](int64_t n) { return probe->Measure(backend, n); }, RankReduce::kMax, o.interrupt,
-            &stop);
-        item.record = [&curve, probe, bytes, kind, g](const Measurement& m) {
-          CollectivePoint pt;
-          pt.bytes = bytes;
-          pt.time_s = m.median_s;
-          pt.algbw_GBps = static_cast<double>(bytes) / m.median_s / 1e9;
-          pt.busbw_GBps = pt.algbw_GBps * planner::CollectiveModel::BusFactor(kind, g);
-          pt.stats = m.stats();
-          curve.points.push_back(pt);
-        };
-        item.release = [probe] { probe->Release(); };
-        cal.Add(std::move(item));
+    if (!x.o.hosts.empty()) {
+      for (int r : members) {
+        spans = std::max(spans, x.o.hosts[static_cast<size_t>(r)] != x.o.hosts[static_cast<size_t>(first)] ? 1.0 : 0.0);
       }
     }
+    if (Status st = x.world.HostAllReduce(&spans, 1, executor::ReduceOp::kMax); !st) return st.error();
+    Communicator& group = **split;
+    c.groups.push_back(std::move(*split));
+    AddCollectiveCurveItems(x, job, group, g, spans > 0, c);
   }
+  return {};
+}
 
-  // Contention, end to end: how much of a gradient all-reduce the compute beside it hides. Three
-  // items, in order: (a) one mid-size GEMM alone, t_g; (b) one layer's gradient all-reduce alone on
-  // the DP stream, t_m (the compute stream waits for it); (c) the all-reduce enqueued, then R GEMMs
-  // (R t_g >= 1.5 t_m, so the all-reduce lies inside the compute) and the compute stream waiting
-  // for the all-reduce, t_b. The planner's overlap model (planner/sim/simulator.cpp: compute beside
-  // a DP collective of isolated length t_m runs k times slower over it) gives
-  // t_b = R t_g + t_m (1 - 1/k), so k = t_m / (R t_g + t_m - t_b): the factor that makes the model
-  // reproduce what this backend hides. A GPU hides most of it (k near 1); the CPU backend, whose
-  // collectives progress on the cores that compute, hides little (large k).
-  struct Contention {
-    double gemm_s = 0, comm_s = 0, both_s = 0, spread = 0;
-    int64_t reps = 0, gemms = 1;
+//! The three contention items' medians, and the GEMM count of the third.
+struct Contention {
+  double gemm_s = 0, comm_s = 0, both_s = 0, spread = 0;
+  int64_t reps = 0, gemms = 1;
+};
+
+//! The measurement of contention item `part` (0: the GEMM alone, 1: the all-reduce alone, 2: the
+//! all-reduce enqueued, then R GEMMs, then the compute stream waiting for it).
+MeasureFn ContentionMeasure(ItemContext& x, const std::shared_ptr<KernelProbe>& probe,
+                            const std::shared_ptr<CollectiveProbe>& comm, int part,
+                            const std::shared_ptr<Contention>& contention) {
+  return [&backend = x.backend, &world = x.world, probe, comm, part, contention](int64_t n) -> Result<std::vector<double>> {
+    Status prepared = probe->Prepare(backend);
+    if (prepared) prepared = comm->Prepare(backend);
+    if (Status st = AllPrepared(world, prepared); !st) return st.error();  // before the barriers
+    if (part == 2) {
+      // R from (a) and (b), whose agreed medians are the same on every rank.
+      const double r = contention->gemm_s > 0 ? std::ceil(1.5 * contention->comm_s / contention->gemm_s) : 1;
+      contention->gemms = std::clamp<int64_t>(static_cast<int64_t>(r), 1, 4096);
+    }
+    const int64_t gemms = contention->gemms;
+    auto run = [&]() -> Status {
+      executor::Event done;
+      if (part >= 1) {
+        if (Status st = comm->EnqueueOnly(backend); !st) return st;
+        done = backend.RecordEvent(executor::StreamKind::kDpComm);
+      }
+      if (part != 1) {
+        for (int64_t i = 0; i < (part == 2 ? gemms : 1); ++i) {
+          if (Status st = probe->Run(backend); !st) return st;
+        }
+      }
+      if (part >= 1) {
+        Status st = backend.WaitEvent(executor::StreamKind::kCompute, done);
+        backend.ReleaseEvents(std::span<const executor::Event>(&done, 1));
+        return st;
+      }
+      return {};
+    };
+    return TimeRuns(backend, StreamKind::kCompute, n, run, [&]() -> Status {
+      if (Status st = backend.Synchronize(); !st) return st;
+      return world.Barrier();
+    });
   };
-  auto contention = std::make_shared<Contention>();
-  if (N > 1) {
-    ProbeShape gp;
-    gp.kind = ProbeKind::kGemm;
-    gp.dtype = so.kernel_dtype;
-    gp.tb = executor::Trans::kYes;
-    if (o.model != nullptr) {
-      gp.m = o.model->seq_len;
-      gp.n = o.model->ffn_hidden;
-      gp.k = o.model->hidden;
-    } else {
-      gp.m = gp.n = gp.k = 256;
-    }
-    auto probe = std::make_shared<KernelProbe>(gp);
-    // One layer's gradient all-reduce (what overlaps a layer's backward), else 1 MiB.
-    const int64_t grad_bytes =
-        o.model != nullptr ? 4 * planner::LayerParamsPerTpRank(*o.model, 1) : int64_t{1} << 20;
-    auto comm = std::make_shared<CollectiveProbe>(CollectiveKind::kAllReduce, grad_bytes, world, world);
-    const double gemm_guess = 2.0 * static_cast<double>(gp.m) * gp.n * gp.k / kGuessFlops;
-    const double comm_guess = static_cast<double>(grad_bytes) / 1e9 + 30e-6;
-    const char* kParts[] = {" alone", "all-reduce alone", " beside an all-reduce (until both end)"};
-    for (int part = 0; part < 3; ++part) {
-      CalibrationItem item;
-      item.what = std::string("contention: ") + (part == 1 ? "" : gp.Describe()) + kParts[part];
-      item.expected_s = part == 0 ? gemm_guess : part == 1 ? comm_guess : 2.5 * comm_guess + gemm_guess;
-      auto fn = [&backend, &world, probe, comm, part, contention](int64_t n) -> Result<std::vector<double>> {
-        Status prepared = probe->Prepare(backend);
-        if (prepared) prepared = comm->Prepare(backend);
-        if (Status st = AllPrepared(world, prepared); !st) return st.error();  // before the barriers
-        if (part == 2) {
-          // R from (a) and (b), whose agreed medians are the same on every rank.
-          const double r = contention->gemm_s > 0 ? std::ceil(1.5 * contention->comm_s / contention->gemm_s) : 1;
-          contention->gemms = std::clamp<int64_t>(static_cast<int64_t>(r), 1, 4096);
-        }
-        const int64_t gemms = contention->gemms;
-        auto run = [&]() -> Status {
-          executor::Event done;
-          if (part >= 1) {
-            if (Status st = comm->EnqueueOnly(backend); !st) return st;
-            done = backend.RecordEvent(executor::StreamKind::kDpComm);
-          }
-          if (part != 1) {
-            for (int64_t i = 0; i < (part == 2 ? gemms : 1); ++i) {
-              if (Status st = probe->Run(backend); !st) return st;
-            }
-          }
-          if (part >= 1) {
-            Status st = backend.WaitEvent(executor::StreamKind::kCompute, done);
-            backend.ReleaseEvents(std::span<const executor::Event>(&done, 1));
-            return st;
-          }
-          return {};
-        };
-        return TimeRuns(backend, StreamKind::kCompute, n, run, [&]() -> Status {
-          if (Status st = backend.Synchronize(); !st) return st;
-          return world.Barrier();
-        });
-      };
-      item.measure = Agreed(world, fn, RankReduce::kMean, o.interrupt, &stop);
-      item.interleave = false;  // (c)'s GEMM count comes from (a)'s and (b)'s recorded medians
-      item.record = [contention, part](const Measurement& m) {
-        (part == 0 ? contention->gemm_s : part == 1 ? contention->comm_s : contention->both_s) = m.median_s;
-        if (part == 2) {
-          contention->spread = m.relative_spread();
-          contention->reps = m.repetitions;
-        }
-      };
-      cal.Add(std::move(item));
-    }
-  }
+}
 
-  std::unique_ptr<ProgressBar> bar;
-  if (o.progress != nullptr) bar = std::make_unique<ProgressBar>(o.progress, "calibrate", cal.TotalWeight());
-  auto report = cal.Run(bar.get());
-  if (Status st = backend.Synchronize(); !st) return st.error();
-  if (!report) return report.error();
-  if (stop.load()) return IoError("interrupted: nothing written");
-  out.report = *report;
-  db.skipped = report->skipped;
-  {
-    // System noise: fixed work quanta on every rank at once (noise_probe.h).
-    // Long enough for windows of 256 quanta (~20 ms) quick, 1024 (~80 ms) in full.
-    NoiseOptions no;
-    no.duration_s = o.quick ? 0.5 : 2.0;
-    if (o.progress != nullptr) std::fprintf(o.progress, "calibrate: system noise (fixed work quanta, %.1f s)\n", no.duration_s);
-    no.dtype = so.kernel_dtype;
-    no.interrupt = o.interrupt;
-    auto noise = MeasureNoise(backend, world, no);
-    if (!noise) {
-      if (o.interrupt != nullptr && o.interrupt->load()) return IoError("interrupted: nothing written");
-      db.skipped.push_back({"system noise (fixed work quanta)", noise.error().message});
-    } else {
-      db.noise = *noise;
-    }
+//! Contention, end to end: how much of a gradient all-reduce the compute beside it hides. Three
+//! items, in order: (a) one mid-size GEMM alone, t_g; (b) one layer's gradient all-reduce alone on
+//! the DP stream, t_m (the compute stream waits for it); (c) the all-reduce enqueued, then R GEMMs
+//! (R t_g >= 1.5 t_m, so the all-reduce lies inside the compute) and the compute stream waiting
+//! for the all-reduce, t_b. The planner's overlap model (planner/sim/simulator.cpp: compute beside
+//! a DP collective of isolated length t_m runs k times slower over it) gives
+//! t_b = R t_g + t_m (1 - 1/k), so k = t_m / (R t_g + t_m - t_b): the factor that makes the model
+//! reproduce what this backend hides. A GPU hides most of it (k near 1); the CPU backend, whose
+//! collectives progress on the cores that compute, hides little (large k). Only with several ranks.
+void AddContentionItems(ItemContext& x, executor::DType dtype, const std::shared_ptr<Contention>& contention) {
+  if (x.world.size() <= 1) return;
+  ProbeShape gp;
+  gp.kind = ProbeKind::kGemm;
+  gp.dtype = dtype;
+  gp.tb = executor::Trans::kYes;
+  if (x.o.model != nullptr) {
+    gp.m = x.o.model->seq_len;
+    gp.n = x.o.model->ffn_hidden;
+    gp.k = x.o.model->hidden;
+  } else {
+    gp.m = gp.n = gp.k = 256;
   }
+  auto probe = std::make_shared<KernelProbe>(gp);
+  // One layer's gradient all-reduce (what overlaps a layer's backward), else 1 MiB.
+  const int64_t grad_bytes =
+      x.o.model != nullptr ? 4 * planner::LayerParamsPerTpRank(*x.o.model, 1) : int64_t{1} << 20;
+  auto comm = std::make_shared<CollectiveProbe>(CollectiveKind::kAllReduce, grad_bytes, x.world, x.world);
+  const double gemm_guess = 2.0 * static_cast<double>(gp.m) * gp.n * gp.k / kGuessFlops;
+  const double comm_guess = static_cast<double>(grad_bytes) / 1e9 + 30e-6;
+  const char* kParts[] = {" alone", "all-reduce alone", " beside an all-reduce (until both end)"};
+  for (int part = 0; part < 3; ++part) {
+    CalibrationItem item;
+    item.what = std::string("contention: ") + (part == 1 ? "" : gp.Describe()) + kParts[part];
+    item.expected_s = part == 0 ? gemm_guess : part == 1 ? comm_guess : 2.5 * comm_guess + gemm_guess;
+    item.measure = Agreed(x.world, ContentionMeasure(x, probe, comm, part, contention), RankReduce::kMean,
+                          x.o.interrupt, &x.stop);
+    item.interleave = false;  // (c)'s GEMM count comes from (a)'s and (b)'s recorded medians
+    item.record = [contention, part](const Measurement& m) {
+      (part == 0 ? contention->gemm_s : part == 1 ? contention->comm_s : contention->both_s) = m.median_s;
+      if (part == 2) {
+        contention->spread = m.relative_spread();
+        contention->reps = m.repetitions;
+      }
+    };
+    x.cal.Add(std::move(item));
+  }
+}
+
+//! System noise: fixed work quanta on every rank at once (noise_probe.h), into `db.noise`, or a
+//! skipped entry when it could not be measured. The error: interrupted.
+Status MeasureSystemNoise(Backend& backend, Communicator& world, const CalibrateOptions& o, executor::DType dtype,
+                          CostDb& db) {
+  // Long enough for windows of 256 quanta (~20 ms) quick, 1024 (~80 ms) in full.
+  NoiseOptions no;
+  no.duration_s = o.quick ? 0.5 : 2.0;
+  if (o.progress != nullptr) std::fprintf(o.progress, "calibrate: system noise (fixed work quanta, %.1f s)\n", no.duration_s);
+  no.dtype = dtype;
+  no.interrupt = o.interrupt;
+  auto noise = MeasureNoise(backend, world, no);
+  if (!noise) {
+    if (o.interrupt != nullptr && o.interrupt->load()) return IoError("interrupted: nothing written");
+    db.skipped.push_back({"system noise (fixed work quanta)", noise.error().message});
+  } else {
+    db.noise = *noise;
+  }
+  return {};
+}
+
+//! The measured curves (by size) and the contention factor into `db`.
+void CollectMeasured(std::map<CurveKey, CollectiveCurve>& curves, const Contention& contention, CostDb& db) {
   for (auto& [key, curve] : curves) {
     if (curve.points.empty()) continue;
     std::sort(curve.points.begin(), curve.points.end(),
               [](const CollectivePoint& a, const CollectivePoint& b) { return a.bytes < b.bytes; });
     db.collectives.push_back(std::move(curve));
   }
-  if (contention->gemm_s > 0 && contention->comm_s > 0 && contention->both_s > 0) {
-    db.contention_factor = ContentionFromOverlap(contention->gemms * contention->gemm_s, contention->comm_s,
-                                                 contention->both_s);
-    db.contention = {"calibrate", contention->reps, contention->spread};
+  if (contention.gemm_s > 0 && contention.comm_s > 0 && contention.both_s > 0) {
+    db.contention_factor = ContentionFromOverlap(contention.gemms * contention.gemm_s, contention.comm_s,
+                                                 contention.both_s);
+    db.contention = {"calibrate", contention.reps, contention.spread};
   }
+}
 
-  // The measured cluster.
+//! `o.base` with what `db` measured: the device (MeasuredDevice, and the backend's memory), and the
+//! links from the two-rank send/receive curves; `links` gets those as JSON.
+ClusterSpec MeasuredCluster(const CalibrateOptions& o, const JobShape& job, const Backend& backend, const CostDb& db,
+                            Json& links) {
   ClusterSpec c = o.base;
-  c.nodes = nodes;
-  c.gpus_per_node = per_node;
+  c.nodes = job.nodes;
+  c.gpus_per_node = job.per_node;
   DeviceSpec& d = c.device;
   d = MeasuredDevice(d, db);
-  const std::map<DType, double> peak = BestGemmTflops(db);  // for the summary
-  const double bw = StreamingBandwidthGBps(db);
   // The CPU backend's ranks on a node share the host's memory (local-cpu divides it the same way).
   const double mem_GiB = static_cast<double>(backend.DeviceMemoryBytes()) / (1024.0 * 1024.0 * 1024.0) /
-                         static_cast<double>(backend.name() == "cpu" ? per_node : 1);
+                         static_cast<double>(backend.name() == "cpu" ? job.per_node : 1);
   if (mem_GiB > 0) d.memory_GiB = mem_GiB;
-  Json links = Json::object();
+  links = Json::object();
   for (const auto& curve : db.collectives) {
     if (curve.op != CollectiveKind::kSendRecv || curve.group_size != 2) continue;
     LinkSpec& link = curve.spans_nodes ? c.inter_node : c.intra_node;
@@ -382,32 +441,78 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
     links[curve.spans_nodes ? "inter_node" : "intra_node"] = {{"bandwidth_GBps", link.bandwidth_GBps},
                                                               {"latency_us", link.latency_us}};
   }
-  out.cluster = c;
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return c;
+}
+
+//! The --json summary of a finished calibration (`out.db`, `out.report`, `out.seconds` set).
+Json Summary(const CalibrateResult& out, const JobShape& job, const Json& links) {
+  const CostDb& db = out.db;
+  const CalibrationReport& report = out.report;
   Json peaks = Json::object();
-  for (const auto& [dt, tf] : peak) peaks[ToString(dt)] = tf;
-  out.summary = {{"seconds", out.seconds},
-                 {"ranks", N},
-                 {"nodes", nodes},
-                 {"gemm_samples", db.gemms.size()},
-                 {"kernel_samples", db.kernels.size()},
-                 {"collective_curves", db.collectives.size()},
-                 {"measured", report->measured},
-                 {"remeasured", report->remeasured},
-                 {"still_noisy", report->still_noisy},
-                 {"skipped", report->skipped.size()},
-                 {"peak_tflops", peaks},
-                 {"memory_bandwidth_GBps", bw},
-                 {"links", links},
-                 {"contention_factor", db.contention_factor},
-                 {"launch_overhead_us", db.launch_overhead_us}};
+  for (const auto& [dt, tf] : BestGemmTflops(db)) peaks[ToString(dt)] = tf;
+  Json summary = {{"seconds", out.seconds},
+                  {"ranks", job.ranks},
+                  {"nodes", job.nodes},
+                  {"gemm_samples", db.gemms.size()},
+                  {"kernel_samples", db.kernels.size()},
+                  {"collective_curves", db.collectives.size()},
+                  {"measured", report.measured},
+                  {"remeasured", report.remeasured},
+                  {"still_noisy", report.still_noisy},
+                  {"skipped", report.skipped.size()},
+                  {"peak_tflops", peaks},
+                  {"memory_bandwidth_GBps", StreamingBandwidthGBps(db)},
+                  {"links", links},
+                  {"contention_factor", db.contention_factor},
+                  {"launch_overhead_us", db.launch_overhead_us}};
   if (db.noise.measured()) {
     const planner::NoiseModel nm(db.noise);
-    out.summary["noise"] = {{"quantum_us", db.noise.quantum_s * 1e6},
-                            {"mean_excess_1ms", nm.MeanExcess(1e-3) / 1e-3},
-                            {"sync_excess_us_1ms_2ranks", nm.SyncExcess(1e-3, 2) * 1e6},
-                            {"sync_excess_us_100ms_2ranks", nm.SyncExcess(0.1, 2) * 1e6}};
+    summary["noise"] = {{"quantum_us", db.noise.quantum_s * 1e6},
+                        {"mean_excess_1ms", nm.MeanExcess(1e-3) / 1e-3},
+                        {"sync_excess_us_1ms_2ranks", nm.SyncExcess(1e-3, 2) * 1e6},
+                        {"sync_excess_us_100ms_2ranks", nm.SyncExcess(0.1, 2) * 1e6}};
   }
+  return summary;
+}
+
+}  // namespace
+
+Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, const CalibrateOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const JobShape job = ShapeOf(world, o.hosts);
+  const CalibrationSetOptions so = SetOptionsFor(backend, o, job.per_node);
+  const CalibrationSet set = BuildCalibrationSet(so);
+  std::atomic<bool> stop{false};
+  Calibrator cal(CalibratorOptionsFor(o, &stop));
+
+  CalibrateResult out;
+  CostDb& db = out.db;
+  db.device = o.base.device.name;
+  db.cluster = o.base.name;
+  db.catalogue = kOpCatalogueVersion;  // the byte counts and GEMM kinds its samples are keyed by
+
+  ItemContext items{backend, world, o, cal, stop, db};
+  AddKernelItems(items, set);
+  CollectiveItems collectives;
+  if (Status st = AddCollectiveItems(items, job, collectives); !st) return st.error();
+  auto contention = std::make_shared<Contention>();
+  AddContentionItems(items, so.kernel_dtype, contention);
+
+  std::unique_ptr<ProgressBar> bar;
+  if (o.progress != nullptr) bar = std::make_unique<ProgressBar>(o.progress, "calibrate", cal.TotalWeight());
+  auto report = cal.Run(bar.get());
+  if (Status st = backend.Synchronize(); !st) return st.error();
+  if (!report) return report.error();
+  if (stop.load()) return IoError("interrupted: nothing written");
+  out.report = *report;
+  db.skipped = report->skipped;
+  if (Status st = MeasureSystemNoise(backend, world, o, so.kernel_dtype, db); !st) return st.error();
+  CollectMeasured(collectives.curves, *contention, db);
+
+  Json links;
+  out.cluster = MeasuredCluster(o, job, backend, db, links);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.summary = Summary(out, job, links);
   return out;
 }
 

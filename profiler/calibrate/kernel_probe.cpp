@@ -138,231 +138,341 @@ Result<size_t> KernelProbe::Add(executor::Backend& backend, int64_t numel, DType
   return tensors_.size() - 1;
 }
 
-Status KernelProbe::Prepare(executor::Backend& backend) {
-  if (!tensors_.empty()) return {};
+Status KernelProbe::AddInput(executor::Backend& backend, int64_t numel, DType dtype, bool random) {
+  auto r = Add(backend, numel, dtype, random);
+  if (!r) {
+    tensors_.clear();
+    return r.error();
+  }
+  return {};
+}
+
+Status KernelProbe::AddIndices(executor::Backend& backend, int64_t count, int64_t range) {
+  auto r = Add(backend, count, DType::kI32, false);
+  if (!r) {
+    tensors_.clear();
+    return r.error();
+  }
+  std::vector<int32_t> host(static_cast<size_t>(count));
+  std::mt19937 rng(7);
+  for (auto& v : host) v = static_cast<int32_t>(rng() % static_cast<uint32_t>(std::max<int64_t>(range, 1)));
+  backend.CopyToDevice(tensors_[*r].ptr(), host.data(), DType::kI32, count);
+  return {};
+}
+
+// x, gamma, beta, y, mean, rstd; fused with the residual join: then residual, bias, h (x is the
+// branch).
+Status KernelProbe::AddNormInputs(executor::Backend& backend) {
   const ProbeShape& p = shape_;
   const DType d = p.dtype;
-  auto add = [&](int64_t numel, DType dt, bool random = true) -> Status {
-    auto r = Add(backend, numel, dt, random);
-    if (!r) {
-      tensors_.clear();
-      return r.error();
-    }
-    return {};
-  };
-  auto indices = [&](int64_t count, int64_t range) -> Status {
-    auto r = Add(backend, count, DType::kI32, false);
-    if (!r) {
-      tensors_.clear();
-      return r.error();
-    }
-    std::vector<int32_t> host(static_cast<size_t>(count));
-    std::mt19937 rng(7);
-    for (auto& v : host) v = static_cast<int32_t>(rng() % static_cast<uint32_t>(std::max<int64_t>(range, 1)));
-    backend.CopyToDevice(tensors_[*r].ptr(), host.data(), DType::kI32, count);
-    return {};
-  };
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.cols, d));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.cols, d));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d, false));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32, false));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32, false));
+  if (p.kind == ProbeKind::kResidualNormFwd) {
+    PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
+    PX_RETURN_IF_ERROR(AddInput(backend, p.cols, d));
+    PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d, false));
+  }
+  return {};
+}
+
+// dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dh
+Status KernelProbe::AddNormBwdInputs(executor::Backend& backend) {
+  const ProbeShape& p = shape_;
+  const DType d = p.dtype;
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.cols, d));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d, false));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.cols, DType::kF32, false));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.cols, DType::kF32, false));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
+  return {};
+}
+
+// Forward: x (gate), up, y. Backward: x (gate), up, dy, dx (dgate), dup.
+Status KernelProbe::AddActInputs(executor::Backend& backend) {
+  const ProbeShape& p = shape_;
+  const DType d = p.dtype;
+  PX_RETURN_IF_ERROR(AddInput(backend, p.n, d));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.swiglu ? p.n : 1, d));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.n, d));
+  if (p.kind == ProbeKind::kActBwd) {
+    PX_RETURN_IF_ERROR(AddInput(backend, p.n, d, false));
+    PX_RETURN_IF_ERROR(AddInput(backend, p.swiglu ? p.n : 1, d, false));
+  }
+  return {};
+}
+
+// q, k, v (random) at attention's shape.
+Status KernelProbe::AddQkvInputs(executor::Backend& backend) {
+  const auto& a = shape_.attention;
+  const int64_t tok = a.seq * a.batch;
+  PX_RETURN_IF_ERROR(AddInput(backend, tok * a.heads * a.head_dim, shape_.dtype));
+  PX_RETURN_IF_ERROR(AddInput(backend, tok * a.kv_heads * a.head_dim, shape_.dtype));
+  PX_RETURN_IF_ERROR(AddInput(backend, tok * a.kv_heads * a.head_dim, shape_.dtype));
+  return {};
+}
+
+// Forward: q, k, v, bq, bk, bv. Backward: dq, dk, dv, dbq, dbk, dbv.
+Status KernelProbe::AddQkvEpilogueInputs(executor::Backend& backend) {
+  const ProbeShape& p = shape_;
+  const DType d = p.dtype;
+  const auto& a = p.attention;
+  const DType bias_type = p.kind == ProbeKind::kQkvEpilogueBwd ? DType::kF32 : d;
+  PX_RETURN_IF_ERROR(AddQkvInputs(backend));
+  PX_RETURN_IF_ERROR(AddInput(backend, a.heads * a.head_dim, bias_type));
+  PX_RETURN_IF_ERROR(AddInput(backend, a.kv_heads * a.head_dim, bias_type));
+  PX_RETURN_IF_ERROR(AddInput(backend, a.kv_heads * a.head_dim, bias_type));
+  return {};
+}
+
+// q, k, v, out, probs [, dout, dq, dk, dv]
+Status KernelProbe::AddAttentionInputs(executor::Backend& backend) {
+  const ProbeShape& p = shape_;
+  const DType d = p.dtype;
+  const auto& a = p.attention;
+  const int64_t tok = a.seq * a.batch;
+  PX_RETURN_IF_ERROR(AddQkvInputs(backend));
+  PX_RETURN_IF_ERROR(AddInput(backend, tok * a.heads * a.head_dim, d, false));
+  PX_RETURN_IF_ERROR(AddInput(backend, a.probs_floats(), d, false));
+  if (p.kind == ProbeKind::kAttentionBwd) {
+    backend.AttentionForward(a, T(0), T(1), T(2), T(3), T(4));  // real probabilities
+    PX_RETURN_IF_ERROR(AddInput(backend, tok * a.heads * a.head_dim, d));
+    PX_RETURN_IF_ERROR(AddInput(backend, tok * a.heads * a.head_dim, d, false));
+    PX_RETURN_IF_ERROR(AddInput(backend, tok * a.kv_heads * a.head_dim, d, false));
+    PX_RETURN_IF_ERROR(AddInput(backend, tok * a.kv_heads * a.head_dim, d, false));
+  }
+  return {};
+}
+
+// Forward: index, table, out, positions index, position table. Backward: index, dout, dtable
+// (fp32), positions index, dpos (fp32).
+Status KernelProbe::AddEmbeddingInputs(executor::Backend& backend) {
+  const ProbeShape& p = shape_;
+  const DType d = p.dtype;
+  PX_RETURN_IF_ERROR(AddIndices(backend, p.rows, p.vocab_rows));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.kind == ProbeKind::kEmbeddingFwd ? p.vocab_rows * p.cols : p.rows * p.cols, d));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.kind == ProbeKind::kEmbeddingFwd ? p.rows * p.cols : p.vocab_rows * p.cols,
+                              p.kind == ProbeKind::kEmbeddingFwd ? d : DType::kF32, false));
+  if (p.positions) {
+    PX_RETURN_IF_ERROR(AddIndices(backend, p.rows, p.rows));
+    PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, p.kind == ProbeKind::kEmbeddingFwd ? d : DType::kF32));
+  }
+  return {};
+}
+
+// logits, stats [row max | sum_exp | target logit], targets, row_max, sum_exp, loss; the backward
+// then dlogits.
+Status KernelProbe::AddLossInputs(executor::Backend& backend) {
+  const ProbeShape& p = shape_;
+  const DType d = p.dtype;
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.vocab_rows, d));
+  PX_RETURN_IF_ERROR(AddInput(backend, 3 * p.rows, DType::kF32));
+  PX_RETURN_IF_ERROR(AddIndices(backend, p.rows, p.vocab_rows));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32));
+  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32));
+  PX_RETURN_IF_ERROR(AddInput(backend, 1, DType::kF64, false));
+  if (p.kind == ProbeKind::kLossBwd) {
+    backend.RowMax(T(0), p.rows, p.vocab_rows, T(1));
+    backend.CrossEntropyStats(T(0), p.rows, p.vocab_rows, T(1), T(2), 0, T(1) + p.rows, T(1) + 2 * p.rows);
+    PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.vocab_rows, d, false));
+  }
+  return {};
+}
+
+Status KernelProbe::AddInputs(executor::Backend& backend) {
+  const ProbeShape& p = shape_;
+  const DType d = p.dtype;
   switch (p.kind) {
     case ProbeKind::kGemm:
-      PX_RETURN_IF_ERROR(add(p.m * p.k * p.batch, d));
-      PX_RETURN_IF_ERROR(add(p.k * p.n * p.batch, d));
-      PX_RETURN_IF_ERROR(add(p.m * p.n * p.batch, p.beta != 0 ? DType::kF32 : d));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.m * p.k * p.batch, d));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.k * p.n * p.batch, d));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.m * p.n * p.batch, p.beta != 0 ? DType::kF32 : d));
       break;
-    case ProbeKind::kNormFwd:  // x, gamma, beta, y, mean, rstd
-    case ProbeKind::kResidualNormFwd:  // the same, then residual, bias, h (x is the branch)
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
-      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
-      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32, false));
-      if (p.kind == ProbeKind::kResidualNormFwd) {
-        PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
-        PX_RETURN_IF_ERROR(add(p.cols, d));
-        PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
-      }
-      break;
-    case ProbeKind::kNormBwd:  // dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dh
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32));
-      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32));
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
-      PX_RETURN_IF_ERROR(add(p.cols, DType::kF32, false));
-      PX_RETURN_IF_ERROR(add(p.cols, DType::kF32, false));
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
-      break;
-    case ProbeKind::kActFwd:  // x (gate), up, y
-    case ProbeKind::kActBwd:  // x (gate), up, dy, dx (dgate), dup
-      PX_RETURN_IF_ERROR(add(p.n, d));
-      PX_RETURN_IF_ERROR(add(p.swiglu ? p.n : 1, d));
-      PX_RETURN_IF_ERROR(add(p.n, d));
-      if (p.kind == ProbeKind::kActBwd) {
-        PX_RETURN_IF_ERROR(add(p.n, d, false));
-        PX_RETURN_IF_ERROR(add(p.swiglu ? p.n : 1, d, false));
-      }
-      break;
+    case ProbeKind::kNormFwd:
+    case ProbeKind::kResidualNormFwd: return AddNormInputs(backend);
+    case ProbeKind::kNormBwd: return AddNormBwdInputs(backend);
+    case ProbeKind::kActFwd:
+    case ProbeKind::kActBwd: return AddActInputs(backend);
     case ProbeKind::kResidualFwd:  // x, o, h, bias
     case ProbeKind::kResidualBwd:  // dout, dh, -, dbias
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.rows * p.cols, d, false));
-      PX_RETURN_IF_ERROR(add(p.cols, p.kind == ProbeKind::kResidualBwd ? DType::kF32 : d));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d, false));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.cols, p.kind == ProbeKind::kResidualBwd ? DType::kF32 : d));
       break;
-    case ProbeKind::kQkvEpilogueFwd:  // q, k, v, bq, bk, bv (dq, dk, dv, dbq, dbk, dbv)
-    case ProbeKind::kQkvEpilogueBwd: {
-      const auto& a = p.attention;
-      const int64_t tok = a.seq * a.batch;
-      const DType bias_type = p.kind == ProbeKind::kQkvEpilogueBwd ? DType::kF32 : d;
-      PX_RETURN_IF_ERROR(add(tok * a.heads * a.head_dim, d));
-      PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d));
-      PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d));
-      PX_RETURN_IF_ERROR(add(a.heads * a.head_dim, bias_type));
-      PX_RETURN_IF_ERROR(add(a.kv_heads * a.head_dim, bias_type));
-      PX_RETURN_IF_ERROR(add(a.kv_heads * a.head_dim, bias_type));
-      break;
-    }
+    case ProbeKind::kQkvEpilogueFwd:
+    case ProbeKind::kQkvEpilogueBwd: return AddQkvEpilogueInputs(backend);
     case ProbeKind::kAttentionFwd:
-    case ProbeKind::kAttentionBwd: {  // q, k, v, out, probs [, dout, dq, dk, dv]
-      const auto& a = p.attention;
-      const int64_t tok = a.seq * a.batch;
-      PX_RETURN_IF_ERROR(add(tok * a.heads * a.head_dim, d));
-      PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d));
-      PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d));
-      PX_RETURN_IF_ERROR(add(tok * a.heads * a.head_dim, d, false));
-      PX_RETURN_IF_ERROR(add(a.probs_floats(), d, false));
-      if (p.kind == ProbeKind::kAttentionBwd) {
-        backend.AttentionForward(a, T(0), T(1), T(2), T(3), T(4));  // real probabilities
-        PX_RETURN_IF_ERROR(add(tok * a.heads * a.head_dim, d));
-        PX_RETURN_IF_ERROR(add(tok * a.heads * a.head_dim, d, false));
-        PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d, false));
-        PX_RETURN_IF_ERROR(add(tok * a.kv_heads * a.head_dim, d, false));
-      }
-      break;
-    }
-    case ProbeKind::kEmbeddingFwd:  // index, table, out, positions index, position table
-    case ProbeKind::kEmbeddingBwd:  // index, dout, dtable (fp32), positions index, dpos (fp32)
-      PX_RETURN_IF_ERROR(indices(p.rows, p.vocab_rows));
-      PX_RETURN_IF_ERROR(add(p.kind == ProbeKind::kEmbeddingFwd ? p.vocab_rows * p.cols : p.rows * p.cols, d));
-      PX_RETURN_IF_ERROR(add(p.kind == ProbeKind::kEmbeddingFwd ? p.rows * p.cols : p.vocab_rows * p.cols,
-                             p.kind == ProbeKind::kEmbeddingFwd ? d : DType::kF32, false));
-      if (p.positions) {
-        PX_RETURN_IF_ERROR(indices(p.rows, p.rows));
-        PX_RETURN_IF_ERROR(add(p.rows * p.cols, p.kind == ProbeKind::kEmbeddingFwd ? d : DType::kF32));
-      }
-      break;
-    case ProbeKind::kLossFwd:  // logits, stats [row max | sum_exp | target logit], targets, row_max, sum_exp, loss
-    case ProbeKind::kLossBwd:  // the same, then dlogits
-      PX_RETURN_IF_ERROR(add(p.rows * p.vocab_rows, d));
-      PX_RETURN_IF_ERROR(add(3 * p.rows, DType::kF32));
-      PX_RETURN_IF_ERROR(indices(p.rows, p.vocab_rows));
-      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32));
-      PX_RETURN_IF_ERROR(add(p.rows, DType::kF32));
-      PX_RETURN_IF_ERROR(add(1, DType::kF64, false));
-      if (p.kind == ProbeKind::kLossBwd) {
-        backend.RowMax(T(0), p.rows, p.vocab_rows, T(1));
-        backend.CrossEntropyStats(T(0), p.rows, p.vocab_rows, T(1), T(2), 0, T(1) + p.rows, T(1) + 2 * p.rows);
-        PX_RETURN_IF_ERROR(add(p.rows * p.vocab_rows, d, false));
-      }
-      break;
+    case ProbeKind::kAttentionBwd: return AddAttentionInputs(backend);
+    case ProbeKind::kEmbeddingFwd:
+    case ProbeKind::kEmbeddingBwd: return AddEmbeddingInputs(backend);
+    case ProbeKind::kLossFwd:
+    case ProbeKind::kLossBwd: return AddLossInputs(backend);
     case ProbeKind::kAdamW:  // main, grad, m, v [, model]
-      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
-      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
-      PX_RETURN_IF_ERROR(add(p.n, DType::kF32, false));
-      PX_RETURN_IF_ERROR(add(p.n, DType::kF32, false));
-      if (d != DType::kF32) PX_RETURN_IF_ERROR(add(p.n, d, false));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32, false));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32, false));
+      if (d != DType::kF32) PX_RETURN_IF_ERROR(AddInput(backend, p.n, d, false));
       break;
     case ProbeKind::kSumSquares:
-      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
-      PX_RETURN_IF_ERROR(add(1, DType::kF64, false));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
+      PX_RETURN_IF_ERROR(AddInput(backend, 1, DType::kF64, false));
       break;
     case ProbeKind::kCast:
-      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
-      PX_RETURN_IF_ERROR(add(p.n, d, false));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.n, d, false));
       break;
     case ProbeKind::kCopy:
-      PX_RETURN_IF_ERROR(add(p.n, d));
-      PX_RETURN_IF_ERROR(add(p.n, d, false));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.n, d));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.n, d, false));
       break;
-    case ProbeKind::kFill: PX_RETURN_IF_ERROR(add(p.n, DType::kF32, false)); break;
+    case ProbeKind::kFill: PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32, false)); break;
     case ProbeKind::kAxpy:  // x, y
-      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
-      PX_RETURN_IF_ERROR(add(p.n, DType::kF32));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
+      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
       break;
   }
+  return {};
+}
+
+Status KernelProbe::AddColdSets(executor::Backend& backend) {
+  const int64_t one = std::max<int64_t>(shape_.FootprintBytes(), 1);
+  sets_ = static_cast<size_t>(std::clamp<int64_t>((kColdBytes + one - 1) / one, 1, 1024));
+  for (size_t s = 1; s < sets_; ++s) {
+    for (size_t i = 0; i < per_set_; ++i) {
+      const executor::Tensor& src = tensors_[i];
+      auto t = backend.Allocate(src.numel(), src.dtype(), executor::MemoryKind::kWorkspace);
+      if (!t) {
+        Release();
+        return t.error();
+      }
+      backend.Copy(t->ptr(), src.ptr(), src.numel());
+      tensors_.push_back(std::move(*t));
+    }
+  }
+  return {};
+}
+
+Status KernelProbe::Prepare(executor::Backend& backend) {
+  if (!tensors_.empty()) return {};
+  PX_RETURN_IF_ERROR(AddInputs(backend));
   per_set_ = tensors_.size();
   set_ = 0;
   sets_ = 1;
-  if (p.cold && per_set_ > 0) {
-    // Copies of the first set (same contents) until they add up to kColdBytes, at most 1024 sets.
-    const int64_t one = std::max<int64_t>(p.FootprintBytes(), 1);
-    sets_ = static_cast<size_t>(std::clamp<int64_t>((kColdBytes + one - 1) / one, 1, 1024));
-    for (size_t s = 1; s < sets_; ++s) {
-      for (size_t i = 0; i < per_set_; ++i) {
-        const executor::Tensor& src = tensors_[i];
-        auto t = backend.Allocate(src.numel(), src.dtype(), executor::MemoryKind::kWorkspace);
-        if (!t) {
-          Release();
-          return t.error();
-        }
-        backend.Copy(t->ptr(), src.ptr(), src.numel());
-        tensors_.push_back(std::move(*t));
+  if (shape_.cold && per_set_ > 0) PX_RETURN_IF_ERROR(AddColdSets(backend));
+  return backend.Synchronize();
+}
+
+void KernelProbe::RunGemm(executor::Backend& be) {
+  const ProbeShape& p = shape_;
+  executor::GemmArgs g;
+  g.ta = p.ta;
+  g.tb = p.tb;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.beta = p.beta;
+  g.a = T(0);
+  g.b = T(1);
+  g.c = T(2);
+  g.lda = p.ta == executor::Trans::kNo ? p.k : p.m;
+  g.ldb = p.tb == executor::Trans::kNo ? p.n : p.k;
+  g.ldc = p.n;
+  g.batch = p.batch;
+  g.stride_a = p.m * p.k;
+  g.stride_b = p.k * p.n;
+  g.stride_c = p.m * p.n;
+  be.Gemm(g);
+}
+
+void KernelProbe::RunNorm(executor::Backend& be) {
+  const ProbeShape& p = shape_;
+  if (p.kind == ProbeKind::kNormFwd) {
+    if (p.rms) {
+      be.RmsNormForward(T(0), T(1), T(3), T(5), p.rows, p.cols, 1e-5f);
+    } else {
+      be.LayerNormForward(T(0), T(1), T(2), T(3), T(4), T(5), p.rows, p.cols, 1e-5f);
+    }
+  } else if (p.kind == ProbeKind::kResidualNormFwd) {
+    const executor::DevPtr bias = p.bias ? T(7) : executor::DevPtr{};
+    if (p.rms) {
+      be.ResidualRmsNormForward(T(0), T(6), bias, T(8), T(1), T(3), T(5), p.rows, p.cols, 1e-5f);
+    } else {
+      be.ResidualLayerNormForward(T(0), T(6), bias, T(8), T(1), T(2), T(3), T(4), T(5), p.rows, p.cols, 1e-5f);
+    }
+  } else {
+    if (p.rms) {
+      be.RmsNormBackward(T(0), T(1), T(2), T(4), T(5), T(6), p.rows, p.cols);
+    } else {
+      be.LayerNormBackward(T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), p.rows, p.cols);
+    }
+    be.Axpy(T(8), T(5), p.rows * p.cols, 1.0f);
+  }
+}
+
+// As executor/runtime/transformer_layer.cpp runs the qkv op around its three GEMMs.
+void KernelProbe::RunQkvEpilogue(executor::Backend& be) {
+  const ProbeShape& p = shape_;
+  const auto& a = p.attention;
+  const int64_t rows = a.seq * a.batch, q = a.heads * a.head_dim, kv = a.kv_heads * a.head_dim;
+  const bool bwd = p.kind == ProbeKind::kQkvEpilogueBwd;
+  if (bwd && p.rotary) {
+    be.Rotary(T(0), a.seq, a.batch, a.heads, a.head_dim, true);
+    be.Rotary(T(1), a.seq, a.batch, a.kv_heads, a.head_dim, true);
+  }
+  if (p.bias) {
+    for (size_t i = 0; i < 3; ++i) {
+      const int64_t cols = i == 0 ? q : kv;
+      if (bwd) {
+        be.BiasBackward(T(i), T(i + 3), rows, cols);
+      } else {
+        be.AddBias(T(i), T(i + 3), rows, cols);
       }
     }
   }
-  return backend.Synchronize();
+  if (!bwd && p.rotary) {
+    be.Rotary(T(0), a.seq, a.batch, a.heads, a.head_dim, false);
+    be.Rotary(T(1), a.seq, a.batch, a.kv_heads, a.head_dim, false);
+  }
+}
+
+// Parameters come in tensors of up to 1M elements, as a layer's weights do.
+void KernelProbe::RunAdamW(executor::Backend& be) {
+  const ProbeShape& p = shape_;
+  constexpr int64_t kPiece = 1 << 20;
+  std::vector<executor::AdamWTensor> ts;
+  for (int64_t off = 0; off < p.n; off += kPiece) {
+    executor::AdamWTensor a;
+    a.n = std::min(kPiece, p.n - off);
+    a.main = T(0) + off;
+    a.grad = T(1) + off;
+    a.m = T(2) + off;
+    a.v = T(3) + off;
+    if (tensors_.size() > 4) a.model = T(4) + off;
+    a.decay = true;
+    ts.push_back(a);
+  }
+  executor::AdamWParams ap;
+  ap.lr = 1e-4;
+  be.MultiTensorAdamW(ts, ap);
 }
 
 Status KernelProbe::Run(executor::Backend& be) {
   const ProbeShape& p = shape_;
   if (sets_ > 1) set_ = (set_ + 1) % sets_;
   switch (p.kind) {
-    case ProbeKind::kGemm: {
-      executor::GemmArgs g;
-      g.ta = p.ta;
-      g.tb = p.tb;
-      g.m = p.m;
-      g.n = p.n;
-      g.k = p.k;
-      g.beta = p.beta;
-      g.a = T(0);
-      g.b = T(1);
-      g.c = T(2);
-      g.lda = p.ta == executor::Trans::kNo ? p.k : p.m;
-      g.ldb = p.tb == executor::Trans::kNo ? p.n : p.k;
-      g.ldc = p.n;
-      g.batch = p.batch;
-      g.stride_a = p.m * p.k;
-      g.stride_b = p.k * p.n;
-      g.stride_c = p.m * p.n;
-      be.Gemm(g);
-      break;
-    }
+    case ProbeKind::kGemm: RunGemm(be); break;
     case ProbeKind::kNormFwd:
-      if (p.rms) {
-        be.RmsNormForward(T(0), T(1), T(3), T(5), p.rows, p.cols, 1e-5f);
-      } else {
-        be.LayerNormForward(T(0), T(1), T(2), T(3), T(4), T(5), p.rows, p.cols, 1e-5f);
-      }
-      break;
-    case ProbeKind::kResidualNormFwd: {
-      const executor::DevPtr bias = p.bias ? T(7) : executor::DevPtr{};
-      if (p.rms) {
-        be.ResidualRmsNormForward(T(0), T(6), bias, T(8), T(1), T(3), T(5), p.rows, p.cols, 1e-5f);
-      } else {
-        be.ResidualLayerNormForward(T(0), T(6), bias, T(8), T(1), T(2), T(3), T(4), T(5), p.rows, p.cols, 1e-5f);
-      }
-      break;
-    }
-    case ProbeKind::kNormBwd:
-      if (p.rms) {
-        be.RmsNormBackward(T(0), T(1), T(2), T(4), T(5), T(6), p.rows, p.cols);
-      } else {
-        be.LayerNormBackward(T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), p.rows, p.cols);
-      }
-      be.Axpy(T(8), T(5), p.rows * p.cols, 1.0f);
-      break;
+    case ProbeKind::kResidualNormFwd:
+    case ProbeKind::kNormBwd: RunNorm(be); break;
     case ProbeKind::kActFwd:
       if (p.swiglu) {
         be.SwigluForward(T(0), T(1), T(2), p.n);
@@ -387,31 +497,7 @@ Status KernelProbe::Run(executor::Backend& be) {
       if (p.bias) be.BiasBackward(T(0), T(3), p.rows, p.cols);
       break;
     case ProbeKind::kQkvEpilogueFwd:
-    case ProbeKind::kQkvEpilogueBwd: {
-      // As executor/runtime/transformer_layer.cpp runs the qkv op around its three GEMMs.
-      const auto& a = p.attention;
-      const int64_t rows = a.seq * a.batch, q = a.heads * a.head_dim, kv = a.kv_heads * a.head_dim;
-      const bool bwd = p.kind == ProbeKind::kQkvEpilogueBwd;
-      if (bwd && p.rotary) {
-        be.Rotary(T(0), a.seq, a.batch, a.heads, a.head_dim, true);
-        be.Rotary(T(1), a.seq, a.batch, a.kv_heads, a.head_dim, true);
-      }
-      if (p.bias) {
-        for (size_t i = 0; i < 3; ++i) {
-          const int64_t cols = i == 0 ? q : kv;
-          if (bwd) {
-            be.BiasBackward(T(i), T(i + 3), rows, cols);
-          } else {
-            be.AddBias(T(i), T(i + 3), rows, cols);
-          }
-        }
-      }
-      if (!bwd && p.rotary) {
-        be.Rotary(T(0), a.seq, a.batch, a.heads, a.head_dim, false);
-        be.Rotary(T(1), a.seq, a.batch, a.kv_heads, a.head_dim, false);
-      }
-      break;
-    }
+    case ProbeKind::kQkvEpilogueBwd: RunQkvEpilogue(be); break;
     case ProbeKind::kAttentionFwd: be.AttentionForward(p.attention, T(0), T(1), T(2), T(3), T(4)); break;
     case ProbeKind::kAttentionBwd:
       be.AttentionBackward(p.attention, T(0), T(1), T(2), T(4), T(5), T(6), T(7), T(8));
@@ -432,26 +518,7 @@ Status KernelProbe::Run(executor::Backend& be) {
       be.CrossEntropyCombine(T(1), p.rows, 1, T(3), T(4), T(5));
       be.CrossEntropyBackward(T(0), p.rows, p.vocab_rows, T(3), T(4), T(2), 0, 1e-3f, T(6));
       break;
-    case ProbeKind::kAdamW: {
-      // Parameters come in tensors of up to 1M elements, as a layer's weights do.
-      constexpr int64_t kPiece = 1 << 20;
-      std::vector<executor::AdamWTensor> ts;
-      for (int64_t off = 0; off < p.n; off += kPiece) {
-        executor::AdamWTensor a;
-        a.n = std::min(kPiece, p.n - off);
-        a.main = T(0) + off;
-        a.grad = T(1) + off;
-        a.m = T(2) + off;
-        a.v = T(3) + off;
-        if (tensors_.size() > 4) a.model = T(4) + off;
-        a.decay = true;
-        ts.push_back(a);
-      }
-      executor::AdamWParams ap;
-      ap.lr = 1e-4;
-      be.MultiTensorAdamW(ts, ap);
-      break;
-    }
+    case ProbeKind::kAdamW: RunAdamW(be); break;
     case ProbeKind::kSumSquares: {
       const executor::DevSpan span{T(0), p.n};
       be.MultiTensorSumSquares(std::span<const executor::DevSpan>(&span, 1), T(1));

@@ -82,6 +82,27 @@ class KernelProbe {
  private:
   executor::DevPtr T(size_t i) const { return tensors_[set_ * per_set_ + i].ptr(); }
   Result<size_t> Add(executor::Backend& backend, int64_t numel, executor::DType dtype, bool random = true);
+  //! Add, dropping every input when it fails.
+  Status AddInput(executor::Backend& backend, int64_t numel, executor::DType dtype, bool random = true);
+  //! `count` int32 indices in [0, range), dropping every input when it fails.
+  Status AddIndices(executor::Backend& backend, int64_t count, int64_t range);
+  //! One set of the inputs the probe's kind reads and writes (the longer families below).
+  Status AddInputs(executor::Backend& backend);
+  Status AddNormInputs(executor::Backend& backend);
+  Status AddNormBwdInputs(executor::Backend& backend);
+  Status AddActInputs(executor::Backend& backend);
+  Status AddQkvInputs(executor::Backend& backend);
+  Status AddQkvEpilogueInputs(executor::Backend& backend);
+  Status AddAttentionInputs(executor::Backend& backend);
+  Status AddEmbeddingInputs(executor::Backend& backend);
+  Status AddLossInputs(executor::Backend& backend);
+  //! Copies of the first set (same contents) until they add up to kColdBytes, at most 1024 sets.
+  Status AddColdSets(executor::Backend& backend);
+  //! One run of the longer families on the current set.
+  void RunGemm(executor::Backend& be);
+  void RunNorm(executor::Backend& be);
+  void RunQkvEpilogue(executor::Backend& be);
+  void RunAdamW(executor::Backend& be);
   ProbeShape shape_;
   std::vector<executor::Tensor> tensors_;
   size_t per_set_ = 0;  //!< tensors in one set

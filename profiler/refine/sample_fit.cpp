@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 #include "profiler/calibrate/measurement.h"
 
@@ -9,13 +10,13 @@ namespace parallax::profiler {
 namespace {
 
 struct Group {
-  OpDescription desc;
+  planner::OpDescription desc;
   std::vector<double> alone;
   std::vector<double> overlapped;
   std::vector<const OpInstance*> instances;  //!< collectives (alone/overlapped stay empty): converted once k is known
 };
 
-std::string KeyOf(const OpInstance& in, const OpDescription& d) {
+std::string KeyOf(const OpInstance& in, const planner::OpDescription& d) {
   if (d.collective) {
     const auto& c = *d.collective;
     return std::string("coll/") + ToString(c.kind) + "/" + std::to_string(c.bytes) + "/" + std::to_string(c.group.size) +
@@ -48,26 +49,28 @@ Measurement Pool(const std::vector<Estimate>& est) {
   return m;
 }
 
-}  // namespace
+//! Per family: measured and predicted seconds over the op instances that priced it, and how many
+//! op descriptions those were.
+struct FamilyTotals {
+  double measured_s = 0, predicted_s = 0;
+  int64_t ops = 0;
+};
 
-std::string ComputeGroupKey(const OpIdentity& id, int64_t bytes) {
-  std::string k = std::string("op/") + ToString(id.op) + "/" + ToString(id.phase) + (id.layer < 0 ? "/outer" : "/layer");
-  if (id.op == OpKind::kOptimizer) k += "/rank" + std::to_string(id.rank);
-  if (IsMemoryPass(id.op)) k += "/bytes" + std::to_string(bytes);
-  return k;
-}
+//! What the compute groups measured, before pooling across groups.
+struct ComputeEstimates {
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>, std::vector<Estimate>> gemms;
+  std::map<std::pair<std::string, int64_t>, std::vector<Estimate>> kernels;
+  std::map<std::string, FamilyTotals> families;
+  std::vector<double> ratios;  //!< overlapped / alone medians of the groups that have both
+};
 
-double WindowedCollectiveTime(double window_s, double uncovered_s, double compute_alone_s, double contention) {
-  if (contention <= 1.0) return window_s;  // compute hides a covered collective entirely: only W says how long it ran
-  const double cost = std::clamp(window_s - compute_alone_s, std::max(0.0, uncovered_s), window_s);
-  return std::min(window_s, cost * contention / (contention - 1.0));
-}
-
-FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>& instances, double contention) {
-  FittedSamples out;
+//! The instances by op description (KeyOf); those not turned into samples are counted in
+//! `out.not_sampled`, the others in `out.instances_used`. Groups point into `instances`.
+std::map<std::string, Group> GroupInstances(const planner::PricedOps& priced, const std::vector<OpInstance>& instances,
+                                            FittedSamples& out) {
   std::map<std::string, Group> groups;
   for (const OpInstance& in : instances) {
-    OpDescription d = catalog.Describe(in.id, in.predicted_bytes);
+    planner::OpDescription d = priced.Describe(in.id, in.predicted_bytes);
     if (!d.not_sampled.empty()) {
       ++out.not_sampled[std::string(ToString(in.id.op)) + ": " + d.not_sampled];
       continue;
@@ -86,48 +89,45 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
       (in.overlapped ? g.overlapped : g.alone).push_back(in.measured_s);
     }
   }
+  return groups;
+}
 
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>, std::vector<Estimate>> gemm_est;
-  std::map<std::pair<std::string, int64_t>, std::vector<Estimate>> kernel_est;
-  std::vector<double> ratios;
-  // Per family: measured and predicted seconds over the op instances that priced it, and how many
-  // op descriptions those were.
-  struct FamilyTotals {
-    double measured_s = 0, predicted_s = 0;
-    int64_t ops = 0;
-  };
-  std::map<std::string, FamilyTotals> families;
+//! Each compute group's median (of the instances that ran alone, else of the overlapped ones)
+//! shared among its GEMMs and memory-bound parts; sets `out.run_op_times` and the contention
+//! sample count.
+ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, FittedSamples& out) {
+  ComputeEstimates est;
   double run_total_s = 0, run_median_s = 0;
-  for (auto& [key, g] : groups) {
-    if (g.desc.collective) continue;  // below, once the contention factor is known
+  for (const auto& [key, g] : groups) {
+    if (g.desc.collective) continue;  // AddCollectiveSamples, once the contention factor is known
     const Measurement alone = Summarize(g.alone);
     const Measurement over = Summarize(g.overlapped);
     if (!g.alone.empty() && !g.overlapped.empty()) {
-      ratios.push_back(over.median_s / alone.median_s);
+      est.ratios.push_back(over.median_s / alone.median_s);
       out.contention.samples += static_cast<int64_t>(g.overlapped.size());
     }
     const Measurement m = g.alone.empty() ? over : alone;
-    const ComputeDescription& c = *g.desc.compute;
+    const planner::ComputeDescription& c = *g.desc.compute;
     if (c.time_s <= 0) continue;
     const auto count = static_cast<double>(g.alone.empty() ? g.overlapped.size() : g.alone.size());
     for (double t : g.alone.empty() ? g.overlapped : g.alone) run_total_s += t;
     run_median_s += m.median_s * count;
     out.run_op_times.instances += static_cast<int64_t>(count);
     auto add_family = [&](const std::string& family, double share, double predicted_s) {
-      FamilyTotals& t = families[family];
+      FamilyTotals& t = est.families[family];
       t.measured_s += m.median_s * share * count;
       t.predicted_s += predicted_s * count;
       ++t.ops;
     };
     for (const auto& part : c.gemms) {
       const double share = part.time_s / c.time_s;
-      gemm_est[{part.m, part.n, part.k, part.batch, part.accumulate}].push_back(
+      est.gemms[{part.m, part.n, part.k, part.batch, part.accumulate}].push_back(
           {m.median_s * share, m.spread_s * share, m.repetitions});
       add_family("gemm", share, part.time_s);
     }
     for (const auto& part : c.memory) {
       const double share = part.time_s / c.time_s;
-      kernel_est[{part.family, part.bytes}].push_back({m.median_s * share, m.spread_s * share, m.repetitions});
+      est.kernels[{part.family, part.bytes}].push_back({m.median_s * share, m.spread_s * share, m.repetitions});
       add_family(part.family, share, part.time_s);
     }
   }
@@ -135,43 +135,61 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
     out.run_op_times.mean_over_median = run_total_s / run_median_s;
     out.run_op_times.source = "refine";
   }
-  for (const auto& [shape, est] : gemm_est) {
-    const Measurement m = Pool(est);
+  return est;
+}
+
+//! One GEMM sample per shape and one kernel sample per (family, bytes), pooled over the groups
+//! that ran it.
+void AddPooledSamples(const ComputeEstimates& est, DType dtype, FittedSamples& out) {
+  for (const auto& [shape, e] : est.gemms) {
+    const Measurement m = Pool(e);
     GemmSample s;
     std::tie(s.m, s.n, s.k, s.batch, s.accumulate) = shape;
-    s.dtype = catalog.dtype();
+    s.dtype = dtype;
     s.time_s = m.median_s;
     s.stats = m.stats();
     s.source = "refine";
     out.gemms.push_back(s);
   }
-  for (const auto& [key, est] : kernel_est) {
-    const Measurement m = Pool(est);
+  for (const auto& [key, e] : est.kernels) {
+    const Measurement m = Pool(e);
     out.kernels.push_back({key.first, key.second, m.median_s, m.stats(), "refine"});
   }
-  // The memory-bound families pooled: what a family the trace did not time takes (the grad-norm
-  // read, whose slice also waits in the world all-reduce; a family only another layout runs).
+}
+
+//! Per family its measured over predicted total, and the memory-bound families pooled: what a
+//! family the trace did not time takes (the grad-norm read, whose slice also waits in the world
+//! all-reduce; a family only another layout runs).
+void AddRunRatios(const std::map<std::string, FamilyTotals>& families, DType dtype, FittedSamples& out) {
   FamilyTotals streaming;
   for (const auto& [family, t] : families) {
     if (t.measured_s <= 0 || t.predicted_s <= 0) continue;
-    out.run_ratios.push_back({family, catalog.dtype(), t.measured_s / t.predicted_s, t.ops, "refine"});
+    out.run_ratios.push_back({family, dtype, t.measured_s / t.predicted_s, t.ops, "refine"});
     if (family == "gemm") continue;
     streaming.measured_s += t.measured_s;
     streaming.predicted_s += t.predicted_s;
     streaming.ops += t.ops;
   }
   if (streaming.measured_s > 0 && streaming.predicted_s > 0) {
-    out.run_ratios.push_back({kMemoryBoundRunFactor, catalog.dtype(), streaming.measured_s / streaming.predicted_s,
+    out.run_ratios.push_back({kMemoryBoundRunFactor, dtype, streaming.measured_s / streaming.predicted_s,
                               streaming.ops, "refine"});
   }
-  if (!ratios.empty()) {
-    std::sort(ratios.begin(), ratios.end());
-    out.contention_factor = std::max(1.0, Quantile(ratios, 0.5));
-    out.contention.source = "refine";
-    out.contention.spread = Quantile(ratios, 0.75) - Quantile(ratios, 0.25);
-  }
-  const double k = std::max(contention, out.contention_factor.value_or(1.0));
-  for (auto& [key, g] : groups) {
+}
+
+//! The contention factor from the overlapped / alone ratios: their median (at least 1), with
+//! their interquartile range as the spread. Nothing without ratios.
+void FitContention(std::vector<double> ratios, FittedSamples& out) {
+  if (ratios.empty()) return;
+  std::sort(ratios.begin(), ratios.end());
+  out.contention_factor = std::max(1.0, Quantile(ratios, 0.5));
+  out.contention.source = "refine";
+  out.contention.spread = Quantile(ratios, 0.75) - Quantile(ratios, 0.25);
+}
+
+//! One collective point per collective group: the median of what its instances cost
+//! (WindowedCollectiveTime with contention `k` where the window is known, else their length).
+void AddCollectiveSamples(const std::map<std::string, Group>& groups, double k, FittedSamples& out) {
+  for (const auto& [key, g] : groups) {
     if (!g.desc.collective) continue;
     std::vector<double> times;
     times.reserve(g.instances.size());
@@ -191,6 +209,31 @@ FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>
     c.point.stats = m.stats();
     out.collectives.push_back(c);
   }
+}
+
+}  // namespace
+
+std::string ComputeGroupKey(const OpIdentity& id, int64_t bytes) {
+  std::string k = std::string("op/") + ToString(id.op) + "/" + ToString(id.phase) + (id.layer < 0 ? "/outer" : "/layer");
+  if (id.op == OpKind::kOptimizer) k += "/rank" + std::to_string(id.rank);
+  if (IsMemoryPass(id.op)) k += "/bytes" + std::to_string(bytes);
+  return k;
+}
+
+double WindowedCollectiveTime(double window_s, double uncovered_s, double compute_alone_s, double contention) {
+  if (contention <= 1.0) return window_s;  // compute hides a covered collective entirely: only W says how long it ran
+  const double cost = std::clamp(window_s - compute_alone_s, std::max(0.0, uncovered_s), window_s);
+  return std::min(window_s, cost * contention / (contention - 1.0));
+}
+
+FittedSamples FitSamples(const planner::PricedOps& priced, const std::vector<OpInstance>& instances, double contention) {
+  FittedSamples out;
+  const std::map<std::string, Group> groups = GroupInstances(priced, instances, out);
+  ComputeEstimates est = EstimateCompute(groups, out);
+  AddPooledSamples(est, priced.dtype(), out);
+  AddRunRatios(est.families, priced.dtype(), out);
+  FitContention(std::move(est.ratios), out);
+  AddCollectiveSamples(groups, std::max(contention, out.contention_factor.value_or(1.0)), out);
   return out;
 }
 

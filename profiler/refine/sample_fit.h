@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "model/cost_db.h"
-#include "profiler/refine/op_catalog.h"
+#include "planner/cost/priced_ops.h"
 
 namespace parallax::profiler {
 
@@ -50,7 +50,7 @@ std::string ComputeGroupKey(const OpIdentity& id, int64_t bytes);
 double WindowedCollectiveTime(double window_s, double uncovered_s, double compute_alone_s, double contention);
 
 struct CollectiveSample {
-  CollectiveDescription what;
+  planner::CollectiveDescription what;
   CollectivePoint point;
 };
 
@@ -74,6 +74,6 @@ struct FittedSamples {
 //! `contention`: the factor the refined database will hold at least (the database's, the trace's
 //! end-to-end one); the instances' own overlapped/alone ratio may raise it. DP slices become
 //! collective points through WindowedCollectiveTime with it.
-FittedSamples FitSamples(const OpCatalog& catalog, const std::vector<OpInstance>& instances, double contention = 1.0);
+FittedSamples FitSamples(const planner::PricedOps& priced, const std::vector<OpInstance>& instances, double contention = 1.0);
 
 }  // namespace parallax::profiler

@@ -1,12 +1,12 @@
-// refine's end-to-end contention from a measured trace (profiler/refine/refine.h TraceContention):
-// the time inside a gradient reduction's window that no compute op covers, against its predicted
-// isolated length, in the planner's overlap model.
+// refine's end-to-end contention from a measured trace (profiler/refine/trace_contention.h
+// TraceContention): the time inside a gradient reduction's window that no compute op covers,
+// against its predicted isolated length, in the planner's overlap model.
 #include <gtest/gtest.h>
 
 #include "planner/sim/trace_recorder.h"
 #include "profiler/calibrate/calibrate.h"
-#include "profiler/refine/refine.h"
 #include "profiler/refine/sample_fit.h"
+#include "profiler/refine/trace_contention.h"
 #include "traces/diff.h"
 
 namespace parallax::profiler {

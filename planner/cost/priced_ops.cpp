@@ -1,18 +1,18 @@
-#include "profiler/refine/op_catalog.h"
+#include "planner/cost/priced_ops.h"
 
 #include "planner/memory/memory_model.h"
 
-namespace parallax::profiler {
+namespace parallax::planner {
 namespace {
 
-const std::vector<planner::CostedOp>* ListFor(const planner::UnitOps& u, Phase phase) {
+const std::vector<CostedOp>* ListFor(const UnitOps& u, Phase phase) {
   if (phase == Phase::kFwd) return &u.fwd;
   if (phase == Phase::kBwd || phase == Phase::kRecompute) return &u.bwd;
   return nullptr;
 }
 
 // A TP or DP collective measured at the size the predicted slice carries, over its group.
-OpDescription CollectiveAt(CollectiveKind kind, int64_t predicted_bytes, const planner::PlacedGroup& group) {
+OpDescription CollectiveAt(CollectiveKind kind, int64_t predicted_bytes, const PlacedGroup& group) {
   OpDescription out;
   if (predicted_bytes <= 0) {
     out.not_sampled = "the predicted slice carries no message size (a reduction of several buckets)";
@@ -28,14 +28,14 @@ OpDescription CollectiveAt(CollectiveKind kind, int64_t predicted_bytes, const p
 
 }  // namespace
 
-OpCatalog::OpCatalog(const Plan& plan, const CostDb* db)
+PricedOps::PricedOps(const Plan& plan, const CostDb* db)
     : plan_(plan), ctx_(plan.cluster, plan.training.precision, db, &plan_.implementation) {
   const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
   units_ = &ctx_.Units(plan.model, plan.layout, seq);
 }
 
-std::optional<ComputeDescription> OpCatalog::FromCostedOp(const OpIdentity& id) const {
-  const planner::UnitOps* unit = &units_->layer;
+std::optional<ComputeDescription> PricedOps::FromCostedOp(const OpIdentity& id) const {
+  const UnitOps* unit = &units_->layer;
   if (id.layer < 0) {
     if (id.op == OpKind::kEmbedding) {
       unit = &units_->embedding;
@@ -47,7 +47,7 @@ std::optional<ComputeDescription> OpCatalog::FromCostedOp(const OpIdentity& id) 
   }
   const auto* list = ListFor(*unit, id.phase);
   if (list == nullptr) return std::nullopt;
-  for (const planner::CostedOp& o : *list) {
+  for (const CostedOp& o : *list) {
     if (o.op != id.op || o.phase != id.phase || o.tp_comm) continue;
     ComputeDescription d;
     d.gemms = o.gemms;
@@ -60,14 +60,14 @@ std::optional<ComputeDescription> OpCatalog::FromCostedOp(const OpIdentity& id) 
   return std::nullopt;
 }
 
-ComputeDescription OpCatalog::Optimizer(int64_t pp_rank) const {
+ComputeDescription PricedOps::Optimizer(int64_t pp_rank) const {
   // As planner/cost/plan_costs.cpp prices the optimizer op: AdamW over the rank's shard, with the
-  // profile's per-parameter bytes (planner::OptimizerBytesPerParam). The grad-norm read is the
+  // profile's per-parameter bytes (OptimizerBytesPerParam). The grad-norm read is the
   // grad_clip op's (not sampled: its slice also waits in the all-reduce).
   const Layout& l = plan_.layout;
-  const double params = static_cast<double>(planner::RankParams(plan_.model, l, pp_rank));
+  const double params = static_cast<double>(RankParams(plan_.model, l, pp_rank));
   const double shard = params / static_cast<double>(l.zero_stage >= 1 ? l.dp : 1);
-  const double bytes = planner::OptimizerBytesPerParam(plan_.implementation, plan_.training.precision) * shard;
+  const double bytes = OptimizerBytesPerParam(plan_.implementation, plan_.training.precision) * shard;
   ComputeDescription d;
   const auto& c = ctx_.compute();
   d.memory.push_back({"optimizer", static_cast<int64_t>(bytes), c.MemoryBound("optimizer", bytes)});
@@ -75,7 +75,7 @@ ComputeDescription OpCatalog::Optimizer(int64_t pp_rank) const {
   return d;
 }
 
-OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes) const {
+OpDescription PricedOps::Describe(const OpIdentity& id, int64_t predicted_bytes) const {
   OpDescription out;
   const Layout& l = plan_.layout;
   switch (id.op) {
@@ -85,7 +85,7 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
       return CollectiveAt(id.op == OpKind::kTpAllReduce   ? CollectiveKind::kAllReduce
                           : id.op == OpKind::kTpAllGather ? CollectiveKind::kAllGather
                                                           : CollectiveKind::kReduceScatter,
-                          predicted_bytes, planner::PlaceGroup(l, plan_.cluster, planner::GroupKind::kTp));
+                          predicted_bytes, PlaceGroup(l, plan_.cluster, GroupKind::kTp));
     case OpKind::kPpSend: {
       if (l.tp > 1 && !l.sequence_parallel) {
         out.not_sampled = "the planner prices the send together with a TP all-gather (Megatron scatter/gather)";
@@ -99,7 +99,7 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
       c.kind = CollectiveKind::kSendRecv;
       c.bytes = static_cast<int64_t>(e * static_cast<double>(l.micro_batch * seq * plan_.model.hidden) /
                                      static_cast<double>(l.tp));
-      c.group = planner::PlacePipelineHop(l, plan_.cluster, pp_rank, peer);
+      c.group = PlacePipelineHop(l, plan_.cluster, pp_rank, peer);
       out.collective = c;
       return out;
     }
@@ -114,7 +114,7 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
       return CollectiveAt(id.op == OpKind::kDpAllReduce   ? CollectiveKind::kAllReduce
                           : id.op == OpKind::kDpAllGather ? CollectiveKind::kAllGather
                                                           : CollectiveKind::kReduceScatter,
-                          predicted_bytes, planner::PlaceGroup(l, plan_.cluster, planner::GroupKind::kDp));
+                          predicted_bytes, PlaceGroup(l, plan_.cluster, GroupKind::kDp));
     case OpKind::kGradClip:
       out.not_sampled = "the measured slice is the grad-norm read plus the world all-reduce, waiting for the "
                         "slowest rank included";
@@ -134,7 +134,7 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
         return out;
       }
       ComputeDescription d;
-      const char* family = planner::MemoryFamily(id.op, Phase::kComm);
+      const char* family = MemoryFamily(id.op, Phase::kComm);
       const double t = ctx_.compute().MemoryBound(family, static_cast<double>(predicted_bytes));
       d.memory.push_back({family, predicted_bytes, t});
       d.time_s = t;
@@ -148,4 +148,4 @@ OpDescription OpCatalog::Describe(const OpIdentity& id, int64_t predicted_bytes)
   return out;
 }
 
-}  // namespace parallax::profiler
+}  // namespace parallax::planner

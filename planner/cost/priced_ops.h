@@ -16,7 +16,7 @@
 #include "planner/cost/placement.h"
 #include "planner/cost/plan_costs.h"
 
-namespace parallax::profiler {
+namespace parallax::planner {
 
 //! A memory-bound part of an op: a CostDb kernel family at a byte count, and its predicted time.
 struct MemoryPart {
@@ -28,7 +28,7 @@ struct MemoryPart {
 //! A compute op as priced: its GEMMs and memory-bound parts; `time_s` is their sum (before any
 //! contention slowdown the simulator applies).
 struct ComputeDescription {
-  std::vector<planner::GemmPart> gemms;
+  std::vector<GemmPart> gemms;
   std::vector<MemoryPart> memory;
   double time_s = 0;
 };
@@ -37,7 +37,7 @@ struct ComputeDescription {
 struct CollectiveDescription {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   int64_t bytes = 0;
-  planner::PlacedGroup group;
+  PlacedGroup group;
 };
 
 //! The description of one op identity, or why there is none.
@@ -47,23 +47,24 @@ struct OpDescription {
   std::string not_sampled;  //!< non-empty: the op is not turned into samples, and why
 };
 
-class OpCatalog {
+//! The plan's ops as the cost model prices them, looked up by op identity.
+class PricedOps {
  public:
-  //! `plan` must pass ValidateLayout; `db` (may be null) must outlive the catalogue.
-  OpCatalog(const Plan& plan, const CostDb* db);
+  //! `plan` must pass ValidateLayout; `db` (may be null) must outlive this object.
+  PricedOps(const Plan& plan, const CostDb* db);
 
   //! `predicted_bytes`: the bytes arg of the predicted slice (-1 when absent).
   OpDescription Describe(const OpIdentity& id, int64_t predicted_bytes) const;
 
-  DType dtype() const { return planner::ComputeDType(plan_.training.precision); }
+  DType dtype() const { return ComputeDType(plan_.training.precision); }
 
  private:
   std::optional<ComputeDescription> FromCostedOp(const OpIdentity& id) const;
   ComputeDescription Optimizer(int64_t pp_rank) const;
 
   Plan plan_;
-  planner::CostContext ctx_;
-  const planner::UnitCosts* units_ = nullptr;
+  CostContext ctx_;
+  const UnitCosts* units_ = nullptr;
 };
 
-}  // namespace parallax::profiler
+}  // namespace parallax::planner
