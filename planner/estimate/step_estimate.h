@@ -2,7 +2,8 @@
 // Closed-form step time (the search's evaluator). Same unit costs as the simulator
 // (planner/cost/plan_costs.h); the pipeline, DP overlap and ZeRO-3 prefetch are expressed as
 // formulas instead of events. tests/planner/closed_form_vs_sim_test.cpp holds it within 3% of
-// the simulation.
+// the simulation. The formula runs in named phases (step_phases.h): rank work, pipeline fill/drain
+// and steady period, parameter-gather wait, DP tail.
 //
 // Pipeline makespan with per-rank work W_r = F_r + B_r per micro-batch, chunk work w = W / v and
 // the p2p time c_r of hop r (pipeline rank r -> r+1; c_{p-1} the interleaved wrap p-1 -> 0),

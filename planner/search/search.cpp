@@ -9,7 +9,7 @@
 
 #include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
-#include "planner/memory/memory_model.h"
+#include "planner/memory/peak_memory.h"
 
 namespace parallax::planner {
 namespace {
@@ -39,143 +39,165 @@ std::vector<int64_t> GlobalBatches(const ModelSpec& m, const TrainingSpec& t, co
   return out;
 }
 
+bool TpDividesHeads(const ModelSpec& m, int64_t tp) {
+  return m.heads % tp == 0 && m.kv_heads % tp == 0 && m.ffn_hidden % tp == 0;
+}
+
+//! The layout space walked in enumeration order: the candidates, and each rejection counted
+//! where the walk meets it.
+struct LayoutWalk {
+  const ModelSpec& m;
+  const SearchOptions& o;
+  int64_t seq = 0;
+  std::vector<int64_t> batches;
+  std::vector<int64_t> micro_batches;
+  Rejections& rej;
+  int64_t& searched;
+  std::vector<Candidate> out;
+
+  //! A layout the space holds that a check rejects (`l` carries the dimensions chosen so far).
+  void Reject(const std::string& why, const Layout& l) {
+    ++searched;
+    rej.Add(why, l);
+  }
+};
+
+struct Sched {
+  ScheduleKind kind;
+  int64_t v;
+};
+
+//! The schedules of pipeline `l` (dp, tp, pp and batch chosen) with `micro` micro-batches: GPipe,
+//! 1F1B and every interleaved depth that divides the layers.
+std::vector<Sched> Schedules(LayoutWalk& w, const Layout& l, int64_t micro) {
+  if (l.pp == 1) return {{ScheduleKind::kOneFOneB, 1}};
+  std::vector<Sched> scheds{{ScheduleKind::kGpipe, 1}, {ScheduleKind::kOneFOneB, 1}};
+  const int64_t v_first = w.o.fix.virtual_stages ? *w.o.fix.virtual_stages : 2;
+  const int64_t v_last = w.o.fix.virtual_stages ? *w.o.fix.virtual_stages : w.m.layers / l.pp;
+  for (int64_t v = v_first; v <= v_last; ++v) {
+    if (w.o.fix.schedule && *w.o.fix.schedule != ScheduleKind::kInterleaved) break;
+    if (w.m.layers % (l.pp * v) != 0) continue;
+    if (micro % l.pp != 0) {
+      Layout rejected = l;
+      rejected.schedule = ScheduleKind::kInterleaved;
+      rejected.virtual_stages = v;
+      w.Reject("interleaved_microbatches_not_multiple_of_pp", rejected);
+      continue;
+    }
+    scheds.push_back({ScheduleKind::kInterleaved, v});
+  }
+  return scheds;
+}
+
+//! Every ZeRO stage, recompute and sequence-parallel variant of `base` under schedule `s`.
+void AddVariants(LayoutWalk& w, const Layout& base, const Sched& s) {
+  for (int64_t zero = 0; zero <= (base.dp > 1 ? 3 : 0); ++zero) {
+    for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      for (int sp = 0; sp <= (base.tp > 1 ? 1 : 0); ++sp) {
+        Layout l = base;
+        l.zero_stage = zero;
+        l.recompute = rc;
+        l.schedule = s.kind;
+        l.virtual_stages = s.v;
+        l.sequence_parallel = sp == 1;
+        if (!w.o.fix.Admits(l)) continue;
+        if (zero > MaxZeroStage(w.o.implementation, l.pp)) {
+          // The implementation cannot run this stage (its max_zero_stage facts).
+          w.Reject("zero_stage_beyond_implementation", l);
+          continue;
+        }
+        if (l.sequence_parallel && w.seq % l.tp != 0) {
+          w.Reject("sequence_parallel_needs_tp_dividing_seq_len", l);
+          continue;
+        }
+        ++w.searched;
+        w.out.push_back({l});
+      }
+    }
+  }
+}
+
+//! Every global batch and micro-batch size of pipeline `base` (dp, tp, pp chosen).
+void WalkBatches(LayoutWalk& w, const Layout& base) {
+  for (int64_t gb : w.batches) {
+    for (int64_t mb : w.micro_batches) {
+      if (w.o.fix.micro_batch && *w.o.fix.micro_batch != mb) continue;
+      Layout l = base;
+      l.micro_batch = mb;
+      l.global_batch = gb;
+      if (gb % (l.dp * mb) != 0) {
+        w.Reject("global_batch_not_divisible", l);
+        continue;
+      }
+      for (const Sched& s : Schedules(w, l, gb / (l.dp * mb))) AddVariants(w, l, s);
+    }
+  }
+}
+
+//! Every pipeline depth of tensor-parallel width `tp` over `world` devices, dp taking the rest.
+void WalkPipelines(LayoutWalk& w, int64_t world, int64_t tp) {
+  for (int64_t pp = 1; pp <= world / tp; ++pp) {
+    if ((world / tp) % pp != 0) continue;
+    if (w.o.fix.pp && *w.o.fix.pp != pp) continue;
+    Layout l;
+    l.tp = tp;
+    l.pp = pp;
+    if (pp > w.m.layers) {
+      w.Reject("pp_exceeds_layers", l);
+      continue;
+    }
+    l.dp = world / (tp * pp);
+    if (w.o.fix.dp && *w.o.fix.dp != l.dp) continue;
+    WalkBatches(w, l);
+  }
+}
+
 //! Every layout the space holds, with the divisibility rejections counted on the way.
 std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const TrainingSpec& t,
                                  const SearchOptions& o, Rejections& rej, int64_t& searched) {
-  std::vector<Candidate> out;
   const int64_t world = c.total_gpus();
-  const int64_t seq = t.seq_len > 0 ? t.seq_len : m.seq_len;
-  const auto batches = GlobalBatches(m, t, o);
   // A fixed dimension is enumerated at exactly its value, whatever the default grid holds.
-  const std::vector<int64_t> micro_batches =
-      o.fix.micro_batch ? std::vector<int64_t>{*o.fix.micro_batch} : std::vector<int64_t>{1, 2, 4, 8, 16, 32};
+  LayoutWalk w{.m = m,
+               .o = o,
+               .seq = t.seq_len > 0 ? t.seq_len : m.seq_len,
+               .batches = GlobalBatches(m, t, o),
+               .micro_batches = o.fix.micro_batch ? std::vector<int64_t>{*o.fix.micro_batch}
+                                                  : std::vector<int64_t>{1, 2, 4, 8, 16, 32},
+               .rej = rej,
+               .searched = searched,
+               .out = {}};
   // Tensor parallelism across nodes (tp a multiple of gpus_per_node above it) runs and `simulate`
   // predicts it, but the search does not enumerate it: counted as a rejection.
   for (int64_t tp = 2 * c.gpus_per_node; tp <= world; tp += c.gpus_per_node) {
     if (world % tp != 0 || tp % c.gpus_per_node != 0 || (o.fix.tp && *o.fix.tp != tp)) continue;
-    if (m.heads % tp != 0 || m.kv_heads % tp != 0 || m.ffn_hidden % tp != 0) continue;
-    ++searched;
+    if (!TpDividesHeads(m, tp)) continue;
     Layout l;
     l.tp = tp;
-    rej.Add("tp_spans_nodes", l);
+    w.Reject("tp_spans_nodes", l);
   }
   for (int64_t tp = 1; tp <= c.gpus_per_node; ++tp) {
     if (c.gpus_per_node % tp != 0 || world % tp != 0) continue;
     if (o.fix.tp && *o.fix.tp != tp) continue;
-    if (m.heads % tp != 0 || m.kv_heads % tp != 0 || m.ffn_hidden % tp != 0) {
-      ++searched;
+    if (!TpDividesHeads(m, tp)) {
       Layout l;
       l.tp = tp;
-      rej.Add("tp_does_not_divide_heads", l);
+      w.Reject("tp_does_not_divide_heads", l);
       continue;
     }
-    for (int64_t pp = 1; pp <= world / tp; ++pp) {
-      if ((world / tp) % pp != 0) continue;
-      if (o.fix.pp && *o.fix.pp != pp) continue;
-      if (pp > m.layers) {
-        ++searched;
-        Layout l;
-        l.tp = tp;
-        l.pp = pp;
-        rej.Add("pp_exceeds_layers", l);
-        continue;
-      }
-      const int64_t dp = world / (tp * pp);
-      if (o.fix.dp && *o.fix.dp != dp) continue;
-      for (int64_t gb : batches) {
-        for (int64_t mb : micro_batches) {
-          if (o.fix.micro_batch && *o.fix.micro_batch != mb) continue;
-          if (gb % (dp * mb) != 0) {
-            ++searched;
-            Layout l;
-            l.dp = dp;
-            l.tp = tp;
-            l.pp = pp;
-            l.micro_batch = mb;
-            l.global_batch = gb;
-            rej.Add("global_batch_not_divisible", l);
-            continue;
-          }
-          const int64_t micro = gb / (dp * mb);
-          struct Sched {
-            ScheduleKind kind;
-            int64_t v;
-          };
-          std::vector<Sched> scheds;
-          if (pp == 1) {
-            scheds.push_back({ScheduleKind::kOneFOneB, 1});
-          } else {
-            scheds.push_back({ScheduleKind::kGpipe, 1});
-            scheds.push_back({ScheduleKind::kOneFOneB, 1});
-            const int64_t v_first = o.fix.virtual_stages ? *o.fix.virtual_stages : 2;
-            const int64_t v_last = o.fix.virtual_stages ? *o.fix.virtual_stages : m.layers / pp;
-            for (int64_t v = v_first; v <= v_last; ++v) {
-              if (o.fix.schedule && *o.fix.schedule != ScheduleKind::kInterleaved) break;
-              if (m.layers % (pp * v) != 0) continue;
-              if (micro % pp != 0) {
-                ++searched;
-                Layout l;
-                l.dp = dp;
-                l.tp = tp;
-                l.pp = pp;
-                l.micro_batch = mb;
-                l.global_batch = gb;
-                l.schedule = ScheduleKind::kInterleaved;
-                l.virtual_stages = v;
-                rej.Add("interleaved_microbatches_not_multiple_of_pp", l);
-                continue;
-              }
-              scheds.push_back({ScheduleKind::kInterleaved, v});
-            }
-          }
-          for (const Sched& s : scheds) {
-            for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-              for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-                for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
-                  Layout l;
-                  l.dp = dp;
-                  l.tp = tp;
-                  l.pp = pp;
-                  l.zero_stage = zero;
-                  l.micro_batch = mb;
-                  l.global_batch = gb;
-                  l.recompute = rc;
-                  l.schedule = s.kind;
-                  l.virtual_stages = s.v;
-                  l.sequence_parallel = sp == 1;
-                  if (!o.fix.Admits(l)) continue;
-                  ++searched;
-                  if (zero > MaxZeroStage(o.implementation, pp)) {
-                    // The implementation cannot run this stage (its max_zero_stage facts).
-                    rej.Add("zero_stage_beyond_implementation", l);
-                    continue;
-                  }
-                  if (l.sequence_parallel && seq % tp != 0) {
-                    rej.Add("sequence_parallel_needs_tp_dividing_seq_len", l);
-                    continue;
-                  }
-                  out.push_back({l});
-                }
-              }
-            }
-          }
-        }
-      }
-    }
+    WalkPipelines(w, world, tp);
   }
-  return out;
+  return std::move(w.out);
 }
 
-//! Peak memory over the pipeline ranks that can hold it: rank 0 (embedding, most micro-batches in
-//! flight), the first rank with an extra layer (uneven splits), the last (LM head).
-int64_t FastPeakMemory(const Plan& plan) {
-  const int64_t p = plan.layout.pp;
-  const int64_t stages = p * plan.layout.virtual_stages;
-  const int64_t extra = plan.model.layers % stages;
-  int64_t peak = EstimateRankMemory(plan, 0).total;
-  if (p > 1) peak = std::max(peak, EstimateRankMemory(plan, p - 1).total);
-  if (extra > 0 && p > 2) peak = std::max(peak, EstimateRankMemory(plan, std::max<int64_t>(p - extra, 0)).total);
-  return peak;
+//! The plan every candidate shares; the search sets its layout and global batch.
+Plan BasePlan(const ModelSpec& model, const ClusterSpec& cluster, const TrainingSpec& training,
+              const SearchOptions& options) {
+  Plan plan;
+  plan.model = model;
+  plan.cluster = cluster;
+  plan.training = training;
+  plan.implementation = options.implementation;
+  return plan;
 }
 
 struct Scored {
@@ -209,11 +231,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
 
   auto worker = [&](int tid) {
     CostContext ctx(cluster, training.precision, options.db, &options.implementation);
-    Plan plan;
-    plan.model = model;
-    plan.cluster = cluster;
-    plan.training = training;
-    plan.implementation = options.implementation;
+    Plan plan = BasePlan(model, cluster, training, options);
     std::vector<Scored> local;
     int64_t local_oom = 0, local_short = std::numeric_limits<int64_t>::max();
     Layout local_short_layout;
@@ -266,11 +284,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
   for (auto& e : evaluated) result.candidates.push_back(std::move(e.second));
   std::sort(best.begin(), best.end(), [](const Scored& a, const Scored& b) { return a.tokens_per_s > b.tokens_per_s; });
   if (best.size() > keep) best.resize(keep);
-  Plan plan;
-  plan.model = model;
-  plan.cluster = cluster;
-  plan.training = training;
-  plan.implementation = options.implementation;
+  Plan plan = BasePlan(model, cluster, training, options);
   CostContext ctx(cluster, training.precision, options.db, &options.implementation);
   for (const Scored& s : best) {
     plan.layout = s.layout;
