@@ -171,9 +171,12 @@ void AttentionForwardBackward(benchmark::State& state) {
   const cudaStream_t st = Cuda(*be)->raw_stream(StreamKind::kCompute);
   double fwd_ms = 0, bwd_ms = 0;
   for (auto _ : state) {
-    const double f = TimeMs(st, 3, [&] { be->AttentionForward(s, q->ptr(), q->ptr(), q->ptr(), o->ptr(), DevPtr{}); });
+    const double f = TimeMs(st, 3, [&] {
+      be->AttentionForward({.shape = s, .q = q->ptr(), .k = q->ptr(), .v = q->ptr(), .out = o->ptr()});
+    });
     const double b = TimeMs(st, 3, [&] {
-      be->AttentionBackward(s, q->ptr(), q->ptr(), q->ptr(), DevPtr{}, o->ptr(), dq->ptr(), dk->ptr(), dv->ptr());
+      be->AttentionBackward({.shape = s, .q = q->ptr(), .k = q->ptr(), .v = q->ptr(), .dout = o->ptr(),
+                             .dq = dq->ptr(), .dk = dk->ptr(), .dv = dv->ptr()});
     });
     fwd_ms += f;
     bwd_ms += b;

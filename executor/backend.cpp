@@ -222,54 +222,64 @@ void Backend::ResetPeak() {
 
 // ---- fused chains: generic defaults from the unfused kernels ---------------------------------
 
-void Backend::BiasGeluForward(DevPtr x, DevPtr bias, DevPtr y, int64_t rows, int64_t cols) {
-  if (bias) AddBias(x, bias, rows, cols);
-  GeluForward(x, y, rows * cols);
+void Backend::BiasGeluForward(const BiasGeluArgs& a) {
+  if (a.bias) AddBias({.y = a.x, .bias = a.bias, .rows = a.rows, .cols = a.cols});
+  GeluForward({.x = a.x, .y = a.y, .n = a.rows * a.cols});
 }
 
-void Backend::BiasGeluBackward(DevPtr x, DevPtr dy, DevPtr dx, DevPtr dbias, int64_t rows, int64_t cols) {
-  GeluBackward(x, dy, dx, rows * cols);
-  if (dbias) BiasBackward(dx, dbias, rows, cols);
+void Backend::BiasGeluBackward(const BiasGeluBackwardArgs& a) {
+  GeluBackward({.x = a.x, .dy = a.dy, .dx = a.dx, .n = a.rows * a.cols});
+  if (a.dbias) BiasBackward({.dy = a.dx, .dbias = a.dbias, .rows = a.rows, .cols = a.cols});
 }
 
-void Backend::ResidualAdd(DevPtr x, DevPtr residual, DevPtr bias, DevPtr out, int64_t rows, int64_t cols) {
-  Copy(out, residual, rows * cols);
-  Axpy(out, x, rows * cols, 1.0f);
-  if (bias) AddBias(out, bias, rows, cols);
+namespace {
+// out = x + residual (+ bias), the unfused way: Copy, Axpy, AddBias.
+void JoinResidual(Backend& be, DevPtr x, DevPtr residual, DevPtr bias, DevPtr out, int64_t rows, int64_t cols) {
+  be.Copy({.dst = out, .src = residual, .n = rows * cols});
+  be.Axpy({.y = out, .x = x, .n = rows * cols, .alpha = 1.0f});
+  if (bias) be.AddBias({.y = out, .bias = bias, .rows = rows, .cols = cols});
 }
 
-void Backend::ResidualLayerNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr beta,
-                                       DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows, int64_t cols, float eps) {
-  Copy(h, residual, rows * cols);
-  Axpy(h, x, rows * cols, 1.0f);
-  if (bias) AddBias(h, bias, rows, cols);
-  LayerNormForward(h, gamma, beta, y, mean, rstd, rows, cols, eps);
+NormArgs NormOfSum(const ResidualNormArgs& a) {
+  return {.x = a.h, .gamma = a.gamma, .beta = a.beta, .y = a.y, .mean = a.mean, .rstd = a.rstd, .rows = a.rows,
+          .cols = a.cols, .eps = a.eps};
+}
+}  // namespace
+
+void Backend::ResidualAdd(const ResidualAddArgs& a) {
+  JoinResidual(*this, a.x, a.residual, a.bias, a.out, a.rows, a.cols);
 }
 
-void Backend::ResidualRmsNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr y,
-                                     DevPtr rstd, int64_t rows, int64_t cols, float eps) {
-  Copy(h, residual, rows * cols);
-  Axpy(h, x, rows * cols, 1.0f);
-  if (bias) AddBias(h, bias, rows, cols);
-  RmsNormForward(h, gamma, y, rstd, rows, cols, eps);
+void Backend::ResidualLayerNormForward(const ResidualNormArgs& a) {
+  JoinResidual(*this, a.x, a.residual, a.bias, a.h, a.rows, a.cols);
+  LayerNormForward(NormOfSum(a));
 }
 
-Status Backend::LayerNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dresidual,
-                                     DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols) {
-  auto tmp = Allocate(rows * cols, dresidual.dtype, MemoryKind::kWorkspace);
-  if (!tmp) return tmp.error();
-  LayerNormBackward(dy, x, gamma, mean, rstd, tmp->ptr(), dgamma, dbeta, rows, cols);
-  Axpy(dresidual, tmp->ptr(), rows * cols, 1.0f);
-  return {};
+void Backend::ResidualRmsNormForward(const ResidualNormArgs& a) {
+  JoinResidual(*this, a.x, a.residual, a.bias, a.h, a.rows, a.cols);
+  RmsNormForward(NormOfSum(a));
 }
 
-Status Backend::RmsNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dresidual, DevPtr dgamma,
-                                   int64_t rows, int64_t cols) {
-  auto tmp = Allocate(rows * cols, dresidual.dtype, MemoryKind::kWorkspace);
-  if (!tmp) return tmp.error();
-  RmsNormBackward(dy, x, gamma, rstd, tmp->ptr(), dgamma, rows, cols);
-  Axpy(dresidual, tmp->ptr(), rows * cols, 1.0f);
-  return {};
+namespace {
+// dx += the input gradient of `backward` (LayerNormBackward or RmsNormBackward), computed into a
+// workspace tensor.
+void BackwardAddThroughWorkspace(Backend& be, const NormBackwardArgs& a,
+                                 void (Backend::*backward)(const NormBackwardArgs&)) {
+  auto tmp = be.Allocate(a.rows * a.cols, a.dx.dtype, MemoryKind::kWorkspace);
+  if (!tmp) return be.Fail(tmp.error());
+  NormBackwardArgs into = a;
+  into.dx = tmp->ptr();
+  (be.*backward)(into);
+  be.Axpy({.y = a.dx, .x = tmp->ptr(), .n = a.rows * a.cols, .alpha = 1.0f});
+}
+}  // namespace
+
+void Backend::LayerNormBackwardAdd(const NormBackwardArgs& a) {
+  BackwardAddThroughWorkspace(*this, a, &Backend::LayerNormBackward);
+}
+
+void Backend::RmsNormBackwardAdd(const NormBackwardArgs& a) {
+  BackwardAddThroughWorkspace(*this, a, &Backend::RmsNormBackward);
 }
 
 }  // namespace parallax::executor

@@ -13,6 +13,18 @@
 // gradients of parameters, main weights and Adam state are fp32. Kernels named *Backward
 // accumulate parameter gradients (+=) and overwrite input gradients unless they say otherwise.
 // Kernels run on the compute stream, in order.
+//
+// Arguments: a kernel with more than one pointer operand takes one argument struct (below), filled
+// by name at the call site: `be.Axpy({.y = sum, .x = part, .n = n, .alpha = 1.0f})`. The structs
+// cannot be filled by position (ByName), so two operands in the wrong order do not compile. A new
+// operand (attention statistics, a GEMM epilogue's input) is a new field with a default, so call
+// sites that do not use it stay as they are.
+//
+// Errors: kernels return nothing. A kernel that cannot run (scratch memory refused, a launch
+// failed, operands it cannot take) keeps its error with Fail(); the backend keeps the first one
+// (sticky, as a CUDA context's error is) and returns it from the next WaitEvent, SynchronizeEvent,
+// Synchronize or EventTimesNs. The runtime synchronises at the end of every step
+// (RuntimeContext::EndStep), so a failed kernel fails the step it ran in.
 
 #include <array>
 #include <cstdint>
@@ -147,14 +159,22 @@ class Communicator {
 
 enum class Trans { kNo, kYes };
 
+//! The first member of every kernel-argument struct. It takes no value, so a struct can only be
+//! filled by name (designated initialisers, in declaration order, or member by member), never by
+//! position: `NormArgs{x, gamma, ...}` does not compile (tests/executor/backend_args_test.cpp).
+struct ByName {
+  explicit ByName() = default;
+};
+
 //! C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b] for b < batch (row-major, leading dimensions
 //! and element strides between batch entries given). A and B share a dtype; C may be fp32 while
 //! A and B are bf16/fp16 (weight-gradient accumulation into fp32 gradients). Accumulation is fp32.
 struct GemmArgs {
+  [[no_unique_address]] ByName by_name{};
   Trans ta = Trans::kNo, tb = Trans::kNo;
   int64_t m = 0, n = 0, k = 0;
   float alpha = 1, beta = 0;
-  DevPtr a, b, c;
+  DevPtr a{}, b{}, c{};
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
@@ -184,7 +204,8 @@ struct AdamWParams {
 //! One tensor of a multi-tensor AdamW launch. `main` (fp32) is updated; when `model` is set it
 //! receives the updated value in its dtype (the bf16/fp16 copy the forward pass reads).
 struct AdamWTensor {
-  DevPtr main, grad, m, v, model;
+  [[no_unique_address]] ByName by_name{};
+  DevPtr main{}, grad{}, m{}, v{}, model{};
   int64_t n = 0;
   bool decay = false;
 };
@@ -192,6 +213,195 @@ struct AdamWTensor {
 struct DevSpan {
   DevPtr p;
   int64_t n = 0;
+};
+
+// ---- kernel arguments, one struct per kernel family (Backend's kernels say what each does) -----
+// Pointers in the order of the kernel's formula, then sizes. A field marked "optional" may stay null.
+
+//! dst = src (Backend::Copy).
+struct CopyArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr dst{}, src{};
+  int64_t n = 0;
+};
+
+//! y += alpha * x (Backend::Axpy).
+struct AxpyArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr y{}, x{};
+  int64_t n = 0;
+  float alpha = 1;
+};
+
+//! y[r, :] += bias (Backend::AddBias).
+struct BiasArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr y{}, bias{};
+  int64_t rows = 0, cols = 0;
+};
+
+//! dbias += column sums of dy (Backend::BiasBackward).
+struct BiasBackwardArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr dy{}, dbias{};
+  int64_t rows = 0, cols = 0;
+};
+
+//! A norm of each of `rows` rows over `cols` (LayerNorm; RMSNorm reads neither beta nor mean).
+struct NormArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{}, gamma{}, beta{};  //!< beta optional
+  DevPtr y{};
+  DevPtr mean{}, rstd{};  //!< saved for backward: fp32, one per row
+  int64_t rows = 0, cols = 0;
+  float eps = 1e-5f;  //!< added to the variance (mean square for RMSNorm)
+};
+
+//! A norm's backward from what its forward saved. dx is overwritten by *Backward and added to by
+//! *BackwardAdd; dgamma and dbeta (optional) accumulate. RMSNorm reads neither mean nor dbeta.
+struct NormBackwardArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr dy{}, x{}, gamma{}, mean{}, rstd{};
+  DevPtr dx{}, dgamma{}, dbeta{};
+  int64_t rows = 0, cols = 0;
+};
+
+//! A residual join followed by a norm: h = x + residual (+ bias per row), then y = norm(h) as
+//! NormArgs. h must not alias x or residual.
+struct ResidualNormArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{}, residual{}, bias{};  //!< the branch, the residual stream, bias optional
+  DevPtr gamma{}, beta{};          //!< beta optional
+  DevPtr h{}, y{};
+  DevPtr mean{}, rstd{};
+  int64_t rows = 0, cols = 0;
+  float eps = 1e-5f;  //!< added to the variance (mean square for RMSNorm)
+};
+
+//! out = x + residual (+ bias per row; optional). out must not alias x or residual.
+struct ResidualAddArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{}, residual{}, bias{};
+  DevPtr out{};
+  int64_t rows = 0, cols = 0;
+};
+
+//! y = gelu(x) over n elements.
+struct GeluArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{}, y{};
+  int64_t n = 0;
+};
+
+//! dx = dy * gelu'(x) over n elements.
+struct GeluBackwardArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{}, dy{}, dx{};
+  int64_t n = 0;
+};
+
+//! x[r, :] += bias (optional), then y = gelu(x), over rows x cols.
+struct BiasGeluArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{}, bias{}, y{};
+  int64_t rows = 0, cols = 0;
+};
+
+//! dx = dy * gelu'(x); dbias (optional) += column sums of dx.
+struct BiasGeluBackwardArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{}, dy{}, dx{}, dbias{};
+  int64_t rows = 0, cols = 0;
+};
+
+//! y = silu(gate) * up over n elements.
+struct SwigluArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr gate{}, up{}, y{};
+  int64_t n = 0;
+};
+
+//! dgate, dup from dy, over n elements.
+struct SwigluBackwardArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr gate{}, up{}, dy{}, dgate{}, dup{};
+  int64_t n = 0;
+};
+
+//! Rotary embedding in place on x: [seq * batch, heads * head_dim].
+struct RotaryArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{};
+  int64_t seq = 0, batch = 0, heads = 0, head_dim = 0;
+  bool inverse = false;  //!< rotate by -theta: the backward pass
+};
+
+//! Attention forward: out from q, k, v; probs (optional) keeps the softmax for backward.
+struct AttentionArgs {
+  [[no_unique_address]] ByName by_name{};
+  AttentionShape shape;
+  DevPtr q{}, k{}, v{};
+  DevPtr out{}, probs{};
+};
+
+//! Attention backward: dq, dk, dv from dout; probs null: recomputed from q and k.
+struct AttentionBackwardArgs {
+  [[no_unique_address]] ByName by_name{};
+  AttentionShape shape;
+  DevPtr q{}, k{}, v{}, probs{}, dout{};
+  DevPtr dq{}, dk{}, dv{};
+};
+
+//! Rows of a vocabulary slice [vocab_begin, vocab_begin + table_rows) of a [*, hidden] table,
+//! looked up by `n` kI32 indices in backend memory.
+struct EmbeddingArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr index{}, table{};
+  DevPtr out{};  //!< [n, hidden]
+  int64_t n = 0, vocab_begin = 0, table_rows = 0, hidden = 0;
+  bool accumulate = false;  //!< add the rows to out instead of writing them
+};
+
+//! dtable += the rows of dout by index, over the slice of EmbeddingArgs.
+struct EmbeddingBackwardArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr index{}, dout{};
+  DevPtr dtable{};
+  int64_t n = 0, vocab_begin = 0, table_rows = 0, hidden = 0;
+};
+
+//! row_max (fp32) = max over each of `rows` rows of `cols` logits.
+struct RowMaxArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr logits{}, row_max{};
+  int64_t rows = 0, cols = 0;
+};
+
+//! Cross-entropy statistics of one vocabulary slice [vocab_begin, vocab_begin + cols) of logits
+//! [rows, cols]; targets are kI32 (global vocabulary ids), the statistics fp32, one per row.
+struct CrossEntropyStatsArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr logits{}, row_max{}, targets{};
+  DevPtr sum_exp{}, target_logit{};
+  int64_t rows = 0, cols = 0, vocab_begin = 0;
+};
+
+//! The statistics of `parts` vocabulary slices side by side in `stats` combined per row; loss_sum
+//! is one kF64.
+struct CrossEntropyCombineArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr stats{};
+  DevPtr row_max{}, sum_exp{}, loss_sum{};
+  int64_t rows = 0, parts = 0;
+};
+
+//! dlogits of one vocabulary slice, as CrossEntropyStatsArgs, from the combined row_max and sum_exp.
+struct CrossEntropyBackwardArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr logits{}, row_max{}, sum_exp{}, targets{};
+  DevPtr dlogits{};
+  int64_t rows = 0, cols = 0, vocab_begin = 0;
+  float scale = 1;
 };
 
 class Backend {
@@ -257,74 +467,65 @@ class Backend {
   //! Recycles events; a released event may not be used again.
   virtual void ReleaseEvents(std::span<const Event> events) = 0;
 
-  // ---- kernels (compute stream) ------------------------------------------------------------
+  // ---- kernels (compute stream; errors: see "Errors" at the top) --------------------------------
+  //! Keeps `e` as this backend's error unless it already has one; later kernels still run.
+  virtual void Fail(Error e) = 0;
+
   virtual void Gemm(const GemmArgs& g) = 0;
   virtual void Fill(DevPtr x, int64_t n, float value) = 0;
   //! dst = src, converting between float dtypes (a cast when they differ).
-  virtual void Copy(DevPtr dst, DevPtr src, int64_t n) = 0;
+  virtual void Copy(const CopyArgs& a) = 0;
   //! y += alpha * x
-  virtual void Axpy(DevPtr y, DevPtr x, int64_t n, float alpha) = 0;
+  virtual void Axpy(const AxpyArgs& a) = 0;
   //! y[r, :] += bias for each of `rows` rows.
-  virtual void AddBias(DevPtr y, DevPtr bias, int64_t rows, int64_t cols) = 0;
+  virtual void AddBias(const BiasArgs& a) = 0;
   //! dbias += column sums of dy.
-  virtual void BiasBackward(DevPtr dy, DevPtr dbias, int64_t rows, int64_t cols) = 0;
+  virtual void BiasBackward(const BiasBackwardArgs& a) = 0;
 
-  //! y = (x - mean) * rstd * gamma + beta per row; saves mean and rstd (fp32, `rows` each).
-  virtual void LayerNormForward(DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd,
-                                int64_t rows, int64_t cols, float eps) = 0;
-  //! dx = d/dx; dgamma, dbeta += (dbeta may be null for bias-free norms).
-  virtual void LayerNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx,
-                                 DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols) = 0;
-  //! y = x * rstd * gamma, rstd = 1/sqrt(mean(x^2) + eps).
-  virtual void RmsNormForward(DevPtr x, DevPtr gamma, DevPtr y, DevPtr rstd, int64_t rows, int64_t cols,
-                              float eps) = 0;
-  virtual void RmsNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dx, DevPtr dgamma,
-                               int64_t rows, int64_t cols) = 0;
+  //! y = (x - mean) * rstd * gamma + beta per row; saves mean and rstd.
+  virtual void LayerNormForward(const NormArgs& a) = 0;
+  //! dx = d/dx; dgamma, dbeta +=.
+  virtual void LayerNormBackward(const NormBackwardArgs& a) = 0;
+  //! y = x * rstd * gamma, rstd = 1/sqrt(mean(x^2) + eps) (beta and mean are not read).
+  virtual void RmsNormForward(const NormArgs& a) = 0;
+  virtual void RmsNormBackward(const NormBackwardArgs& a) = 0;
 
   //! GELU, tanh approximation (Hendrycks & Gimpel 2016, eq. for GPT-2).
-  virtual void GeluForward(DevPtr x, DevPtr y, int64_t n) = 0;
-  virtual void GeluBackward(DevPtr x, DevPtr dy, DevPtr dx, int64_t n) = 0;
+  virtual void GeluForward(const GeluArgs& a) = 0;
+  virtual void GeluBackward(const GeluBackwardArgs& a) = 0;
   //! y = silu(gate) * up (Shazeer 2020).
-  virtual void SwigluForward(DevPtr gate, DevPtr up, DevPtr y, int64_t n) = 0;
-  virtual void SwigluBackward(DevPtr gate, DevPtr up, DevPtr dy, DevPtr dgate, DevPtr dup, int64_t n) = 0;
-  //! Rotary position embedding in place on [S*B, heads*D] (rotate-half form, base 10000,
-  //! Su et al. 2021); `inverse` rotates by -theta, which is the backward pass.
-  virtual void Rotary(DevPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) = 0;
+  virtual void SwigluForward(const SwigluArgs& a) = 0;
+  virtual void SwigluBackward(const SwigluBackwardArgs& a) = 0;
+  //! Rotary position embedding in place (rotate-half form, base 10000, Su et al. 2021).
+  virtual void Rotary(const RotaryArgs& a) = 0;
 
   //! Causal softmax attention. `probs` (optional, probs_floats()) keeps the softmax for backward;
   //! every row is written in full (zeros above the diagonal), so it needs no zero-fill.
-  virtual void AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr out,
-                                DevPtr probs) = 0;
+  virtual void AttentionForward(const AttentionArgs& a) = 0;
   //! dq, dk, dv are overwritten. `probs` null: recomputed from q and k (selective recompute).
-  virtual void AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr probs, DevPtr dout,
-                                 DevPtr dq, DevPtr dk, DevPtr dv) = 0;
+  virtual void AttentionBackward(const AttentionBackwardArgs& a) = 0;
 
   //! out[t, :] (+)= table[index[t] - vocab_begin, :] when the index is in [vocab_begin,
-  //! vocab_begin + table_rows), else 0 (+0) (vocab-parallel embedding, Megatron-LM). `index` is
-  //! kI32 in backend memory. With `accumulate` the rows are added to `out` (position embeddings).
-  virtual void EmbeddingForward(DevPtr index, int64_t n, DevPtr table, int64_t vocab_begin, int64_t table_rows,
-                                int64_t hidden, DevPtr out, bool accumulate) = 0;
+  //! vocab_begin + table_rows), else 0 (+0) (vocab-parallel embedding, Megatron-LM). With
+  //! `accumulate` the rows are added to `out` (position embeddings).
+  virtual void EmbeddingForward(const EmbeddingArgs& a) = 0;
   //! dtable[index[t] - vocab_begin, :] += dout[t, :] for local indices, summed in a fixed order
   //! (deterministic), in one launch.
-  virtual void EmbeddingBackward(DevPtr index, int64_t n, DevPtr dout, int64_t vocab_begin, int64_t table_rows,
-                                 int64_t hidden, DevPtr dtable) = 0;
+  virtual void EmbeddingBackward(const EmbeddingBackwardArgs& a) = 0;
   //! Per row: row_max (fp32) = max over the local vocabulary slice.
-  virtual void RowMax(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max) = 0;
+  virtual void RowMax(const RowMaxArgs& a) = 0;
   //! Per row, with `row_max` (the slice's own, or any value at or above it): sum_exp = sum exp(l -
   //! max) over the local slice, and target_logit = l[target - vocab_begin] when the target is
   //! local, else 0 (both fp32).
-  virtual void CrossEntropyStats(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr targets,
-                                 int64_t vocab_begin, DevPtr sum_exp, DevPtr target_logit) = 0;
+  virtual void CrossEntropyStats(const CrossEntropyStatsArgs& a) = 0;
   //! Combines `parts` vocabulary slices' statistics, laid out side by side (fp32): slice p at
   //! stats + 3 rows p holds [row max | sum_exp relative to that max | target logit], as RowMax and
   //! CrossEntropyStats write them. Per row: row_max = M = the max over slices, sum_exp = sum over
   //! slices of sum_exp_p exp(max_p - M) (fp32 outputs); loss_sum (one kF64) += sum over rows of
   //! log(sum_exp) + M - sum over slices of target_logit_p.
-  virtual void CrossEntropyCombine(DevPtr stats, int64_t rows, int64_t parts, DevPtr row_max, DevPtr sum_exp,
-                                   DevPtr loss_sum) = 0;
+  virtual void CrossEntropyCombine(const CrossEntropyCombineArgs& a) = 0;
   //! dlogits = (softmax - onehot(target)) * scale with the global max and sum_exp.
-  virtual void CrossEntropyBackward(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr sum_exp,
-                                    DevPtr targets, int64_t vocab_begin, float scale, DevPtr dlogits) = 0;
+  virtual void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) = 0;
 
   //! AdamW with decoupled weight decay (Loshchilov & Hutter 2019) and bias correction over many
   //! tensors in one launch.
@@ -341,29 +542,24 @@ class Backend {
 
   //! x[r, :] += bias (x keeps the biased pre-activation for backward; no bias when null), then
   //! y = gelu(x). Default: AddBias, GeluForward.
-  virtual void BiasGeluForward(DevPtr x, DevPtr bias, DevPtr y, int64_t rows, int64_t cols);
+  virtual void BiasGeluForward(const BiasGeluArgs& a);
   //! dx = dy * gelu'(x); dbias += column sums of dx (skipped when null). Default: GeluBackward,
   //! BiasBackward.
-  virtual void BiasGeluBackward(DevPtr x, DevPtr dy, DevPtr dx, DevPtr dbias, int64_t rows, int64_t cols);
+  virtual void BiasGeluBackward(const BiasGeluBackwardArgs& a);
   //! out = x + residual (+ bias per row when set): a residual join not followed by a norm in the
-  //! same layer. out must not alias x or residual. Default: Copy, Axpy, AddBias.
-  virtual void ResidualAdd(DevPtr x, DevPtr residual, DevPtr bias, DevPtr out, int64_t rows, int64_t cols);
+  //! same layer. Default: Copy, Axpy, AddBias.
+  virtual void ResidualAdd(const ResidualAddArgs& a);
   //! h = x + residual (+ bias per row when set), then y = LayerNorm(h) with mean and rstd saved as
-  //! LayerNormForward does (beta may be null). h must not alias x or residual. Default: Copy,
-  //! Axpy, AddBias, LayerNormForward.
-  virtual void ResidualLayerNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr beta,
-                                        DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows, int64_t cols, float eps);
+  //! LayerNormForward does. Default: Copy, Axpy, AddBias, LayerNormForward.
+  virtual void ResidualLayerNormForward(const ResidualNormArgs& a);
   //! h = x + residual (+ bias), then y = RMSNorm(h). Default: Copy, Axpy, AddBias, RmsNormForward.
-  virtual void ResidualRmsNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr y,
-                                      DevPtr rstd, int64_t rows, int64_t cols, float eps);
-  //! dresidual += LayerNorm's input gradient (the norm branch joining the residual stream's
-  //! gradient); dgamma, dbeta += (dbeta may be null). Default: LayerNormBackward into a workspace
-  //! tensor, then Axpy; that allocation is the only way it fails.
-  virtual Status LayerNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dresidual,
-                                      DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols);
-  //! dresidual += RMSNorm's input gradient; dgamma +=. Default: RmsNormBackward into workspace, Axpy.
-  virtual Status RmsNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dresidual, DevPtr dgamma,
-                                    int64_t rows, int64_t cols);
+  virtual void ResidualRmsNormForward(const ResidualNormArgs& a);
+  //! dx += LayerNorm's input gradient (dx is the residual stream's gradient, which the norm branch
+  //! joins); dgamma, dbeta +=. Default: LayerNormBackward into a workspace tensor, then Axpy; a
+  //! refused workspace is kept with Fail().
+  virtual void LayerNormBackwardAdd(const NormBackwardArgs& a);
+  //! dx += RMSNorm's input gradient; dgamma +=. Default: RmsNormBackward into workspace, Axpy.
+  virtual void RmsNormBackwardAdd(const NormBackwardArgs& a);
 
  protected:
   //! Raw device allocation hooks (nullptr when the device refuses); accounting and caching are

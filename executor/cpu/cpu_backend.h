@@ -45,53 +45,42 @@ class CpuBackend : public Backend {
   void ReleaseEvents(std::span<const Event> events) override { streams_.Release(events); }
 
   // ---- typed kernels (the seam) -------------------------------------------------------------
+  //! Kept in the stream engine, whose waits return it (CPU kernels themselves do not fail).
+  void Fail(Error e) override { streams_.Fail(std::move(e)); }
   void Gemm(const GemmArgs& g) override;
   void Fill(DevPtr x, int64_t n, float value) override;
-  void Copy(DevPtr dst, DevPtr src, int64_t n) override;
-  void Axpy(DevPtr y, DevPtr x, int64_t n, float alpha) override;
-  void AddBias(DevPtr y, DevPtr bias, int64_t rows, int64_t cols) override;
-  void BiasBackward(DevPtr dy, DevPtr dbias, int64_t rows, int64_t cols) override;
-  void LayerNormForward(DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows,
-                        int64_t cols, float eps) override;
-  void LayerNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx, DevPtr dgamma,
-                         DevPtr dbeta, int64_t rows, int64_t cols) override;
-  void RmsNormForward(DevPtr x, DevPtr gamma, DevPtr y, DevPtr rstd, int64_t rows, int64_t cols, float eps) override;
-  void RmsNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dx, DevPtr dgamma, int64_t rows,
-                       int64_t cols) override;
-  void GeluForward(DevPtr x, DevPtr y, int64_t n) override;
-  void GeluBackward(DevPtr x, DevPtr dy, DevPtr dx, int64_t n) override;
-  void SwigluForward(DevPtr gate, DevPtr up, DevPtr y, int64_t n) override;
-  void SwigluBackward(DevPtr gate, DevPtr up, DevPtr dy, DevPtr dgate, DevPtr dup, int64_t n) override;
-  void Rotary(DevPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) override;
-  void AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr out, DevPtr probs) override;
-  void AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr probs, DevPtr dout, DevPtr dq,
-                         DevPtr dk, DevPtr dv) override;
-  void EmbeddingForward(DevPtr index, int64_t n, DevPtr table, int64_t vocab_begin, int64_t table_rows,
-                        int64_t hidden, DevPtr out, bool accumulate) override;
-  void EmbeddingBackward(DevPtr index, int64_t n, DevPtr dout, int64_t vocab_begin, int64_t table_rows,
-                         int64_t hidden, DevPtr dtable) override;
-  void RowMax(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max) override;
-  void CrossEntropyStats(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr targets,
-                         int64_t vocab_begin, DevPtr sum_exp, DevPtr target_logit) override;
-  void CrossEntropyCombine(DevPtr stats, int64_t rows, int64_t parts, DevPtr row_max, DevPtr sum_exp,
-                           DevPtr loss_sum) override;
-  void CrossEntropyBackward(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr sum_exp,
-                            DevPtr targets, int64_t vocab_begin, float scale, DevPtr dlogits) override;
+  void Copy(const CopyArgs& a) override;
+  void Axpy(const AxpyArgs& a) override;
+  void AddBias(const BiasArgs& a) override;
+  void BiasBackward(const BiasBackwardArgs& a) override;
+  void LayerNormForward(const NormArgs& a) override;
+  void LayerNormBackward(const NormBackwardArgs& a) override;
+  void RmsNormForward(const NormArgs& a) override;
+  void RmsNormBackward(const NormBackwardArgs& a) override;
+  void GeluForward(const GeluArgs& a) override;
+  void GeluBackward(const GeluBackwardArgs& a) override;
+  void SwigluForward(const SwigluArgs& a) override;
+  void SwigluBackward(const SwigluBackwardArgs& a) override;
+  void Rotary(const RotaryArgs& a) override;
+  void AttentionForward(const AttentionArgs& a) override;
+  void AttentionBackward(const AttentionBackwardArgs& a) override;
+  void EmbeddingForward(const EmbeddingArgs& a) override;
+  void EmbeddingBackward(const EmbeddingBackwardArgs& a) override;
+  void RowMax(const RowMaxArgs& a) override;
+  void CrossEntropyStats(const CrossEntropyStatsArgs& a) override;
+  void CrossEntropyCombine(const CrossEntropyCombineArgs& a) override;
+  void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) override;
   void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;
   void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) override;
   // Fused chains (fused_kernels.h) when every operand is fp32; bf16/fp16 take the base class's
   // composition of the typed kernels above.
-  void BiasGeluForward(DevPtr x, DevPtr bias, DevPtr y, int64_t rows, int64_t cols) override;
-  void BiasGeluBackward(DevPtr x, DevPtr dy, DevPtr dx, DevPtr dbias, int64_t rows, int64_t cols) override;
-  void ResidualAdd(DevPtr x, DevPtr residual, DevPtr bias, DevPtr out, int64_t rows, int64_t cols) override;
-  void ResidualLayerNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr beta, DevPtr y,
-                                DevPtr mean, DevPtr rstd, int64_t rows, int64_t cols, float eps) override;
-  void ResidualRmsNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr y, DevPtr rstd,
-                              int64_t rows, int64_t cols, float eps) override;
-  Status LayerNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dresidual,
-                              DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols) override;
-  Status RmsNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dresidual, DevPtr dgamma,
-                            int64_t rows, int64_t cols) override;
+  void BiasGeluForward(const BiasGeluArgs& a) override;
+  void BiasGeluBackward(const BiasGeluBackwardArgs& a) override;
+  void ResidualAdd(const ResidualAddArgs& a) override;
+  void ResidualLayerNormForward(const ResidualNormArgs& a) override;
+  void ResidualRmsNormForward(const ResidualNormArgs& a) override;
+  void LayerNormBackwardAdd(const NormBackwardArgs& a) override;
+  void RmsNormBackwardAdd(const NormBackwardArgs& a) override;
 
   // ---- fp32 kernels on host pointers (the reference the typed entry points call) --------------
   void Gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

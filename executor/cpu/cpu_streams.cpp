@@ -61,6 +61,7 @@ Event CpuStreams::Record(StreamKind s) {
 }
 
 Status CpuStreams::Wait(StreamKind waiter, Event e) {
+  if (!failed_) return failed_;
   if (!e.valid()) return {};
   if (waiter == StreamKind::kCompute) return Synchronize(e);
   CpuStream& cs = *streams_[static_cast<size_t>(waiter)];

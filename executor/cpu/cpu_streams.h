@@ -71,6 +71,11 @@ class CpuStreams {
 
   //! Advances every comm stream as far as it can without blocking.
   Status Progress();
+  //! Fails the engine with `e` unless it has failed already (a kernel's error, Backend::Fail):
+  //! every later wait returns it.
+  void Fail(Error e) {
+    if (failed_) failed_ = std::move(e);
+  }
 
  private:
   static int64_t NowNs();

@@ -97,57 +97,47 @@ float* F(DevPtr p) { return static_cast<float*>(p.ptr); }
 const float* C(DevPtr p) { return static_cast<const float*>(p.ptr); }
 }  // namespace
 
-void CpuBackend::BiasGeluForward(DevPtr x, DevPtr bias, DevPtr y, int64_t rows, int64_t cols) {
-  if (!bias || !AllF32({x, bias, y})) return Backend::BiasGeluForward(x, bias, y, rows, cols);
-  executor::BiasGeluForward(F(x), C(bias), F(y), rows, cols);
+void CpuBackend::BiasGeluForward(const BiasGeluArgs& a) {
+  if (!a.bias || !AllF32({a.x, a.bias, a.y})) return Backend::BiasGeluForward(a);
+  executor::BiasGeluForward(F(a.x), C(a.bias), F(a.y), a.rows, a.cols);
 }
 
-void CpuBackend::BiasGeluBackward(DevPtr x, DevPtr dy, DevPtr dx, DevPtr dbias, int64_t rows, int64_t cols) {
-  if (!dbias || !AllF32({x, dy, dx, dbias})) return Backend::BiasGeluBackward(x, dy, dx, dbias, rows, cols);
-  executor::BiasGeluBackward(C(x), C(dy), F(dx), F(dbias), rows, cols);
+void CpuBackend::BiasGeluBackward(const BiasGeluBackwardArgs& a) {
+  if (!a.dbias || !AllF32({a.x, a.dy, a.dx, a.dbias})) return Backend::BiasGeluBackward(a);
+  executor::BiasGeluBackward(C(a.x), C(a.dy), F(a.dx), F(a.dbias), a.rows, a.cols);
 }
 
-void CpuBackend::ResidualAdd(DevPtr x, DevPtr residual, DevPtr bias, DevPtr out, int64_t rows, int64_t cols) {
-  if (!AllF32({x, residual, bias, out})) return Backend::ResidualAdd(x, residual, bias, out, rows, cols);
-  executor::ResidualAdd(C(x), C(residual), bias ? C(bias) : nullptr, F(out), rows, cols);
+void CpuBackend::ResidualAdd(const ResidualAddArgs& a) {
+  if (!AllF32({a.x, a.residual, a.bias, a.out})) return Backend::ResidualAdd(a);
+  executor::ResidualAdd(C(a.x), C(a.residual), a.bias ? C(a.bias) : nullptr, F(a.out), a.rows, a.cols);
 }
 
-void CpuBackend::ResidualLayerNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma,
-                                          DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows, int64_t cols,
-                                          float eps) {
-  if (!AllF32({x, residual, bias, h, gamma, beta, y, mean, rstd})) {
-    return Backend::ResidualLayerNormForward(x, residual, bias, h, gamma, beta, y, mean, rstd, rows, cols, eps);
+void CpuBackend::ResidualLayerNormForward(const ResidualNormArgs& a) {
+  if (!AllF32({a.x, a.residual, a.bias, a.h, a.gamma, a.beta, a.y, a.mean, a.rstd})) {
+    return Backend::ResidualLayerNormForward(a);
   }
-  executor::ResidualLayerNormForward(C(x), C(residual), bias ? C(bias) : nullptr, F(h), C(gamma),
-                                     beta ? C(beta) : nullptr, F(y), F(mean), F(rstd), rows, cols, eps);
+  executor::ResidualLayerNormForward(C(a.x), C(a.residual), a.bias ? C(a.bias) : nullptr, F(a.h), C(a.gamma),
+                                     a.beta ? C(a.beta) : nullptr, F(a.y), F(a.mean), F(a.rstd), a.rows, a.cols,
+                                     a.eps);
 }
 
-void CpuBackend::ResidualRmsNormForward(DevPtr x, DevPtr residual, DevPtr bias, DevPtr h, DevPtr gamma, DevPtr y,
-                                        DevPtr rstd, int64_t rows, int64_t cols, float eps) {
-  if (!AllF32({x, residual, bias, h, gamma, y, rstd})) {
-    return Backend::ResidualRmsNormForward(x, residual, bias, h, gamma, y, rstd, rows, cols, eps);
-  }
-  executor::ResidualRmsNormForward(C(x), C(residual), bias ? C(bias) : nullptr, F(h), C(gamma), F(y), F(rstd), rows,
-                                   cols, eps);
+void CpuBackend::ResidualRmsNormForward(const ResidualNormArgs& a) {
+  if (!AllF32({a.x, a.residual, a.bias, a.h, a.gamma, a.y, a.rstd})) return Backend::ResidualRmsNormForward(a);
+  executor::ResidualRmsNormForward(C(a.x), C(a.residual), a.bias ? C(a.bias) : nullptr, F(a.h), C(a.gamma), F(a.y),
+                                   F(a.rstd), a.rows, a.cols, a.eps);
 }
 
-Status CpuBackend::LayerNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dresidual,
-                                        DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols) {
-  if (!AllF32({dy, x, gamma, mean, rstd, dresidual, dgamma, dbeta})) {
-    return Backend::LayerNormBackwardAdd(dy, x, gamma, mean, rstd, dresidual, dgamma, dbeta, rows, cols);
+void CpuBackend::LayerNormBackwardAdd(const NormBackwardArgs& a) {
+  if (!AllF32({a.dy, a.x, a.gamma, a.mean, a.rstd, a.dx, a.dgamma, a.dbeta})) {
+    return Backend::LayerNormBackwardAdd(a);
   }
-  executor::LayerNormBackwardAdd(C(dy), C(x), C(gamma), C(mean), C(rstd), F(dresidual), F(dgamma),
-                                 dbeta ? F(dbeta) : nullptr, rows, cols);
-  return {};
+  executor::LayerNormBackwardAdd(C(a.dy), C(a.x), C(a.gamma), C(a.mean), C(a.rstd), F(a.dx), F(a.dgamma),
+                                 a.dbeta ? F(a.dbeta) : nullptr, a.rows, a.cols);
 }
 
-Status CpuBackend::RmsNormBackwardAdd(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dresidual, DevPtr dgamma,
-                                      int64_t rows, int64_t cols) {
-  if (!AllF32({dy, x, gamma, rstd, dresidual, dgamma})) {
-    return Backend::RmsNormBackwardAdd(dy, x, gamma, rstd, dresidual, dgamma, rows, cols);
-  }
-  executor::RmsNormBackwardAdd(C(dy), C(x), C(gamma), C(rstd), F(dresidual), F(dgamma), rows, cols);
-  return {};
+void CpuBackend::RmsNormBackwardAdd(const NormBackwardArgs& a) {
+  if (!AllF32({a.dy, a.x, a.gamma, a.rstd, a.dx, a.dgamma})) return Backend::RmsNormBackwardAdd(a);
+  executor::RmsNormBackwardAdd(C(a.dy), C(a.x), C(a.gamma), C(a.rstd), F(a.dx), F(a.dgamma), a.rows, a.cols);
 }
 
 }  // namespace parallax::executor

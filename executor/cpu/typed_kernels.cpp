@@ -80,147 +80,149 @@ void CpuBackend::Fill(DevPtr x, int64_t n, float value) {
   Fill(f.Out(x, n), n, value);
 }
 
-void CpuBackend::Copy(DevPtr dst, DevPtr src, int64_t n) {
-  if (n > 0 && dst.ptr != src.ptr) ConvertElements(dst.ptr, dst.dtype, src.ptr, src.dtype, n);
+void CpuBackend::Copy(const CopyArgs& a) {
+  if (a.n > 0 && a.dst.ptr != a.src.ptr) ConvertElements(a.dst.ptr, a.dst.dtype, a.src.ptr, a.src.dtype, a.n);
 }
 
-void CpuBackend::Axpy(DevPtr y, DevPtr x, int64_t n, float alpha) {
+void CpuBackend::Axpy(const AxpyArgs& a) {
   F32Operands f(*this);
-  const float* xs = f.In(x, n);
-  Axpy(f.Out(y, n, true), xs, n, alpha);
+  const float* xs = f.In(a.x, a.n);
+  Axpy(f.Out(a.y, a.n, true), xs, a.n, a.alpha);
 }
 
-void CpuBackend::AddBias(DevPtr y, DevPtr bias, int64_t rows, int64_t cols) {
+void CpuBackend::AddBias(const BiasArgs& a) {
   F32Operands f(*this);
-  const float* b = f.In(bias, cols);
-  AddBias(f.Out(y, rows * cols, true), b, rows, cols);
+  const float* b = f.In(a.bias, a.cols);
+  AddBias(f.Out(a.y, a.rows * a.cols, true), b, a.rows, a.cols);
 }
 
-void CpuBackend::BiasBackward(DevPtr dy, DevPtr dbias, int64_t rows, int64_t cols) {
+void CpuBackend::BiasBackward(const BiasBackwardArgs& a) {
   F32Operands f(*this);
-  const float* d = f.In(dy, rows * cols);
-  BiasBackward(d, f.Out(dbias, cols, true), rows, cols);
+  const float* d = f.In(a.dy, a.rows * a.cols);
+  BiasBackward(d, f.Out(a.dbias, a.cols, true), a.rows, a.cols);
 }
 
-void CpuBackend::LayerNormForward(DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd,
-                                  int64_t rows, int64_t cols, float eps) {
+void CpuBackend::LayerNormForward(const NormArgs& a) {
   F32Operands f(*this);
-  LayerNormForward(f.In(x, rows * cols), f.In(gamma, cols), f.In(beta, cols), f.Out(y, rows * cols),
-                   f.Out(mean, rows), f.Out(rstd, rows), rows, cols, eps);
+  const int64_t rows = a.rows, cols = a.cols;
+  LayerNormForward(f.In(a.x, rows * cols), f.In(a.gamma, cols), f.In(a.beta, cols), f.Out(a.y, rows * cols),
+                   f.Out(a.mean, rows), f.Out(a.rstd, rows), rows, cols, a.eps);
 }
 
-void CpuBackend::LayerNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx,
-                                   DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols) {
+void CpuBackend::LayerNormBackward(const NormBackwardArgs& a) {
   F32Operands f(*this);
-  LayerNormBackward(f.In(dy, rows * cols), f.In(x, rows * cols), f.In(gamma, cols), f.In(mean, rows),
-                    f.In(rstd, rows), f.Out(dx, rows * cols), f.Out(dgamma, cols, true), f.Out(dbeta, cols, true),
-                    rows, cols);
+  const int64_t rows = a.rows, cols = a.cols;
+  LayerNormBackward(f.In(a.dy, rows * cols), f.In(a.x, rows * cols), f.In(a.gamma, cols), f.In(a.mean, rows),
+                    f.In(a.rstd, rows), f.Out(a.dx, rows * cols), f.Out(a.dgamma, cols, true),
+                    f.Out(a.dbeta, cols, true), rows, cols);
 }
 
-void CpuBackend::RmsNormForward(DevPtr x, DevPtr gamma, DevPtr y, DevPtr rstd, int64_t rows, int64_t cols,
-                                float eps) {
+void CpuBackend::RmsNormForward(const NormArgs& a) {
   F32Operands f(*this);
-  RmsNormForward(f.In(x, rows * cols), f.In(gamma, cols), f.Out(y, rows * cols), f.Out(rstd, rows), rows, cols, eps);
+  const int64_t rows = a.rows, cols = a.cols;
+  RmsNormForward(f.In(a.x, rows * cols), f.In(a.gamma, cols), f.Out(a.y, rows * cols), f.Out(a.rstd, rows), rows,
+                 cols, a.eps);
 }
 
-void CpuBackend::RmsNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dx, DevPtr dgamma,
-                                 int64_t rows, int64_t cols) {
+void CpuBackend::RmsNormBackward(const NormBackwardArgs& a) {
   F32Operands f(*this);
-  RmsNormBackward(f.In(dy, rows * cols), f.In(x, rows * cols), f.In(gamma, cols), f.In(rstd, rows),
-                  f.Out(dx, rows * cols), f.Out(dgamma, cols, true), rows, cols);
+  const int64_t rows = a.rows, cols = a.cols;
+  RmsNormBackward(f.In(a.dy, rows * cols), f.In(a.x, rows * cols), f.In(a.gamma, cols), f.In(a.rstd, rows),
+                  f.Out(a.dx, rows * cols), f.Out(a.dgamma, cols, true), rows, cols);
 }
 
-void CpuBackend::GeluForward(DevPtr x, DevPtr y, int64_t n) {
+void CpuBackend::GeluForward(const GeluArgs& a) {
   F32Operands f(*this);
-  const float* xs = f.In(x, n);
-  GeluForward(xs, f.Out(y, n), n);
+  const float* xs = f.In(a.x, a.n);
+  GeluForward(xs, f.Out(a.y, a.n), a.n);
 }
 
-void CpuBackend::GeluBackward(DevPtr x, DevPtr dy, DevPtr dx, int64_t n) {
+void CpuBackend::GeluBackward(const GeluBackwardArgs& a) {
   F32Operands f(*this);
-  const float* xs = f.In(x, n);
-  const float* d = f.In(dy, n);
-  GeluBackward(xs, d, f.Out(dx, n), n);
+  const float* xs = f.In(a.x, a.n);
+  const float* d = f.In(a.dy, a.n);
+  GeluBackward(xs, d, f.Out(a.dx, a.n), a.n);
 }
 
-void CpuBackend::SwigluForward(DevPtr gate, DevPtr up, DevPtr y, int64_t n) {
+void CpuBackend::SwigluForward(const SwigluArgs& a) {
   F32Operands f(*this);
-  const float* g = f.In(gate, n);
-  const float* u = f.In(up, n);
-  SwigluForward(g, u, f.Out(y, n), n);
+  const float* g = f.In(a.gate, a.n);
+  const float* u = f.In(a.up, a.n);
+  SwigluForward(g, u, f.Out(a.y, a.n), a.n);
 }
 
-void CpuBackend::SwigluBackward(DevPtr gate, DevPtr up, DevPtr dy, DevPtr dgate, DevPtr dup, int64_t n) {
+void CpuBackend::SwigluBackward(const SwigluBackwardArgs& a) {
   F32Operands f(*this);
-  const float* g = f.In(gate, n);
-  const float* u = f.In(up, n);
-  const float* d = f.In(dy, n);
-  SwigluBackward(g, u, d, f.Out(dgate, n), f.Out(dup, n), n);
+  const float* g = f.In(a.gate, a.n);
+  const float* u = f.In(a.up, a.n);
+  const float* d = f.In(a.dy, a.n);
+  SwigluBackward(g, u, d, f.Out(a.dgate, a.n), f.Out(a.dup, a.n), a.n);
 }
 
-void CpuBackend::Rotary(DevPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) {
+void CpuBackend::Rotary(const RotaryArgs& a) {
   F32Operands f(*this);
-  Rotary(f.Out(x, seq * batch * heads * head_dim, true), seq, batch, heads, head_dim, inverse);
+  Rotary(f.Out(a.x, a.seq * a.batch * a.heads * a.head_dim, true), a.seq, a.batch, a.heads, a.head_dim, a.inverse);
 }
 
-void CpuBackend::AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr out, DevPtr probs) {
+void CpuBackend::AttentionForward(const AttentionArgs& a) {
   (void)streams_.Progress();
   F32Operands f(*this);
+  const AttentionShape& s = a.shape;
   const int64_t rows = s.seq * s.batch;
-  AttentionForward(s, f.In(q, rows * s.heads * s.head_dim), f.In(k, rows * s.kv_heads * s.head_dim),
-                   f.In(v, rows * s.kv_heads * s.head_dim), f.Out(out, rows * s.heads * s.head_dim),
-                   f.Out(probs, s.probs_floats()));
+  AttentionForward(s, f.In(a.q, rows * s.heads * s.head_dim), f.In(a.k, rows * s.kv_heads * s.head_dim),
+                   f.In(a.v, rows * s.kv_heads * s.head_dim), f.Out(a.out, rows * s.heads * s.head_dim),
+                   f.Out(a.probs, s.probs_floats()));
 }
 
-void CpuBackend::AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr probs, DevPtr dout,
-                                   DevPtr dq, DevPtr dk, DevPtr dv) {
+void CpuBackend::AttentionBackward(const AttentionBackwardArgs& a) {
   (void)streams_.Progress();
   F32Operands f(*this);
+  const AttentionShape& s = a.shape;
   const int64_t rows = s.seq * s.batch, qn = rows * s.heads * s.head_dim, kn = rows * s.kv_heads * s.head_dim;
-  AttentionBackward(s, f.In(q, qn), f.In(k, kn), f.In(v, kn), f.In(probs, s.probs_floats()), f.In(dout, qn),
-                    f.Out(dq, qn), f.Out(dk, kn), f.Out(dv, kn));
+  AttentionBackward(s, f.In(a.q, qn), f.In(a.k, kn), f.In(a.v, kn), f.In(a.probs, s.probs_floats()),
+                    f.In(a.dout, qn), f.Out(a.dq, qn), f.Out(a.dk, kn), f.Out(a.dv, kn));
 }
 
-void CpuBackend::EmbeddingForward(DevPtr index, int64_t n, DevPtr table, int64_t vocab_begin, int64_t table_rows,
-                                  int64_t hidden, DevPtr out, bool accumulate) {
+void CpuBackend::EmbeddingForward(const EmbeddingArgs& a) {
   F32Operands f(*this);
-  const float* t = f.In(table, table_rows * hidden);
-  if (!accumulate) {
-    EmbeddingForward(Ints(index), n, t, vocab_begin, table_rows, hidden, f.Out(out, n * hidden));
+  const int64_t n = a.n, hidden = a.hidden;
+  const float* t = f.In(a.table, a.table_rows * hidden);
+  if (!a.accumulate) {
+    EmbeddingForward(Ints(a.index), n, t, a.vocab_begin, a.table_rows, hidden, f.Out(a.out, n * hidden));
     return;
   }
   float* rows = scratch_.Get(n * hidden);
-  EmbeddingForward(Ints(index), n, t, vocab_begin, table_rows, hidden, rows);
-  Axpy(f.Out(out, n * hidden, true), rows, n * hidden, 1.0f);
+  EmbeddingForward(Ints(a.index), n, t, a.vocab_begin, a.table_rows, hidden, rows);
+  Axpy(f.Out(a.out, n * hidden, true), rows, n * hidden, 1.0f);
 }
 
-void CpuBackend::EmbeddingBackward(DevPtr index, int64_t n, DevPtr dout, int64_t vocab_begin, int64_t table_rows,
-                                   int64_t hidden, DevPtr dtable) {
+void CpuBackend::EmbeddingBackward(const EmbeddingBackwardArgs& a) {
   F32Operands f(*this);
-  const float* d = f.In(dout, n * hidden);
-  EmbeddingBackward(Ints(index), n, d, vocab_begin, table_rows, hidden, f.Out(dtable, table_rows * hidden, true));
+  const float* d = f.In(a.dout, a.n * a.hidden);
+  EmbeddingBackward(Ints(a.index), a.n, d, a.vocab_begin, a.table_rows, a.hidden,
+                    f.Out(a.dtable, a.table_rows * a.hidden, true));
 }
 
-void CpuBackend::RowMax(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max) {
+void CpuBackend::RowMax(const RowMaxArgs& a) {
   F32Operands f(*this);
-  const float* l = f.In(logits, rows * cols);
-  RowMax(l, rows, cols, f.Out(row_max, rows));
+  const float* l = f.In(a.logits, a.rows * a.cols);
+  RowMax(l, a.rows, a.cols, f.Out(a.row_max, a.rows));
 }
 
-void CpuBackend::CrossEntropyStats(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr targets,
-                                   int64_t vocab_begin, DevPtr sum_exp, DevPtr target_logit) {
+void CpuBackend::CrossEntropyStats(const CrossEntropyStatsArgs& a) {
   F32Operands f(*this);
-  const float* l = f.In(logits, rows * cols);
-  const float* mx = f.In(row_max, rows);
-  CrossEntropyStats(l, rows, cols, mx, Ints(targets), vocab_begin, f.Out(sum_exp, rows), f.Out(target_logit, rows));
+  const float* l = f.In(a.logits, a.rows * a.cols);
+  const float* mx = f.In(a.row_max, a.rows);
+  CrossEntropyStats(l, a.rows, a.cols, mx, Ints(a.targets), a.vocab_begin, f.Out(a.sum_exp, a.rows),
+                    f.Out(a.target_logit, a.rows));
 }
 
-void CpuBackend::CrossEntropyCombine(DevPtr stats, int64_t rows, int64_t parts, DevPtr row_max, DevPtr sum_exp,
-                                     DevPtr loss_sum) {
+void CpuBackend::CrossEntropyCombine(const CrossEntropyCombineArgs& a) {
   F32Operands f(*this);
-  const float* st = f.In(stats, 3 * rows * parts);
-  float* mx = f.Out(row_max, rows);
-  float* se = f.Out(sum_exp, rows);
+  const int64_t rows = a.rows, parts = a.parts;
+  const float* st = f.In(a.stats, 3 * rows * parts);
+  float* mx = f.Out(a.row_max, rows);
+  float* se = f.Out(a.sum_exp, rows);
   double loss = 0;
   for (int64_t r = 0; r < rows; ++r) {
     float m = -std::numeric_limits<float>::infinity();
@@ -235,16 +237,16 @@ void CpuBackend::CrossEntropyCombine(DevPtr stats, int64_t rows, int64_t parts, 
     se[r] = static_cast<float>(s);
     loss += std::log(static_cast<double>(se[r])) + m - target;
   }
-  *static_cast<double*>(loss_sum.ptr) += loss;
+  *static_cast<double*>(a.loss_sum.ptr) += loss;
 }
 
-void CpuBackend::CrossEntropyBackward(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr sum_exp,
-                                      DevPtr targets, int64_t vocab_begin, float scale, DevPtr dlogits) {
+void CpuBackend::CrossEntropyBackward(const CrossEntropyBackwardArgs& a) {
   F32Operands f(*this);
-  const float* l = f.In(logits, rows * cols);
-  const float* mx = f.In(row_max, rows);
-  const float* se = f.In(sum_exp, rows);
-  CrossEntropyBackward(l, rows, cols, mx, se, Ints(targets), vocab_begin, scale, f.Out(dlogits, rows * cols));
+  const float* l = f.In(a.logits, a.rows * a.cols);
+  const float* mx = f.In(a.row_max, a.rows);
+  const float* se = f.In(a.sum_exp, a.rows);
+  CrossEntropyBackward(l, a.rows, a.cols, mx, se, Ints(a.targets), a.vocab_begin, a.scale,
+                       f.Out(a.dlogits, a.rows * a.cols));
 }
 
 void CpuBackend::MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) {

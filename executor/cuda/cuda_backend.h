@@ -62,38 +62,30 @@ class CudaBackend final : public Backend {
   Result<std::vector<int64_t>> EventTimesNs(Event origin, std::span<const Event> events) override;
   void ReleaseEvents(std::span<const Event> events) override;
 
+  void Fail(Error e) override;
   void Gemm(const GemmArgs& g) override;
   void Fill(DevPtr x, int64_t n, float value) override;
-  void Copy(DevPtr dst, DevPtr src, int64_t n) override;
-  void Axpy(DevPtr y, DevPtr x, int64_t n, float alpha) override;
-  void AddBias(DevPtr y, DevPtr bias, int64_t rows, int64_t cols) override;
-  void BiasBackward(DevPtr dy, DevPtr dbias, int64_t rows, int64_t cols) override;
-  void LayerNormForward(DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows,
-                        int64_t cols, float eps) override;
-  void LayerNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx, DevPtr dgamma,
-                         DevPtr dbeta, int64_t rows, int64_t cols) override;
-  void RmsNormForward(DevPtr x, DevPtr gamma, DevPtr y, DevPtr rstd, int64_t rows, int64_t cols, float eps) override;
-  void RmsNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dx, DevPtr dgamma, int64_t rows,
-                       int64_t cols) override;
-  void GeluForward(DevPtr x, DevPtr y, int64_t n) override;
-  void GeluBackward(DevPtr x, DevPtr dy, DevPtr dx, int64_t n) override;
-  void SwigluForward(DevPtr gate, DevPtr up, DevPtr y, int64_t n) override;
-  void SwigluBackward(DevPtr gate, DevPtr up, DevPtr dy, DevPtr dgate, DevPtr dup, int64_t n) override;
-  void Rotary(DevPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) override;
-  void AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr out, DevPtr probs) override;
-  void AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr probs, DevPtr dout, DevPtr dq,
-                         DevPtr dk, DevPtr dv) override;
-  void EmbeddingForward(DevPtr index, int64_t n, DevPtr table, int64_t vocab_begin, int64_t table_rows,
-                        int64_t hidden, DevPtr out, bool accumulate) override;
-  void EmbeddingBackward(DevPtr index, int64_t n, DevPtr dout, int64_t vocab_begin, int64_t table_rows,
-                         int64_t hidden, DevPtr dtable) override;
-  void RowMax(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max) override;
-  void CrossEntropyStats(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr targets,
-                         int64_t vocab_begin, DevPtr sum_exp, DevPtr target_logit) override;
-  void CrossEntropyCombine(DevPtr stats, int64_t rows, int64_t parts, DevPtr row_max, DevPtr sum_exp,
-                           DevPtr loss_sum) override;
-  void CrossEntropyBackward(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr sum_exp,
-                            DevPtr targets, int64_t vocab_begin, float scale, DevPtr dlogits) override;
+  void Copy(const CopyArgs& a) override;
+  void Axpy(const AxpyArgs& a) override;
+  void AddBias(const BiasArgs& a) override;
+  void BiasBackward(const BiasBackwardArgs& a) override;
+  void LayerNormForward(const NormArgs& a) override;
+  void LayerNormBackward(const NormBackwardArgs& a) override;
+  void RmsNormForward(const NormArgs& a) override;
+  void RmsNormBackward(const NormBackwardArgs& a) override;
+  void GeluForward(const GeluArgs& a) override;
+  void GeluBackward(const GeluBackwardArgs& a) override;
+  void SwigluForward(const SwigluArgs& a) override;
+  void SwigluBackward(const SwigluBackwardArgs& a) override;
+  void Rotary(const RotaryArgs& a) override;
+  void AttentionForward(const AttentionArgs& a) override;
+  void AttentionBackward(const AttentionBackwardArgs& a) override;
+  void EmbeddingForward(const EmbeddingArgs& a) override;
+  void EmbeddingBackward(const EmbeddingBackwardArgs& a) override;
+  void RowMax(const RowMaxArgs& a) override;
+  void CrossEntropyStats(const CrossEntropyStatsArgs& a) override;
+  void CrossEntropyCombine(const CrossEntropyCombineArgs& a) override;
+  void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) override;
   void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;
   void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) override;
 
@@ -110,8 +102,6 @@ class CudaBackend final : public Backend {
   //! cuBLASLt's scratch per GEMM (allocated once through Allocate, counted as workspace).
   static constexpr int64_t kGemmWorkspaceBytes = int64_t{32} << 20;
   const gpu::LtGemm& lt() const { return *gemm_; }
-  //! Keeps the first failure; later kernel calls still run (they fail too on a broken context).
-  void Fail(Error e);
 
  protected:
   void* RawAllocate(int64_t bytes) override;

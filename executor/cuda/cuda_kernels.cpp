@@ -32,73 +32,70 @@ void CudaBackend::Gemm(const GemmArgs& g) {
 
 void CudaBackend::Fill(DevPtr x, int64_t n, float value) { PX_CUDA_RECORD(gpu::LaunchFill(K(x), n, value, Compute())); }
 
-void CudaBackend::Copy(DevPtr dst, DevPtr src, int64_t n) {
-  if (n <= 0 || dst.ptr == src.ptr) return;
-  if (dst.dtype == src.dtype) {
-    PX_CUDA_RECORD(cudaMemcpyAsync(dst.ptr, src.ptr, static_cast<size_t>(n * SizeOf(dst.dtype)),
+void CudaBackend::Copy(const CopyArgs& a) {
+  if (a.n <= 0 || a.dst.ptr == a.src.ptr) return;
+  if (a.dst.dtype == a.src.dtype) {
+    PX_CUDA_RECORD(cudaMemcpyAsync(a.dst.ptr, a.src.ptr, static_cast<size_t>(a.n * SizeOf(a.dst.dtype)),
                                    cudaMemcpyDeviceToDevice, Compute()));
     return;
   }
-  PX_CUDA_RECORD(gpu::LaunchConvert(K(dst), K(src), n, Compute()));
+  PX_CUDA_RECORD(gpu::LaunchConvert(K(a.dst), K(a.src), a.n, Compute()));
 }
 
-void CudaBackend::Axpy(DevPtr y, DevPtr x, int64_t n, float alpha) {
-  PX_CUDA_RECORD(gpu::LaunchAxpy(K(y), K(x), n, alpha, Compute()));
+void CudaBackend::Axpy(const AxpyArgs& a) { PX_CUDA_RECORD(gpu::LaunchAxpy(K(a.y), K(a.x), a.n, a.alpha, Compute())); }
+
+void CudaBackend::AddBias(const BiasArgs& a) {
+  PX_CUDA_RECORD(gpu::LaunchAddBias(K(a.y), K(a.bias), a.rows, a.cols, Compute()));
 }
 
-void CudaBackend::AddBias(DevPtr y, DevPtr bias, int64_t rows, int64_t cols) {
-  PX_CUDA_RECORD(gpu::LaunchAddBias(K(y), K(bias), rows, cols, Compute()));
-}
-
-void CudaBackend::BiasBackward(DevPtr dy, DevPtr dbias, int64_t rows, int64_t cols) {
-  auto partials = Scratch(1, gpu::ColumnChunks(rows, cols) * cols, DType::kF32);
+void CudaBackend::BiasBackward(const BiasBackwardArgs& a) {
+  auto partials = Scratch(1, gpu::ColumnChunks(a.rows, a.cols) * a.cols, DType::kF32);
   if (!partials) return Fail(partials.error());
-  PX_CUDA_RECORD(gpu::LaunchColumnSums(K(dy), K(dbias), rows, cols, static_cast<float*>(partials->ptr), Compute()));
+  PX_CUDA_RECORD(gpu::LaunchColumnSums(K(a.dy), K(a.dbias), a.rows, a.cols, static_cast<float*>(partials->ptr),
+                                       Compute()));
 }
 
-void CudaBackend::LayerNormForward(DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd,
-                                   int64_t rows, int64_t cols, float eps) {
+void CudaBackend::LayerNormForward(const NormArgs& a) {
+  PX_CUDA_RECORD(gpu::LaunchLayerNormForward(K(a.x), K(a.gamma), K(a.beta), K(a.y), K(a.mean), K(a.rstd), a.rows,
+                                             a.cols, a.eps, Compute()));
+}
+
+void CudaBackend::LayerNormBackward(const NormBackwardArgs& a) {
+  auto partials = Scratch(1, 2 * gpu::ColumnChunks(a.rows, a.cols) * a.cols, DType::kF32);
+  if (!partials) return Fail(partials.error());
+  PX_CUDA_RECORD(gpu::LaunchLayerNormBackward(K(a.dy), K(a.x), K(a.gamma), K(a.mean), K(a.rstd), K(a.dx),
+                                              K(a.dgamma), K(a.dbeta), a.rows, a.cols,
+                                              static_cast<float*>(partials->ptr), Compute()));
+}
+
+void CudaBackend::RmsNormForward(const NormArgs& a) {
   PX_CUDA_RECORD(
-      gpu::LaunchLayerNormForward(K(x), K(gamma), K(beta), K(y), K(mean), K(rstd), rows, cols, eps, Compute()));
+      gpu::LaunchRmsNormForward(K(a.x), K(a.gamma), K(a.y), K(a.rstd), a.rows, a.cols, a.eps, Compute()));
 }
 
-void CudaBackend::LayerNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx,
-                                    DevPtr dgamma, DevPtr dbeta, int64_t rows, int64_t cols) {
-  auto partials = Scratch(1, 2 * gpu::ColumnChunks(rows, cols) * cols, DType::kF32);
+void CudaBackend::RmsNormBackward(const NormBackwardArgs& a) {
+  auto partials = Scratch(1, 2 * gpu::ColumnChunks(a.rows, a.cols) * a.cols, DType::kF32);
   if (!partials) return Fail(partials.error());
-  PX_CUDA_RECORD(gpu::LaunchLayerNormBackward(K(dy), K(x), K(gamma), K(mean), K(rstd), K(dx), K(dgamma), K(dbeta),
-                                              rows, cols, static_cast<float*>(partials->ptr), Compute()));
+  PX_CUDA_RECORD(gpu::LaunchRmsNormBackward(K(a.dy), K(a.x), K(a.gamma), K(a.rstd), K(a.dx), K(a.dgamma), a.rows,
+                                            a.cols, static_cast<float*>(partials->ptr), Compute()));
 }
 
-void CudaBackend::RmsNormForward(DevPtr x, DevPtr gamma, DevPtr y, DevPtr rstd, int64_t rows, int64_t cols,
-                                 float eps) {
-  PX_CUDA_RECORD(gpu::LaunchRmsNormForward(K(x), K(gamma), K(y), K(rstd), rows, cols, eps, Compute()));
+void CudaBackend::GeluForward(const GeluArgs& a) { PX_CUDA_RECORD(gpu::LaunchGelu(K(a.x), K(a.y), a.n, Compute())); }
+
+void CudaBackend::GeluBackward(const GeluBackwardArgs& a) {
+  PX_CUDA_RECORD(gpu::LaunchGeluBackward(K(a.x), K(a.dy), K(a.dx), a.n, Compute()));
 }
 
-void CudaBackend::RmsNormBackward(DevPtr dy, DevPtr x, DevPtr gamma, DevPtr rstd, DevPtr dx, DevPtr dgamma,
-                                  int64_t rows, int64_t cols) {
-  auto partials = Scratch(1, 2 * gpu::ColumnChunks(rows, cols) * cols, DType::kF32);
-  if (!partials) return Fail(partials.error());
-  PX_CUDA_RECORD(gpu::LaunchRmsNormBackward(K(dy), K(x), K(gamma), K(rstd), K(dx), K(dgamma), rows, cols,
-                                            static_cast<float*>(partials->ptr), Compute()));
+void CudaBackend::SwigluForward(const SwigluArgs& a) {
+  PX_CUDA_RECORD(gpu::LaunchSwiglu(K(a.gate), K(a.up), K(a.y), a.n, Compute()));
 }
 
-void CudaBackend::GeluForward(DevPtr x, DevPtr y, int64_t n) { PX_CUDA_RECORD(gpu::LaunchGelu(K(x), K(y), n, Compute())); }
-
-void CudaBackend::GeluBackward(DevPtr x, DevPtr dy, DevPtr dx, int64_t n) {
-  PX_CUDA_RECORD(gpu::LaunchGeluBackward(K(x), K(dy), K(dx), n, Compute()));
+void CudaBackend::SwigluBackward(const SwigluBackwardArgs& a) {
+  PX_CUDA_RECORD(gpu::LaunchSwigluBackward(K(a.gate), K(a.up), K(a.dy), K(a.dgate), K(a.dup), a.n, Compute()));
 }
 
-void CudaBackend::SwigluForward(DevPtr gate, DevPtr up, DevPtr y, int64_t n) {
-  PX_CUDA_RECORD(gpu::LaunchSwiglu(K(gate), K(up), K(y), n, Compute()));
-}
-
-void CudaBackend::SwigluBackward(DevPtr gate, DevPtr up, DevPtr dy, DevPtr dgate, DevPtr dup, int64_t n) {
-  PX_CUDA_RECORD(gpu::LaunchSwigluBackward(K(gate), K(up), K(dy), K(dgate), K(dup), n, Compute()));
-}
-
-void CudaBackend::Rotary(DevPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) {
-  PX_CUDA_RECORD(gpu::LaunchRotary(K(x), seq, batch, heads, head_dim, inverse, Compute()));
+void CudaBackend::Rotary(const RotaryArgs& a) {
+  PX_CUDA_RECORD(gpu::LaunchRotary(K(a.x), a.seq, a.batch, a.heads, a.head_dim, a.inverse, Compute()));
 }
 
 namespace {
@@ -158,9 +155,10 @@ GemmArgs ScoresGemm(const AttnGeometry& a, DevPtr q, DevPtr k, int64_t g, int64_
 
 }  // namespace
 
-void CudaBackend::AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr out, DevPtr probs) {
-  if (const std::string bad = CheckAttention(s); !bad.empty()) return Fail(Misuse(bad));
-  const AttnGeometry a(s);
+void CudaBackend::AttentionForward(const AttentionArgs& args) {
+  const DevPtr q = args.q, k = args.k, v = args.v, out = args.out, probs = args.probs;
+  if (const std::string bad = CheckAttention(args.shape); !bad.empty()) return Fail(Misuse(bad));
+  const AttnGeometry a(args.shape);
   const int64_t SS = a.S * a.S;
   auto scores = Scratch(4, a.chunk * SS, DType::kF32);
   if (!scores) return Fail(scores.error());
@@ -188,10 +186,11 @@ void CudaBackend::AttentionForward(const AttentionShape& s, DevPtr q, DevPtr k, 
   }
 }
 
-void CudaBackend::AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k, DevPtr v, DevPtr probs,
-                                    DevPtr dout, DevPtr dq, DevPtr dk, DevPtr dv) {
-  if (const std::string bad = CheckAttention(s); !bad.empty()) return Fail(Misuse(bad));
-  const AttnGeometry a(s);
+void CudaBackend::AttentionBackward(const AttentionBackwardArgs& args) {
+  const DevPtr q = args.q, k = args.k, v = args.v, probs = args.probs, dout = args.dout;
+  const DevPtr dq = args.dq, dk = args.dk, dv = args.dv;
+  if (const std::string bad = CheckAttention(args.shape); !bad.empty()) return Fail(Misuse(bad));
+  const AttnGeometry a(args.shape);
   const int64_t SS = a.S * a.S;
   // Slot 4: fp32 scores, then dP. Slot 5: P (when not kept), then dS, in the activations' dtype.
   auto f32 = Scratch(4, a.chunk * SS, DType::kF32);
@@ -248,43 +247,38 @@ void CudaBackend::AttentionBackward(const AttentionShape& s, DevPtr q, DevPtr k,
   }
 }
 
-void CudaBackend::EmbeddingForward(DevPtr index, int64_t n, DevPtr table, int64_t vocab_begin, int64_t table_rows,
-                                   int64_t hidden, DevPtr out, bool accumulate) {
-  if (index.dtype != DType::kI32) return Fail(Misuse("EmbeddingForward: indices must be int32"));
-  PX_CUDA_RECORD(gpu::LaunchEmbeddingForward(Ints(index), n, K(table), vocab_begin, table_rows, hidden, K(out),
-                                             accumulate, Compute()));
+void CudaBackend::EmbeddingForward(const EmbeddingArgs& a) {
+  if (a.index.dtype != DType::kI32) return Fail(Misuse("EmbeddingForward: indices must be int32"));
+  PX_CUDA_RECORD(gpu::LaunchEmbeddingForward(Ints(a.index), a.n, K(a.table), a.vocab_begin, a.table_rows, a.hidden,
+                                             K(a.out), a.accumulate, Compute()));
 }
 
-void CudaBackend::EmbeddingBackward(DevPtr index, int64_t n, DevPtr dout, int64_t vocab_begin, int64_t table_rows,
-                                    int64_t hidden, DevPtr dtable) {
-  if (index.dtype != DType::kI32) return Fail(Misuse("EmbeddingBackward: indices must be int32"));
-  PX_CUDA_RECORD(gpu::LaunchEmbeddingBackward(Ints(index), n, K(dout), vocab_begin, table_rows, hidden, K(dtable),
-                                              Compute()));
+void CudaBackend::EmbeddingBackward(const EmbeddingBackwardArgs& a) {
+  if (a.index.dtype != DType::kI32) return Fail(Misuse("EmbeddingBackward: indices must be int32"));
+  PX_CUDA_RECORD(gpu::LaunchEmbeddingBackward(Ints(a.index), a.n, K(a.dout), a.vocab_begin, a.table_rows, a.hidden,
+                                              K(a.dtable), Compute()));
 }
 
-void CudaBackend::RowMax(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max) {
-  PX_CUDA_RECORD(gpu::LaunchRowMax(K(logits), rows, cols, K(row_max), Compute()));
+void CudaBackend::RowMax(const RowMaxArgs& a) {
+  PX_CUDA_RECORD(gpu::LaunchRowMax(K(a.logits), a.rows, a.cols, K(a.row_max), Compute()));
 }
 
-void CudaBackend::CrossEntropyStats(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr targets,
-                                    int64_t vocab_begin, DevPtr sum_exp, DevPtr target_logit) {
-  if (targets.dtype != DType::kI32) return Fail(Misuse("CrossEntropyStats: targets must be int32"));
-  PX_CUDA_RECORD(gpu::LaunchCrossEntropyStats(K(logits), rows, cols, K(row_max), Ints(targets), vocab_begin,
-                                              K(sum_exp), K(target_logit), Compute()));
+void CudaBackend::CrossEntropyStats(const CrossEntropyStatsArgs& a) {
+  if (a.targets.dtype != DType::kI32) return Fail(Misuse("CrossEntropyStats: targets must be int32"));
+  PX_CUDA_RECORD(gpu::LaunchCrossEntropyStats(K(a.logits), a.rows, a.cols, K(a.row_max), Ints(a.targets),
+                                              a.vocab_begin, K(a.sum_exp), K(a.target_logit), Compute()));
 }
 
-void CudaBackend::CrossEntropyCombine(DevPtr stats, int64_t rows, int64_t parts, DevPtr row_max, DevPtr sum_exp,
-                                      DevPtr loss_sum) {
-  if (loss_sum.dtype != DType::kF64) return Fail(Misuse("CrossEntropyCombine: loss_sum must be fp64"));
-  PX_CUDA_RECORD(gpu::LaunchCrossEntropyCombine(K(stats), rows, parts, K(row_max), K(sum_exp),
-                                                static_cast<double*>(loss_sum.ptr), Compute()));
+void CudaBackend::CrossEntropyCombine(const CrossEntropyCombineArgs& a) {
+  if (a.loss_sum.dtype != DType::kF64) return Fail(Misuse("CrossEntropyCombine: loss_sum must be fp64"));
+  PX_CUDA_RECORD(gpu::LaunchCrossEntropyCombine(K(a.stats), a.rows, a.parts, K(a.row_max), K(a.sum_exp),
+                                                static_cast<double*>(a.loss_sum.ptr), Compute()));
 }
 
-void CudaBackend::CrossEntropyBackward(DevPtr logits, int64_t rows, int64_t cols, DevPtr row_max, DevPtr sum_exp,
-                                       DevPtr targets, int64_t vocab_begin, float scale, DevPtr dlogits) {
-  if (targets.dtype != DType::kI32) return Fail(Misuse("CrossEntropyBackward: targets must be int32"));
-  PX_CUDA_RECORD(gpu::LaunchCrossEntropyBackward(K(logits), rows, cols, K(row_max), K(sum_exp), Ints(targets),
-                                                 vocab_begin, scale, K(dlogits), Compute()));
+void CudaBackend::CrossEntropyBackward(const CrossEntropyBackwardArgs& a) {
+  if (a.targets.dtype != DType::kI32) return Fail(Misuse("CrossEntropyBackward: targets must be int32"));
+  PX_CUDA_RECORD(gpu::LaunchCrossEntropyBackward(K(a.logits), a.rows, a.cols, K(a.row_max), K(a.sum_exp),
+                                                 Ints(a.targets), a.vocab_begin, a.scale, K(a.dlogits), Compute()));
 }
 
 void CudaBackend::MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) {

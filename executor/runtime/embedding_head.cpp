@@ -66,7 +66,8 @@ Result<Tensor> Embedding::Forward(RuntimeContext& ctx, const std::vector<int32_t
   PX_ASSIGN(Tensor e, ctx.Act(T * H));
   {
     auto s = ctx.rec->Op(OpKind::kEmbedding, -1);
-    be.EmbeddingForward(cache.tokens.ptr(), T, words_->param(0), w.row0, w.local_rows, H, e.ptr(), false);
+    be.EmbeddingForward({.index = cache.tokens.ptr(), .table = words_->param(0), .out = e.ptr(), .n = T,
+                         .vocab_begin = w.row0, .table_rows = w.local_rows, .hidden = H});
   }
   PX_ASSIGN(Tensor local, LeaveRegion(ctx, std::move(e), H, -1));
   if (positions_ != nullptr) {
@@ -76,8 +77,9 @@ Result<Tensor> Embedding::Forward(RuntimeContext& ctx, const std::vector<int32_t
     for (int64_t r = 0; r < ctx.local_tokens; ++r) pos[static_cast<size_t>(r)] = static_cast<int32_t>((first_row + r) / ctx.batch);
     PX_ASSIGN(cache.positions, ctx.Indices(pos));
     auto s = ctx.rec->Op(OpKind::kEmbedding, -1);
-    be.EmbeddingForward(cache.positions.ptr(), ctx.local_tokens, positions_->param(0), 0, positions_->spec(0).local_rows, H, local.ptr(),
-                        true);
+    be.EmbeddingForward({.index = cache.positions.ptr(), .table = positions_->param(0), .out = local.ptr(),
+                         .n = ctx.local_tokens, .table_rows = positions_->spec(0).local_rows, .hidden = H,
+                         .accumulate = true});
   }
   return local;
 }
@@ -89,13 +91,14 @@ Status Embedding::Backward(RuntimeContext& ctx, EmbeddingCache& cache, Tensor do
   if (positions_ != nullptr) {
     PX_TRY(positions_->EnsureGrads(ctx));
     auto s = ctx.rec->Op(OpKind::kEmbedding, -1);
-    be.EmbeddingBackward(cache.positions.ptr(), ctx.local_tokens, dout.ptr(), 0, positions_->spec(0).local_rows, H,
-                         positions_->grad(0));
+    be.EmbeddingBackward({.index = cache.positions.ptr(), .dout = dout.ptr(), .dtable = positions_->grad(0),
+                          .n = ctx.local_tokens, .table_rows = positions_->spec(0).local_rows, .hidden = H});
   }
   PX_ASSIGN(Tensor full, LeaveRegionBackward(ctx, std::move(dout), H, -1));
   const ParamSpec& w = words_->spec(0);
   auto s = ctx.rec->Op(OpKind::kEmbedding, -1);
-  be.EmbeddingBackward(cache.tokens.ptr(), ctx.tokens, full.ptr(), w.row0, w.local_rows, H, words_->grad(0));
+  be.EmbeddingBackward({.index = cache.tokens.ptr(), .dout = full.ptr(), .dtable = words_->grad(0), .n = ctx.tokens,
+                        .vocab_begin = w.row0, .table_rows = w.local_rows, .hidden = H});
   cache = EmbeddingCache{};
   return {};
 }
@@ -113,14 +116,15 @@ Status Head::Forward(RuntimeContext& ctx, Tensor x, const std::vector<int32_t>& 
   PX_ASSIGN(c.rstd, ctx.F32(Tl));
   {
     auto s = ctx.rec->Op(OpKind::kFinalNorm, -1);
-    NormForward(ctx, c.x.ptr(), head_->param(0), has_bias ? head_->param(1) : DevPtr{}, z.ptr(), c.mean.ptr(),
-                c.rstd.ptr(), Tl);
+    NormForward(ctx, {.x = c.x.ptr(), .gamma = head_->param(0), .beta = has_bias ? head_->param(1) : DevPtr{},
+                      .y = z.ptr(), .mean = c.mean.ptr(), .rstd = c.rstd.ptr(), .rows = Tl, .cols = H,
+                      .eps = kNormEps});
   }
   PX_ASSIGN(c.zg, EnterRegion(ctx, std::move(z), H, -1));
   PX_ASSIGN(c.logits, ctx.Act(T * V));
   {
     auto s = ctx.rec->Op(OpKind::kLmHead, -1);
-    LinearForward(be, c.zg.ptr(), lm_->param(lm_index_), DevPtr{}, c.logits.ptr(), T, V, H);
+    LinearForward(be, {.x = c.zg.ptr(), .w = lm_->param(lm_index_), .y = c.logits.ptr(), .rows = T, .n = V, .k = H});
   }
   // Vocab-parallel cross-entropy in one pass of statistics per slice: this rank's row max, the sum
   // of exponentials relative to it and the target logit (0 off the slice), then one TP all-gather
@@ -129,8 +133,10 @@ Status Head::Forward(RuntimeContext& ctx, Tensor x, const std::vector<int32_t>& 
   PX_ASSIGN(Tensor stats, ctx.F32(3 * T));
   {
     auto s = ctx.rec->Op(OpKind::kLoss, -1);
-    be.RowMax(c.logits.ptr(), T, V, stats.ptr());
-    be.CrossEntropyStats(c.logits.ptr(), T, V, stats.ptr(), c.targets.ptr(), lm.row0, stats.at(T), stats.at(2 * T));
+    be.RowMax({.logits = c.logits.ptr(), .row_max = stats.ptr(), .rows = T, .cols = V});
+    be.CrossEntropyStats({.logits = c.logits.ptr(), .row_max = stats.ptr(), .targets = c.targets.ptr(),
+                          .sum_exp = stats.at(T), .target_logit = stats.at(2 * T), .rows = T, .cols = V,
+                          .vocab_begin = lm.row0});
   }
   if (ctx.tp == 1) {
     c.stats = std::move(stats);
@@ -156,26 +162,29 @@ Result<Tensor> Head::Backward(RuntimeContext& ctx, HeadCache& c) {
     PX_ASSIGN(Tensor sum_exp, ctx.F32(T, MemoryKind::kWorkspace));
     auto s = ctx.rec->Op(OpKind::kLoss, -1);
     // The slices' statistics combined (this micro-batch's loss added to ctx.loss_sum), then the gradient.
-    be.CrossEntropyCombine(c.stats.ptr(), T, ctx.tp, row_max.ptr(), sum_exp.ptr(), ctx.loss_sum.ptr());
+    be.CrossEntropyCombine({.stats = c.stats.ptr(), .row_max = row_max.ptr(), .sum_exp = sum_exp.ptr(),
+                            .loss_sum = ctx.loss_sum.ptr(), .rows = T, .parts = ctx.tp});
     const float scale = static_cast<float>(ctx.loss_scale * ctx.scaler.scale);
-    be.CrossEntropyBackward(c.logits.ptr(), T, V, row_max.ptr(), sum_exp.ptr(), c.targets.ptr(), lm.row0, scale,
-                            dlogits.ptr());
+    be.CrossEntropyBackward({.logits = c.logits.ptr(), .row_max = row_max.ptr(), .sum_exp = sum_exp.ptr(),
+                             .targets = c.targets.ptr(), .dlogits = dlogits.ptr(), .rows = T, .cols = V,
+                             .vocab_begin = lm.row0, .scale = scale});
   }
   c.logits.Reset();
   c.stats.Reset();
   PX_ASSIGN(Tensor dzg, ctx.Act(T * H));
   {
     auto s = ctx.rec->Op(OpKind::kLmHead, -1);
-    LinearBackward(be, dlogits.ptr(), c.zg.ptr(), lm_->param(lm_index_), lm_->grad(lm_index_), DevPtr{}, dzg.ptr(), T,
-                   V, H, false);
+    LinearBackward(be, {.dy = dlogits.ptr(), .x = c.zg.ptr(), .w = lm_->param(lm_index_), .dw = lm_->grad(lm_index_),
+                        .dx = dzg.ptr(), .rows = T, .n = V, .k = H});
   }
   dlogits.Reset();
   PX_ASSIGN(Tensor dz, EnterRegionBackward(ctx, std::move(dzg), H, -1));
   PX_ASSIGN(Tensor dx, ctx.Act(Tl * H));
   {
     auto s = ctx.rec->Op(OpKind::kFinalNorm, -1);
-    NormBackward(ctx, dz.ptr(), c.x.ptr(), head_->param(0), c.mean.ptr(), c.rstd.ptr(), dx.ptr(), head_->grad(0),
-                 has_bias ? head_->grad(1) : DevPtr{}, Tl);
+    NormBackward(ctx, {.dy = dz.ptr(), .x = c.x.ptr(), .gamma = head_->param(0), .mean = c.mean.ptr(),
+                       .rstd = c.rstd.ptr(), .dx = dx.ptr(), .dgamma = head_->grad(0),
+                       .dbeta = has_bias ? head_->grad(1) : DevPtr{}, .rows = Tl, .cols = H});
   }
   c = HeadCache{};
   return dx;

@@ -14,7 +14,7 @@ Status FoldPending(RuntimeContext& ctx, ParamGroup& g) {
     PX_TRY(ctx.backend->WaitEvent(StreamKind::kCompute, p.done));
     // Reads the shard and the received part, writes the shard: 12 B per element.
     auto s = ctx.rec->OpAt(OpKind::kGradFold, p.microbatch, g.stage, g.layer, Phase::kComm, 12 * g.shard_size());
-    ctx.backend->Axpy(g.grads().ptr(), p.part.ptr(), g.shard_size(), 1.0f);
+    ctx.backend->Axpy({.y = g.grads().ptr(), .x = p.part.ptr(), .n = g.shard_size(), .alpha = 1.0f});
   }
   g.pending.clear();
   return {};
@@ -49,7 +49,7 @@ Status FlushMicrobatchGrads(RuntimeContext& ctx, ParamGroup& g) {
   const int64_t n = g.shard_size();
   if (g.zero().dp == 1) {
     auto s = ctx.rec->OpAt(OpKind::kGradFold, ctx.rec->where().microbatch, g.stage, g.layer, Phase::kComm, 12 * n);
-    ctx.backend->Axpy(g.grads().ptr(), g.transient_grads().ptr(), n, 1.0f);
+    ctx.backend->Axpy({.y = g.grads().ptr(), .x = g.transient_grads().ptr(), .n = n, .alpha = 1.0f});
     g.transient_grads().Reset();
     return {};
   }
@@ -77,7 +77,7 @@ Status StartGradSync(RuntimeContext& ctx, ParamGroup& g) {
   if (ctx.grad_reduce != DType::kF32) {
     // Reduce a low-precision copy (half the bytes on the wire); the sum is widened back after.
     PX_ASSIGN(p.reduce_buffer, ctx.backend->Allocate(g.padded(), ctx.grad_reduce, MemoryKind::kGradients));
-    ctx.backend->Copy(p.reduce_buffer.ptr(), buf, g.padded());
+    ctx.backend->Copy({.dst = p.reduce_buffer.ptr(), .src = buf, .n = g.padded()});
     buf = p.reduce_buffer.ptr();
   }
   // ZeRO-1 as Megatron's distributed optimizer: each rank only needs the sum of its own shard.
@@ -106,7 +106,7 @@ Status FinishGradSync(RuntimeContext& ctx, const std::vector<ParamGroup*>& group
       if (!p.reduce_buffer.empty()) {
         const bool all = g->zero().stage == 0;
         const int64_t begin = all ? 0 : g->shard_begin(), n = all ? g->padded() : g->shard_size();
-        ctx.backend->Copy(g->grads().at(begin), p.reduce_buffer.at(begin), n);
+        ctx.backend->Copy({.dst = g->grads().at(begin), .src = p.reduce_buffer.at(begin), .n = n});
       }
     }
     g->pending.clear();

@@ -95,7 +95,7 @@ Status ParamGroup::Materialize(Backend& backend, const ZeroConfig& zero, int64_t
 
 void ParamGroup::CopyShard(RuntimeContext& ctx, DevPtr dst, int64_t trace_layer) {
   auto s = ctx.rec->Op(OpKind::kShardCopy, trace_layer, -1, 2 * shard_size() * SizeOf(compute_));
-  backend_->Copy(dst, values_.ptr(), shard_size());
+  backend_->Copy({.dst = dst, .src = values_.ptr(), .n = shard_size()});
 }
 
 Status ParamGroup::Acquire(RuntimeContext& ctx, int64_t trace_layer) {

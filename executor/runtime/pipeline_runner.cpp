@@ -101,6 +101,183 @@ std::vector<std::vector<size_t>> ExchangeRounds(const std::vector<PipeOp>& ops, 
   return rounds;
 }
 
+// One step of the pipeline on this rank: the schedule's ops in exchange rounds. Before each round
+// the previous round's outgoing tensors are sent in one group with the round's incoming ones.
+class PipelineStep {
+ public:
+  PipelineStep(RuntimeContext& ctx, ShardedModel& model, const DataSource& data, int64_t step);
+  Status Run();
+
+ private:
+  OpRecorder::Where Place(const PipeOp& op) const;
+  //! This rank's samples of micro-batch `mb` into inputs_ and targets_.
+  void LoadBatch(int64_t mb);
+  //! Sends the outgoing tensors with the receives of round `next_round` (none past the last).
+  Status ExchangeBefore(size_t next_round);
+  Status Forward(size_t i);
+  Status Backward(size_t i);
+
+  RuntimeContext& ctx_;
+  ShardedModel& model_;
+  const DataSource& data_;
+  const Layout& layout_;
+  int64_t step_;
+  int64_t microbatches_;
+  int64_t stages_;  //!< model stages: pp * virtual_stages
+  int prev_, next_;  //!< neighbouring pipeline ranks
+  std::vector<PipeOp> ops_;
+  std::vector<std::vector<size_t>> rounds_;
+  //! The incoming tensor each op needs (none for the first stage's forward and the last stage's backward).
+  std::vector<Message> incoming_;
+  std::vector<bool> needs_;
+  std::vector<Message> outgoing_;
+  std::vector<Tensor> in_flight_;  //!< sent, possibly not yet received by the peer
+  std::map<std::pair<int64_t, int64_t>, MicrobatchState> states_;  //!< (chunk, microbatch)
+  std::vector<int64_t> backward_done_;  //!< per chunk
+  std::vector<int32_t> inputs_, targets_;
+};
+
+PipelineStep::PipelineStep(RuntimeContext& ctx, ShardedModel& model, const DataSource& data, int64_t step)
+    : ctx_(ctx),
+      model_(model),
+      data_(data),
+      layout_(ctx.layout),
+      step_(step),
+      microbatches_(layout_.num_microbatches()),
+      stages_(layout_.pp * layout_.virtual_stages),
+      backward_done_(static_cast<size_t>(layout_.virtual_stages), 0) {
+  const Layout& l = layout_;
+  const int64_t pp_idx = ctx.groups->coords.pp_idx;
+  prev_ = static_cast<int>((pp_idx - 1 + l.pp) % l.pp);
+  next_ = static_cast<int>((pp_idx + 1) % l.pp);
+  ops_ = PipelineOrder(l.schedule, l.pp, pp_idx, microbatches_, l.virtual_stages);
+  // Interleaved with m == pp is all warm-up and cool-down: no steady state to pair.
+  rounds_ = ExchangeRounds(ops_, l.schedule == ScheduleKind::kInterleaved && microbatches_ > l.pp);
+  incoming_.resize(ops_.size());
+  needs_.assign(ops_.size(), false);
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const Chunk& ch = model_.chunks()[static_cast<size_t>(ops_[i].chunk)];
+    const bool fwd = ops_[i].kind == PipeOpKind::kForward;
+    if (fwd ? ch.first : ch.last) continue;
+    needs_[i] = true;
+    incoming_[i].peer = fwd ? prev_ : next_;
+    incoming_[i].tag = PipelineTag(ops_[i].microbatch, stages_, ch.stage, !fwd);
+    incoming_[i].where = Place(ops_[i]);
+  }
+}
+
+OpRecorder::Where PipelineStep::Place(const PipeOp& op) const {
+  const Chunk& ch = model_.chunks()[static_cast<size_t>(op.chunk)];
+  return OpRecorder::Where{op.microbatch, ch.stage, op.kind == PipeOpKind::kForward ? Phase::kFwd : Phase::kBwd};
+}
+
+void PipelineStep::LoadBatch(int64_t mb) {
+  const Layout& l = layout_;
+  data_.Batch(FirstSample(step_, l.global_batch, l.dp, ctx_.groups->coords.dp_idx, l.micro_batch, mb), l.micro_batch,
+              &inputs_, &targets_);
+}
+
+Status PipelineStep::ExchangeBefore(size_t next_round) {
+  std::vector<Message*> recvs;
+  if (next_round < rounds_.size()) {
+    for (size_t i : rounds_[next_round]) {
+      if (!needs_[i]) continue;
+      PX_ASSIGN(incoming_[i].t, ctx_.Act(ctx_.local_tokens * ctx_.model.hidden));
+      recvs.push_back(&incoming_[i]);
+    }
+  }
+  PX_TRY(Exchange(ctx_, outgoing_, recvs));
+  for (Message& msg : outgoing_) in_flight_.push_back(std::move(msg.t));
+  outgoing_.clear();
+  return {};
+}
+
+Status PipelineStep::Run() {
+  PX_TRY(ExchangeBefore(0));
+  for (size_t r = 0; r < rounds_.size(); ++r) {
+    bool receives = false;
+    for (size_t i : rounds_[r]) receives = receives || needs_[i];
+    if (receives) {
+      // The round's inputs have arrived; so has everything sent before them.
+      PX_TRY(ctx_.ComputeAfter(StreamKind::kPpComm));
+      in_flight_.clear();
+    }
+    for (size_t i : rounds_[r]) {
+      ctx_.rec->set_where(Place(ops_[i]));
+      PX_TRY(ops_[i].kind == PipeOpKind::kForward ? Forward(i) : Backward(i));
+    }
+    PX_TRY(ExchangeBefore(r + 1));
+  }
+  // The last sends must be delivered before their buffers go away.
+  return ctx_.backend->SynchronizeEvent(ctx_.Mark(StreamKind::kPpComm));
+}
+
+Status PipelineStep::Forward(size_t i) {
+  const PipeOp& op = ops_[i];
+  Chunk& ch = model_.chunks()[static_cast<size_t>(op.chunk)];
+  MicrobatchState& st = states_[{op.chunk, op.microbatch}];
+  Tensor x;
+  if (ch.first) {
+    LoadBatch(op.microbatch);
+    Acquired a(ctx_, {model_.words(), model_.positions()}, -1);
+    PX_TRY(a.Outcome());
+    PX_ASSIGN(x, model_.embedding()->Forward(ctx_, inputs_, st.embedding));
+  } else {
+    x = std::move(incoming_[i].t);
+  }
+  st.layers.resize(ch.layers.size());
+  for (size_t j = 0; j < ch.layers.size(); ++j) {
+    Acquired a(ctx_, {&ch.layers[j].group()}, ch.layers[j].layer());
+    PX_TRY(a.Outcome());
+    // ZeRO-3: the next layer's gather overlaps this layer's compute.
+    if (j + 1 < ch.layers.size()) PX_TRY(ch.layers[j + 1].group().Prefetch(ctx_, ch.layers[j + 1].layer()));
+    PX_ASSIGN(x, ch.layers[j].Forward(ctx_, std::move(x), st.layers[j]));
+  }
+  if (ch.last) {
+    LoadBatch(op.microbatch);
+    Acquired a(ctx_, {model_.head_group(), model_.lm_group()}, -1);
+    PX_TRY(a.Outcome());
+    return model_.head()->Forward(ctx_, std::move(x), targets_, st.head);
+  }
+  outgoing_.push_back({std::move(x), next_, PipelineTag(op.microbatch, stages_, ch.stage + 1, false), Place(op)});
+  return {};
+}
+
+Status PipelineStep::Backward(size_t i) {
+  const PipeOp& op = ops_[i];
+  Chunk& ch = model_.chunks()[static_cast<size_t>(op.chunk)];
+  MicrobatchState& st = states_[{op.chunk, op.microbatch}];
+  const bool last_backward = ++backward_done_[static_cast<size_t>(op.chunk)] == microbatches_;
+  Tensor dx;
+  if (ch.last) {
+    Acquired a(ctx_, {model_.head_group(), model_.lm_group()}, -1);
+    PX_TRY(a.Outcome());
+    PX_ASSIGN(dx, model_.head()->Backward(ctx_, st.head));
+  } else {
+    dx = std::move(incoming_[i].t);
+  }
+  for (size_t j = ch.layers.size(); j-- > 0;) {
+    TransformerLayer& layer = ch.layers[j];
+    {
+      Acquired a(ctx_, {&layer.group()}, layer.layer());
+      PX_TRY(a.Outcome());
+      if (j > 0) PX_TRY(ch.layers[j - 1].group().Prefetch(ctx_, ch.layers[j - 1].layer()));
+      PX_ASSIGN(dx, layer.Backward(ctx_, st.layers[j], std::move(dx)));
+    }
+    PX_TRY(SyncGroup(ctx_, layer.group(), last_backward));
+  }
+  if (ch.first) {
+    Acquired a(ctx_, {model_.words(), model_.positions()}, -1);
+    PX_TRY(a.Outcome());
+    PX_TRY(model_.embedding()->Backward(ctx_, st.embedding, std::move(dx)));
+  } else {
+    outgoing_.push_back({std::move(dx), prev_, PipelineTag(op.microbatch, stages_, ch.stage - 1, true), Place(op)});
+  }
+  for (ParamGroup* g : ch.other_groups) PX_TRY(SyncGroup(ctx_, *g, last_backward));
+  states_.erase({op.chunk, op.microbatch});
+  return {};
+}
+
 }  // namespace
 
 int PipelineTag(int64_t microbatch, int64_t stages, int64_t stage, bool backward) {
@@ -108,133 +285,8 @@ int PipelineTag(int64_t microbatch, int64_t stages, int64_t stage, bool backward
 }
 
 Status RunPipelineStep(RuntimeContext& ctx, ShardedModel& model, const DataSource& data, int64_t step) {
-  const Layout& l = ctx.layout;
-  const int64_t m = l.num_microbatches();
-  const int64_t pp_idx = ctx.groups->coords.pp_idx;
-  const int64_t stages = l.pp * l.virtual_stages;
-  const int prev = static_cast<int>((pp_idx - 1 + l.pp) % l.pp), next = static_cast<int>((pp_idx + 1) % l.pp);
-  std::map<std::pair<int64_t, int64_t>, MicrobatchState> states;  // (chunk, microbatch)
-  std::vector<int64_t> backward_done(static_cast<size_t>(l.virtual_stages), 0);
-  std::vector<int32_t> inputs, targets;
-  auto batch_of = [&](int64_t mb) {
-    data.Batch(FirstSample(step, l.global_batch, l.dp, ctx.groups->coords.dp_idx, l.micro_batch, mb), l.micro_batch,
-               &inputs, &targets);
-  };
-  const int64_t act_elems = ctx.local_tokens * ctx.model.hidden;
-
-  const std::vector<PipeOp> ops = PipelineOrder(l.schedule, l.pp, pp_idx, m, l.virtual_stages);
-  // Interleaved with m == pp is all warm-up and cool-down: no steady state to pair.
-  const auto rounds = ExchangeRounds(ops, l.schedule == ScheduleKind::kInterleaved && m > l.pp);
-  auto place = [&](const PipeOp& op) {
-    const Chunk& ch = model.chunks()[static_cast<size_t>(op.chunk)];
-    return OpRecorder::Where{op.microbatch, ch.stage, op.kind == PipeOpKind::kForward ? Phase::kFwd : Phase::kBwd};
-  };
-  // The incoming tensor an op needs (none for the first stage's forward and the last stage's backward).
-  std::vector<Message> incoming(ops.size());
-  std::vector<bool> needs(ops.size(), false);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const Chunk& ch = model.chunks()[static_cast<size_t>(ops[i].chunk)];
-    const bool fwd = ops[i].kind == PipeOpKind::kForward;
-    if (fwd ? ch.first : ch.last) continue;
-    needs[i] = true;
-    incoming[i].peer = fwd ? prev : next;
-    incoming[i].tag = PipelineTag(ops[i].microbatch, stages, ch.stage, !fwd);
-    incoming[i].where = place(ops[i]);
-  }
-  std::vector<Message> outgoing;
-  std::vector<Tensor> in_flight;  // sent, possibly not yet received by the peer
-  auto exchange = [&](size_t next_round) -> Status {
-    std::vector<Message*> recvs;
-    if (next_round < rounds.size()) {
-      for (size_t i : rounds[next_round]) {
-        if (!needs[i]) continue;
-        PX_ASSIGN(incoming[i].t, ctx.Act(act_elems));
-        recvs.push_back(&incoming[i]);
-      }
-    }
-    PX_TRY(Exchange(ctx, outgoing, recvs));
-    for (Message& msg : outgoing) in_flight.push_back(std::move(msg.t));
-    outgoing.clear();
-    return {};
-  };
-
-  PX_TRY(exchange(0));
-  for (size_t r = 0; r < rounds.size(); ++r) {
-    bool receives = false;
-    for (size_t i : rounds[r]) receives = receives || needs[i];
-    if (receives) {
-      // The round's inputs have arrived; so has everything sent before them.
-      PX_TRY(ctx.ComputeAfter(StreamKind::kPpComm));
-      in_flight.clear();
-    }
-    for (size_t i : rounds[r]) {
-      const PipeOp& op = ops[i];
-      Chunk& ch = model.chunks()[static_cast<size_t>(op.chunk)];
-      MicrobatchState& st = states[{op.chunk, op.microbatch}];
-      const bool fwd = op.kind == PipeOpKind::kForward;
-      ctx.rec->set_where(place(op));
-      if (fwd) {
-        Tensor x;
-        if (ch.first) {
-          batch_of(op.microbatch);
-          Acquired a(ctx, {model.words(), model.positions()}, -1);
-          PX_TRY(a.Outcome());
-          PX_ASSIGN(x, model.embedding()->Forward(ctx, inputs, st.embedding));
-        } else {
-          x = std::move(incoming[i].t);
-        }
-        st.layers.resize(ch.layers.size());
-        for (size_t j = 0; j < ch.layers.size(); ++j) {
-          Acquired a(ctx, {&ch.layers[j].group()}, ch.layers[j].layer());
-          PX_TRY(a.Outcome());
-          // ZeRO-3: the next layer's gather overlaps this layer's compute.
-          if (j + 1 < ch.layers.size()) PX_TRY(ch.layers[j + 1].group().Prefetch(ctx, ch.layers[j + 1].layer()));
-          PX_ASSIGN(x, ch.layers[j].Forward(ctx, std::move(x), st.layers[j]));
-        }
-        if (ch.last) {
-          batch_of(op.microbatch);
-          Acquired a(ctx, {model.head_group(), model.lm_group()}, -1);
-          PX_TRY(a.Outcome());
-          PX_TRY(model.head()->Forward(ctx, std::move(x), targets, st.head));
-        } else {
-          outgoing.push_back({std::move(x), next, PipelineTag(op.microbatch, stages, ch.stage + 1, false), place(op)});
-        }
-        continue;
-      }
-
-      const bool last_backward = ++backward_done[static_cast<size_t>(op.chunk)] == m;
-      Tensor dx;
-      if (ch.last) {
-        Acquired a(ctx, {model.head_group(), model.lm_group()}, -1);
-        PX_TRY(a.Outcome());
-        PX_ASSIGN(dx, model.head()->Backward(ctx, st.head));
-      } else {
-        dx = std::move(incoming[i].t);
-      }
-      for (size_t j = ch.layers.size(); j-- > 0;) {
-        TransformerLayer& layer = ch.layers[j];
-        {
-          Acquired a(ctx, {&layer.group()}, layer.layer());
-          PX_TRY(a.Outcome());
-          if (j > 0) PX_TRY(ch.layers[j - 1].group().Prefetch(ctx, ch.layers[j - 1].layer()));
-          PX_ASSIGN(dx, layer.Backward(ctx, st.layers[j], std::move(dx)));
-        }
-        PX_TRY(SyncGroup(ctx, layer.group(), last_backward));
-      }
-      if (ch.first) {
-        Acquired a(ctx, {model.words(), model.positions()}, -1);
-        PX_TRY(a.Outcome());
-        PX_TRY(model.embedding()->Backward(ctx, st.embedding, std::move(dx)));
-      } else {
-        outgoing.push_back({std::move(dx), prev, PipelineTag(op.microbatch, stages, ch.stage - 1, true), place(op)});
-      }
-      for (ParamGroup* g : ch.other_groups) PX_TRY(SyncGroup(ctx, *g, last_backward));
-      states.erase({op.chunk, op.microbatch});
-    }
-    PX_TRY(exchange(r + 1));
-  }
-  // The last sends must be delivered before their buffers go away.
-  return ctx.backend->SynchronizeEvent(ctx.Mark(StreamKind::kPpComm));
+  PipelineStep pipeline(ctx, model, data, step);
+  return pipeline.Run();
 }
 
 }  // namespace parallax::executor

@@ -14,7 +14,7 @@ namespace {
 Result<Tensor> KeepLocalCopy(RuntimeContext& ctx, const Tensor& local, int64_t cols) {
   if (!ctx.sp) return Tensor();
   PX_ASSIGN(Tensor copy, ctx.Act(ctx.local_tokens * cols));
-  ctx.backend->Copy(copy.ptr(), local.ptr(), ctx.local_tokens * cols);
+  ctx.backend->Copy({.dst = copy.ptr(), .src = local.ptr(), .n = ctx.local_tokens * cols});
   return copy;
 }
 
@@ -23,125 +23,110 @@ Result<Tensor> Regather(RuntimeContext& ctx, const Tensor& local, int64_t cols, 
   return EnterRegion(ctx, std::move(copy), cols, layer);
 }
 
-constexpr float kNormEps = 1e-5f;
-
-// The residual join in front of a pre-norm: h = branch + stream (+ bias), written to `h` by the
-// fused residual + norm kernel.
-struct ResidualJoin {
-  DevPtr branch, stream, bias;
-  DevPtr h;
+// A sub-block's pre-norm: normalises x or, with `residual` set, first forms the residual join
+// h = x + residual (+ bias) in the same kernel (fused residual + norm; its time is the norm op's).
+struct PreNorm {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{}, residual{}, bias{};
+  DevPtr h{};  //!< the join's output
+  DevPtr gamma{}, beta{};
 };
 
-// A sub-block's pre-norm and its entry into the TP region: `mean`/`rstd` kept for backward, the
-// normalised input kept local (sequence parallel) and gathered (or passed on) into `region`. With
-// `join`, the norm's input is the residual sum, formed in the same kernel (fused residual + norm);
-// its time is the norm op's.
-Status NormIntoRegion(RuntimeContext& ctx, OpKind op, int64_t layer, DevPtr x, DevPtr gamma, DevPtr beta,
-                      Tensor& mean, Tensor& rstd, Tensor& local, Tensor& region, const ResidualJoin* join = nullptr) {
+// What a pre-norm keeps for backward, and its output: kept local (sequence parallel) and gathered
+// (or passed on) into the TP region.
+struct NormedInput {
+  Tensor mean, rstd, local, region;
+};
+
+Result<NormedInput> NormIntoRegion(RuntimeContext& ctx, OpKind op, int64_t layer, const PreNorm& in) {
   const int64_t H = ctx.model.hidden, Tl = ctx.local_tokens;
+  NormedInput out;
   PX_ASSIGN(Tensor y, ctx.Act(Tl * H));
-  PX_ASSIGN(mean, ctx.F32(Tl));
-  PX_ASSIGN(rstd, ctx.F32(Tl));
+  PX_ASSIGN(out.mean, ctx.F32(Tl));
+  PX_ASSIGN(out.rstd, ctx.F32(Tl));
   {
     auto s = ctx.rec->Op(op, layer);
-    if (join) {
-      ResidualNormForward(ctx, join->branch, join->stream, join->bias, join->h, gamma, beta, y.ptr(), mean.ptr(),
-                          rstd.ptr(), Tl);
+    if (in.residual) {
+      ResidualNormForward(ctx, {.x = in.x, .residual = in.residual, .bias = in.bias, .gamma = in.gamma,
+                                .beta = in.beta, .h = in.h, .y = y.ptr(), .mean = out.mean.ptr(),
+                                .rstd = out.rstd.ptr(), .rows = Tl, .cols = H, .eps = kNormEps});
     } else {
-      NormForward(ctx, x, gamma, beta, y.ptr(), mean.ptr(), rstd.ptr(), Tl);
+      NormForward(ctx, {.x = in.x, .gamma = in.gamma, .beta = in.beta, .y = y.ptr(), .mean = out.mean.ptr(),
+                        .rstd = out.rstd.ptr(), .rows = Tl, .cols = H, .eps = kNormEps});
     }
   }
-  PX_ASSIGN(local, KeepLocalCopy(ctx, y, H));
-  PX_ASSIGN(region, EnterRegion(ctx, std::move(y), H, layer));
-  return {};
-}
+  PX_ASSIGN(out.local, KeepLocalCopy(ctx, y, H));
+  PX_ASSIGN(out.region, EnterRegion(ctx, std::move(y), H, layer));
+  return out;
 }
 
-void NormForward(RuntimeContext& ctx, DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd,
-                 int64_t rows) {
-  const int64_t h = ctx.model.hidden;
+// The ops of its lifetime are recorded in phase recompute; the recorder's place is restored however
+// the scope is left, an early error return (PX_TRY, PX_ASSIGN) included.
+class RecomputePhase {
+ public:
+  explicit RecomputePhase(OpRecorder& rec) : rec_(rec), saved_(rec.where()) {
+    OpRecorder::Where again = saved_;
+    again.phase = Phase::kRecompute;
+    rec_.set_where(again);
+  }
+  ~RecomputePhase() { rec_.set_where(saved_); }
+  RecomputePhase(const RecomputePhase&) = delete;
+  RecomputePhase& operator=(const RecomputePhase&) = delete;
+
+ private:
+  OpRecorder& rec_;
+  OpRecorder::Where saved_;
+};
+
+}  // namespace
+
+void NormForward(RuntimeContext& ctx, const NormArgs& a) {
   if (ctx.model.norm == NormKind::kLayerNorm) {
-    ctx.backend->LayerNormForward(x, gamma, beta, y, mean, rstd, rows, h, kNormEps);
+    ctx.backend->LayerNormForward(a);
   } else {
-    ctx.backend->RmsNormForward(x, gamma, y, rstd, rows, h, kNormEps);
+    ctx.backend->RmsNormForward(a);
   }
 }
 
-void ResidualNormForward(RuntimeContext& ctx, DevPtr branch, DevPtr stream, DevPtr bias, DevPtr h, DevPtr gamma,
-                         DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows) {
-  const int64_t hd = ctx.model.hidden;
+void ResidualNormForward(RuntimeContext& ctx, const ResidualNormArgs& a) {
   if (ctx.model.norm == NormKind::kLayerNorm) {
-    ctx.backend->ResidualLayerNormForward(branch, stream, bias, h, gamma, beta, y, mean, rstd, rows, hd, kNormEps);
+    ctx.backend->ResidualLayerNormForward(a);
   } else {
-    ctx.backend->ResidualRmsNormForward(branch, stream, bias, h, gamma, y, rstd, rows, hd, kNormEps);
+    ctx.backend->ResidualRmsNormForward(a);
   }
 }
 
-Status NormBackwardAdd(RuntimeContext& ctx, DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd,
-                       DevPtr dresidual, DevPtr dgamma, DevPtr dbeta, int64_t rows) {
-  const int64_t h = ctx.model.hidden;
+void NormBackwardAdd(RuntimeContext& ctx, const NormBackwardArgs& a) {
   if (ctx.model.norm == NormKind::kLayerNorm) {
-    return ctx.backend->LayerNormBackwardAdd(dy, x, gamma, mean, rstd, dresidual, dgamma, dbeta, rows, h);
-  }
-  return ctx.backend->RmsNormBackwardAdd(dy, x, gamma, rstd, dresidual, dgamma, rows, h);
-}
-
-void NormBackward(RuntimeContext& ctx, DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx,
-                  DevPtr dgamma, DevPtr dbeta, int64_t rows) {
-  const int64_t h = ctx.model.hidden;
-  if (ctx.model.norm == NormKind::kLayerNorm) {
-    ctx.backend->LayerNormBackward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, h);
+    ctx.backend->LayerNormBackwardAdd(a);
   } else {
-    ctx.backend->RmsNormBackward(dy, x, gamma, rstd, dx, dgamma, rows, h);
+    ctx.backend->RmsNormBackwardAdd(a);
   }
 }
 
-void LinearForward(Backend& be, DevPtr x, DevPtr w, DevPtr bias, DevPtr y, int64_t rows, int64_t n, int64_t k) {
-  GemmArgs g;
-  g.ta = Trans::kNo;
-  g.tb = Trans::kYes;
-  g.m = rows;
-  g.n = n;
-  g.k = k;
-  g.a = x;
-  g.lda = k;
-  g.b = w;
-  g.ldb = k;
-  g.c = y;
-  g.ldc = n;
-  be.Gemm(g);
-  if (bias) be.AddBias(y, bias, rows, n);
+void NormBackward(RuntimeContext& ctx, const NormBackwardArgs& a) {
+  if (ctx.model.norm == NormKind::kLayerNorm) {
+    ctx.backend->LayerNormBackward(a);
+  } else {
+    ctx.backend->RmsNormBackward(a);
+  }
 }
 
-void LinearBackward(Backend& be, DevPtr dy, DevPtr x, DevPtr w, DevPtr dw, DevPtr dbias, DevPtr dx, int64_t rows,
-                    int64_t n, int64_t k, bool accumulate_dx) {
-  GemmArgs wg;  // dW (fp32) += dy^T x
-  wg.ta = Trans::kYes;
-  wg.m = n;
-  wg.n = k;
-  wg.k = rows;
-  wg.beta = 1.0f;
-  wg.a = dy;
-  wg.lda = n;
-  wg.b = x;
-  wg.ldb = k;
-  wg.c = dw;
-  wg.ldc = k;
-  be.Gemm(wg);
-  if (dbias) be.BiasBackward(dy, dbias, rows, n);
-  if (dx) {
-    GemmArgs xg;  // dx = dy W
-    xg.m = rows;
-    xg.n = k;
-    xg.k = n;
-    xg.beta = accumulate_dx ? 1.0f : 0.0f;
-    xg.a = dy;
-    xg.lda = n;
-    xg.b = w;
-    xg.ldb = k;
-    xg.c = dx;
-    xg.ldc = k;
-    be.Gemm(xg);
+void LinearForward(Backend& be, const LinearArgs& a) {
+  be.Gemm({.ta = Trans::kNo, .tb = Trans::kYes, .m = a.rows, .n = a.n, .k = a.k, .a = a.x, .b = a.w, .c = a.y,
+           .lda = a.k, .ldb = a.k, .ldc = a.n});
+  if (a.bias) be.AddBias({.y = a.y, .bias = a.bias, .rows = a.rows, .cols = a.n});
+}
+
+void LinearBackward(Backend& be, const LinearBackwardArgs& a) {
+  // dW (fp32) += dy^T x
+  be.Gemm({.ta = Trans::kYes, .m = a.n, .n = a.k, .k = a.rows, .beta = 1.0f, .a = a.dy, .b = a.x, .c = a.dw,
+           .lda = a.n, .ldb = a.k, .ldc = a.k});
+  if (a.dbias) be.BiasBackward({.dy = a.dy, .dbias = a.dbias, .rows = a.rows, .cols = a.n});
+  if (a.dx) {
+    // dx = dy W
+    be.Gemm({.m = a.rows, .n = a.k, .k = a.n, .beta = a.accumulate_dx ? 1.0f : 0.0f, .a = a.dy, .b = a.w,
+             .c = a.dx, .lda = a.n, .ldb = a.k, .ldc = a.k});
   }
 }
 
@@ -204,59 +189,74 @@ Result<Tensor> TransformerLayer::Forward(RuntimeContext& ctx, Tensor x, LayerCac
 }
 
 Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& c, bool keep_probs) {
+  c.x = std::move(x);
+  PX_ASSIGN(Tensor attn, AttentionBlockForward(ctx, c, keep_probs));
+  return MlpBlockForward(ctx, c, std::move(attn));
+}
+
+Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, LayerCache& c, bool keep_probs) {
   Backend& be = *ctx.backend;
   OpRecorder& rec = *ctx.rec;
   const ModelSpec& m = ctx.model;
-  const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, D = m.head_dim();
+  const int64_t H = m.hidden, T = ctx.tokens, D = m.head_dim();
   const int64_t nq = m.heads / ctx.tp, nkv = m.kv_heads / ctx.tp, Q = nq * D, K = nkv * D;
-  const int64_t F = m.ffn_hidden / ctx.tp;
-  c.x = std::move(x);
 
-  if (Status st = NormIntoRegion(ctx, OpKind::kAttnNorm, layer_, c.x.ptr(), P(ix_.ln1_w), P(ix_.ln1_b), c.n1_mean,
-                                 c.n1_rstd, c.ag_local, c.ag);
-      !st) {
-    return st.error();
-  }
+  PX_ASSIGN(NormedInput n1, NormIntoRegion(ctx, OpKind::kAttnNorm, layer_,
+                                           {.x = c.x.ptr(), .gamma = P(ix_.ln1_w), .beta = P(ix_.ln1_b)}));
+  c.n1_mean = std::move(n1.mean);
+  c.n1_rstd = std::move(n1.rstd);
+  c.ag_local = std::move(n1.local);
+  c.ag = std::move(n1.region);
 
   PX_ASSIGN(c.q, ctx.Act(T * Q));
   PX_ASSIGN(c.k, ctx.Act(T * K));
   PX_ASSIGN(c.v, ctx.Act(T * K));
   {
     auto s = rec.Op(OpKind::kQkv, layer_);
-    LinearForward(be, c.ag.ptr(), P(ix_.wq), P(ix_.bq), c.q.ptr(), T, Q, H);
-    LinearForward(be, c.ag.ptr(), P(ix_.wk), P(ix_.bk), c.k.ptr(), T, K, H);
-    LinearForward(be, c.ag.ptr(), P(ix_.wv), P(ix_.bv), c.v.ptr(), T, K, H);
+    const DevPtr in = c.ag.ptr();
+    LinearForward(be, {.x = in, .w = P(ix_.wq), .bias = P(ix_.bq), .y = c.q.ptr(), .rows = T, .n = Q, .k = H});
+    LinearForward(be, {.x = in, .w = P(ix_.wk), .bias = P(ix_.bk), .y = c.k.ptr(), .rows = T, .n = K, .k = H});
+    LinearForward(be, {.x = in, .w = P(ix_.wv), .bias = P(ix_.bv), .y = c.v.ptr(), .rows = T, .n = K, .k = H});
     if (m.position == PositionKind::kRotary) {
-      be.Rotary(c.q.ptr(), ctx.seq, ctx.batch, nq, D, false);
-      be.Rotary(c.k.ptr(), ctx.seq, ctx.batch, nkv, D, false);
+      be.Rotary({.x = c.q.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nq, .head_dim = D});
+      be.Rotary({.x = c.k.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nkv, .head_dim = D});
     }
   }
   if (ctx.sp) c.ag.Reset();
-  const AttentionShape shape{ctx.batch, ctx.seq, nq, nkv, D};
+  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
   PX_ASSIGN(c.ctx, ctx.Act(T * Q));
   if (keep_probs) {
     PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));  // AttentionForward writes every row in full
   }
   {
     auto s = rec.Op(OpKind::kAttnCore, layer_);
-    be.AttentionForward(shape, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.ctx.ptr(), keep_probs ? c.probs.ptr() : DevPtr{});
+    be.AttentionForward({.shape = shape, .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(),
+                         .probs = keep_probs ? c.probs.ptr() : DevPtr{}});
   }
   PX_ASSIGN(Tensor o, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kAttnOut, layer_);
-    LinearForward(be, c.ctx.ptr(), P(ix_.wo), DevPtr{}, o.ptr(), T, H, Q);
+    LinearForward(be, {.x = c.ctx.ptr(), .w = P(ix_.wo), .y = o.ptr(), .rows = T, .n = H, .k = Q});
   }
-  auto o2 = LeaveRegion(ctx, std::move(o), H, layer_);
-  if (!o2) return o2.error();
+  return LeaveRegion(ctx, std::move(o), H, layer_);
+}
+
+Result<Tensor> TransformerLayer::MlpBlockForward(RuntimeContext& ctx, LayerCache& c, Tensor attn) {
+  Backend& be = *ctx.backend;
+  OpRecorder& rec = *ctx.rec;
+  const ModelSpec& m = ctx.model;
+  const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, F = m.ffn_hidden / ctx.tp;
+
   PX_ASSIGN(c.h, ctx.Act(Tl * H));
   // h = x + attention output + bo, fused into the MLP norm.
-  const ResidualJoin join{o2->ptr(), c.x.ptr(), P(ix_.bo), c.h.ptr()};
-  if (Status st = NormIntoRegion(ctx, OpKind::kMlpNorm, layer_, c.h.ptr(), P(ix_.ln2_w), P(ix_.ln2_b), c.n2_mean,
-                                 c.n2_rstd, c.mg_local, c.mg, &join);
-      !st) {
-    return st.error();
-  }
-  o2->Reset();
+  PX_ASSIGN(NormedInput n2, NormIntoRegion(ctx, OpKind::kMlpNorm, layer_,
+                                           {.x = attn.ptr(), .residual = c.x.ptr(), .bias = P(ix_.bo),
+                                            .h = c.h.ptr(), .gamma = P(ix_.ln2_w), .beta = P(ix_.ln2_b)}));
+  c.n2_mean = std::move(n2.mean);
+  c.n2_rstd = std::move(n2.rstd);
+  c.mg_local = std::move(n2.local);
+  c.mg = std::move(n2.region);
+  attn.Reset();
   const bool swiglu = m.mlp == MlpKind::kSwiglu;
   PX_ASSIGN(c.f1, ctx.Act(T * F));
   if (swiglu) {
@@ -265,28 +265,33 @@ Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& 
   {
     auto s = rec.Op(OpKind::kFc1, layer_);
     // GELU: fc1's bias is added by the fused bias + GELU kernel (the act op).
-    LinearForward(be, c.mg.ptr(), P(ix_.fc1), swiglu ? P(ix_.b1) : DevPtr{}, c.f1.ptr(), T, F, H);
-    if (swiglu) LinearForward(be, c.mg.ptr(), P(ix_.up), P(ix_.bup), c.up.ptr(), T, F, H);
+    LinearForward(be, {.x = c.mg.ptr(), .w = P(ix_.fc1), .bias = swiglu ? P(ix_.b1) : DevPtr{}, .y = c.f1.ptr(),
+                       .rows = T, .n = F, .k = H});
+    if (swiglu) {
+      LinearForward(be,
+                    {.x = c.mg.ptr(), .w = P(ix_.up), .bias = P(ix_.bup), .y = c.up.ptr(), .rows = T, .n = F, .k = H});
+    }
   }
   if (ctx.sp) c.mg.Reset();
   PX_ASSIGN(c.act, ctx.Act(T * F));
   {
     auto s = rec.Op(OpKind::kAct, layer_);
     if (swiglu) {
-      be.SwigluForward(c.f1.ptr(), c.up.ptr(), c.act.ptr(), T * F);
+      be.SwigluForward({.gate = c.f1.ptr(), .up = c.up.ptr(), .y = c.act.ptr(), .n = T * F});
     } else {
-      be.BiasGeluForward(c.f1.ptr(), P(ix_.b1), c.act.ptr(), T, F);  // f1 keeps the biased pre-activation
+      // f1 keeps the biased pre-activation
+      be.BiasGeluForward({.x = c.f1.ptr(), .bias = P(ix_.b1), .y = c.act.ptr(), .rows = T, .cols = F});
     }
   }
   PX_ASSIGN(Tensor y, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kFc2, layer_);
-    LinearForward(be, c.act.ptr(), P(ix_.fc2), DevPtr{}, y.ptr(), T, H, F);
+    LinearForward(be, {.x = c.act.ptr(), .w = P(ix_.fc2), .y = y.ptr(), .rows = T, .n = H, .k = F});
   }
-  auto y2 = LeaveRegion(ctx, std::move(y), H, layer_);
-  if (!y2) return y2.error();
+  PX_ASSIGN(Tensor y2, LeaveRegion(ctx, std::move(y), H, layer_));
   PX_ASSIGN(Tensor out, ctx.Act(Tl * H));
-  be.ResidualAdd(y2->ptr(), c.h.ptr(), P(ix_.b2), out.ptr(), Tl, H);  // out = h + MLP output + b2, one pass
+  // out = h + MLP output + b2, one pass
+  be.ResidualAdd({.x = y2.ptr(), .residual = c.h.ptr(), .bias = P(ix_.b2), .out = out.ptr(), .rows = Tl, .cols = H});
   return out;
 }
 
@@ -297,141 +302,154 @@ Result<Tensor> TransformerLayer::Backward(RuntimeContext& ctx, LayerCache& cache
     return dx;
   }
   // Full recompute: rerun the forward pass from the saved input, then differentiate.
-  OpRecorder::Where where = ctx.rec->where();
-  OpRecorder::Where again = where;
-  again.phase = Phase::kRecompute;
-  ctx.rec->set_where(again);
   LayerCache full;
-  auto redo = Run(ctx, std::move(cache.x), full, ctx.layout.recompute != Recompute::kSelective);
-  ctx.rec->set_where(where);
-  if (!redo) return redo.error();
-  redo->Reset();
+  {
+    RecomputePhase recompute(*ctx.rec);
+    PX_ASSIGN(Tensor redo, Run(ctx, std::move(cache.x), full, ctx.layout.recompute != Recompute::kSelective));
+  }
   cache = LayerCache{};
-  auto dx = Grad(ctx, full, std::move(dout));
-  return dx;
+  return Grad(ctx, full, std::move(dout));
 }
 
 Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor dout) {
+  PX_TRY(group_->EnsureGrads(ctx));
+  PX_ASSIGN(Tensor dh, MlpBlockGrad(ctx, c, std::move(dout)));
+  return AttentionBlockGrad(ctx, c, std::move(dh));
+}
+
+// MLP block: out = h + fc2(act(fc1(norm2(h)))) + b2.
+Result<Tensor> TransformerLayer::MlpBlockGrad(RuntimeContext& ctx, LayerCache& c, Tensor dout) {
   Backend& be = *ctx.backend;
   OpRecorder& rec = *ctx.rec;
   const ModelSpec& m = ctx.model;
-  const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, D = m.head_dim();
-  const int64_t nq = m.heads / ctx.tp, nkv = m.kv_heads / ctx.tp, Q = nq * D, K = nkv * D;
-  const int64_t F = m.ffn_hidden / ctx.tp;
+  const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, F = m.ffn_hidden / ctx.tp;
   const bool swiglu = m.mlp == MlpKind::kSwiglu;
-  PX_TRY(group_->EnsureGrads(ctx));
 
-  // MLP block: out = h + fc2(act(fc1(norm2(h)))) + b2.
   PX_ASSIGN(Tensor dh, ctx.Act(Tl * H));
-  be.Copy(dh.ptr(), dout.ptr(), Tl * H);
-  if (ix_.b2 >= 0) be.BiasBackward(dout.ptr(), G(ix_.b2), Tl, H);
-  auto dy = LeaveRegionBackward(ctx, std::move(dout), H, layer_);
-  if (!dy) return dy.error();
+  be.Copy({.dst = dh.ptr(), .src = dout.ptr(), .n = Tl * H});
+  if (ix_.b2 >= 0) be.BiasBackward({.dy = dout.ptr(), .dbias = G(ix_.b2), .rows = Tl, .cols = H});
+  PX_ASSIGN(Tensor dy, LeaveRegionBackward(ctx, std::move(dout), H, layer_));
   PX_ASSIGN(Tensor dact, ctx.Act(T * F));
   {
     auto s = rec.Op(OpKind::kFc2, layer_);
-    LinearBackward(be, dy->ptr(), c.act.ptr(), P(ix_.fc2), G(ix_.fc2), DevPtr{}, dact.ptr(), T, H, F, false);
+    LinearBackward(be, {.dy = dy.ptr(), .x = c.act.ptr(), .w = P(ix_.fc2), .dw = G(ix_.fc2), .dx = dact.ptr(),
+                        .rows = T, .n = H, .k = F});
   }
-  dy->Reset();
+  dy.Reset();
   PX_ASSIGN(Tensor df, ctx.Act(T * F));
   Tensor dup;
   {
     auto s = rec.Op(OpKind::kAct, layer_);
     if (swiglu) {
       PX_ASSIGN(dup, ctx.Act(T * F));
-      be.SwigluBackward(c.f1.ptr(), c.up.ptr(), dact.ptr(), df.ptr(), dup.ptr(), T * F);
+      be.SwigluBackward(
+          {.gate = c.f1.ptr(), .up = c.up.ptr(), .dy = dact.ptr(), .dgate = df.ptr(), .dup = dup.ptr(), .n = T * F});
     } else {
-      be.BiasGeluBackward(c.f1.ptr(), dact.ptr(), df.ptr(), G(ix_.b1), T, F);
+      be.BiasGeluBackward(
+          {.x = c.f1.ptr(), .dy = dact.ptr(), .dx = df.ptr(), .dbias = G(ix_.b1), .rows = T, .cols = F});
     }
   }
   dact.Reset();
   if (ctx.sp) {
-    auto mg = Regather(ctx, c.mg_local, H, layer_);
-    if (!mg) return mg.error();
-    c.mg = std::move(mg).value();
+    PX_ASSIGN(c.mg, Regather(ctx, c.mg_local, H, layer_));
     c.mg_local.Reset();
   }
   PX_ASSIGN(Tensor dmg, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kFc1, layer_);
-    LinearBackward(be, df.ptr(), c.mg.ptr(), P(ix_.fc1), G(ix_.fc1), swiglu ? G(ix_.b1) : DevPtr{}, dmg.ptr(), T, F,
-                   H, false);
-    if (swiglu) LinearBackward(be, dup.ptr(), c.mg.ptr(), P(ix_.up), G(ix_.up), G(ix_.bup), dmg.ptr(), T, F, H, true);
+    LinearBackward(be, {.dy = df.ptr(), .x = c.mg.ptr(), .w = P(ix_.fc1), .dw = G(ix_.fc1),
+                        .dbias = swiglu ? G(ix_.b1) : DevPtr{}, .dx = dmg.ptr(), .rows = T, .n = F, .k = H});
+    if (swiglu) {
+      LinearBackward(be, {.dy = dup.ptr(), .x = c.mg.ptr(), .w = P(ix_.up), .dw = G(ix_.up), .dbias = G(ix_.bup),
+                          .dx = dmg.ptr(), .rows = T, .n = F, .k = H, .accumulate_dx = true});
+    }
   }
   df.Reset();
   dup.Reset();
-  auto dm = EnterRegionBackward(ctx, std::move(dmg), H, layer_);
-  if (!dm) return dm.error();
+  PX_ASSIGN(Tensor dm, EnterRegionBackward(ctx, std::move(dmg), H, layer_));
   {
     auto s = rec.Op(OpKind::kMlpNorm, layer_);  // the norm's input gradient joins the residual stream's dh
-    PX_TRY(NormBackwardAdd(ctx, dm->ptr(), c.h.ptr(), P(ix_.ln2_w), c.n2_mean.ptr(), c.n2_rstd.ptr(), dh.ptr(),
-                           G(ix_.ln2_w), G(ix_.ln2_b), Tl));
+    NormBackwardAdd(ctx, {.dy = dm.ptr(), .x = c.h.ptr(), .gamma = P(ix_.ln2_w), .mean = c.n2_mean.ptr(),
+                          .rstd = c.n2_rstd.ptr(), .dx = dh.ptr(), .dgamma = G(ix_.ln2_w), .dbeta = G(ix_.ln2_b),
+                          .rows = Tl, .cols = H});
   }
-  dm->Reset();
+  return dh;
+}
 
-  // Attention block: h = x + wo(attn(qkv(norm1(x)))) + bo.
+// Attention block: h = x + wo(attn(qkv(norm1(x)))) + bo.
+Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCache& c, Tensor dh) {
+  Backend& be = *ctx.backend;
+  OpRecorder& rec = *ctx.rec;
+  const ModelSpec& m = ctx.model;
+  const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, D = m.head_dim();
+  const int64_t nq = m.heads / ctx.tp, nkv = m.kv_heads / ctx.tp, Q = nq * D, K = nkv * D;
+
   PX_ASSIGN(Tensor dx, ctx.Act(Tl * H));
-  be.Copy(dx.ptr(), dh.ptr(), Tl * H);
-  if (ix_.bo >= 0) be.BiasBackward(dh.ptr(), G(ix_.bo), Tl, H);
-  auto dof = LeaveRegionBackward(ctx, std::move(dh), H, layer_);
-  if (!dof) return dof.error();
+  be.Copy({.dst = dx.ptr(), .src = dh.ptr(), .n = Tl * H});
+  if (ix_.bo >= 0) be.BiasBackward({.dy = dh.ptr(), .dbias = G(ix_.bo), .rows = Tl, .cols = H});
+  PX_ASSIGN(Tensor dof, LeaveRegionBackward(ctx, std::move(dh), H, layer_));
   PX_ASSIGN(Tensor dctx, ctx.Act(T * Q));
   {
     auto s = rec.Op(OpKind::kAttnOut, layer_);
-    LinearBackward(be, dof->ptr(), c.ctx.ptr(), P(ix_.wo), G(ix_.wo), DevPtr{}, dctx.ptr(), T, H, Q, false);
+    LinearBackward(be, {.dy = dof.ptr(), .x = c.ctx.ptr(), .w = P(ix_.wo), .dw = G(ix_.wo), .dx = dctx.ptr(),
+                        .rows = T, .n = H, .k = Q});
   }
-  dof->Reset();
+  dof.Reset();
   PX_ASSIGN(Tensor dq, ctx.Act(T * Q));
   PX_ASSIGN(Tensor dk, ctx.Act(T * K));
   PX_ASSIGN(Tensor dv, ctx.Act(T * K));
-  const AttentionShape shape{ctx.batch, ctx.seq, nq, nkv, D};
-  if (c.probs.empty()) {
-    // Selective recompute: rebuild the attention probabilities dropped in forward.
-    OpRecorder::Where where = rec.where();
-    OpRecorder::Where again = where;
-    again.phase = Phase::kRecompute;
-    rec.set_where(again);
-    PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));
-    PX_ASSIGN(Tensor scratch, ctx.Act(T * Q));
-    {
-      auto s = rec.Op(OpKind::kAttnCore, layer_);
-      be.AttentionForward(shape, c.q.ptr(), c.k.ptr(), c.v.ptr(), scratch.ptr(), c.probs.ptr());
-    }
-    rec.set_where(where);
-  }
-  {
-    auto s = rec.Op(OpKind::kAttnCore, layer_);
-    be.AttentionBackward(shape, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.probs.ptr(), dctx.ptr(), dq.ptr(), dk.ptr(), dv.ptr());
-  }
+  PX_TRY(AttentionCoreGrad(ctx, c,
+                           {.shape = {.batch = ctx.batch, .seq = ctx.seq, .heads = nq, .kv_heads = nkv, .head_dim = D},
+                            .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .dout = dctx.ptr(), .dq = dq.ptr(),
+                            .dk = dk.ptr(), .dv = dv.ptr()}));
   dctx.Reset();
   if (ctx.sp) {
-    auto ag = Regather(ctx, c.ag_local, H, layer_);
-    if (!ag) return ag.error();
-    c.ag = std::move(ag).value();
+    PX_ASSIGN(c.ag, Regather(ctx, c.ag_local, H, layer_));
     c.ag_local.Reset();
   }
   PX_ASSIGN(Tensor dag, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kQkv, layer_);
     if (m.position == PositionKind::kRotary) {
-      be.Rotary(dq.ptr(), ctx.seq, ctx.batch, nq, D, true);
-      be.Rotary(dk.ptr(), ctx.seq, ctx.batch, nkv, D, true);
+      be.Rotary({.x = dq.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nq, .head_dim = D, .inverse = true});
+      be.Rotary({.x = dk.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nkv, .head_dim = D, .inverse = true});
     }
-    LinearBackward(be, dq.ptr(), c.ag.ptr(), P(ix_.wq), G(ix_.wq), G(ix_.bq), dag.ptr(), T, Q, H, false);
-    LinearBackward(be, dk.ptr(), c.ag.ptr(), P(ix_.wk), G(ix_.wk), G(ix_.bk), dag.ptr(), T, K, H, true);
-    LinearBackward(be, dv.ptr(), c.ag.ptr(), P(ix_.wv), G(ix_.wv), G(ix_.bv), dag.ptr(), T, K, H, true);
+    const DevPtr in = c.ag.ptr();
+    LinearBackward(be, {.dy = dq.ptr(), .x = in, .w = P(ix_.wq), .dw = G(ix_.wq), .dbias = G(ix_.bq),
+                        .dx = dag.ptr(), .rows = T, .n = Q, .k = H});
+    LinearBackward(be, {.dy = dk.ptr(), .x = in, .w = P(ix_.wk), .dw = G(ix_.wk), .dbias = G(ix_.bk),
+                        .dx = dag.ptr(), .rows = T, .n = K, .k = H, .accumulate_dx = true});
+    LinearBackward(be, {.dy = dv.ptr(), .x = in, .w = P(ix_.wv), .dw = G(ix_.wv), .dbias = G(ix_.bv),
+                        .dx = dag.ptr(), .rows = T, .n = K, .k = H, .accumulate_dx = true});
   }
   dq.Reset();
   dk.Reset();
   dv.Reset();
-  auto da = EnterRegionBackward(ctx, std::move(dag), H, layer_);
-  if (!da) return da.error();
+  PX_ASSIGN(Tensor da, EnterRegionBackward(ctx, std::move(dag), H, layer_));
   {
     auto s = rec.Op(OpKind::kAttnNorm, layer_);
-    PX_TRY(NormBackwardAdd(ctx, da->ptr(), c.x.ptr(), P(ix_.ln1_w), c.n1_mean.ptr(), c.n1_rstd.ptr(), dx.ptr(),
-                           G(ix_.ln1_w), G(ix_.ln1_b), Tl));
+    NormBackwardAdd(ctx, {.dy = da.ptr(), .x = c.x.ptr(), .gamma = P(ix_.ln1_w), .mean = c.n1_mean.ptr(),
+                          .rstd = c.n1_rstd.ptr(), .dx = dx.ptr(), .dgamma = G(ix_.ln1_w), .dbeta = G(ix_.ln1_b),
+                          .rows = Tl, .cols = H});
   }
   return dx;
+}
+
+Status TransformerLayer::AttentionCoreGrad(RuntimeContext& ctx, LayerCache& c, AttentionBackwardArgs a) {
+  Backend& be = *ctx.backend;
+  if (c.probs.empty()) {
+    // Selective recompute: rebuild the attention probabilities dropped in forward.
+    RecomputePhase recompute(*ctx.rec);
+    PX_ASSIGN(c.probs, ctx.Act(a.shape.probs_floats()));
+    PX_ASSIGN(Tensor scratch, ctx.Act(ctx.tokens * a.shape.heads * a.shape.head_dim));
+    auto s = ctx.rec->Op(OpKind::kAttnCore, layer_);
+    be.AttentionForward(
+        {.shape = a.shape, .q = a.q, .k = a.k, .v = a.v, .out = scratch.ptr(), .probs = c.probs.ptr()});
+  }
+  a.probs = c.probs.ptr();
+  auto s = ctx.rec->Op(OpKind::kAttnCore, layer_);
+  be.AttentionBackward(a);
+  return {};
 }
 
 }  // namespace parallax::executor

@@ -49,7 +49,19 @@ class TransformerLayer {
 
  private:
   Result<Tensor> Run(RuntimeContext& ctx, Tensor x, LayerCache& c, bool keep_probs);
+  //! norm1, QKV, attention, output projection: returns the projection leaving the TP region.
+  Result<Tensor> AttentionBlockForward(RuntimeContext& ctx, LayerCache& c, bool keep_probs);
+  //! The residual join with `attn` into norm2, fc1, activation, fc2 and the final residual add.
+  Result<Tensor> MlpBlockForward(RuntimeContext& ctx, LayerCache& c, Tensor attn);
   Result<Tensor> Grad(RuntimeContext& ctx, LayerCache& c, Tensor dout);
+  //! Backward through the MLP block: returns d(h), the gradient of the residual stream between
+  //! the blocks.
+  Result<Tensor> MlpBlockGrad(RuntimeContext& ctx, LayerCache& c, Tensor dout);
+  //! Backward through the attention block from d(h): returns d(x).
+  Result<Tensor> AttentionBlockGrad(RuntimeContext& ctx, LayerCache& c, Tensor dh);
+  //! The attention core's backward, `a` without probs: they are the cache's, or, dropped by
+  //! selective recompute, rebuilt first in phase recompute.
+  Status AttentionCoreGrad(RuntimeContext& ctx, LayerCache& c, AttentionBackwardArgs a);
   DevPtr P(int i) const { return i < 0 ? DevPtr{} : group_->param(static_cast<size_t>(i)); }
   DevPtr G(int i) const { return i < 0 ? DevPtr{} : group_->grad(static_cast<size_t>(i)); }
 
@@ -58,21 +70,36 @@ class TransformerLayer {
   LayerParamIndex ix_;
 };
 
-//! Norm forward/backward for the model's kind (LayerNorm or RMSNorm); `beta`/`dbeta` may be null.
-void NormForward(RuntimeContext& ctx, DevPtr x, DevPtr gamma, DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd,
-                 int64_t rows);
-void NormBackward(RuntimeContext& ctx, DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd, DevPtr dx,
-                  DevPtr dgamma, DevPtr dbeta, int64_t rows);
-//! h = branch + stream (+ bias), then y = norm(h), in one fused backend call.
-void ResidualNormForward(RuntimeContext& ctx, DevPtr branch, DevPtr stream, DevPtr bias, DevPtr h, DevPtr gamma,
-                         DevPtr beta, DevPtr y, DevPtr mean, DevPtr rstd, int64_t rows);
-//! dresidual += the norm's input gradient; dgamma, dbeta +=.
-Status NormBackwardAdd(RuntimeContext& ctx, DevPtr dy, DevPtr x, DevPtr gamma, DevPtr mean, DevPtr rstd,
-                       DevPtr dresidual, DevPtr dgamma, DevPtr dbeta, int64_t rows);
+//! The norm epsilon of every model the executor runs.
+inline constexpr float kNormEps = 1e-5f;
+
+//! Norm forward/backward for the model's kind: LayerNorm, or RMSNorm (which reads neither beta nor
+//! mean, nor writes dbeta).
+void NormForward(RuntimeContext& ctx, const NormArgs& a);
+void NormBackward(RuntimeContext& ctx, const NormBackwardArgs& a);
+//! h = x + residual (+ bias), then y = norm(h), in one fused backend call.
+void ResidualNormForward(RuntimeContext& ctx, const ResidualNormArgs& a);
+//! dx += the norm's input gradient; dgamma, dbeta +=.
+void NormBackwardAdd(RuntimeContext& ctx, const NormBackwardArgs& a);
+
 //! y[rows, n] = x[rows, k] W^T (+ bias) with W [n, k].
-void LinearForward(Backend& be, DevPtr x, DevPtr w, DevPtr bias, DevPtr y, int64_t rows, int64_t n, int64_t k);
-//! dW (fp32) += dy^T x, dbias += colsum(dy); dx = dy W (+= when accumulate_dx).
-void LinearBackward(Backend& be, DevPtr dy, DevPtr x, DevPtr w, DevPtr dw, DevPtr dbias, DevPtr dx, int64_t rows,
-                    int64_t n, int64_t k, bool accumulate_dx);
+struct LinearArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{}, w{}, bias{};  //!< bias optional
+  DevPtr y{};
+  int64_t rows = 0, n = 0, k = 0;
+};
+void LinearForward(Backend& be, const LinearArgs& a);
+
+//! dW (fp32) += dy^T x, dbias += colsum(dy); dx = dy W (+= when accumulate_dx). dbias and dx
+//! optional.
+struct LinearBackwardArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr dy{}, x{}, w{};
+  DevPtr dw{}, dbias{}, dx{};
+  int64_t rows = 0, n = 0, k = 0;
+  bool accumulate_dx = false;
+};
+void LinearBackward(Backend& be, const LinearBackwardArgs& a);
 
 }  // namespace parallax::executor

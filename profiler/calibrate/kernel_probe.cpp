@@ -242,7 +242,8 @@ Status KernelProbe::AddAttentionInputs(executor::Backend& backend) {
   PX_RETURN_IF_ERROR(AddInput(backend, tok * a.heads * a.head_dim, d, false));
   PX_RETURN_IF_ERROR(AddInput(backend, a.probs_floats(), d, false));
   if (p.kind == ProbeKind::kAttentionBwd) {
-    backend.AttentionForward(a, T(0), T(1), T(2), T(3), T(4));  // real probabilities
+    backend.AttentionForward(  // real probabilities
+        {.shape = a, .q = T(0), .k = T(1), .v = T(2), .out = T(3), .probs = T(4)});
     PX_RETURN_IF_ERROR(AddInput(backend, tok * a.heads * a.head_dim, d));
     PX_RETURN_IF_ERROR(AddInput(backend, tok * a.heads * a.head_dim, d, false));
     PX_RETURN_IF_ERROR(AddInput(backend, tok * a.kv_heads * a.head_dim, d, false));
@@ -279,8 +280,9 @@ Status KernelProbe::AddLossInputs(executor::Backend& backend) {
   PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32));
   PX_RETURN_IF_ERROR(AddInput(backend, 1, DType::kF64, false));
   if (p.kind == ProbeKind::kLossBwd) {
-    backend.RowMax(T(0), p.rows, p.vocab_rows, T(1));
-    backend.CrossEntropyStats(T(0), p.rows, p.vocab_rows, T(1), T(2), 0, T(1) + p.rows, T(1) + 2 * p.rows);
+    backend.RowMax({.logits = T(0), .row_max = T(1), .rows = p.rows, .cols = p.vocab_rows});
+    backend.CrossEntropyStats({.logits = T(0), .row_max = T(1), .targets = T(2), .sum_exp = T(1) + p.rows,
+                               .target_logit = T(1) + 2 * p.rows, .rows = p.rows, .cols = p.vocab_rows});
     PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.vocab_rows, d, false));
   }
   return {};
@@ -354,7 +356,7 @@ Status KernelProbe::AddColdSets(executor::Backend& backend) {
         Release();
         return t.error();
       }
-      backend.Copy(t->ptr(), src.ptr(), src.numel());
+      backend.Copy({.dst = t->ptr(), .src = src.ptr(), .n = src.numel()});
       tensors_.push_back(std::move(*t));
     }
   }
@@ -397,24 +399,29 @@ void KernelProbe::RunNorm(executor::Backend& be) {
   const ProbeShape& p = shape_;
   if (p.kind == ProbeKind::kNormFwd) {
     if (p.rms) {
-      be.RmsNormForward(T(0), T(1), T(3), T(5), p.rows, p.cols, 1e-5f);
+      be.RmsNormForward({.x = T(0), .gamma = T(1), .y = T(3), .rstd = T(5), .rows = p.rows, .cols = p.cols});
     } else {
-      be.LayerNormForward(T(0), T(1), T(2), T(3), T(4), T(5), p.rows, p.cols, 1e-5f);
+      be.LayerNormForward({.x = T(0), .gamma = T(1), .beta = T(2), .y = T(3), .mean = T(4), .rstd = T(5),
+                           .rows = p.rows, .cols = p.cols});
     }
   } else if (p.kind == ProbeKind::kResidualNormFwd) {
     const executor::DevPtr bias = p.bias ? T(7) : executor::DevPtr{};
     if (p.rms) {
-      be.ResidualRmsNormForward(T(0), T(6), bias, T(8), T(1), T(3), T(5), p.rows, p.cols, 1e-5f);
+      be.ResidualRmsNormForward({.x = T(0), .residual = T(6), .bias = bias, .gamma = T(1), .h = T(8), .y = T(3),
+                                 .rstd = T(5), .rows = p.rows, .cols = p.cols});
     } else {
-      be.ResidualLayerNormForward(T(0), T(6), bias, T(8), T(1), T(2), T(3), T(4), T(5), p.rows, p.cols, 1e-5f);
+      be.ResidualLayerNormForward({.x = T(0), .residual = T(6), .bias = bias, .gamma = T(1), .beta = T(2),
+                                   .h = T(8), .y = T(3), .mean = T(4), .rstd = T(5), .rows = p.rows, .cols = p.cols});
     }
   } else {
     if (p.rms) {
-      be.RmsNormBackward(T(0), T(1), T(2), T(4), T(5), T(6), p.rows, p.cols);
+      be.RmsNormBackward({.dy = T(0), .x = T(1), .gamma = T(2), .rstd = T(4), .dx = T(5), .dgamma = T(6),
+                          .rows = p.rows, .cols = p.cols});
     } else {
-      be.LayerNormBackward(T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), p.rows, p.cols);
+      be.LayerNormBackward({.dy = T(0), .x = T(1), .gamma = T(2), .mean = T(3), .rstd = T(4), .dx = T(5),
+                            .dgamma = T(6), .dbeta = T(7), .rows = p.rows, .cols = p.cols});
     }
-    be.Axpy(T(8), T(5), p.rows * p.cols, 1.0f);
+    be.Axpy({.y = T(8), .x = T(5), .n = p.rows * p.cols, .alpha = 1.0f});
   }
 }
 
@@ -425,22 +432,24 @@ void KernelProbe::RunQkvEpilogue(executor::Backend& be) {
   const int64_t rows = a.seq * a.batch, q = a.heads * a.head_dim, kv = a.kv_heads * a.head_dim;
   const bool bwd = p.kind == ProbeKind::kQkvEpilogueBwd;
   if (bwd && p.rotary) {
-    be.Rotary(T(0), a.seq, a.batch, a.heads, a.head_dim, true);
-    be.Rotary(T(1), a.seq, a.batch, a.kv_heads, a.head_dim, true);
+    be.Rotary(
+        {.x = T(0), .seq = a.seq, .batch = a.batch, .heads = a.heads, .head_dim = a.head_dim, .inverse = true});
+    be.Rotary(
+        {.x = T(1), .seq = a.seq, .batch = a.batch, .heads = a.kv_heads, .head_dim = a.head_dim, .inverse = true});
   }
   if (p.bias) {
     for (size_t i = 0; i < 3; ++i) {
       const int64_t cols = i == 0 ? q : kv;
       if (bwd) {
-        be.BiasBackward(T(i), T(i + 3), rows, cols);
+        be.BiasBackward({.dy = T(i), .dbias = T(i + 3), .rows = rows, .cols = cols});
       } else {
-        be.AddBias(T(i), T(i + 3), rows, cols);
+        be.AddBias({.y = T(i), .bias = T(i + 3), .rows = rows, .cols = cols});
       }
     }
   }
   if (!bwd && p.rotary) {
-    be.Rotary(T(0), a.seq, a.batch, a.heads, a.head_dim, false);
-    be.Rotary(T(1), a.seq, a.batch, a.kv_heads, a.head_dim, false);
+    be.Rotary({.x = T(0), .seq = a.seq, .batch = a.batch, .heads = a.heads, .head_dim = a.head_dim});
+    be.Rotary({.x = T(1), .seq = a.seq, .batch = a.batch, .heads = a.kv_heads, .head_dim = a.head_dim});
   }
 }
 
@@ -475,48 +484,62 @@ Status KernelProbe::Run(executor::Backend& be) {
     case ProbeKind::kNormBwd: RunNorm(be); break;
     case ProbeKind::kActFwd:
       if (p.swiglu) {
-        be.SwigluForward(T(0), T(1), T(2), p.n);
+        be.SwigluForward({.gate = T(0), .up = T(1), .y = T(2), .n = p.n});
       } else {
-        be.GeluForward(T(0), T(2), p.n);
+        be.GeluForward({.x = T(0), .y = T(2), .n = p.n});
       }
       break;
     case ProbeKind::kActBwd:
       if (p.swiglu) {
-        be.SwigluBackward(T(0), T(1), T(2), T(3), T(4), p.n);
+        be.SwigluBackward({.gate = T(0), .up = T(1), .dy = T(2), .dgate = T(3), .dup = T(4), .n = p.n});
       } else {
-        be.GeluBackward(T(0), T(2), T(3), p.n);
+        be.GeluBackward({.x = T(0), .dy = T(2), .dx = T(3), .n = p.n});
       }
       break;
     case ProbeKind::kResidualFwd:
-      be.Copy(T(2), T(0), p.rows * p.cols);
-      be.Axpy(T(2), T(1), p.rows * p.cols, 1.0f);
-      if (p.bias) be.AddBias(T(2), T(3), p.rows, p.cols);
+      be.Copy({.dst = T(2), .src = T(0), .n = p.rows * p.cols});
+      be.Axpy({.y = T(2), .x = T(1), .n = p.rows * p.cols, .alpha = 1.0f});
+      if (p.bias) be.AddBias({.y = T(2), .bias = T(3), .rows = p.rows, .cols = p.cols});
       break;
     case ProbeKind::kResidualBwd:
-      be.Copy(T(2), T(0), p.rows * p.cols);
-      if (p.bias) be.BiasBackward(T(0), T(3), p.rows, p.cols);
+      be.Copy({.dst = T(2), .src = T(0), .n = p.rows * p.cols});
+      if (p.bias) be.BiasBackward({.dy = T(0), .dbias = T(3), .rows = p.rows, .cols = p.cols});
       break;
     case ProbeKind::kQkvEpilogueFwd:
     case ProbeKind::kQkvEpilogueBwd: RunQkvEpilogue(be); break;
-    case ProbeKind::kAttentionFwd: be.AttentionForward(p.attention, T(0), T(1), T(2), T(3), T(4)); break;
+    case ProbeKind::kAttentionFwd:
+      be.AttentionForward({.shape = p.attention, .q = T(0), .k = T(1), .v = T(2), .out = T(3), .probs = T(4)});
+      break;
     case ProbeKind::kAttentionBwd:
-      be.AttentionBackward(p.attention, T(0), T(1), T(2), T(4), T(5), T(6), T(7), T(8));
+      be.AttentionBackward({.shape = p.attention, .q = T(0), .k = T(1), .v = T(2), .probs = T(4), .dout = T(5),
+                            .dq = T(6), .dk = T(7), .dv = T(8)});
       break;
     case ProbeKind::kEmbeddingFwd:
-      be.EmbeddingForward(T(0), p.rows, T(1), 0, p.vocab_rows, p.cols, T(2), false);
-      if (p.positions) be.EmbeddingForward(T(3), p.rows, T(4), 0, p.rows, p.cols, T(2), true);
+      be.EmbeddingForward(
+          {.index = T(0), .table = T(1), .out = T(2), .n = p.rows, .table_rows = p.vocab_rows, .hidden = p.cols});
+      if (p.positions) {
+        be.EmbeddingForward({.index = T(3), .table = T(4), .out = T(2), .n = p.rows, .table_rows = p.rows,
+                             .hidden = p.cols, .accumulate = true});
+      }
       break;
     case ProbeKind::kEmbeddingBwd:
-      if (p.positions) be.EmbeddingBackward(T(3), p.rows, T(1), 0, p.rows, p.cols, T(4));
-      be.EmbeddingBackward(T(0), p.rows, T(1), 0, p.vocab_rows, p.cols, T(2));
+      if (p.positions) {
+        be.EmbeddingBackward(
+            {.index = T(3), .dout = T(1), .dtable = T(4), .n = p.rows, .table_rows = p.rows, .hidden = p.cols});
+      }
+      be.EmbeddingBackward(
+          {.index = T(0), .dout = T(1), .dtable = T(2), .n = p.rows, .table_rows = p.vocab_rows, .hidden = p.cols});
       break;
     case ProbeKind::kLossFwd:  // as executor/runtime/embedding_head.cpp Head::Forward's loss op
-      be.RowMax(T(0), p.rows, p.vocab_rows, T(1));
-      be.CrossEntropyStats(T(0), p.rows, p.vocab_rows, T(1), T(2), 0, T(1) + p.rows, T(1) + 2 * p.rows);
+      be.RowMax({.logits = T(0), .row_max = T(1), .rows = p.rows, .cols = p.vocab_rows});
+      be.CrossEntropyStats({.logits = T(0), .row_max = T(1), .targets = T(2), .sum_exp = T(1) + p.rows,
+                            .target_logit = T(1) + 2 * p.rows, .rows = p.rows, .cols = p.vocab_rows});
       break;
     case ProbeKind::kLossBwd:  // Head::Backward's: one slice's statistics combined, then the gradient
-      be.CrossEntropyCombine(T(1), p.rows, 1, T(3), T(4), T(5));
-      be.CrossEntropyBackward(T(0), p.rows, p.vocab_rows, T(3), T(4), T(2), 0, 1e-3f, T(6));
+      be.CrossEntropyCombine(
+          {.stats = T(1), .row_max = T(3), .sum_exp = T(4), .loss_sum = T(5), .rows = p.rows, .parts = 1});
+      be.CrossEntropyBackward({.logits = T(0), .row_max = T(3), .sum_exp = T(4), .targets = T(2), .dlogits = T(6),
+                               .rows = p.rows, .cols = p.vocab_rows, .scale = 1e-3f});
       break;
     case ProbeKind::kAdamW: RunAdamW(be); break;
     case ProbeKind::kSumSquares: {
@@ -525,10 +548,10 @@ Status KernelProbe::Run(executor::Backend& be) {
       break;
     }
     case ProbeKind::kCast:
-    case ProbeKind::kCopy: be.Copy(T(1), T(0), p.n); break;
+    case ProbeKind::kCopy: be.Copy({.dst = T(1), .src = T(0), .n = p.n}); break;
     case ProbeKind::kFill: be.Fill(T(0), p.n, 0.0f); break;
     // alpha 0: y stays what it was over any number of repetitions (the same bytes move).
-    case ProbeKind::kAxpy: be.Axpy(T(1), T(0), p.n, 0.0f); break;
+    case ProbeKind::kAxpy: be.Axpy({.y = T(1), .x = T(0), .n = p.n, .alpha = 0.0f}); break;
   }
   return {};
 }

@@ -205,7 +205,7 @@ TEST(CudaGpu, KernelMisuseBecomesTheNextSynchronizeError) {
   const AttentionShape s{1, 4, 3, 2, 64};  // 3 query heads cannot share 2 kv heads
   auto q = (*be)->Allocate(int64_t{4} * 3 * 64, DType::kF32, MemoryKind::kActivations);
   ASSERT_TRUE(q);
-  (*be)->AttentionForward(s, q->ptr(), q->ptr(), q->ptr(), q->ptr(), DevPtr{});
+  (*be)->AttentionForward({.shape = s, .q = q->ptr(), .k = q->ptr(), .v = q->ptr(), .out = q->ptr()});
   Status st = (*be)->Synchronize();
   ASSERT_FALSE(st);
   EXPECT_NE(st.error().message.find("not a multiple of kv_heads"), std::string::npos) << st.error().message;
