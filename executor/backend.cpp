@@ -234,33 +234,21 @@ void Backend::BiasGeluBackward(const BiasGeluBackwardArgs& a) {
 
 namespace {
 // out = x + residual (+ bias), the unfused way: Copy, Axpy, AddBias.
-void JoinResidual(Backend& be, DevPtr x, DevPtr residual, DevPtr bias, DevPtr out, int64_t rows, int64_t cols) {
-  be.Copy({.dst = out, .src = residual, .n = rows * cols});
-  be.Axpy({.y = out, .x = x, .n = rows * cols, .alpha = 1.0f});
-  if (bias) be.AddBias({.y = out, .bias = bias, .rows = rows, .cols = cols});
+void JoinResidual(Backend& be, const ResidualAddArgs& a) {
+  be.Copy({.dst = a.out, .src = a.residual, .n = a.rows * a.cols});
+  be.Axpy({.y = a.out, .x = a.x, .n = a.rows * a.cols, .alpha = 1.0f});
+  if (a.bias) be.AddBias({.y = a.out, .bias = a.bias, .rows = a.rows, .cols = a.cols});
+}
+
+ResidualAddArgs JoinOf(const ResidualNormArgs& a) {
+  return {.x = a.x, .residual = a.residual, .bias = a.bias, .out = a.h, .rows = a.rows, .cols = a.cols};
 }
 
 NormArgs NormOfSum(const ResidualNormArgs& a) {
   return {.x = a.h, .gamma = a.gamma, .beta = a.beta, .y = a.y, .mean = a.mean, .rstd = a.rstd, .rows = a.rows,
           .cols = a.cols, .eps = a.eps};
 }
-}  // namespace
 
-void Backend::ResidualAdd(const ResidualAddArgs& a) {
-  JoinResidual(*this, a.x, a.residual, a.bias, a.out, a.rows, a.cols);
-}
-
-void Backend::ResidualLayerNormForward(const ResidualNormArgs& a) {
-  JoinResidual(*this, a.x, a.residual, a.bias, a.h, a.rows, a.cols);
-  LayerNormForward(NormOfSum(a));
-}
-
-void Backend::ResidualRmsNormForward(const ResidualNormArgs& a) {
-  JoinResidual(*this, a.x, a.residual, a.bias, a.h, a.rows, a.cols);
-  RmsNormForward(NormOfSum(a));
-}
-
-namespace {
 // dx += the input gradient of `backward` (LayerNormBackward or RmsNormBackward), computed into a
 // workspace tensor.
 void BackwardAddThroughWorkspace(Backend& be, const NormBackwardArgs& a,
@@ -273,6 +261,18 @@ void BackwardAddThroughWorkspace(Backend& be, const NormBackwardArgs& a,
   be.Axpy({.y = a.dx, .x = tmp->ptr(), .n = a.rows * a.cols, .alpha = 1.0f});
 }
 }  // namespace
+
+void Backend::ResidualAdd(const ResidualAddArgs& a) { JoinResidual(*this, a); }
+
+void Backend::ResidualLayerNormForward(const ResidualNormArgs& a) {
+  JoinResidual(*this, JoinOf(a));
+  LayerNormForward(NormOfSum(a));
+}
+
+void Backend::ResidualRmsNormForward(const ResidualNormArgs& a) {
+  JoinResidual(*this, JoinOf(a));
+  RmsNormForward(NormOfSum(a));
+}
 
 void Backend::LayerNormBackwardAdd(const NormBackwardArgs& a) {
   BackwardAddThroughWorkspace(*this, a, &Backend::LayerNormBackward);
