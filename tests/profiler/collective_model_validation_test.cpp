@@ -1,9 +1,10 @@
 // The collective cost model (planner/cost/collective.h: NCCL's ring / tree with LL, LL128 and
 // Simple, no CostDb) against real nccl-tests outputs of one 8-GPU NVSwitch node, read from
-// tests/data/nccl-tests. Label `validation`: it prints measured / predicted per size
-// and per band and fails while a point of 1 MiB or more is more than 10% off (README, "Measured
-// results"). Below 1 MiB these single-process `-g 8` outputs sit on a ~35 us floor even at 0 bytes
-// (eight kernels launched from one thread), which says nothing of a one-process-per-GPU job.
+// tests/data/nccl-tests. Label `validation`: it prints measured / predicted per size and per band
+// and fails while a point of 1 MiB or more is more than 10% off (docs/validation.md, "The collective
+// model against nccl-tests"). Below 1 MiB these single-process `-g 8` outputs sit on a ~35 us floor
+// even at 0 bytes (eight kernels launched from one thread), which says nothing of a
+// one-process-per-GPU job.
 #include <gtest/gtest.h>
 
 #include <cmath>
