@@ -212,6 +212,9 @@ void RegisterReportCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--candidates", o->candidates, "The search's candidates (parallax plan --candidates)");
   cmd->add_option("--top", o->top, "Ranked plans to show")->capture_default_str()->check(CLI::Range(1, 100));
   cmd->add_option("-o,--output", o->output, "The HTML file (written atomically)")->required();
+  cmd->footer(
+      "\nExample: parallax report --plan plan.json --measured measured.json --costdb costdb.json "
+      "--refined-costdb refined.json --candidates cand.json -o report.html");
   cmd->callback([o, &state] { state.exit_code = RunReport(*o); });
 }
 

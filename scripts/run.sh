@@ -73,8 +73,11 @@ echo "== 8. the report: ranked plans, predicted vs measured, per-op errors befor
   --refined-costdb "$out/costdb-refined.json" --candidates "$out/candidates.json" -o "$out/report.html"
 picture=""
 if [ -x "$gui" ]; then
-  QT_QPA_PLATFORM=offscreen "$gui" --screenshot "$out/compare.png" --size 1600x900 \
-    --compare "$out/predicted-refined.json" "$out/measured.json"
+  if ! QT_QPA_PLATFORM=offscreen "$gui" --screenshot "$out/compare.png" --size 1600x900 \
+      --compare "$out/predicted-refined.json" "$out/measured.json" 2> "$out/gui.log"; then
+    cat "$out/gui.log" >&2
+    exit 1
+  fi
   picture="$out/compare.png"
 fi
 
