@@ -16,9 +16,8 @@
 namespace parallax::traces {
 namespace {
 
-// The real Kineto traces sit in ../shared beside the repository (this file is bench/bench_traces.cpp).
-const std::filesystem::path kKineto =
-    std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "shared/traces/kineto";
+// The real Kineto traces of the tests' data (tests/data/traces/kineto).
+const std::filesystem::path kKineto = std::filesystem::path(PARALLAX_TEST_DATA_DIR) / "traces/kineto";
 
 int64_t RssBytes() {
   std::ifstream statm("/proc/self/statm");

@@ -24,6 +24,7 @@ void RegisterCalibrateCommand(CLI::App& root, CliState& state);
 void RegisterRefineCommand(CLI::App& root, CliState& state);
 void RegisterTuneCommand(CLI::App& root, CliState& state);
 void RegisterTraceCommand(CLI::App& root, CliState& state);
+void RegisterReportCommand(CLI::App& root, CliState& state);
 
 //! Prints `e` to stderr ("parallax: <message>"), and with --json also {"error": ...} on stdout;
 //! returns the exit status for it (2 bad input, 1 otherwise).

@@ -20,6 +20,7 @@ int Main(int argc, char** argv) {
   parallax::cli::RegisterTraceCommand(app, state);
   parallax::cli::RegisterModelCommand(app, state);
   parallax::cli::RegisterClusterCommand(app, state);
+  parallax::cli::RegisterReportCommand(app, state);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

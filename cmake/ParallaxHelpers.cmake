@@ -24,7 +24,7 @@ function(parallax_test name)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     PARALLAX_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    PARALLAX_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
+    PARALLAX_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
     PARALLAX_BINARY_DIR="${PROJECT_BINARY_DIR}")
   parallax_warnings(${name})
   if(PARALLAX_TEST_COMPILE_OPTIONS)

@@ -3,8 +3,8 @@
 # Debian packages into one compressed archive (a device call carries at most 64 MiB; OpenBLAS
 # alone is 36 MB): the release build's GPU binaries (debug info stripped) under gpu-build/, the shared
 # libraries they need except the CUDA ones (the GPU machine's toolkit provides those; libcublasLt
-# alone is 517 MB) in gpu-build/gpu-libs/, and a copy of the planner's validation tables in
-# gpu-shared/. On the GPU machine: tar -xzf gpu-carry/bundle.tgz; scripts/gpu_checks.sh gpu-build ...
+# alone is 517 MB) in gpu-build/gpu-libs/ (the tests' data travels with the checkout, tests/data).
+# On the GPU machine: tar -xzf gpu-carry/bundle.tgz; scripts/gpu_checks.sh gpu-build ...
 # Usage: scripts/gpu_carry.sh BUILD
 # Build first (docs/cuda.md): cmake --preset release -B build-gpu -DPARALLAX_CUDA=ON \
 #   -DPARALLAX_MPI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DPARALLAX_GUI=OFF, then the targets below.
@@ -18,8 +18,8 @@ bins=(cli/parallax tests/executor/executor_cuda_probe_test tests/executor/execut
       tests/executor/executor_cuda_gpu_test bench/bench_cuda tests/planner/planner_validation_test
       tests/profiler/profiler_device_tracer_test)
 mkdir -p "$dest/gpu-libs"
-# The tests find data through the source directory compiled into them (PARALLAX_SHARED_DIR is
-# <source>/../shared): gpu_checks.sh links that path to the checkout on the GPU machine.
+# The tests find their data (tests/data) through the source directory compiled into them:
+# gpu_checks.sh links that path to the checkout on the GPU machine.
 sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$b/CMakeCache.txt" > "$dest/source_dir.txt"
 # Not libstdc++ and libgcc_s: the GPU machine's are newer and serve as well.
 for f in "${bins[@]}"; do
@@ -29,8 +29,6 @@ for f in "${bins[@]}"; do
     { grep -vE 'libcuda\.|libcudart|libcublas|libnccl|libcupti|libnvrtc|libnvJitLink|/libc\.so|/libm\.so|ld-linux|libpthread|libdl\.|librt\.|libstdc\+\+|libgcc_s' || true; } |
     while read -r lib; do cp -Ln "$lib" "$dest/gpu-libs/"; done
 done
-mkdir -p "$stage/gpu-shared"
-cp -r ../shared/validation "$stage/gpu-shared/"
 mkdir -p gpu-carry
-tar -czf gpu-carry/bundle.tgz -C "$stage" gpu-build gpu-shared
+tar -czf gpu-carry/bundle.tgz -C "$stage" gpu-build
 du -sh "$dest" gpu-carry/bundle.tgz

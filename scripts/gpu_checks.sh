@@ -34,9 +34,7 @@ done
 export LD_LIBRARY_PATH="$PWD/$b/gpu-libs$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 
-# PARALLAX_SHARED_DIR is compiled in as <source dir>/../shared: where the build was made the data
-# lies there; here the carried copy stands in (the planner's validation tables only).
-if [ -d gpu-shared ] && [ ! -e ../shared ]; then cp -r gpu-shared ../shared; fi
+# The tests read tests/data through the source directory compiled into them: link it to this checkout.
 src=$(cat "$b/source_dir.txt" 2>/dev/null || true)
 if [ -n "$src" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages parallax needs (only those missing), then configures and builds.
-# Safe to run again. Usage: scripts/setup.sh [cmake preset]   (default: default)
+# Safe to run again. Usage: scripts/setup.sh [cmake preset [target...]]   (default: default, every
+# target). Named targets that this configuration does not have (parallax-gui without Qt) are left out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libopenblas-dev
           libopenmpi-dev openmpi-bin qt6-base-dev googletest libgtest-dev libbenchmark-dev
-          zlib1g-dev xvfb clang libclang-rt-14-dev clang-tidy libhwy-dev)
+          zlib1g-dev xvfb clang libclang-rt-14-dev clang-tidy libhwy-dev chromium)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -24,5 +25,15 @@ else
 fi
 
 preset="${1:-default}"
+shift || true
 cmake --preset "$preset"
-cmake --build --preset "$preset" -j "$(nproc)"
+if (($#)); then
+  have=$(cmake --build --preset "$preset" --target help)
+  targets=()
+  for t in "$@"; do
+    if grep -qE "^\.\.\. $t( |\$)" <<< "$have"; then targets+=("$t"); else echo "setup: no target $t in this configuration"; fi
+  done
+  cmake --build --preset "$preset" -j "$(nproc)" --target "${targets[@]}"
+else
+  cmake --build --preset "$preset" -j "$(nproc)"
+fi

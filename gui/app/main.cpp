@@ -2,13 +2,16 @@
 //   parallax-gui --screenshot out.png [--size WxH] [--view timeline|compare|plans|stats]
 //                [--range START_NS:END_NS] [--select REGEX] FILES...   (or --compare PRED MEAS)
 //   parallax-gui --benchmark FILE [--threads N]        (one JSON object on stdout)
-// A bad file exits 2 naming it in these modes; in the window it is an error dialog.
+// A bad file exits 2 naming it in these modes; in the window it is an error dialog. Without a
+// display the scripted modes render offscreen, and the window exits 2 saying so.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QImage>
 #include <QPainter>
 #include <QTimer>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "gui/app/benchmark.h"
 #include "gui/core/selection.h"
@@ -22,9 +25,49 @@ int Fail(const std::string& message, int code = 2) {
   return code;
 }
 
+bool EnvSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+//! Whether the command line asks for one of the modes that need no window: a screenshot, the
+//! benchmark, the help or the version.
+bool WindowlessMode(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    for (const char* flag : {"--screenshot", "--benchmark", "--help", "-h", "--help-all", "-?", "--version", "-v"}) {
+      if (a == flag || a.rfind(std::string(flag) + "=", 0) == 0) return true;
+    }
+  }
+  return false;
+}
+
+//! Without a display (Linux: neither DISPLAY nor WAYLAND_DISPLAY) and no platform chosen, Qt would
+//! abort (exit 134) naming its xcb plugin. The windowless modes then render offscreen; the viewer
+//! says what is missing and how to get a picture without one. Returns the exit status, or 0 to go on.
+int CheckDisplay(int argc, char** argv) {
+#if defined(__linux__)
+  if (EnvSet("QT_QPA_PLATFORM") || EnvSet("DISPLAY") || EnvSet("WAYLAND_DISPLAY")) return 0;
+  if (WindowlessMode(argc, argv)) {
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+    return 0;
+  }
+  return Fail(
+      "no display found (DISPLAY and WAYLAND_DISPLAY are unset), so no window can open. Run it in a "
+      "desktop session (or over ssh -X), or render a picture without a display: parallax-gui "
+      "--screenshot out.png [--view timeline|compare|plans|stats] FILES... (the platform "
+      "QT_QPA_PLATFORM=offscreen is what it uses)");
+#else
+  (void)argc;
+  (void)argv;
+  return 0;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (int rc = CheckDisplay(argc, argv); rc != 0) return rc;
   QApplication app(argc, argv);
   QApplication::setOrganizationName("parallax");
   QApplication::setApplicationName("parallax-gui");

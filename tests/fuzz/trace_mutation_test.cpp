@@ -1,5 +1,5 @@
 // Runs the trace reader's fuzz entry (fuzz_trace.cpp) without libFuzzer: a bounded number of
-// deterministic random mutations of real trace snippets (Kineto traces in ../shared and our own
+// deterministic random mutations of real trace snippets (Kineto traces in tests/data and our own
 // output), plain and gzip. A property violation aborts the test binary.
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -45,7 +45,7 @@ std::vector<std::string> Seeds() {
                         "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"}) {
     // The first 8 KiB of the GPU traces (cut mid-event: exercises truncation too); all of the
     // small CPU trace, whose first 8 KiB are only its distributedInfo header.
-    const std::string text = Gunzip(PARALLAX_SHARED_DIR "/traces/kineto/" + std::string(f));
+    const std::string text = Gunzip(PARALLAX_TEST_DATA_DIR "/traces/kineto/" + std::string(f));
     seeds.push_back(std::string(f).starts_with("cpu_only") ? text : text.substr(0, 8192));
   }
   Tracer tr("predicted");

@@ -173,7 +173,7 @@ inline QString CandidatesFile() {
 }
 
 inline QString KinetoTrace() {
-  return QString(PARALLAX_SHARED_DIR) + "/traces/kineto/trace_diff__control__control.json.gz";
+  return QString(PARALLAX_TEST_DATA_DIR) + "/traces/kineto/trace_diff__control__control.json.gz";
 }
 
 }  // namespace parallax::gui::test

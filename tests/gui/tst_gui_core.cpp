@@ -321,7 +321,7 @@ class TstGuiCore : public QObject {
   void rowsNeverOverlapOnRealTraces_data() {
     QTest::addColumn<QString>("file");
     QTest::newRow("kineto control") << test::KinetoTrace();
-    QTest::newRow("kineto nccl") << QString(PARALLAX_SHARED_DIR) +
+    QTest::newRow("kineto nccl") << QString(PARALLAX_TEST_DATA_DIR) +
                                         "/traces/kineto/nccl_parser_config__nccl_data.json.gz";
     QTest::newRow("simulated") << test::SimulatedTrace();
   }

@@ -65,6 +65,13 @@ std::set<QRgb> Colors(const QImage& img) {
   return s;
 }
 
+//! This environment without a display and without a chosen Qt platform.
+QProcessEnvironment WithoutDisplay() {
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  for (const char* k : {"QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"}) env.remove(k);
+  return env;
+}
+
 }  // namespace
 
 class TstGuiScreenshot : public QObject {
@@ -257,6 +264,32 @@ class TstGuiScreenshot : public QObject {
     p.waitForFinished(60000);
     QCOMPARE(p.exitCode(), 2);
     QVERIFY(QString::fromUtf8(p.readAllStandardError()).contains(bad));
+  }
+
+  // Without a display Qt's xcb plugin would abort (exit 134); the viewer says what is missing.
+  void withoutADisplayTheViewerExitsTwoSayingHowToRenderOffscreen() {
+    QProcess p;
+    p.setProcessEnvironment(WithoutDisplay());
+    p.start(PARALLAX_GUI, {test::SimulatedTrace()});
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(p.exitCode(), 2);
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QVERIFY2(err.contains("no display found") && err.contains("--screenshot") &&
+                 err.contains("QT_QPA_PLATFORM=offscreen"),
+             qPrintable(err));
+  }
+  void withoutADisplayAScreenshotRendersOffscreen() {
+    const QString out = test::DataDir() + "/nodisplay.png";
+    QFile::remove(out);
+    QProcess p;
+    p.setProcessEnvironment(WithoutDisplay());
+    p.start(PARALLAX_GUI, {"--screenshot", out, "--size", "1200x700", test::SimulatedTrace()});
+    QVERIFY(p.waitForFinished(120000));
+    QCOMPARE(p.exitCode(), 0);
+    const QImage img(out);
+    QCOMPARE(img.width(), 1200);
+    QVERIFY(Colors(img).size() > 3);
   }
 
   void benchmarkPrintsOneJsonObject() {

@@ -13,7 +13,7 @@ namespace parallax {
 namespace {
 
 TEST(Presets, MegatronTableSizesMatchTheirPublishedParameterCounts) {
-  auto j = LoadJsonFile(PARALLAX_SHARED_DIR "/validation/megatron_sc21_table1.json");
+  auto j = LoadJsonFile(PARALLAX_TEST_DATA_DIR "/validation/megatron_sc21_table1.json");
   ASSERT_TRUE(j) << j.error().message;
   const auto& cols = (*j)["columns"];
   auto col = [&](const char* name) {

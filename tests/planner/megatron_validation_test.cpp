@@ -127,7 +127,7 @@ constexpr Sc21Run kSc21Runs[] = {{1.7, 16, 0, true},  {3.6, 16, 0, true},  {7.5,
                                  {529.6, 1, 1, false}, {1008.0, 1, 0, false}};
 
 TEST(MegatronValidation, EveryRowWithinTenPercent) {
-  const auto loaded_rows = testing::LoadMegatronRows(PARALLAX_SHARED_DIR "/validation/megatron_sc21_table1.json");
+  const auto loaded_rows = testing::LoadMegatronRows(PARALLAX_TEST_DATA_DIR "/validation/megatron_sc21_table1.json");
   ASSERT_TRUE(loaded_rows) << loaded_rows.error().message;
   const std::vector<testing::MegatronRow>& rows = *loaded_rows;
   ASSERT_EQ(rows.size(), 10u);
@@ -198,11 +198,11 @@ TEST(MegatronValidation, EveryRowWithinTenPercent) {
 namespace parallax::planner {
 namespace {
 
-// Megatron-Core on H100 (../shared/validation/h100_published.json) with the megatron-core profile:
+// Megatron-Core on H100 (tests/data/validation/h100_published.json) with the megatron-core profile:
 // the dgx-h100 preset for every row; per row the published model shape and tp/pp/dp, the planner's
 // best micro-batch / recompute / virtual stages on them (unpublished).
 TEST(MegatronCoreH100Validation, EveryRowWithinTenPercent) {
-  auto j = LoadJsonFile(PARALLAX_SHARED_DIR "/validation/h100_published.json");
+  auto j = LoadJsonFile(PARALLAX_TEST_DATA_DIR "/validation/h100_published.json");
   ASSERT_TRUE(j) << j.error().message;
   const Json& rows = (*j)["megatron_core_h100"]["rows"];
   // PARALLAX_VALIDATION_COSTDB_H100=costdb.json: the same rows with measured H100 costs (one
@@ -297,11 +297,11 @@ TEST(MegatronCoreH100Validation, EveryRowWithinTenPercent) {
 namespace parallax::planner {
 namespace {
 
-// NeMo GPT-3 175B on H100 (../shared/validation/h100_published.json, dgxc-benchmarking v25.04):
+// NeMo GPT-3 175B on H100 (tests/data/validation/h100_published.json, dgxc-benchmarking v25.04):
 // the layout is published whole (tp 4, pp 8, 6 virtual stages, micro-batch 1, seq 2048, bf16), so
 // only recompute is searched. Predicted vs published step time, one set of dgx-h100 figures.
 TEST(NemoGpt3H100Validation, StepTimeWithinTenPercent) {
-  auto j = LoadJsonFile(PARALLAX_SHARED_DIR "/validation/h100_published.json");
+  auto j = LoadJsonFile(PARALLAX_TEST_DATA_DIR "/validation/h100_published.json");
   ASSERT_TRUE(j) << j.error().message;
   const Json& rows = (*j)["nemo_gpt3_175b_h100"]["rows"];
   ErrorTally tally;

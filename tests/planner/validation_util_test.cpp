@@ -20,7 +20,7 @@ constexpr const char* kColumns =
     R"("columns":["params_B","heads","hidden","layers","tp","pp","gpus","global_batch","tflops_per_gpu"])";
 
 TEST(MegatronRows, RealTableLoadsTenRows) {
-  auto rows = LoadMegatronRows(PARALLAX_SHARED_DIR "/validation/megatron_sc21_table1.json");
+  auto rows = LoadMegatronRows(PARALLAX_TEST_DATA_DIR "/validation/megatron_sc21_table1.json");
   ASSERT_TRUE(rows) << rows.error().message;
   ASSERT_EQ(rows->size(), 10u);
   EXPECT_DOUBLE_EQ(rows->front().params_B, 1.7);

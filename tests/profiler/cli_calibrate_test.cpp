@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Shared(const std::string& name) { return std::string(PARALLAX_SHARED_DIR) + "/nccl-tests/" + name; }
+std::string Shared(const std::string& name) { return std::string(PARALLAX_TEST_DATA_DIR) + "/nccl-tests/" + name; }
 
 TEST(CliCalibrate, ImportFeedsThePlanner) {
   const std::string out = (fs::temp_directory_path() / "parallax_import_db.json").string();

@@ -1,9 +1,10 @@
 // The collective cost model (planner/cost/collective.h: NCCL's ring / tree with LL, LL128 and
 // Simple, no CostDb) against real nccl-tests outputs of one 8-GPU NVSwitch node, read from
-// ../shared/nccl-tests (never copied). Label `validation`: it prints measured / predicted per size
-// and per band and fails while a point of 1 MiB or more is more than 10% off (README, "Measured
-// results"). Below 1 MiB these single-process `-g 8` outputs sit on a ~35 us floor even at 0 bytes
-// (eight kernels launched from one thread), which says nothing of a one-process-per-GPU job.
+// tests/data/nccl-tests. Label `validation`: it prints measured / predicted per size and per band
+// and fails while a point of 1 MiB or more is more than 10% off (docs/validation.md, "The collective
+// model against nccl-tests"). Below 1 MiB these single-process `-g 8` outputs sit on a ~35 us floor
+// even at 0 bytes (eight kernels launched from one thread), which says nothing of a
+// one-process-per-GPU job.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,7 +49,7 @@ TEST(CollectiveModelValidation, OneNodeNcclTestsWithinTenPercent) {
                                   {">= 256 MiB", 256 << 20, 1e30}};
   std::vector<Band> total = none;
   for (const Case& c : kCases) {
-    const std::string path = std::string(PARALLAX_SHARED_DIR) + "/nccl-tests/" + c.file;
+    const std::string path = std::string(PARALLAX_TEST_DATA_DIR) + "/nccl-tests/" + c.file;
     auto out = ReadNcclTestsFile(path);
     ASSERT_TRUE(out) << out.error().message;
     const int64_t n = out->group_size();

@@ -1,11 +1,11 @@
 #!/bin/sh
 # Derives the expected values of nccl_tests_golden_test.cpp from the real outputs in
-# ../shared/nccl-tests/ with awk alone (independent of the C++ parser):
+# tests/data/nccl-tests/ with awk alone (independent of the C++ parser):
 #   ranks  = number of "# ... Rank N ..." lines; hosts = distinct words after "on" in them
 #   rows   = data rows (first field numeric) with size > 0
 #   for the largest size: time of both columns, and busbw = size / time_us / 1e3 x factor(n)
 #   (nccl-tests doc/PERFORMANCE.md: all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall (n-1)/n).
-# Usage: tests/profiler/derive_nccl_golden.sh ../shared/nccl-tests/*.txt
+# Usage: tests/profiler/derive_nccl_golden.sh tests/data/nccl-tests/*.txt
 for f in "$@"; do
   awk -v file="$(basename "$f")" '
     /^#/ && / Rank / { ranks++; for (i = 1; i < NF; i++) if ($i == "on") host[$(i + 1)] = 1 }

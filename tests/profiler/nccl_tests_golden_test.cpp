@@ -1,4 +1,4 @@
-// nccl-tests import on the real outputs in ../shared/nccl-tests/ (never copied into the repo).
+// nccl-tests import on the real outputs in tests/data/nccl-tests/.
 // Expected values come from tests/profiler/derive_nccl_golden.sh, an awk computation independent
 // of the C++ parser (rank lines, hosts, rows of size > 0, the largest size's times and busbw by
 // nccl-tests' definitions); its output is quoted beside each case.
@@ -16,7 +16,7 @@
 namespace parallax::profiler {
 namespace {
 
-std::string Shared(const std::string& name) { return std::string(PARALLAX_SHARED_DIR) + "/nccl-tests/" + name; }
+std::string Shared(const std::string& name) { return std::string(PARALLAX_TEST_DATA_DIR) + "/nccl-tests/" + name; }
 
 struct Golden {
   const char* file;
@@ -69,7 +69,7 @@ TEST_P(NcclTestsGolden, CurvesMatchTheAwkDerivation) {
   }
 }
 
-// awk output (tests/profiler/derive_nccl_golden.sh ../shared/nccl-tests/*.txt):
+// awk output (tests/profiler/derive_nccl_golden.sh tests/data/nccl-tests/*.txt):
 //   a100_1node8_all_gather_perf_superbench.txt ranks=8 hosts=1 rows=29 first=32 last=8589934592 oop_time_us=33646 ip_time_us=32669 busbw_oop=223.3904 busbw_ip=230.0711
 //   a100_1node8_all_reduce_perf_superbench.txt ranks=8 hosts=1 rows=32 first=4 last=8589934592 oop_time_us=63896 ip_time_us=63959 busbw_oop=235.2633 busbw_ip=235.0316
 //   a100_1node8_alltoall_perf_superbench.txt ranks=8 hosts=1 rows=29 first=32 last=8589934592 oop_time_us=33508 ip_time_us=33234 busbw_oop=224.3104 busbw_ip=226.1597
@@ -106,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Every row: our algbw/busbw from the time agree with the figures nccl-tests printed (which are
 // rounded to 0.01 GB/s and computed from the unrounded time).
 TEST(NcclTestsImport, EveryPointAgreesWithThePrintedBandwidths) {
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(PARALLAX_SHARED_DIR) + "/nccl-tests")) {
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(PARALLAX_TEST_DATA_DIR) + "/nccl-tests")) {
     if (entry.path().extension() != ".txt") continue;
     auto out = ReadNcclTestsFile(entry.path().string());
     ASSERT_TRUE(out) << out.error().message;

@@ -44,7 +44,7 @@ CliRun Parallax(std::vector<std::string> args) {
   return r;
 }
 
-const std::string kKineto = PARALLAX_SHARED_DIR "/traces/kineto/";
+const std::string kKineto = PARALLAX_TEST_DATA_DIR "/traces/kineto/";
 
 fs::path Tmp(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("parallax_cli_trace_" + std::to_string(::getpid()));

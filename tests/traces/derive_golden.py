@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Derives the golden numbers of kineto_golden_test.cpp from the raw Kineto traces with gzip+json,
-independently of the C++ reader. Run: python3 tests/traces/derive_golden.py ../shared/traces/kineto"""
+independently of the C++ reader. Run: python3 tests/traces/derive_golden.py tests/data/traces/kineto"""
 import collections, decimal, gzip, json, sys, os
 
 def ns(v):  # exact µs -> ns, half away from zero

@@ -171,7 +171,7 @@ TEST(Diff, FallsBackToNameAndOrderWithoutIdentities) {
 }
 
 TEST(Diff, KinetoTraceAgainstItselfMatchesEverySlice) {
-  auto t = ReadChromeTrace(PARALLAX_SHARED_DIR "/traces/kineto/nccl_parser_config__nccl_data.json.gz");
+  auto t = ReadChromeTrace(PARALLAX_TEST_DATA_DIR "/traces/kineto/nccl_parser_config__nccl_data.json.gz");
   ASSERT_TRUE(t.ok()) << t.error().message;
   const TraceDiff d = DiffTraces(*t, *t);
   EXPECT_EQ(d.mode, AlignMode::kNameOrder);

@@ -1,4 +1,4 @@
-// Golden tests on real PyTorch profiler (Kineto) traces from ../shared/traces/kineto/.
+// Golden tests on real PyTorch profiler (Kineto) traces in tests/data/traces/kineto/.
 // Every expected number was derived independently with derive_golden.py (Python gzip + json,
 // exact decimal timestamps), not by printing what this reader returns.
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 namespace parallax::traces {
 namespace {
 
-const std::string kDir = PARALLAX_SHARED_DIR "/traces/kineto/";
+const std::string kDir = PARALLAX_TEST_DATA_DIR "/traces/kineto/";
 
 struct Loaded {
   Trace trace;

@@ -117,7 +117,7 @@ std::string HandMade(bool minified) {
 TEST(ParallelReader, KinetoTracesAsSequential) {
   for (const char* f : {"nccl_parser_config__nccl_data.json.gz", "trace_diff__control__control.json.gz",
                         "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"}) {
-    const std::string json = Gunzip(std::string(PARALLAX_SHARED_DIR "/traces/kineto/") + f);
+    const std::string json = Gunzip(std::string(PARALLAX_TEST_DATA_DIR "/traces/kineto/") + f);
     ASSERT_GT(json.size(), 1000U) << f;
     for (size_t chunk : {size_t{4096}, size_t{1} << 20}) {
       EXPECT_TRUE(ExpectSame(json, false, 2, chunk, f)) << f;
@@ -179,7 +179,7 @@ TEST(ParallelReader, ErrorNamesEventAndByte) {
 }
 
 TEST(ParallelReader, ProgressAndCancel) {
-  const std::string json = Gunzip(PARALLAX_SHARED_DIR "/traces/kineto/nccl_parser_config__nccl_data.json.gz");
+  const std::string json = Gunzip(PARALLAX_TEST_DATA_DIR "/traces/kineto/nccl_parser_config__nccl_data.json.gz");
   ReadOptions o;
   o.origin = "k.json";
   o.threads = 2;

@@ -106,7 +106,7 @@ TEST(Stats, KinetoPerRankBreakdownMatchesIndependentDerivation) {
       {"trace_diff__control__control.json.gz", 3, 281336000, 163535000, 76007000, 75614000},
   };
   for (const KinetoCase& c : cases) {
-    auto t = ReadChromeTrace(PARALLAX_SHARED_DIR "/traces/kineto/" + std::string(c.file));
+    auto t = ReadChromeTrace(PARALLAX_TEST_DATA_DIR "/traces/kineto/" + std::string(c.file));
     ASSERT_TRUE(t.ok()) << t.error().message;
     const TraceStats st = ComputeStats(*t);
     ASSERT_EQ(st.per_rank.size(), 1u) << c.file;
@@ -121,7 +121,7 @@ TEST(Stats, KinetoPerRankBreakdownMatchesIndependentDerivation) {
 }
 
 TEST(Stats, CpuOnlyKinetoTraceHasNoDeviceBreakdown) {
-  auto t = ReadChromeTrace(PARALLAX_SHARED_DIR "/traces/kineto/cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz");
+  auto t = ReadChromeTrace(PARALLAX_TEST_DATA_DIR "/traces/kineto/cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz");
   ASSERT_TRUE(t.ok()) << t.error().message;
   const TraceStats st = ComputeStats(*t);
   EXPECT_TRUE(st.per_rank.empty());
