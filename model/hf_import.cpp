@@ -36,7 +36,7 @@ std::string FamilyOf(ObjectReader& r) {
   const std::string advice = " (parallax reads " + Listed() +
                              "; a config with LLaMA's field names and layout can say \"model_type\": \"llama\")";
   if (r.Has("model_type")) {
-    const std::string type = r.String("model_type");
+    std::string type = r.String("model_type");
     for (const HfFamily& f : kFamilies) {
       if (f.model_type == type) return type;
     }

@@ -472,7 +472,8 @@ TEST(ProgressBar, NeverGoesBackWhenWorkIsAddedOnTheWay) {
   bar.Extend(20);
   EXPECT_DOUBLE_EQ(bar.Fraction(98), 0.98);
   double before = bar.Fraction(98);
-  for (double done = 98; done <= 120; done += 0.5) {
+  for (int half_units = 196; half_units <= 240; ++half_units) {
+    const double done = half_units / 2.0;
     bar.Update(done, "again, round 1/3");
     EXPECT_GE(bar.Fraction(done), before) << done;
     before = bar.Fraction(done);
