@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/inputs.h"
 #include "executor/backend_registry.h"
 #include "executor/launch.h"
 #include "model/load.h"
@@ -45,12 +46,8 @@ int RunMeasure(const CalibrateOptions& o) {
   const bool root = launch->world_rank() == 0;
   auto fail = [&](const Error& e) { return root ? ReportError(e, o.json) : ExitCodeFor(e); };
   if (o.output.empty()) return fail(BadInput("calibrate: -o costdb.json is required"));
-  std::optional<ModelSpec> model;
-  if (!o.model.empty()) {
-    auto m = ResolveModel(o.model);
-    if (!m) return fail(m.error());
-    model = *m;
-  }
+  auto model = OptionalModel(o.model);
+  if (!model) return fail(model.error());
   auto base = ResolveCluster(o.cluster);
   if (!base) return fail(base.error());
   auto backend = executor::CreateBackend(o.backend);
@@ -68,7 +65,7 @@ int RunMeasure(const CalibrateOptions& o) {
   if (Status st = comm.HostAllGather(mine.data(), all.data(), kHostLen); !st) return fail(st.error());
   profiler::CalibrateOptions co;
   for (int r = 0; r < comm.size(); ++r) co.hosts.emplace_back(all.data() + kHostLen * static_cast<size_t>(r));
-  co.model = model ? &*model : nullptr;
+  co.model = *model ? &**model : nullptr;
   co.quick = o.quick;
   co.base = *base;
   co.progress = root && !o.no_progress ? stderr : nullptr;
@@ -186,6 +183,7 @@ int RunCalibrate(const CalibrateOptions& o) {
 void RegisterCalibrateCommand(CLI::App& root, CliState& state) {
   auto o = std::make_shared<CalibrateOptions>();
   auto* cmd = root.add_subcommand("calibrate", "Measure kernels and collectives into a cost database");
+  SetExample(cmd, "mpirun -np 2 parallax calibrate --quick -o costdb.json --cluster-out cluster.json");
   cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
   cmd->add_option("-o,--output", o->output, "Cost database to write (atomically)")->required();
   cmd->add_option("--cluster-out", o->cluster_out, "Also write a measured cluster file");
@@ -204,7 +202,7 @@ void RegisterCalibrateCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--rounds", o->rounds,
                   "Rounds each point's repetitions are spread over, across all points (default 3; 1: each "
                   "point's runs back to back)")
-      ->check(CLI::Range(1, 1000));
+      ->check(Within(1, 1000));
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
   cmd->add_option("--costdb", o->costdb, "Start from this cost database (imports add to it)");
   cmd->add_option("--device", o->device, "Device the imported outputs ran on (default: from their rank lines)");

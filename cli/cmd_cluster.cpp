@@ -3,6 +3,7 @@
 
 #include "cli/command.h"
 #include "cli/format.h"
+#include "cli/inputs.h"
 #include "model/load.h"
 
 namespace parallax::cli {
@@ -42,10 +43,12 @@ int Show(const ClusterOptions& o) {
 void RegisterClusterCommand(CLI::App& root, CliState& state) {
   auto* cluster = root.add_subcommand("cluster", "Describe a cluster preset or file");
   cluster->require_subcommand(1);
+  SetExample(cluster, "parallax cluster show dgx-h100 --nodes 4");
   auto opts = std::make_shared<ClusterOptions>();
   auto* show = cluster->add_subcommand("show", "Devices, peaks and links of a cluster");
+  SetExample(show, "parallax cluster show dgx-h100 --nodes 4");
   show->add_option("cluster", opts->cluster, "Preset name or cluster JSON")->required();
-  show->add_option("--nodes", opts->nodes, "Scale a preset to N nodes");
+  show->add_option("--nodes", opts->nodes, "Scale a preset to N nodes")->check(AtLeast(1));
   show->add_flag("--json", opts->json, "Print one JSON object");
   show->callback([opts, &state] { state.exit_code = Show(*opts); });
 }

@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "cli/format.h"
+#include "cli/inputs.h"
 #include "model/counting.h"
 #include "model/implementation.h"
 #include "model/load.h"
@@ -54,7 +55,9 @@ int Show(const ShowOptions& o) {
   }
   if (o.micro_batch <= 0 || o.seq_len < 0) return ReportError(BadInput("--micro-batch and --seq-len must be > 0"), o.json);
   const int64_t seq = o.seq_len > 0 ? o.seq_len : m->seq_len;
-  const int64_t bpe = o.precision == "fp32" ? 4 : 2;
+  auto precision = PrecisionFromString(o.precision);
+  if (!precision) return ReportError(BadInput("--precision: " + precision.error().message), o.json);
+  const int64_t bpe = BytesPerElement(*precision);
   const ModelCounts c = CountModel(*m, seq);
   Json training{{"none", TrainingFlopsPerToken(*m, seq, Recompute::kNone)},
                 {"selective", TrainingFlopsPerToken(*m, seq, Recompute::kSelective)},
@@ -131,14 +134,16 @@ int Show(const ShowOptions& o) {
 void RegisterModelCommand(CLI::App& root, CliState& state) {
   auto* model = root.add_subcommand("model", "Describe a model: parameters, FLOPs, activation memory");
   model->require_subcommand(1);
+  SetExample(model, "parallax model show llama3-8b --tp 8");
   auto opts = std::make_shared<ShowOptions>();
   auto* show = model->add_subcommand("show", "Parameters, FLOPs per token, per-layer breakdown, activations");
+  SetExample(show, "parallax model show llama3-8b --tp 8 --micro-batch 2");
   show->add_option("model", opts->model, "Preset name, model JSON or Hugging Face config.json")->required();
   show->add_option("--tp", opts->tp, "Tensor-parallel degree for the activation table")->capture_default_str();
   show->add_option("--micro-batch", opts->micro_batch, "Sequences per micro-batch")->capture_default_str();
   show->add_option("--seq-len", opts->seq_len, "Sequence length (default: the model's)");
   show->add_option("--precision", opts->precision, "Activation precision")
-      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
+      ->check(PrecisionCheck())
       ->capture_default_str();
   show->add_option("--implementation", opts->implementation,
                    "Count activations as this implementation keeps them (parallax, megatron-core, megatron-2021, "
@@ -148,6 +153,7 @@ void RegisterModelCommand(CLI::App& root, CliState& state) {
 
   auto json_list = std::make_shared<bool>(false);
   auto* list = model->add_subcommand("list", "List model, device and cluster presets");
+  SetExample(list, "parallax model list --json");
   list->add_flag("--json", *json_list, "Print one JSON object");
   list->callback([json_list] {
     if (*json_list) {

@@ -8,7 +8,8 @@
 
 #include "cli/command.h"
 #include "cli/format.h"
-#include "model/load.h"
+#include "cli/inputs.h"
+#include "cli/search_report.h"
 #include "planner/estimate/step_estimate.h"
 #include "planner/export/deepspeed.h"
 #include "planner/export/megatron.h"
@@ -39,11 +40,7 @@ std::vector<std::string> SimulateNotes(const Plan& plan) {
 }
 
 struct CommonOptions {
-  std::string model, cluster, costdb;
-  int64_t nodes = 0;
-  int64_t global_batch = 0;
-  std::string precision = "bf16";
-  std::string implementation;  //!< profile preset or JSON file; empty: the plan's / parallax
+  InputArgs in;
   bool json = false;
 };
 
@@ -54,23 +51,26 @@ struct PlanOptions : CommonOptions {
 };
 
 struct SimulateOptions : CommonOptions {
-  std::string plan, trace;
+  std::string trace;
   bool all_ranks = false;
 };
 
 void AddCommon(CLI::App* cmd, CommonOptions& o, bool model_required) {
-  auto* m = cmd->add_option("--model", o.model, "Model preset, model JSON or Hugging Face config.json");
-  auto* c = cmd->add_option("--cluster", o.cluster, "Cluster preset or cluster JSON");
+  auto* m = cmd->add_option("--model", o.in.model, "Model preset, model JSON or Hugging Face config.json");
+  auto* c = cmd->add_option("--cluster", o.in.cluster, "Cluster preset or cluster JSON");
   if (model_required) {
     m->required();
     c->required();
   }
-  cmd->add_option("--nodes", o.nodes, "Node count for a preset cluster")->check(CLI::PositiveNumber);
-  cmd->add_option("--global-batch", o.global_batch, "Sequences per step (default: searched / from the plan)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--precision", o.precision, "Training precision")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
-  cmd->add_option("--costdb", o.costdb, "Measured costs (parallax calibrate / nccl-tests import)");
-  cmd->add_option("--implementation", o.implementation,
+  cmd->add_option("--nodes", o.in.nodes, "Node count for a preset cluster")->check(AtLeast(1));
+  cmd->add_option("--global-batch", o.in.global_batch, "Sequences per step (default: searched / from the plan)")
+      ->check(AtLeast(1));
+  cmd->add_option("--precision", o.in.precision,
+                  "Training precision: bf16, fp16 or fp32 (default: the plan's; for a new plan fp32 on a CPU "
+                  "device, bf16 on a GPU)")
+      ->check(PrecisionCheck());
+  cmd->add_option("--costdb", o.in.costdb, "Measured costs (parallax calibrate / nccl-tests import)");
+  cmd->add_option("--implementation", o.in.implementation,
                   "What runs the plan: parallax, megatron-core, megatron-2021, megatron-2022, deepspeed, or a profile JSON");
   cmd->add_flag("--json", o.json, "Print one JSON object");
 }
@@ -92,131 +92,113 @@ Status WriteCandidates(const std::string& path, const ModelSpec& model, const Cl
                                     {"searched", r.searched}, {"candidates", std::move(list)}});
 }
 
-//! Loads measured costs; they must belong to the cluster's device (A100 timings say nothing of an H100).
-Result<std::optional<CostDb>> LoadDb(const std::string& path, const ClusterSpec& cluster) {
-  if (path.empty()) return std::optional<CostDb>{};
-  auto db = LoadCostDbFile(path);
-  if (!db) return db.error();
-  if (db->device != cluster.device.name) {
-    return BadInput(path + ": /device: measured on \"" + db->device + "\" but the cluster's device is \"" +
-                    cluster.device.name + "\"");
-  }
-  WarnIfOtherCatalogue(*db, path);
-  return std::optional<CostDb>{*db};
-}
-
-Precision PrecisionOf(const std::string& s) {
-  return s == "fp16" ? Precision::kFp16 : s == "fp32" ? Precision::kFp32 : Precision::kBf16;
-}
-
-void PrintBreakdownRow(int rank, const Layout& l, const planner::Prediction& p) {
-  std::printf("%3d  dp=%-3lld tp=%-2lld pp=%-3lld zero=%lld mb=%-2lld gb=%-5lld %-9s %-11s v=%-2lld sp=%d  %9s %10s %7.1f %5.1f%% %10s\n",
+void PrintBreakdownRow(int rank, const Layout& l, const planner::Prediction& p, const std::optional<double>& mfu) {
+  std::printf("%3d  dp=%-3lld tp=%-2lld pp=%-3lld zero=%lld mb=%-2lld gb=%-5lld %-9s %-11s v=%-2lld sp=%d  %9s %10s %7.1f %6s %10s\n",
               rank, (long long)l.dp, (long long)l.tp, (long long)l.pp, (long long)l.zero_stage, (long long)l.micro_batch,
               (long long)l.global_batch, ToString(l.recompute), ToString(l.schedule), (long long)l.virtual_stages,
               l.sequence_parallel ? 1 : 0, HumanSeconds(p.step_time_s).c_str(), HumanCount(p.tokens_per_s).c_str(),
-              p.model_tflops_per_gpu, p.mfu * 100, HumanBytes(p.peak_memory_bytes).c_str());
+              p.model_tflops_per_gpu, MfuText(mfu).c_str(), HumanBytes(p.peak_memory_bytes).c_str());
 }
 
-void PrintPrediction(const planner::Prediction& p) {
+void PrintPrediction(const planner::Prediction& p, const std::optional<double>& mfu) {
   const auto& b = p.breakdown;
   std::printf("step time        %s (%s tokens/s)\n", HumanSeconds(p.step_time_s).c_str(), HumanCount(p.tokens_per_s).c_str());
-  std::printf("model TFLOP/s    %.1f per GPU (MFU %.1f%%), hardware %.1f incl. recompute\n", p.model_tflops_per_gpu,
-              p.mfu * 100, p.hardware_tflops_per_gpu);
+  std::printf("model TFLOP/s    %.1f per GPU (MFU %s), hardware %.1f incl. recompute\n", p.model_tflops_per_gpu,
+              MfuText(mfu).c_str(), p.hardware_tflops_per_gpu);
   std::printf("peak memory      %s per GPU%s\n", HumanBytes(p.peak_memory_bytes).c_str(), p.fits ? "" : "  (DOES NOT FIT)");
   std::printf("breakdown        compute %s, TP comm %s, DP comm %s, PP comm %s, bubble %s\n",
               HumanSeconds(b.compute_s).c_str(), HumanSeconds(b.tp_comm_s).c_str(), HumanSeconds(b.dp_comm_s).c_str(),
               HumanSeconds(b.pp_comm_s).c_str(), HumanSeconds(b.bubble_s).c_str());
 }
 
+//! A prediction's --json entry, with the MFU as shown (null where no peak is known).
+Json EntryJson(const Layout& l, const planner::Prediction& p, const std::optional<double>& mfu) {
+  Json j = planner::PlanEntryJson(l, p);
+  j["mfu"] = mfu ? Json(*mfu) : Json(nullptr);
+  return j;
+}
+
+//! `plan --export megatron|deepspeed`: the best plan as the implementation's own arguments.
+int PrintExport(const std::string& kind, const Plan& best, bool json) {
+  if (kind == "megatron") {
+    const auto args = planner::ExportMegatron(best);
+    for (const auto& w : args.warnings) std::fprintf(stderr, "parallax plan: megatron export: %s\n", w.c_str());
+    if (json) {
+      PrintJson(Json{{"megatron_args", args.args}, {"warnings", args.warnings}, {"implementation", best.implementation.name}});
+    } else {
+      std::printf("# predicted with implementation profile %s\n%s\n", best.implementation.name.c_str(),
+                  args.CommandLine().c_str());
+    }
+    return 0;
+  }
+  Json ds = planner::ExportDeepSpeed(best);
+  ds["parallax_implementation"] = best.implementation.name;  // the profile the prediction used
+  PrintJson(ds);
+  return 0;
+}
+
 int RunPlan(const PlanOptions& o) {
-  auto model = ResolveModel(o.model);
-  if (!model) return ReportError(model.error(), o.json);
-  auto cluster = ResolveCluster(o.cluster, o.nodes);
-  if (!cluster) return ReportError(cluster.error(), o.json);
-  auto db = LoadDb(o.costdb, *cluster);
-  if (!db) return ReportError(db.error(), o.json);
+  auto in = ResolveSearchInputs(o.in);
+  if (!in) return ReportError(in.error(), o.json);
   auto fix = planner::ParseConstraints(o.fix);
   if (!fix) return ReportError(fix.error(), o.json);
   if (o.export_kind != "" && o.export_kind != "megatron" && o.export_kind != "deepspeed") {
     return ReportError(BadInput("--export: expected megatron or deepspeed, got \"" + o.export_kind + "\""), o.json);
   }
-  TrainingSpec training;
-  training.precision = PrecisionOf(o.precision);
-  training.global_batch = o.global_batch;
+  const CostDb* db = in->db ? &*in->db : nullptr;
   planner::SearchOptions so;
   so.top_k = std::max<int64_t>(o.top, 1);
   so.threads = o.threads;
   so.fix = *fix;
-  so.db = *db ? &**db : nullptr;
-  auto impl = ResolveImplementation(o.implementation);
-  if (!impl) return ReportError(impl.error(), o.json);
-  so.implementation = *impl;
+  so.db = db;
+  so.implementation = in->implementation;
   so.record_candidates = !o.candidates.empty();
   so.progress = [](int64_t done, int64_t total) {
     if (total >= 200000) std::fprintf(stderr, "\rparallax plan: %lld / %lld layouts", (long long)done, (long long)total);
     if (total >= 200000 && done == total) std::fprintf(stderr, "\n");
   };
-  auto r = planner::Search(*model, *cluster, training, so);
+  NotePrecision(in->precision, o.json);
+  auto r = planner::Search(in->model, in->cluster, in->training, so);
   if (!r) return ReportError(r.error(), o.json);
   if (!o.candidates.empty()) {
-    if (Status st = WriteCandidates(o.candidates, *model, *cluster, training, *r); !st) {
+    if (Status st = WriteCandidates(o.candidates, in->model, in->cluster, in->training, *r); !st) {
       return ReportError(st.error(), o.json);
     }
   }
-  if (r->plans.empty()) {
-    std::string why = "no layout of " + model->name + " fits on " + std::to_string(cluster->total_gpus()) + " x " +
-                      cluster->device.name;
-    if (r->smallest_shortfall_bytes > 0) {
-      why += ": the closest (" + LayoutToString(r->smallest_shortfall_layout) + ") needs " +
-             HumanBytes(r->smallest_shortfall_bytes) + " more per GPU";
-    } else {
-      why += " (no valid layout: see the rejected counts)";
-    }
-    return ReportError(Error{why, ErrorKind::kInfeasible}, o.json);
-  }
+  if (r->plans.empty()) return ReportError(NoLayoutError(*in, *fix, *r), o.json, RejectedJson(*r));
   Plan best;
-  best.model = *model;
-  best.cluster = *cluster;
-  best.training = training;
-  best.implementation = *impl;
+  best.model = in->model;
+  best.cluster = in->cluster;
+  best.training = in->training;
+  best.implementation = in->implementation;
   best.layout = r->plans.front().layout;
   best.training.global_batch = best.layout.global_batch;
   best.prediction = planner::PredictionToJson(r->plans.front().prediction);
   if (!o.output.empty()) {
     if (Status st = SavePlanFile(o.output, best); !st) return ReportError(st.error(), o.json);
   }
-  if (o.export_kind == "megatron") {
-    const auto args = planner::ExportMegatron(best);
-    for (const auto& w : args.warnings) std::fprintf(stderr, "parallax plan: megatron export: %s\n", w.c_str());
-    if (o.json) {
-      PrintJson(Json{{"megatron_args", args.args}, {"warnings", args.warnings}, {"implementation", impl->name}});
-    } else {
-      std::printf("# predicted with implementation profile %s\n%s\n", impl->name.c_str(), args.CommandLine().c_str());
-    }
-    return 0;
-  }
-  if (o.export_kind == "deepspeed") {
-    Json ds = planner::ExportDeepSpeed(best);
-    ds["parallax_implementation"] = impl->name;  // the profile the prediction used
-    PrintJson(ds);
-    return 0;
-  }
+  if (!o.export_kind.empty()) return PrintExport(o.export_kind, best, o.json);
+  auto mfu = [&](const planner::Prediction& p) { return ShownMfu(p, in->cluster, in->training.precision, db); };
   if (o.json) {
     Json plans = Json::array();
-    for (const auto& p : r->plans) plans.push_back(planner::PlanEntryJson(p.layout, p.prediction));
-    Json rejected = Json::object();
-    for (const auto& [k, v] : r->rejected) rejected[k] = v;
-    PrintJson(Json{{"plans", plans}, {"rejected", rejected}, {"searched", r->searched}, {"search_time_s", r->search_time_s}});
+    for (const auto& p : r->plans) plans.push_back(EntryJson(p.layout, p.prediction, mfu(p.prediction)));
+    Json j = RejectedJson(*r);
+    j["plans"] = plans;
+    j["search_time_s"] = r->search_time_s;
+    AddPrecisionJson(j, in->precision);
+    PrintJson(j);
     return 0;
   }
-  std::printf("%s on %lld x %s (%s), %lld layouts searched in %s\n\n", model->name.c_str(),
-              (long long)cluster->total_gpus(), cluster->device.name.c_str(), cluster->name.c_str(),
+  const ModelSpec& model = in->model;
+  const ClusterSpec& cluster = in->cluster;
+  std::printf("%s on %lld x %s (%s), %lld layouts searched in %s\n\n", model.name.c_str(),
+              (long long)cluster.total_gpus(), cluster.device.name.c_str(), cluster.name.c_str(),
               (long long)r->searched, HumanSeconds(r->search_time_s).c_str());
   std::printf("%3s  %-66s  %9s %10s %7s %6s %10s\n", "#", "layout", "step", "tokens/s", "TFLOP/s", "MFU", "memory");
   int i = 1;
-  for (const auto& p : r->plans) PrintBreakdownRow(i++, p.layout, p.prediction);
+  for (const auto& p : r->plans) PrintBreakdownRow(i++, p.layout, p.prediction, mfu(p.prediction));
   std::printf("\nbest: ");
-  PrintPrediction(r->plans.front().prediction);
+  PrintPrediction(r->plans.front().prediction, mfu(r->plans.front().prediction));
   std::printf("\nrejected:");
   for (const auto& [k, v] : r->rejected) std::printf(" %s %lld;", k.c_str(), (long long)v);
   std::printf("\n");
@@ -225,70 +207,53 @@ int RunPlan(const PlanOptions& o) {
 }
 
 int RunSimulate(const SimulateOptions& o) {
-  std::optional<ModelSpec> model;
-  std::optional<ClusterSpec> cluster;
-  if (!o.model.empty()) {
-    auto m = ResolveModel(o.model);
-    if (!m) return ReportError(m.error(), o.json);
-    model = *m;
-  }
-  if (!o.cluster.empty()) {
-    auto c = ResolveCluster(o.cluster, o.nodes);
-    if (!c) return ReportError(c.error(), o.json);
-    cluster = *c;
-  }
-  TrainingSpec training;
-  training.precision = PrecisionOf(o.precision);
-  training.global_batch = o.global_batch;
-  auto plan = ResolvePlan(o.plan, model ? &*model : nullptr, cluster ? &*cluster : nullptr, training);
-  if (!plan) return ReportError(plan.error(), o.json);
-  if (!o.implementation.empty()) {
-    auto impl = ResolveImplementation(o.implementation);
-    if (!impl) return ReportError(impl.error(), o.json);
-    plan->implementation = *impl;
-  }
-  if (Status st = ValidateLayout(plan->layout, plan->model, plan->cluster); !st) return ReportError(st.error(), o.json);
-  auto db = LoadDb(o.costdb, plan->cluster);
-  if (!db) return ReportError(db.error(), o.json);
+  auto in = ResolvePlanInputs(o.in);
+  if (!in) return ReportError(in.error(), o.json);
+  const Plan& plan = in->plan;
+  if (Status st = ValidateLayout(plan.layout, plan.model, plan.cluster); !st) return ReportError(st.error(), o.json);
+  const CostDb* db = in->db ? &*in->db : nullptr;
   planner::SimOptions so;
   so.record_trace = !o.trace.empty();
-  so.all_ranks = o.all_ranks || plan->layout.world_size() <= 64;
-  auto sim = planner::Simulate(*plan, *db ? &**db : nullptr, so);
+  so.all_ranks = o.all_ranks || plan.layout.world_size() <= 64;
+  NotePrecision(in->precision, o.json);
+  auto sim = planner::Simulate(plan, db, so);
   if (!sim) return ReportError(sim.error(), o.json);
   if (sim->trace) {
     if (Status st = traces::WriteChromeTrace(*sim->trace, o.trace); !st) return ReportError(st.error(), o.json);
   }
   const auto& p = sim->prediction;
+  const auto mfu = ShownMfu(p, plan.cluster, plan.training.precision, db);
   if (o.json) {
-    Json j = planner::PlanEntryJson(plan->layout, p);
+    Json j = EntryJson(plan.layout, p, mfu);
     Json mem = Json::array();
-    for (int64_t r = 0; r < plan->layout.pp; ++r) {
-      const auto b = planner::EstimateRankMemory(*plan, r);
+    for (int64_t r = 0; r < plan.layout.pp; ++r) {
+      const auto b = planner::EstimateRankMemory(plan, r);
       mem.push_back({{"pp_rank", r}, {"weights", b.weights}, {"gradients", b.gradients}, {"optimizer", b.optimizer},
                      {"activations", b.activations}, {"workspace", b.workspace}, {"reserve", b.reserve},
                      {"total", b.total}});
     }
     j["memory_per_pp_rank"] = mem;
-    j["implementation"] = plan->implementation.name;
-    if (auto notes = SimulateNotes(*plan); !notes.empty()) j["notes"] = notes;
+    j["implementation"] = plan.implementation.name;
+    if (auto notes = SimulateNotes(plan); !notes.empty()) j["notes"] = notes;
     j["events"] = sim->events;
     if (!o.trace.empty()) j["trace"] = o.trace;
+    AddPrecisionJson(j, in->precision);
     PrintJson(j);
     return 0;
   }
-  std::printf("%s on %lld x %s: %s\n", plan->model.name.c_str(), (long long)plan->cluster.total_gpus(),
-              plan->cluster.device.name.c_str(), LayoutToString(plan->layout).c_str());
-  PrintPrediction(p);
-  std::printf("implementation   %s\n", plan->implementation.name.c_str());
-  for (const std::string& n : SimulateNotes(*plan)) std::printf("note             %s\n", n.c_str());
-  for (int64_t r = 0; r < plan->layout.pp; ++r) {
-    const auto b = planner::EstimateRankMemory(*plan, r);
+  std::printf("%s on %lld x %s: %s\n", plan.model.name.c_str(), (long long)plan.cluster.total_gpus(),
+              plan.cluster.device.name.c_str(), LayoutToString(plan.layout).c_str());
+  PrintPrediction(p, mfu);
+  std::printf("implementation   %s\n", plan.implementation.name.c_str());
+  for (const std::string& n : SimulateNotes(plan)) std::printf("note             %s\n", n.c_str());
+  for (int64_t r = 0; r < plan.layout.pp; ++r) {
+    const auto b = planner::EstimateRankMemory(plan, r);
     std::printf("  pp rank %-4lld weights %s, grads %s, optimizer %s, activations %s, workspace %s, total %s\n",
                 (long long)r, HumanBytes(b.weights).c_str(), HumanBytes(b.gradients).c_str(),
                 HumanBytes(b.optimizer).c_str(), HumanBytes(b.activations).c_str(), HumanBytes(b.workspace).c_str(),
                 HumanBytes(b.total).c_str());
-    if (r == 3 && plan->layout.pp > 6) {
-      std::printf("  ... (%lld more pipeline ranks)\n", (long long)(plan->layout.pp - 4));
+    if (r == 3 && plan.layout.pp > 6) {
+      std::printf("  ... (%lld more pipeline ranks)\n", (long long)(plan.layout.pp - 4));
       break;
     }
   }
@@ -301,8 +266,9 @@ int RunSimulate(const SimulateOptions& o) {
 void RegisterPlanCommands(CLI::App& root, CliState& state) {
   auto po = std::make_shared<PlanOptions>();
   auto* plan = root.add_subcommand("plan", "Search the fastest layout that fits");
+  SetExample(plan, "parallax plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 256 -o plan.json");
   AddCommon(plan, *po, true);
-  plan->add_option("--top", po->top, "How many plans to list")->capture_default_str()->check(CLI::PositiveNumber);
+  plan->add_option("--top", po->top, "How many plans to list")->capture_default_str()->check(AtLeast(1));
   plan->add_option("--fix", po->fix, "Pin dimensions: k=v,... (dp, tp, pp, zero, micro_batch, global_batch, "
                                       "recompute, schedule, virtual_stages, sequence_parallel)");
   plan->add_option("-o,--output", po->output, "Write the best plan (self-contained JSON)");
@@ -310,13 +276,15 @@ void RegisterPlanCommands(CLI::App& root, CliState& state) {
       ->check(CLI::IsMember({"megatron", "deepspeed"}));
   plan->add_option("--candidates", po->candidates,
                    "Write every evaluated layout with its prediction or rejection reason (JSON)");
-  plan->add_option("--threads", po->threads, "Search threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  plan->add_option("--threads", po->threads, "Search threads (default: all cores)")->check(AtLeast(0));
   plan->callback([po, &state] { state.exit_code = RunPlan(*po); });
 
   auto so = std::make_shared<SimulateOptions>();
   auto* sim = root.add_subcommand("simulate", "Predict one layout's step time, memory and trace");
+  SetExample(sim, "parallax simulate --model gpt-1.3b --cluster dgx-h100 --plan dp=4,tp=2,global_batch=64 "
+                  "--trace predicted.json.gz");
   AddCommon(sim, *so, false);
-  sim->add_option("--plan", so->plan, "Plan JSON file or inline dp=..,tp=..,pp=..")->required();
+  sim->add_option("--plan", so->in.plan, "Plan JSON file or inline dp=..,tp=..,pp=..")->required();
   sim->add_option("--trace", so->trace, "Write the predicted trace (Chrome/Perfetto JSON, .gz ok)");
   sim->add_flag("--all-ranks", so->all_ranks, "Trace every rank (default when the world is <= 64 ranks)");
   sim->callback([so, &state] { state.exit_code = RunSimulate(*so); });

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/inputs.h"
 #include "model/load.h"
 #include "profiler/refine/refine.h"
 #include "traces/chrome_reader.h"
@@ -14,40 +15,20 @@ namespace parallax::cli {
 namespace {
 
 struct RefineOptions {
-  std::string plan, trace, costdb, output, model, cluster;
-  int64_t global_batch = 0;
+  InputArgs in;
+  std::string trace, output;
   bool json = false;
 };
 
 int RunRefine(const RefineOptions& o) {
-  std::optional<ModelSpec> model;
-  std::optional<ClusterSpec> cluster;
-  if (!o.model.empty()) {
-    auto m = ResolveModel(o.model);
-    if (!m) return ReportError(m.error(), o.json);
-    model = *m;
+  auto in = ResolvePlanInputs(o.in);
+  if (!in) return ReportError(in.error(), o.json);
+  if (Status st = ValidateLayout(in->plan.layout, in->plan.model, in->plan.cluster); !st) {
+    return ReportError(st.error(), o.json);
   }
-  if (!o.cluster.empty()) {
-    auto c = ResolveCluster(o.cluster);
-    if (!c) return ReportError(c.error(), o.json);
-    cluster = *c;
-  }
-  TrainingSpec training;
-  training.global_batch = o.global_batch;
-  auto plan = ResolvePlan(o.plan, model ? &*model : nullptr, cluster ? &*cluster : nullptr, training);
-  if (!plan) return ReportError(plan.error(), o.json);
-  if (Status st = ValidateLayout(plan->layout, plan->model, plan->cluster); !st) return ReportError(st.error(), o.json);
-  auto db = LoadCostDbFile(o.costdb);
-  if (!db) return ReportError(db.error(), o.json);
-  if (db->device != plan->cluster.device.name) {
-    return ReportError(BadInput(o.costdb + ": /device: measured on \"" + db->device + "\" but the plan's device is \"" +
-                                plan->cluster.device.name + "\""),
-                       o.json);
-  }
-  WarnIfOtherCatalogue(*db, o.costdb);
   auto trace = traces::ReadChromeTrace(o.trace);
   if (!trace) return ReportError(trace.error(), o.json);
-  auto r = profiler::Refine(*plan, *trace, o.trace, *db);
+  auto r = profiler::Refine(in->plan, *trace, o.trace, *in->db);
   if (!r) return ReportError(r.error(), o.json);
   if (Status st = SaveCostDbFile(o.output, r->db); !st) return ReportError(st.error(), o.json);
   if (o.json) {
@@ -65,13 +46,18 @@ int RunRefine(const RefineOptions& o) {
 void RegisterRefineCommand(CLI::App& root, CliState& state) {
   auto o = std::make_shared<RefineOptions>();
   auto* cmd = root.add_subcommand("refine", "Fit the cost database from a measured trace of a plan");
-  cmd->add_option("--plan", o->plan, "The plan the trace ran: plan JSON or inline dp=..,tp=..,pp=..")->required();
+  SetExample(cmd, "parallax refine --plan plan.json --trace measured.json.gz --costdb costdb.json -o refined.json");
+  cmd->add_option("--plan", o->in.plan, "The plan the trace ran: plan JSON or inline dp=..,tp=..,pp=..")->required();
   cmd->add_option("--trace", o->trace, "Measured trace (parallax run --trace)")->required();
-  cmd->add_option("--costdb", o->costdb, "Cost database to refine")->required();
+  cmd->add_option("--costdb", o->in.costdb, "Cost database to refine")->required();
   cmd->add_option("-o,--output", o->output, "Refined cost database (written atomically)")->required();
-  cmd->add_option("--model", o->model, "Model preset or JSON (inline plan)");
-  cmd->add_option("--cluster", o->cluster, "Cluster preset or JSON (inline plan)");
-  cmd->add_option("--global-batch", o->global_batch, "Sequences per step (inline plan)");
+  cmd->add_option("--model", o->in.model, "Model preset or JSON (inline plan)");
+  cmd->add_option("--cluster", o->in.cluster, "Cluster preset or JSON (inline plan)");
+  cmd->add_option("--global-batch", o->in.global_batch, "Sequences per step (inline plan)")->check(AtLeast(1));
+  cmd->add_option("--precision", o->in.precision,
+                  "Training precision: bf16, fp16 or fp32 (default: what the trace recorded, else the plan's; an "
+                  "inline plan's is fp32 on a CPU device, bf16 on a GPU)")
+      ->check(PrecisionCheck());
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o, &state] { state.exit_code = RunRefine(*o); });
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/inputs.h"
 #include "cli/html_report.h"
 #include "model/load.h"
 #include "model/schedule.h"
@@ -26,18 +27,6 @@ struct ReportOptions {
   std::string plan, measured, costdb, refined_costdb, candidates, output;
   int64_t top = 5;
 };
-
-Result<std::optional<CostDb>> LoadDbFor(const std::string& path, const Plan& plan) {
-  if (path.empty()) return std::optional<CostDb>{};
-  auto db = LoadCostDbFile(path);
-  if (!db) return db.error();
-  if (db->device != plan.cluster.device.name) {
-    return BadInput(path + ": /device: measured on \"" + db->device + "\" but the plan's device is \"" +
-                    plan.cluster.device.name + "\"");
-  }
-  WarnIfOtherCatalogue(*db, path);
-  return std::optional<CostDb>{*db};
-}
 
 //! The simulator's prediction of `plan`, with its trace when `trace` is set.
 Result<planner::SimResult> SimulatePlan(const Plan& plan, const std::optional<CostDb>& db, bool trace) {
@@ -148,9 +137,9 @@ int RunReport(const ReportOptions& o) {
   auto plan = ResolvePlan(o.plan, nullptr, nullptr, TrainingSpec{});
   if (!plan) return ReportError(plan.error(), false);
   if (Status st = ValidateLayout(plan->layout, plan->model, plan->cluster); !st) return ReportError(st.error(), false);
-  auto db = LoadDbFor(o.costdb, *plan);
+  auto db = LoadCostDbFor(o.costdb, plan->cluster, true);
   if (!db) return ReportError(db.error(), false);
-  auto refined_db = LoadDbFor(o.refined_costdb, *plan);
+  auto refined_db = LoadCostDbFor(o.refined_costdb, plan->cluster, true);
   if (!refined_db) return ReportError(refined_db.error(), false);
   auto measured = traces::ReadChromeTrace(o.measured);
   if (!measured) return ReportError(measured.error(), false);

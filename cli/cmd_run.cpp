@@ -12,20 +12,17 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/inputs.h"
 #include "executor/backend_registry.h"
 #include "executor/launch.h"
 #include "executor/runtime/training_loop.h"
-#include "model/load.h"
 #include "profiler/cuda/cupti_tracer.h"
 
 namespace parallax::cli {
 namespace {
 
 struct RunOptions {
-  std::string plan;
-  std::string model;
-  std::string cluster = "local-cpu";
-  int64_t global_batch = 0;
+  InputArgs in;  //!< --cluster defaults to local-cpu
   int64_t steps = 10;
   std::string backend = "cpu";
   std::string checkpoint_dir;
@@ -38,7 +35,6 @@ struct RunOptions {
   double lr = -1;
   double timeout_s = 30;
   int64_t threads = 0;
-  std::string precision;  //!< overrides the plan's (fp32, bf16, fp16)
   std::string grad_reduce = "fp32";
   bool no_cupti = false;
 };
@@ -52,38 +48,17 @@ Json PeakByKindJson(const std::array<int64_t, executor::kMemoryKinds>& kinds) {
   return j;
 }
 
-Result<Plan> ResolveRunPlan(const RunOptions& o) {
-  std::optional<ModelSpec> model;
-  if (!o.model.empty()) {
-    auto m = ResolveModel(o.model);
-    if (!m) return m.error();
-    model = *m;
-  }
-  auto cluster = ResolveCluster(o.cluster);
-  if (!cluster) return cluster.error();
-  TrainingSpec training;
-  training.global_batch = o.global_batch;
-  auto plan = ResolvePlan(o.plan, model ? &*model : nullptr, &*cluster, training);
-  if (!plan) return plan.error();
-  if (o.seed >= 0) plan->training.seed = o.seed;
-  if (o.lr > 0) plan->training.lr = o.lr;
-  if (!o.precision.empty()) {
-    if (o.precision == "fp32") {
-      plan->training.precision = Precision::kFp32;
-    } else if (o.precision == "bf16") {
-      plan->training.precision = Precision::kBf16;
-    } else if (o.precision == "fp16") {
-      plan->training.precision = Precision::kFp16;
-    } else {
-      return BadInput("--precision " + o.precision + ": expected fp32, bf16 or fp16");
-    }
-  }
+Result<PlanInputs> ResolveRunPlan(const RunOptions& o) {
+  auto in = ResolvePlanInputs(o.in);
+  if (!in) return in.error();
+  if (o.seed >= 0) in->plan.training.seed = o.seed;
+  if (o.lr > 0) in->plan.training.lr = o.lr;
   if (o.grad_reduce != "fp32" && o.grad_reduce != "bf16") {
     return BadInput("--grad-reduce " + o.grad_reduce + ": expected fp32 or bf16");
   }
   if (o.steps <= 0) return BadInput("--steps must be > 0");
   if (o.resume && o.checkpoint_dir.empty()) return BadInput("--resume needs --checkpoint-dir");
-  return plan;
+  return in;
 }
 
 int Run(const RunOptions& o) {
@@ -94,11 +69,13 @@ int Run(const RunOptions& o) {
     if (root) return ReportError(e, o.json);
     return ExitCodeFor(e);
   };
-  auto plan = ResolveRunPlan(o);
-  if (!plan) return fail(plan.error());
-  if (!executor::MpiCompiledIn() && plan->layout.world_size() > 1) {
+  auto in = ResolveRunPlan(o);
+  if (!in) return fail(in.error());
+  const Plan& plan = in->plan;
+  if (root) NotePrecision(in->precision, o.json);
+  if (!executor::MpiCompiledIn() && plan.layout.world_size() > 1) {
     return fail(BadInput("this parallax was built without MPI (PARALLAX_WITH_MPI off), so it runs one process; "
-                         "the plan needs " + std::to_string(plan->layout.world_size()) + " ranks"));
+                         "the plan needs " + std::to_string(plan.layout.world_size()) + " ranks"));
   }
   // The device tracer starts before the backend creates its CUDA context, so CUPTI sees all of it.
   // Without CUPTI (missing, too old, refused) the run goes on, timed by CUDA events; said once.
@@ -118,7 +95,7 @@ int Run(const RunOptions& o) {
   }
   auto backend = executor::CreateBackend(o.backend);
   if (!backend) return fail(backend.error());
-  if (Status st = CheckBackendDevice(o.backend, plan->cluster); !st) return fail(st.error());
+  if (Status st = CheckBackendDevice(o.backend, plan.cluster); !st) return fail(st.error());
   auto world = (*backend)->ConnectWorld(*launch, o.timeout_s);
   if (!world) return fail(world.error());
   executor::Communicator& comm = **world;
@@ -132,14 +109,14 @@ int Run(const RunOptions& o) {
   ro.threads = o.threads;
   ro.activity = activity.get();
   ro.trainer.data.file = o.data;
-  ro.trainer.data.seed = plan->training.seed;
+  ro.trainer.data.seed = plan.training.seed;
   ro.trainer.grad_reduce = o.grad_reduce == "bf16" ? executor::DType::kBf16 : executor::DType::kF32;
-  const Layout& l = plan->layout;
+  const Layout& l = plan.layout;
   auto on_start = [&](const executor::Trainer& t) {
     if (!root || o.json) return;
     std::printf("parallax run: %s on %d rank(s) (%s, backend %s, %s), layout %s, %lld micro-batch(es) per step\n",
-                plan->model.name.c_str(), launch->world_size(), launch->transport().c_str(), o.backend.c_str(),
-                ToString(plan->training.precision), LayoutToString(l).c_str(),
+                plan.model.name.c_str(), launch->world_size(), launch->transport().c_str(), o.backend.c_str(),
+                ToString(plan.training.precision), LayoutToString(l).c_str(),
                 static_cast<long long>(l.num_microbatches()));
     std::printf("data: %s\n", t.data().Describe().c_str());
     if (o.resume) {
@@ -155,7 +132,7 @@ int Run(const RunOptions& o) {
     std::fflush(stdout);
   };
   bool step_failed = false;
-  auto report = executor::RunTraining(*plan, **backend, comm, ro, on_start, on_step, &step_failed);
+  auto report = executor::RunTraining(plan, **backend, comm, ro, on_start, on_step, &step_failed);
   if (!report) {
     if (!step_failed) return fail(report.error());
     // A failure inside a step: peers may be blocked in a collective, so end the whole job.
@@ -175,10 +152,11 @@ int Run(const RunOptions& o) {
                      {"peak_memory_bytes", report->peak_memory_bytes},
                      {"peak_memory_by_kind", PeakByKindJson(report->peak_memory_by_kind)},
                      {"layout", LayoutToJson(l)},
-                     {"model", plan->model.name},
+                     {"model", plan.model.name},
                      {"world_size", launch->world_size()},
                      {"backend", o.backend},
-                     {"precision", ToString(plan->training.precision)},
+                     {"precision", ToString(plan.training.precision)},
+                     {"precision_source", in->precision.source},
                      {"grad_reduce", o.grad_reduce},
                      {"first_step", report->first_step},
                      {"profiling", Json{{"source", report->profiling.source},
@@ -229,11 +207,13 @@ int Run(const RunOptions& o) {
 
 void RegisterRunCommand(CLI::App& root, CliState& state) {
   auto* cmd = root.add_subcommand("run", "Run a plan for real (under mpirun: one process per rank)");
+  SetExample(cmd, "mpirun -np 2 parallax run --plan dp=2,micro_batch=2 --model gpt-tiny --global-batch 8 --steps 10");
   auto o = std::make_shared<RunOptions>();
-  cmd->add_option("--plan", o->plan, "Plan JSON file (parallax plan -o) or inline dp=..,tp=..,pp=..")->required();
-  cmd->add_option("--model", o->model, "Model preset or JSON (required with an inline plan; overrides the plan's)");
-  cmd->add_option("--cluster", o->cluster, "Cluster preset or JSON for an inline plan")->capture_default_str();
-  cmd->add_option("--global-batch", o->global_batch, "Sequences per step (overrides the plan)");
+  cmd->add_option("--plan", o->in.plan, "Plan JSON file (parallax plan -o) or inline dp=..,tp=..,pp=..")->required();
+  cmd->add_option("--model", o->in.model, "Model preset or JSON (required with an inline plan; overrides the plan's)");
+  o->in.cluster = "local-cpu";
+  cmd->add_option("--cluster", o->in.cluster, "Cluster preset or JSON for an inline plan")->capture_default_str();
+  cmd->add_option("--global-batch", o->in.global_batch, "Sequences per step (overrides the plan)")->check(AtLeast(1));
   cmd->add_option("--steps", o->steps, "Training steps to run")->capture_default_str();
   cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "Write sharded checkpoints here (after the last step)");
@@ -247,12 +227,15 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--data", o->data, "Byte-level text corpus (default: synthetic token stream)");
   cmd->add_option("--seed", o->seed, "Seed for weights and data (default: the plan's)");
   cmd->add_option("--lr", o->lr, "Learning rate (default: the plan's)");
-  cmd->add_option("--precision", o->precision, "Override the plan's precision: fp32, bf16 or fp16");
+  cmd->add_option("--precision", o->in.precision,
+                  "Training precision: bf16, fp16 or fp32 (default: the plan's; for an inline plan fp32 on a CPU "
+                  "device, bf16 on a GPU)")
+      ->check(PrecisionCheck());
   cmd->add_option("--grad-reduce", o->grad_reduce, "Element type of DP gradient reduction: fp32 or bf16")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads,
                   "Intra-op threads per rank (default 0: share each node's CPUs among its ranks)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   cmd->add_option("--timeout", o->timeout_s, "Seconds a rank waits for a peer before naming it lost")
       ->capture_default_str();
   cmd->callback([o, &state] { state.exit_code = Run(*o); });

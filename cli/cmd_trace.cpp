@@ -51,6 +51,7 @@ void RegisterStats(CLI::App* trace, CliState& state) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = trace->add_subcommand("stats", "Counts, busy time, per-name table and per-rank breakdown");
+  SetExample(cmd, "parallax trace stats measured.json.gz --top 10");
   cmd->add_option("FILE", a->file, "Trace (.json or .json.gz; parallax or PyTorch profiler)")->required();
   AddCommon(cmd, a->common);
   cmd->add_option("--top", a->top, "Rows of the per-name table")->capture_default_str();
@@ -85,6 +86,7 @@ void RegisterDiff(CLI::App* trace, CliState& state) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = trace->add_subcommand("diff", "Align predicted and measured slices by op identity and compare");
+  SetExample(cmd, "parallax trace diff predicted.json.gz measured.json.gz");
   cmd->add_option("PREDICTED", a->predicted, "Predicted trace (parallax simulate --trace)")->required();
   cmd->add_option("MEASURED", a->measured, "Measured trace (parallax run --trace, or a PyTorch profiler trace)")
       ->required();
@@ -145,6 +147,7 @@ void RegisterConvert(CLI::App* trace, CliState& state) {
   auto a = std::make_shared<Args>();
   auto* cmd = trace->add_subcommand(
       "convert", "Rewrite a trace: JSON <-> JSON.gz by OUT's name; PyTorch profiler traces to parallax's track layout");
+  SetExample(cmd, "parallax trace convert pytorch_trace.json trace.json.gz");
   cmd->add_option("IN", a->in, "Input trace")->required();
   cmd->add_option("OUT", a->out, "Output trace (gzip when it ends in .gz)")->required();
   AddCommon(cmd, a->common);
@@ -180,6 +183,7 @@ void RegisterConvert(CLI::App* trace, CliState& state) {
 void RegisterTraceCommand(CLI::App& root, CliState& state) {
   auto* trace = root.add_subcommand("trace", "Trace statistics, predicted-vs-measured diff, conversion");
   trace->require_subcommand(1);
+  SetExample(trace, "parallax trace diff predicted.json.gz measured.json.gz");
   RegisterStats(trace, state);
   RegisterDiff(trace, state);
   RegisterConvert(trace, state);

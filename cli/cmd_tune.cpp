@@ -9,18 +9,19 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/inputs.h"
 #include "executor/backend_registry.h"
 #include "executor/launch.h"
-#include "model/load.h"
 #include "profiler/tune/tune.h"
 
 namespace parallax::cli {
 namespace {
 
 struct TuneCliOptions {
-  std::string model, cluster = "local-cpu", costdb, output, costdb_out, backend = "cpu", precision = "fp32", work_dir;
+  InputArgs in;  //!< --cluster defaults to local-cpu
+  std::string output, costdb_out, backend = "cpu", work_dir;
   std::string fix;
-  int64_t global_batch = 0, top = 3, steps = 6, rounds = 4;
+  int64_t top = 3, steps = 6, rounds = 4;
   double timeout_s = 30;
   double memory_limit_MiB = 0;
   bool json = false;
@@ -30,33 +31,27 @@ int RunTuneCli(const TuneCliOptions& o) {
   auto launch = executor::InitLaunch(nullptr, nullptr);
   const bool root = launch->world_rank() == 0;
   auto fail = [&](const Error& e) { return root ? ReportError(e, o.json) : ExitCodeFor(e); };
-  auto model = ResolveModel(o.model);
-  if (!model) return fail(model.error());
-  auto cluster = ResolveCluster(o.cluster);
-  if (!cluster) return fail(cluster.error());
-  if (Status st = CheckBackendDevice(o.backend, *cluster); !st) return fail(st.error());
-  auto db = LoadCostDbFile(o.costdb);
-  if (!db) return fail(db.error());
-  if (db->device != cluster->device.name) {
-    return fail(BadInput(o.costdb + ": /device: measured on \"" + db->device + "\" but the cluster's device is \"" +
-                         cluster->device.name + "\""));
-  }
-  if (root) WarnIfOtherCatalogue(*db, o.costdb);
-  if (cluster->total_gpus() != launch->world_size()) {
-    return fail(BadInput("the cluster has " + std::to_string(cluster->total_gpus()) + " devices but the job has " +
+  InputArgs args = o.in;
+  args.warn = root;
+  args.backend = o.backend;
+  auto in = ResolveSearchInputs(args);
+  if (!in) return fail(in.error());
+  const ClusterSpec& cluster = in->cluster;
+  if (cluster.total_gpus() != launch->world_size()) {
+    return fail(BadInput("the cluster has " + std::to_string(cluster.total_gpus()) + " devices but the job has " +
                          std::to_string(launch->world_size()) + " ranks (run under mpirun -np " +
-                         std::to_string(cluster->total_gpus()) + ")"));
+                         std::to_string(cluster.total_gpus()) + ")"));
   }
   if (o.steps < 2) return fail(BadInput("--steps must be >= 2 (the first step is warm-up)"));
   if (o.top < 1) return fail(BadInput("--top must be >= 1 (candidates run per round)"));
   if (o.rounds < 1) return fail(BadInput("--rounds must be >= 1"));
   auto fix = planner::ParseConstraints(o.fix);
   if (!fix) return fail(fix.error());
+  if (root) NotePrecision(in->precision, o.json);
   profiler::TuneOptions to;
-  to.model = *model;
-  to.cluster = *cluster;
-  to.training.global_batch = o.global_batch;
-  to.training.precision = o.precision == "bf16" ? Precision::kBf16 : o.precision == "fp16" ? Precision::kFp16 : Precision::kFp32;
+  to.model = in->model;
+  to.cluster = in->cluster;
+  to.training = in->training;
   to.top_k = o.top;
   to.steps = o.steps;
   to.max_rounds = o.rounds;
@@ -76,7 +71,7 @@ int RunTuneCli(const TuneCliOptions& o) {
   if (!backend) return fail(backend.error());
   auto world = (*backend)->ConnectWorld(*launch, o.timeout_s);
   if (!world) return fail(world.error());
-  auto r = profiler::RunTune(*launch, *backend, *world, *db, to);
+  auto r = profiler::RunTune(*launch, *backend, *world, *in->db, to);
   if (!r) return fail(r.error());
   if (!root) return 0;
   if (Status st = SaveCostDbFile(costdb_out, r->db); !st) return ReportError(st.error(), o.json);
@@ -84,6 +79,7 @@ int RunTuneCli(const TuneCliOptions& o) {
   if (o.json) {
     Json j = profiler::TuneToJson(*r, costdb_out);
     j["plan"] = o.output;
+    AddPrecisionJson(j, in->precision);
     PrintJson(j);
     return 0;
   }
@@ -100,20 +96,23 @@ int RunTuneCli(const TuneCliOptions& o) {
 void RegisterTuneCommand(CLI::App& root, CliState& state) {
   auto o = std::make_shared<TuneCliOptions>();
   auto* cmd = root.add_subcommand("tune", "Run the top candidates, refine from their traces, re-plan (under mpirun)");
-  cmd->add_option("--model", o->model, "Model preset or JSON")->required();
-  cmd->add_option("--cluster", o->cluster, "Cluster preset or JSON (its device count = the job's ranks)")
+  SetExample(cmd, "mpirun -np 2 parallax tune --model gpt-tiny --cluster cluster.json --costdb costdb.json "
+                  "--global-batch 8 -o best.json");
+  cmd->add_option("--model", o->in.model, "Model preset or JSON")->required();
+  o->in.cluster = "local-cpu";
+  cmd->add_option("--cluster", o->in.cluster, "Cluster preset or JSON (its device count = the job's ranks)")
       ->capture_default_str();
-  cmd->add_option("--costdb", o->costdb, "Cost database to start from (parallax calibrate)")->required();
+  cmd->add_option("--costdb", o->in.costdb, "Cost database to start from (parallax calibrate)")->required();
   cmd->add_option("-o,--output", o->output, "The measured-best plan")->required();
   cmd->add_option("--costdb-out", o->costdb_out, "Refined cost database (default: <output stem>.costdb.json)");
-  cmd->add_option("--global-batch", o->global_batch, "Sequences per step (default: searched)");
+  cmd->add_option("--global-batch", o->in.global_batch, "Sequences per step (default: searched)")->check(AtLeast(1));
   cmd->add_option("--top", o->top, "Candidates run per round")->capture_default_str();
   cmd->add_option("--steps", o->steps, "Steps per candidate (the first is warm-up)")->capture_default_str();
   cmd->add_option("--rounds", o->rounds, "At most this many plan-run-refine rounds")->capture_default_str();
   cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
-  cmd->add_option("--precision", o->precision, "Training precision")
-      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
-      ->capture_default_str();
+  cmd->add_option("--precision", o->in.precision,
+                  "Training precision: bf16, fp16 or fp32 (default: fp32 on a CPU device, bf16 on a GPU)")
+      ->check(PrecisionCheck());
   cmd->add_option("--timeout", o->timeout_s, "Seconds a rank waits for a peer before naming it lost")
       ->capture_default_str();
   cmd->add_option("--memory-limit-MiB", o->memory_limit_MiB,

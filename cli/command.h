@@ -26,9 +26,14 @@ void RegisterTuneCommand(CLI::App& root, CliState& state);
 void RegisterTraceCommand(CLI::App& root, CliState& state);
 void RegisterReportCommand(CLI::App& root, CliState& state);
 
-//! Prints `e` to stderr ("parallax: <message>"), and with --json also {"error": ...} on stdout;
-//! returns the exit status for it (2 bad input, 1 otherwise).
-int ReportError(const Error& e, bool json);
+//! `parallax --version`: version, git commit and the optional backends built (CUDA/MPI/GUI).
+std::string VersionText();
+//! Sets the one example line a command's --help ends with.
+void SetExample(CLI::App* cmd, const std::string& command_line);
+
+//! Prints `e` to stderr ("parallax: <message>"), and with --json also {"error": ..., "exit_status":
+//! ...} and the fields of `details` on stdout; returns the exit status for it (2 bad input, 1 otherwise).
+int ReportError(const Error& e, bool json, const Json& details = Json::object());
 //! A GPU backend with a cluster whose device is not a GPU (no SMs: the default local-cpu, say)
 //! would calibrate or run under the wrong device's name and memory: bad input naming the option.
 Status CheckBackendDevice(const std::string& backend, const ClusterSpec& cluster);

@@ -10,7 +10,8 @@ namespace {
 int Main(int argc, char** argv) {
   CLI::App app{"parallax: plan, run and inspect hybrid-parallel training of large transformers"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "parallax 0.1.0");
+  app.set_version_flag("--version", parallax::cli::VersionText(), "Print the version, commit and backends built");
+  parallax::cli::SetExample(&app, "parallax plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 256");
   parallax::cli::CliState state;
   parallax::cli::RegisterPlanCommands(app, state);
   parallax::cli::RegisterRunCommand(app, state);

@@ -6,10 +6,15 @@
 
 namespace parallax::cli {
 
-int ReportError(const Error& e, bool json) {
+int ReportError(const Error& e, bool json, const Json& details) {
   std::fprintf(stderr, "parallax: %s\n", e.message.c_str());
   const int rc = ExitCodeFor(e);
-  if (json) PrintJson(Json{{"error", e.message}, {"exit_status", rc}});
+  if (json) {
+    Json j = details;
+    j["error"] = e.message;
+    j["exit_status"] = rc;
+    PrintJson(j);
+  }
   return rc;
 }
 
@@ -19,6 +24,8 @@ Status CheckBackendDevice(const std::string& backend, const ClusterSpec& cluster
                   "\" is not a GPU: name this GPU's cluster with --cluster (a preset such as dgx-h100 or dgx-h200, "
                   "or the file calibrate --cluster-out wrote)");
 }
+
+void SetExample(CLI::App* cmd, const std::string& command_line) { cmd->footer("\nExample: " + command_line); }
 
 void PrintJson(const Json& j) { std::cout << j.dump(2) << std::endl; }
 

@@ -1,6 +1,7 @@
 #include "model/hf_import.h"
 
 #include <filesystem>
+#include <string_view>
 
 namespace parallax {
 namespace {
@@ -14,24 +15,73 @@ int64_t FirstInt(ObjectReader& r, std::initializer_list<std::string_view> keys, 
   r.Fail(*keys.begin(), "missing required field");
 }
 
+//! A family read: its model_type and the architecture class transformers names it by.
+struct HfFamily {
+  std::string_view model_type;
+  std::string_view architecture;
+};
+constexpr HfFamily kFamilies[] = {{"llama", "LlamaForCausalLM"},
+                                  {"mistral", "MistralForCausalLM"},
+                                  {"gpt2", "GPT2LMHeadModel"},
+                                  {"gpt_neox", "GPTNeoXForCausalLM"}};
+
+std::string Listed() {
+  std::string out;
+  for (const HfFamily& f : kFamilies) out += (out.empty() ? "" : ", ") + std::string(f.model_type);
+  return out;
+}
+
+//! The family's model_type: "model_type" when given, else the first known "architectures" entry.
+std::string FamilyOf(ObjectReader& r) {
+  const std::string advice = " (parallax reads " + Listed() +
+                             "; a config with LLaMA's field names and layout can say \"model_type\": \"llama\")";
+  if (r.Has("model_type")) {
+    std::string type = r.String("model_type");
+    for (const HfFamily& f : kFamilies) {
+      if (f.model_type == type) return type;
+    }
+    r.Fail("model_type", "\"" + type + "\" is not a model_type parallax reads" + advice);
+  }
+  const Json& archs = r.Raw("architectures");
+  if (archs.is_array()) {
+    for (const Json& a : archs) {
+      for (const HfFamily& f : kFamilies) {
+        if (a.is_string() && a.get<std::string>() == f.architecture) return std::string(f.model_type);
+      }
+    }
+  }
+  r.Fail("architectures", archs.dump() + " names no architecture parallax reads" + advice);
+}
+
 }  // namespace
+
+std::vector<std::string> HfModelTypes() {
+  std::vector<std::string> out;
+  for (const HfFamily& f : kFamilies) out.emplace_back(f.model_type);
+  return out;
+}
 
 bool LooksLikeHfConfig(const Json& j) {
   return j.is_object() && (j.contains("model_type") || j.contains("architectures"));
 }
 
 Result<ModelSpec> ModelFromHfConfig(const Json& j, const std::string& file) {
+  if (!LooksLikeHfConfig(j)) {
+    return BadInput(file + ": neither a parallax model file nor a recognised Hugging Face config.json: ours "
+                    "begins {\"kind\": \"model\", \"version\": 1, ...} (examples/model-gpt-350m.json), a Hugging "
+                    "Face config names its family in \"model_type\" (" + Listed() + ") or \"architectures\"");
+  }
   return CatchJsonErrors([&]() -> Result<ModelSpec> {
     ObjectReader r(j, file, "");
     ModelSpec m;
-    const std::string type = r.Has("model_type") ? r.String("model_type") : "";
+    const std::string type = FamilyOf(r);
     m.name = r.Has("_name_or_path") && r.Raw("_name_or_path").is_string() &&
                      !r.Raw("_name_or_path").get<std::string>().empty()
                  ? r.Raw("_name_or_path").get<std::string>()
                  : std::filesystem::path(file).parent_path().filename().string();
-    if (m.name.empty()) m.name = type.empty() ? "hf-model" : type;
+    if (m.name.empty()) m.name = type;
 
-    const bool gpt2 = type == "gpt2" || r.Has("n_embd");
+    const bool gpt2 = type == "gpt2";
     if (gpt2) {
       m.hidden = FirstInt(r, {"n_embd"});
       m.layers = FirstInt(r, {"n_layer"});

@@ -42,10 +42,13 @@ Result<ClusterSpec> ResolveCluster(const std::string& name_or_path, int64_t node
   return c;
 }
 
+bool IsInlinePlan(const std::string& file_or_inline) {
+  return file_or_inline.find('=') != std::string::npos && !std::filesystem::exists(file_or_inline);
+}
+
 Result<Plan> ResolvePlan(const std::string& file_or_inline, const ModelSpec* model, const ClusterSpec* cluster,
                          const TrainingSpec& training) {
-  const bool inline_form = file_or_inline.find('=') != std::string::npos && !std::filesystem::exists(file_or_inline);
-  if (!inline_form) {
+  if (!IsInlinePlan(file_or_inline)) {
     auto p = LoadPlanFile(file_or_inline);
     if (!p) return p;
     if (model) p->model = *model;

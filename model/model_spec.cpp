@@ -100,7 +100,7 @@ Json ModelToJson(const ModelSpec& m) {
 Result<ModelSpec> LoadModelFile(const std::string& path) {
   auto j = LoadJsonFile(path);
   if (!j) return j.error();
-  if (j->is_object() && !j->contains("kind") && LooksLikeHfConfig(*j)) return ModelFromHfConfig(*j, path);
+  if (j->is_object() && !j->contains("kind")) return ModelFromHfConfig(*j, path);
   return ModelFromJson(*j, path);
 }
 

@@ -13,14 +13,27 @@ const char* ToString(Precision p) {
   return "?";
 }
 
+Result<Precision> PrecisionFromString(std::string_view s) {
+  constexpr Precision kAll[] = {Precision::kBf16, Precision::kFp16, Precision::kFp32};
+  std::string accepted;
+  for (Precision p : kAll) {
+    if (s == ToString(p)) return p;
+    accepted += (accepted.empty() ? "" : ", ") + std::string(ToString(p));
+  }
+  return BadInput("unknown precision \"" + std::string(s) + "\" (expected one of " + accepted + ")");
+}
+
 Result<TrainingSpec> TrainingFromJson(const Json& j, const std::string& file, const std::string& path) {
   return CatchJsonErrors([&]() -> Result<TrainingSpec> {
     ObjectReader r(j, file, path);
     TrainingSpec t;
     t.global_batch = r.NonNegativeInt("global_batch", 0);
     t.seq_len = r.NonNegativeInt("seq_len", 0);
-    const std::string p = r.Choice("precision", {"bf16", "fp16", "fp32"}, "bf16");
-    t.precision = p == "bf16" ? Precision::kBf16 : p == "fp16" ? Precision::kFp16 : Precision::kFp32;
+    if (r.Has("precision")) {
+      auto p = PrecisionFromString(r.String("precision"));
+      if (!p) r.Fail("precision", p.error().message);
+      t.precision = *p;
+    }
     t.lr = r.PositiveNumber("lr", t.lr);
     t.weight_decay = r.NonNegativeNumber("weight_decay", t.weight_decay);
     t.grad_clip = r.NonNegativeNumber("grad_clip", t.grad_clip);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "model/json_io.h"
 
@@ -27,6 +28,9 @@ struct TrainingSpec {
 //! Bytes of one activation / parameter element in the compute precision.
 int64_t BytesPerElement(Precision p);
 const char* ToString(Precision p);
+//! The inverse of ToString ("bf16", "fp16", "fp32"); anything else is BadInput naming the
+//! accepted values. The one parser of a precision: command lines, plan files, traces.
+Result<Precision> PrecisionFromString(std::string_view s);
 
 Result<TrainingSpec> TrainingFromJson(const Json& j, const std::string& file, const std::string& path);
 Json TrainingToJson(const TrainingSpec& t);

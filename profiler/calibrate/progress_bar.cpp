@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <unistd.h>
 
 namespace parallax::profiler {
 
@@ -19,8 +20,13 @@ std::string FormatDuration(double seconds) {
   return buf;
 }
 
-ProgressBar::ProgressBar(std::FILE* out, std::string title, double total, Clock clock)
-    : out_(out), title_(std::move(title)), total_(std::max(total, 1e-12)), clock_(std::move(clock)) {
+ProgressBar::ProgressBar(std::FILE* out, std::string title, double total, Clock clock, ProgressStyle style)
+    : out_(out),
+      title_(std::move(title)),
+      total_(std::max(total, 1e-12)),
+      clock_(std::move(clock)),
+      redraw_(style == ProgressStyle::kRedraw ||
+              (style == ProgressStyle::kAuto && out != nullptr && isatty(fileno(out)) != 0)) {
   if (!clock_) {
     clock_ = [] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -36,9 +42,22 @@ double ProgressBar::EtaSeconds(double done) const {
   return elapsed * (total_ - done) / done;
 }
 
+double ProgressBar::Fraction(double done) const {
+  const double rest = total_ - base_done_;
+  if (rest <= 0) return 1;
+  return std::clamp(base_fraction_ + (1 - base_fraction_) * (done - base_done_) / rest, base_fraction_, 1.0);
+}
+
+void ProgressBar::Extend(double more) {
+  if (more <= 0) return;
+  base_fraction_ = Fraction(last_done_);
+  base_done_ = last_done_;
+  total_ += more;
+}
+
 std::string ProgressBar::Line(double done, std::string_view current) const {
   constexpr int kWidth = 24;
-  const double f = std::clamp(done / total_, 0.0, 1.0);
+  const double f = Fraction(done);
   const int filled = static_cast<int>(std::lround(f * kWidth));
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(kWidth - filled), '.');
@@ -54,7 +73,16 @@ std::string ProgressBar::Line(double done, std::string_view current) const {
 }
 
 void ProgressBar::Update(double done, std::string_view current) {
+  last_done_ = std::max(last_done_, done);
   if (out_ == nullptr) return;
+  if (!redraw_) {
+    const int percent = static_cast<int>(std::lround(Fraction(done) * 100));
+    if (percent < next_line_percent_ && done < total_) return;
+    next_line_percent_ = (percent / 10 + 1) * 10;
+    std::fprintf(out_, "%s\n", Line(done, current).c_str());
+    std::fflush(out_);
+    return;
+  }
   const double now = clock_();
   if (done < total_ && last_draw_s_ >= 0 && now - last_draw_s_ < 0.1) return;
   last_draw_s_ = now;
@@ -66,7 +94,12 @@ void ProgressBar::Update(double done, std::string_view current) {
 void ProgressBar::Finish() {
   if (out_ == nullptr || finished_) return;
   finished_ = true;
-  std::fprintf(out_, "\r%s done in %s\033[K\n", title_.c_str(), FormatDuration(clock_() - start_s_).c_str());
+  const std::string took = FormatDuration(clock_() - start_s_);
+  if (redraw_) {
+    std::fprintf(out_, "\r%s done in %s\033[K\n", title_.c_str(), took.c_str());
+  } else {
+    std::fprintf(out_, "%s done in %s\n", title_.c_str(), took.c_str());
+  }
   std::fflush(out_);
 }
 

@@ -1,6 +1,9 @@
 // Hugging Face config.json import for the four families' field names.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "model/counting.h"
 #include "model/hf_import.h"
 #include "model/presets.h"
@@ -73,6 +76,48 @@ TEST(HfImport, HeadsNotDividingHiddenIsRejected) {
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("cfg/config.json: /heads: heads=3 does not divide hidden=100"), std::string::npos)
       << m.error().message;
+}
+
+// A config.json without model_type or architectures (a model file without "kind") is neither
+// format: the message says what each would need instead of "/kind: missing required field".
+TEST(HfImport, AFileThatIsNeitherFormatSaysWhatWouldMakeItOne) {
+  auto m = ModelFromHfConfig(Json::parse(R"({"hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+    "vocab_size":10,"max_position_embeddings":8})"), "cfg/config.json");
+  ASSERT_FALSE(m);
+  const std::string& e = m.error().message;
+  EXPECT_EQ(e.rfind("cfg/config.json: neither a parallax model file nor a recognised Hugging Face config.json", 0), 0u)
+      << e;
+  EXPECT_NE(e.find("\"kind\": \"model\""), std::string::npos) << e;
+  EXPECT_NE(e.find("\"model_type\" (llama, mistral, gpt2, gpt_neox)"), std::string::npos) << e;
+  EXPECT_EQ(e.find("missing required field"), std::string::npos) << e;
+}
+
+// Qwen2 has LLaMA's field names but not its layout (biased q/k/v): refused by name, never read
+// silently as LLaMA.
+TEST(HfImport, AModelTypeNotReadIsRefusedNamingTheOnesThatAre) {
+  auto m = ModelFromHfConfig(Json::parse(R"({"architectures":["Qwen2ForCausalLM"],"model_type":"qwen2",
+    "hidden_size":896,"intermediate_size":4864,"num_attention_heads":14,"num_hidden_layers":24,
+    "num_key_value_heads":2,"vocab_size":151936,"max_position_embeddings":32768,"hidden_act":"silu"})"),
+                             "qwen/config.json");
+  ASSERT_FALSE(m);
+  const std::string& e = m.error().message;
+  EXPECT_NE(e.find("qwen/config.json: /model_type: \"qwen2\" is not a model_type parallax reads"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("llama, mistral, gpt2, gpt_neox"), std::string::npos) << e;
+  EXPECT_EQ(HfModelTypes(), (std::vector<std::string>{"llama", "mistral", "gpt2", "gpt_neox"}));
+}
+
+// Without model_type, the architecture class names the family (and an unknown one is refused).
+TEST(HfImport, ArchitecturesNameTheFamilyWithoutModelType) {
+  const ModelSpec m = Import(R"({"architectures":["GPT2LMHeadModel"],"n_embd":64,"n_layer":2,"n_head":4,
+    "n_positions":32,"vocab_size":256})");
+  EXPECT_EQ(m.position, PositionKind::kLearned);
+  EXPECT_EQ(m.norm, NormKind::kLayerNorm);
+  auto other = ModelFromHfConfig(Json::parse(R"({"architectures":["FalconForCausalLM"],"hidden_size":64})"), "c.json");
+  ASSERT_FALSE(other);
+  EXPECT_NE(other.error().message.find("c.json: /architectures: [\"FalconForCausalLM\"] names no architecture"),
+            std::string::npos)
+      << other.error().message;
 }
 
 }  // namespace

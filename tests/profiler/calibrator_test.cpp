@@ -4,6 +4,7 @@
 // rotate over buffers larger than any cache.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <deque>
@@ -420,6 +421,65 @@ TEST(ProgressBar, EtaExtrapolatesTheElapsedTimeByWeight) {
   EXPECT_EQ(bar.Line(3, "gemm 512"), "calibrate [#######.................]  30% ETA 1m10s  gemm 512");
   EXPECT_EQ(FormatDuration(42), "42s");
   EXPECT_EQ(FormatDuration(3725), "1h02m");
+}
+
+std::string ReadAll(std::FILE* f) {
+  std::string out;
+  std::rewind(f);
+  for (int ch = std::fgetc(f); ch != EOF; ch = std::fgetc(f)) out.push_back(static_cast<char>(ch));
+  return out;
+}
+
+// Into a log file: whole lines, no carriage return or escape code, one per tenth of the bar.
+TEST(ProgressBar, IntoAFileWritesPlainLinesOncePerTenth) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    ProgressBar bar(f, "calibrate", 100.0, [] { return 0.0; });
+    for (int done = 0; done <= 100; ++done) bar.Update(done, "gemm");
+    bar.Finish();
+  }
+  const std::string out = ReadAll(f);
+  std::fclose(f);
+  EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+  EXPECT_EQ(out.find('\033'), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 12) << out;  // 0%, 10%, ..., 100%, done
+  EXPECT_NE(out.find(" 50% "), std::string::npos) << out;
+  EXPECT_NE(out.find("calibrate done in"), std::string::npos) << out;
+}
+
+// On a terminal the line redraws in place.
+TEST(ProgressBar, OnATerminalRedrawsOneLine) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    ProgressBar bar(f, "calibrate", 10.0, [] { return 0.0; }, ProgressStyle::kRedraw);
+    bar.Update(10, "gemm");
+    bar.Finish();
+  }
+  const std::string out = ReadAll(f);
+  std::fclose(f);
+  EXPECT_EQ(out.rfind('\r', 0), 0u) << out;
+  EXPECT_NE(out.find("\033[K"), std::string::npos) << out;
+}
+
+// Noisy points measured again add work near the end: the bar shares out what is left of it
+// instead of jumping back (it used to fall from 98% to 83%).
+TEST(ProgressBar, NeverGoesBackWhenWorkIsAddedOnTheWay) {
+  ProgressBar bar(nullptr, "calibrate", 100.0, [] { return 0.0; });
+  bar.Update(98, "last point");
+  EXPECT_DOUBLE_EQ(bar.Fraction(98), 0.98);
+  bar.Extend(20);
+  EXPECT_DOUBLE_EQ(bar.Fraction(98), 0.98);
+  double before = bar.Fraction(98);
+  for (int half_units = 196; half_units <= 240; ++half_units) {
+    const double done = half_units / 2.0;
+    bar.Update(done, "again, round 1/3");
+    EXPECT_GE(bar.Fraction(done), before) << done;
+    before = bar.Fraction(done);
+  }
+  EXPECT_DOUBLE_EQ(bar.Fraction(120), 1.0);
+  EXPECT_NE(bar.Line(120, "").find("100%"), std::string::npos);
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ class RefineLoop : public ::testing::Test {
     for (const char* layout : {kRefined, kHeldOut}) {
       const std::string run = std::string(PARALLAX_MPIEXEC) + " --oversubscribe -np 2 " + PARALLAX_CLI +
                               " run --model gpt-tiny --cluster " + cluster_ + " --plan " + layout +
-                              " --steps 6 --trace " + Trace(layout) + " > " + (dir_ / "run.log").string() + " 2>&1";
+                              " --precision bf16 --steps 6 --trace " + Trace(layout) + " > " + (dir_ / "run.log").string() + " 2>&1";
       ASSERT_EQ(std::system(run.c_str()), 0) << run;
     }
   }
@@ -53,7 +53,7 @@ class RefineLoop : public ::testing::Test {
   }
 
   //! Step-time error (predicted - measured) / measured of `layout` simulated with `db`, in the
-  //! runs' precision (the plan default, bf16).
+  //! runs' precision (bf16, named on both: a CPU device's default is fp32).
   static double StepError(const std::string& layout, const std::string& db) {
     const std::string pred = (dir_ / "predicted.json").string();
     auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster_ + " --plan " + layout +

@@ -31,13 +31,14 @@ using Json = nlohmann::json;
 constexpr double kSlowdown = 1.25;
 
 double ComputeSeconds(const std::string& args) {
-  auto r = test::RunParallax("simulate --model gpt-tiny " + args + " --json");
+  auto r = test::RunParallax("simulate --model gpt-tiny --precision bf16 " + args + " --json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.exit_code == 0 ? Json::parse(r.out)["breakdown"]["compute_s"].get<double>() : 0.0;
 }
 
-// Calibrated samples at twice the roofline (the runs' precision, bf16): one GEMM grid, one
-// streaming family. Every interpolated cost is then twice the roofline as well.
+// Calibrated samples at twice the roofline (the runs' precision, bf16, named on every command line:
+// a CPU device's default is fp32): one GEMM grid, one streaming family. Every interpolated cost is
+// then twice the roofline as well.
 std::string TwiceTheRooflineDb(const fs::path& dir) {
   const planner::ComputeModel roof(*DevicePreset("cpu"), DType::kBf16);
   Json gemms = Json::array();
@@ -65,8 +66,8 @@ std::string TwiceTheRooflineDb(const fs::path& dir) {
 std::string MeasuredFromPrediction(const fs::path& dir, const std::string& cluster, const std::string& plan,
                                    const std::string& db_file, const std::function<double(const Json&)>& factor) {
   const std::string predicted = (dir / "predicted.json").string();
-  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + plan + " --costdb " +
-                               db_file + " --trace " + predicted);
+  auto sim = test::RunParallax("simulate --model gpt-tiny --precision bf16 --cluster " + cluster + " --plan " + plan +
+                               " --costdb " + db_file + " --trace " + predicted);
   EXPECT_EQ(sim.exit_code, 0) << sim.err;
   if (sim.exit_code != 0) return "";
   Json trace = Json::parse(std::ifstream(predicted));
@@ -97,8 +98,9 @@ TEST(RefineRunFactors, ATraceSlowerThanCalibratedSlowsShapesItNeverRan) {
   ASSERT_GT(slowed, 100);
 
   const std::string refined = (dir / "refined.json").string();
-  auto r = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
-                             measured + " --costdb " + db_file + " -o " + refined + " --json");
+  auto r = test::RunParallax("refine --model gpt-tiny --precision bf16 --cluster " + cluster +
+                             " --plan " + traced + " --trace " + measured + " --costdb " + db_file +
+                             " -o " + refined + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json out = Json::parse(r.out);
   ASSERT_TRUE(out.contains("run_factors")) << r.out;
@@ -155,9 +157,9 @@ TEST(RefineRunFactors, ATensorParallelLossForwardIsALossSample) {
     }
   }
   EXPECT_EQ(gathers, losses);
-  auto r = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
-                             measured + " --costdb " + db_file + " -o " +
-                             (dir / "refined.json").string() + " --json");
+  auto r = test::RunParallax("refine --model gpt-tiny --precision bf16 --cluster " + cluster +
+                             " --plan " + traced + " --trace " + measured + " --costdb " + db_file +
+                             " -o " + (dir / "refined.json").string() + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json out = Json::parse(r.out);
   ASSERT_TRUE(out["run_factors"].contains("loss")) << out["run_factors"].dump();
@@ -180,8 +182,8 @@ TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
   const std::string& cluster = scratch.cluster;
   const std::string traced = "tp=2,micro_batch=2,global_batch=8";
   const std::string predicted = (dir / "predicted.json").string();
-  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
-                               predicted + " --json");
+  auto sim = test::RunParallax("simulate --model gpt-tiny --precision bf16 --cluster " + cluster +
+                               " --plan " + traced + " --trace " + predicted + " --json");
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   const double predicted_compute = Json::parse(sim.out)["breakdown"]["compute_s"].get<double>();
   Json trace = Json::parse(std::ifstream(predicted));
@@ -211,8 +213,9 @@ TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
   const std::string traced_args = "--cluster " + cluster + " --plan " + traced + " --costdb ";
   EXPECT_NEAR(ComputeSeconds(traced_args + db) / predicted_compute, 1.10, 0.01) << "the calibrated mean excess";
   const std::string refined = (dir / "refined.json").string();
-  auto r = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
-                             measured + " --costdb " + db + " -o " + refined + " --json");
+  auto r = test::RunParallax("refine --model gpt-tiny --precision bf16 --cluster " + cluster +
+                             " --plan " + traced + " --trace " + measured + " --costdb " + db +
+                             " -o " + refined + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json out = Json::parse(r.out);
   // Each op group's instances are equal before the halving, so its median is the unhalved time
@@ -236,8 +239,9 @@ TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
   const double after = ComputeSeconds(traced_args + refined);
   // Refined again on the same trace: the figure is the run's own, so it stays.
   const std::string twice = (dir / "twice.json").string();
-  auto r2 = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + traced + " --trace " +
-                              measured + " --costdb " + refined + " -o " + twice + " --json");
+  auto r2 = test::RunParallax("refine --model gpt-tiny --precision bf16 --cluster " + cluster +
+                              " --plan " + traced + " --trace " + measured + " --costdb " +
+                              refined + " -o " + twice + " --json");
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   EXPECT_NEAR(Json::parse(r2.out)["run_op_times"]["mean_over_median"].get<double>(), ratio, 1e-9);
   EXPECT_NEAR(ComputeSeconds(traced_args + twice) / after, 1.0, 2e-3);
@@ -257,8 +261,9 @@ TEST(RefineRunFactors, ADisturbedRunIsSaidToBe) {
     return (slot % 4 + 4) % 4 == 3 ? 5.0 : 1.0;
   });
   ASSERT_FALSE(measured.empty());
-  const std::string args = "refine --model gpt-tiny --cluster " + scratch.cluster + " --plan " + plan + " --trace " +
-                           measured + " --costdb " + db + " -o " + (dir / "refined.json").string();
+  const std::string args = "refine --model gpt-tiny --precision bf16 --cluster " + scratch.cluster +
+                           " --plan " + plan + " --trace " + measured + " --costdb " + db + " -o " +
+                           (dir / "refined.json").string();
   auto j = test::RunParallax(args + " --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
   const Json out = Json::parse(j.out);
@@ -284,8 +289,8 @@ TEST(RefineOpGap, TheHostTimeBetweenOpsIsMeasuredAndChargedPerOp) {
   constexpr double kGapUs = 20;
   const std::string plan = "micro_batch=2,global_batch=8";
   const std::string predicted = (dir / "predicted.json").string();
-  auto sim = test::RunParallax("simulate --model gpt-tiny --cluster " + one_rank + " --plan " + plan + " --trace " +
-                               predicted + " --json");
+  auto sim = test::RunParallax("simulate --model gpt-tiny --precision bf16 --cluster " + one_rank +
+                               " --plan " + plan + " --trace " + predicted + " --json");
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   const double before = Json::parse(sim.out)["step_time_s"].get<double>();
   Json trace = Json::parse(std::ifstream(predicted));
@@ -300,8 +305,9 @@ TEST(RefineOpGap, TheHostTimeBetweenOpsIsMeasuredAndChargedPerOp) {
   const std::string measured = (dir / "measured.json").string();
   std::ofstream(measured) << trace.dump();
   const std::string refined = (dir / "refined.json").string();
-  auto r = test::RunParallax("refine --model gpt-tiny --cluster " + one_rank + " --plan " + plan + " --trace " + measured +
-                             " --costdb " + TwiceTheRooflineDb(dir) + " -o " + refined + " --json");
+  auto r = test::RunParallax("refine --model gpt-tiny --precision bf16 --cluster " + one_rank +
+                             " --plan " + plan + " --trace " + measured + " --costdb " +
+                             TwiceTheRooflineDb(dir) + " -o " + refined + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json out = Json::parse(r.out);
   EXPECT_NEAR(out["op_gap"]["mean_us"].get<double>(), kGapUs, 0.01);
@@ -314,15 +320,17 @@ TEST(RefineOpGap, TheHostTimeBetweenOpsIsMeasuredAndChargedPerOp) {
 
   const std::string tp_plan = "tp=2,micro_batch=2,global_batch=8";
   const std::string tp_pred = (dir / "tp_predicted.json").string();
-  auto tp_sim = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --plan " + tp_plan +
-                                  " --trace " + tp_pred + " --json");
+  auto tp_sim =
+      test::RunParallax("simulate --model gpt-tiny --precision bf16 --cluster " + cluster +
+                        " --plan " + tp_plan + " --trace " + tp_pred + " --json");
   ASSERT_EQ(tp_sim.exit_code, 0) << tp_sim.err;
   Json tp_trace = Json::parse(std::ifstream(tp_pred));
   tp_trace["otherData"]["trace_kind"] = "measured";
   const std::string tp_meas = (dir / "tp_measured.json").string();
   std::ofstream(tp_meas) << tp_trace.dump();
-  auto tr = test::RunParallax("refine --model gpt-tiny --cluster " + cluster + " --plan " + tp_plan + " --trace " +
-                              tp_meas + " --costdb " + TwiceTheRooflineDb(dir) + " -o " +
+  auto tr = test::RunParallax("refine --model gpt-tiny --precision bf16 --cluster " + cluster +
+                              " --plan " + tp_plan + " --trace " + tp_meas + " --costdb " +
+                              TwiceTheRooflineDb(dir) + " -o " +
                               (dir / "tp_refined.json").string() + " --json");
   ASSERT_EQ(tr.exit_code, 0) << tr.err;
   const Json tp_out = Json::parse(tr.out);
