@@ -55,6 +55,23 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
   return cache_.back().second;
 }
 
+namespace {
+
+//! The rank's outer groups as one size-based bucket: the first group's place, all parameters and uses.
+ParamGroupDef MergedGroup(const std::vector<ParamGroupDef>& groups) {
+  ParamGroupDef merged = groups.front();
+  merged.params = merged.bytes = 0;
+  for (const ParamGroupDef& g : groups) {
+    merged.params += g.params;
+    merged.bytes += g.bytes;
+    merged.uses_embedding = merged.uses_embedding || g.uses_embedding;
+    merged.uses_head = merged.uses_head || g.uses_head;
+  }
+  return merged;
+}
+
+}  // namespace
+
 std::vector<ChunkGatherReady> GatherReady(const RankCost& rc) {
   const DpCost& dp = rc.dp;
   double bytes = 0;
@@ -124,7 +141,8 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     }
   }
 
-  const PlacedGroup dpg = PlaceGroup(l, ctx.cluster(), GroupKind::kDp);
+  // The layers' reduction group (each outer group places its own).
+  const PlacedGroup dpg = PlaceReduction(l, ctx.cluster(), ReducedOver(ParamGroupKind::kLayer));
   const double layer_params = static_cast<double>(LayerParamsPerTpRank(m, l.tp));
   const CollectiveKind grad_coll = l.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
   // A memory pass on the compute stream (ZeroPasses), as the layer ops price theirs: the kernel
@@ -180,7 +198,8 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
       rc.bwd_tp_s += cc.bwd_tp_s;
       rc.chunks.push_back(cc);
     }
-    rc.params = RankParams(m, l, r);
+    rc.groups = RankParamGroups(plan, r);
+    rc.params = TotalParams(rc.groups);
     if (!u.layer.grad_sync.empty() || !u.head.grad_sync.empty() || !u.embedding.grad_sync.empty()) {
       // Sequence parallelism: the whole-held parameters' gradients summed over TP.
       double sync_s = 0, sync_bytes = 0;
@@ -207,16 +226,16 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     if (impl.grad_accumulation.value != GradAccumulation::kInGemm) {
       // Each micro-batch's weight gradients added into the buffer after the backward that makes
       // them (the 16-bit gradient read, the buffer read and written): one pass per layer, and one
-      // per outer group after the unit that finishes its gradient (the embedding pass for a
-      // gradient the head and the embedding both add to), as DpCost::OuterGroup::ReducedBy.
+      // per pass over the outer groups whose gradient it completes (ParamGroupDef::grad_pass).
       // Autograd's accumulation (kAfterFirst) takes the first micro-batch's gradient as it is: the
       // simulator skips micro-batch 0, the per-micro-batch chunk time carries (M-1)/M of a pass.
       const double per_param =
           param_e + 2.0 * static_cast<double>(GradBufferBytes(plan.training.precision, impl));
       rc.accum_layer_bytes = per_param * layer_params;
       rc.accum_layer_s = pass(OpKind::kGradAccum, rc.accum_layer_bytes);
-      for (const OuterParamGroup& g : OuterParamGroups(m, l, r)) {
-        double& bytes = g.embedding ? rc.accum_embedding_bytes : rc.accum_head_bytes;
+      for (const ParamGroupDef& g : rc.groups) {
+        if (g.kind == ParamGroupKind::kLayer) continue;
+        double& bytes = g.grad_pass == ChunkPass::kEmbedding ? rc.accum_embedding_bytes : rc.accum_head_bytes;
         bytes += per_param * static_cast<double>(g.params);
       }
       rc.accum_embedding_s = rc.accum_embedding_bytes > 0 ? pass(OpKind::kGradAccum, rc.accum_embedding_bytes) : 0.0;
@@ -232,7 +251,6 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     }
     int64_t layers_on_rank = 0;
     for (const auto& cc : rc.chunks) layers_on_rank += cc.layers.count;
-    const double outer_params = static_cast<double>(rc.params) - layer_params * static_cast<double>(layers_on_rank);
     if (l.dp > 1) {
       const bool after = l.zero_stage == 1 || l.zero_stage == 2;
       rc.dp.per_group = impl.dp_bucket_MiB.value == 0 && impl.overlap_dp_reduce.value;
@@ -253,20 +271,22 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
           rc.dp.gather_demand_layer_s = coll.Time(CollectiveKind::kAllGather, rc.dp.gather_demand_bytes, dpg);
         }
       }
-      // The outer groups of this rank (memory_model.h, the one definition RankParams sums too).
-      std::vector<OuterParamGroup> groups = OuterParamGroups(m, l, r);
-      if (!rc.dp.per_group && !groups.empty()) {
-        // Size-based buckets: the outer gradients reduce as one bucket, are gathered as one.
-        groups = {{r == 0, r == l.pp - 1, static_cast<int64_t>(outer_params)}};
+      std::vector<ParamGroupDef> groups;
+      for (const ParamGroupDef& g : rc.groups) {
+        if (g.kind != ParamGroupKind::kLayer) groups.push_back(g);
       }
-      for (const OuterParamGroup& g : groups) {
+      // Size-based buckets: the outer gradients reduce as one bucket, are gathered as one.
+      if (!rc.dp.per_group && !groups.empty()) groups = {MergedGroup(groups)};
+      for (const ParamGroupDef& g : groups) {
         DpCost::OuterGroup o;
-        o.embedding = g.embedding;
-        o.head = g.head;
+        o.group = g;
+        o.embedding = g.uses_embedding;
+        o.head = g.uses_head;
         o.grad_bytes = grad_e * static_cast<double>(g.params);
-        o.param_bytes = param_e * static_cast<double>(g.params);
-        o.grad_s = coll.Time(grad_coll, o.grad_bytes, dpg);
-        const double gather_s = coll.Time(CollectiveKind::kAllGather, o.param_bytes, dpg);
+        o.param_bytes = static_cast<double>(g.bytes);
+        const PlacedGroup reduction = PlaceReduction(l, ctx.cluster(), g.reduced_over);
+        o.grad_s = coll.Time(grad_coll, o.grad_bytes, reduction);
+        const double gather_s = coll.Time(CollectiveKind::kAllGather, o.param_bytes, reduction);
         if (l.zero_stage == 3) o.gather_s = gather_s;
         if (rc.dp.per_group) o.passes = zero_passes(static_cast<double>(g.params));
         rc.dp.grad_outer_s += o.grad_s;
@@ -312,7 +332,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
         rc.dp.gather_after_s = coll.Time(CollectiveKind::kAllGather, param_e * static_cast<double>(rc.params), dpg);
       }
     }
-    if (m.tie_embeddings && l.pp > 1 && (r == 0 || r == l.pp - 1)) {
+    if (std::any_of(rc.groups.begin(), rc.groups.end(), [](const ParamGroupDef& g) { return g.tied_pair; })) {
       const PlacedGroup pair = PlacePipelineHop(l, ctx.cluster(), 0, l.pp - 1);
       rc.dp.tied_embedding_s =
           coll.Time(CollectiveKind::kAllReduce, grad_e * static_cast<double>(m.vocab) * static_cast<double>(m.hidden) /
