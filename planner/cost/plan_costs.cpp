@@ -40,10 +40,7 @@ CostContext::CostContext(const ClusterSpec& cluster, Precision precision, const 
       collectives_(cluster, db, impl_.dp_algorithm.value) {}
 
 const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int64_t seq_len) {
-  const ModelSpec& c = cached_model_;
-  if (c.name != model.name || c.layers != model.layers || c.hidden != model.hidden || c.heads != model.heads ||
-      c.kv_heads != model.kv_heads || c.ffn_hidden != model.ffn_hidden || c.vocab != model.vocab ||
-      c.seq_len != model.seq_len || c.mlp != model.mlp || c.dropout != model.dropout || c.norm != model.norm) {
+  if (cached_model_ != model) {
     cache_.clear();
     cached_model_ = model;
   }

@@ -41,7 +41,7 @@ class CostContext {
   ImplementationProfile impl_;
   ComputeModel compute_;
   CollectiveModel collectives_;
-  ModelSpec cached_model_;
+  ModelSpec cached_model_;  //!< the model `cache_` holds unit costs of (all of it: the op catalogue reads every field)
   std::vector<std::pair<UnitKey, UnitCosts>> cache_;
 };
 
