@@ -2,6 +2,9 @@
 // Everything both evaluators need about one plan, costed once: per pipeline rank and chunk the
 // forward/backward time of one micro-batch, the pipeline send/recv time, the DP gradient and
 // parameter collectives by ZeRO stage, and the optimizer step.
+// CostPlan runs named phases, one file per concern (plan_cost_phases.h): pipeline_hops.cpp,
+// rank_ops.cpp, dp_costs.cpp. Which parameter groups exist, where they are used, gathered and
+// reduced is model/param_groups.h's; this file only prices them.
 
 #include <cstdint>
 #include <list>

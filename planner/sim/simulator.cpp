@@ -377,9 +377,8 @@ class StepSimulator {
     const bool sp_sync = !fwd && plan_.implementation.sp_grad_reduction.value == SpGradReduction::kPerParameter &&
                          (zero >= 2 || last_bwd);
     // Per-group buckets (our executor) gather the embedding's and the head's groups when their unit
-    // runs, and the first layer's when the pass reaches it (nothing prefetches either: an outer
-    // group's prefetch_ahead is 0); size-based buckets issue the first layer's gather when the pass
-    // starts (prefetched behind the unit).
+    // runs and the first layer's when the pass reaches it (prefetched by nothing); size-based
+    // buckets issue the first layer's gather when the pass starts (prefetched behind the unit).
     const bool per_group = rc.dp.per_group;
     auto layer_at = [&](int64_t i) { return fwd ? cc.layers.first + i : cc.layers.first + n - 1 - i; };
     // ZeRO-3: the gather of layer i is issued when layer i-1 starts (prefetch one ahead), recorded
