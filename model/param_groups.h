@@ -36,7 +36,7 @@ enum class ChunkPass { kEmbedding, kLayer, kHead };
 //! group is reduced, sharded or gathered (planner/cost placement, the executor's communicators).
 enum class ReductionGroup { kDp };
 
-//! What ZeRO shards over the reduction group (Rajbhandari et al. SC'20, section 5: P_os, P_os+g,
+//! What ZeRO shards over the reduction group (Rajbhandari et al. SC'20: P_os, P_os+g,
 //! P_os+g+p for stages 1, 2, 3).
 struct ZeroSharding {
   bool optimizer = false;

@@ -373,7 +373,7 @@ class StepSimulator {
     const Phase pass = fwd ? Phase::kFwd : Phase::kBwd;
     const bool zero3 = dp && zero == 3;
     // Sequence parallelism, per parameter (sp_grad_reduction): the whole-held parameters' gradient
-    // all-reduces when each group's gradient is final (grad_sync.cpp ReduceSequenceParallelGrads).
+    // all-reduces before each reduction: every backward when ZeRO shards gradients, else the last.
     const bool sp_sync = !fwd && plan_.implementation.sp_grad_reduction.value == SpGradReduction::kPerParameter &&
                          (zero >= 2 || last_bwd);
     // Per-group buckets (our executor) gather the embedding's and the head's groups when their unit
