@@ -28,6 +28,8 @@ struct ModelSpec {
   bool bias = true;            //!< linear layers carry biases (GPT); LLaMA has none
   bool dropout = false;        //!< dropout masks stored (counts of Korthikanti et al. 2022)
 
+  bool operator==(const ModelSpec&) const = default;
+
   int64_t head_dim() const { return hidden / heads; }
   int64_t kv_dim() const { return kv_heads * head_dim(); }
 };

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "model/plan.h"
+
 namespace parallax {
 
 struct LayerRange {
@@ -24,5 +26,8 @@ inline LayerRange StageLayers(int64_t layers, int64_t stages, int64_t stage) {
   r.first = stage * base + (stage > first_big ? stage - first_big : 0);
   return r;
 }
+
+//! Model stage count of a layout: pp * virtual_stages.
+inline int64_t ModelStages(const Layout& l) { return l.pp * l.virtual_stages; }
 
 }  // namespace parallax

@@ -1,6 +1,7 @@
 #include "executor/runtime/grad_sync.h"
 
 #include "executor/runtime/tp_ops.h"
+#include "model/param_groups.h"
 
 namespace parallax::executor {
 namespace {
@@ -42,8 +43,8 @@ Status ReduceSequenceParallelGrads(RuntimeContext& ctx, ParamGroup& g, const Ten
 Status FlushMicrobatchGrads(RuntimeContext& ctx, ParamGroup& g) {
   if (!g.has_transient_grad()) return {};
   PX_TRY(ReduceSequenceParallelGrads(ctx, g, g.transient_grads()));
-  // At most one reduce-scatter in flight: with the gradient being accumulated that is two
-  // transient full gradients, the planner's two per-layer buckets.
+  // kReduceScattersInFlight (model/param_groups.h): the one in flight is folded before the next.
+  static_assert(kReduceScattersInFlight == 1, "pending_grad_groups holds the one reduce-scatter in flight");
   for (ParamGroup* other : ctx.pending_grad_groups) PX_TRY(FoldPending(ctx, *other));
   ctx.pending_grad_groups.clear();
   const int64_t n = g.shard_size();
@@ -59,9 +60,10 @@ Status FlushMicrobatchGrads(RuntimeContext& ctx, ParamGroup& g) {
   p.microbatch = ctx.rec->where().microbatch;
   p.transient = g.TakeTransientGrads();
   PX_ASSIGN(p.part, ctx.backend->Allocate(n, DType::kF32, MemoryKind::kGradients));
+  Communicator& comm = ReductionComm(ctx, g.zero().group);
   PX_TRY(RunCollectiveAt(
       ctx, OpKind::kDpReduceScatter, ctx.rec->where().microbatch, g.stage, g.layer, Phase::kComm, g.padded() * 4,
-      DpSize(g), [&](Stream& s) { return ctx.dp_comm().ReduceScatter(p.transient.ptr(), p.part.ptr(), n, s); },
+      DpSize(g), [&](Stream& s) { return comm.ReduceScatter(p.transient.ptr(), p.part.ptr(), n, s); },
       /*compute_waits=*/false));
   p.done = ctx.Mark(StreamKind::kDpComm);
   g.pending.push_back(std::move(p));
@@ -83,11 +85,12 @@ Status StartGradSync(RuntimeContext& ctx, ParamGroup& g) {
   // ZeRO-1 as Megatron's distributed optimizer: each rank only needs the sum of its own shard.
   const bool all_reduce = g.zero().stage == 0;
   const OpKind op = all_reduce ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter;
+  Communicator& comm = ReductionComm(ctx, g.zero().group);
   PX_TRY(RunCollectiveAt(
       ctx, op, -1, g.stage, g.layer, Phase::kComm, g.padded() * SizeOf(buf.dtype), DpSize(g),
       [&](Stream& s) {
-        return all_reduce ? ctx.dp_comm().AllReduce(buf, g.padded(), ReduceOp::kSum, s)
-                          : ctx.dp_comm().ReduceScatter(buf, buf + g.shard_begin(), g.shard_size(), s);
+        return all_reduce ? comm.AllReduce(buf, g.padded(), ReduceOp::kSum, s)
+                          : comm.ReduceScatter(buf, buf + g.shard_begin(), g.shard_size(), s);
       },
       /*compute_waits=*/false));
   p.done = ctx.Mark(StreamKind::kDpComm);
@@ -113,8 +116,8 @@ Status FinishGradSync(RuntimeContext& ctx, const std::vector<ParamGroup*>& group
   }
   ctx.pending_grad_groups.clear();
   if (tied_words != nullptr && ctx.groups->embedding) {
-    // Megatron's embedding group: first and last stage hold copies of the tied word embedding.
-    // A DP-plane all-reduce of one bucket, as the planner predicts it (its own 2-rank group).
+    // Megatron's embedding group: the first and last stage hold copies of the tied word embedding
+    // (ParamGroupDef::tied_pair); one all-reduce of the gradient over that 2-rank group.
     const int64_t n = tied_words->grads_storage_size();
     PX_TRY(RunCollectiveAt(ctx, OpKind::kDpAllReduce, -1, tied_words->stage, -1, Phase::kComm, n * 4, 2, [&](Stream& s) {
       return ctx.groups->embedding->AllReduce(tied_words->grads().ptr(), n, ReduceOp::kSum, s);

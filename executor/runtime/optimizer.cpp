@@ -80,9 +80,10 @@ Result<OptimizerResult> OptimizerStep(RuntimeContext& ctx, const std::vector<Par
     const int64_t stage = g->zero().stage;
     if ((stage != 1 && stage != 2) || g->zero().dp == 1) continue;
     const DevPtr mine = g->values().at(g->shard_begin());
+    Communicator& comm = ReductionComm(ctx, g->zero().group);
     PX_TRY(RunCollectiveAt(ctx, OpKind::kDpAllGather, -1, g->stage, g->layer, Phase::kComm,
                            g->padded() * SizeOf(g->compute()), static_cast<int32_t>(g->zero().dp), [&](Stream& s) {
-                             return ctx.dp_comm().AllGather(mine, g->values().ptr(), g->shard_size(), s);
+                             return comm.AllGather(mine, g->values().ptr(), g->shard_size(), s);
                            }));
   }
   if (scaler.enabled && ++scaler.clean_steps >= scaler.window) {

@@ -3,7 +3,8 @@
 // gradients (one multi-tensor launch, one readback), fp16 overflow detection from that norm, then
 // one multi-tensor AdamW over the range of each group this rank owns (all of it for ZeRO 0, the dp
 // shard for ZeRO >= 1) on the fp32 main weights, writing the compute-dtype copy, then ZeRO 1/2
-// all-gather the updated compute-dtype parameters.
+// all-gather the updated compute-dtype parameters, group by group in the order of `groups`
+// (ShardedModel::groups(): model/param_groups.h's order, which the simulator's gather follows).
 
 #include <vector>
 

@@ -13,6 +13,22 @@
 
 namespace parallax::executor {
 
+ZeroConfig ZeroConfigFor(const RuntimeContext& ctx, const ParamGroupDef& def) {
+  switch (def.reduced_over) {
+    case ReductionGroup::kDp:
+      return {.stage = ctx.layout.zero_stage, .dp = ctx.layout.dp, .dp_idx = ctx.groups->coords.dp_idx,
+              .group = def.reduced_over};
+  }
+  return {};
+}
+
+Communicator& ReductionComm(const RuntimeContext& ctx, ReductionGroup g) {
+  switch (g) {
+    case ReductionGroup::kDp: return ctx.dp_comm();
+  }
+  return ctx.dp_comm();
+}
+
 ParamGroup::ParamGroup(std::string name, std::vector<ParamSpec> params, int64_t tp, int64_t tp_idx)
     : name_(std::move(name)), specs_(std::move(params)) {
   int64_t offset = 0;
@@ -105,23 +121,22 @@ Status ParamGroup::Acquire(RuntimeContext& ctx, int64_t trace_layer) {
     prefetched_ = false;
     return backend_->WaitEvent(StreamKind::kCompute, prefetch_done_);
   }
+  return Gather(ctx, trace_layer, /*compute_waits=*/true);
+}
+
+Status ParamGroup::Gather(RuntimeContext& ctx, int64_t trace_layer, bool compute_waits) {
   PX_ASSIGN(gathered_, backend_->Allocate(padded_, compute_, MemoryKind::kWeights));
   const DevPtr mine = gathered_.at(shard_begin());
   CopyShard(ctx, mine, trace_layer);
-  return RunCollective(ctx, OpKind::kDpAllGather, trace_layer, padded_ * SizeOf(compute_),
-                       static_cast<int32_t>(zero_.dp),
-                       [&](Stream& s) { return ctx.dp_comm().AllGather(mine, gathered_.ptr(), shard_size(), s); });
+  Communicator& comm = ReductionComm(ctx, zero_.group);
+  return RunCollective(
+      ctx, OpKind::kDpAllGather, trace_layer, padded_ * SizeOf(compute_), static_cast<int32_t>(zero_.dp),
+      [&](Stream& s) { return comm.AllGather(mine, gathered_.ptr(), shard_size(), s); }, compute_waits);
 }
 
 Status ParamGroup::Prefetch(RuntimeContext& ctx, int64_t trace_layer) {
   if (zero_.stage != 3 || acquired_ > 0 || prefetched_) return {};
-  PX_ASSIGN(gathered_, backend_->Allocate(padded_, compute_, MemoryKind::kWeights));
-  const DevPtr mine = gathered_.at(shard_begin());
-  CopyShard(ctx, mine, trace_layer);
-  PX_TRY(RunCollective(ctx, OpKind::kDpAllGather, trace_layer, padded_ * SizeOf(compute_),
-                       static_cast<int32_t>(zero_.dp),
-                       [&](Stream& s) { return ctx.dp_comm().AllGather(mine, gathered_.ptr(), shard_size(), s); },
-                       /*compute_waits=*/false));
+  PX_TRY(Gather(ctx, trace_layer, /*compute_waits=*/false));
   prefetch_done_ = ctx.Mark(StreamKind::kDpComm);
   prefetched_ = true;
   return {};

@@ -18,6 +18,7 @@
 
 #include "executor/backend.h"
 #include "executor/runtime/op_recorder.h"
+#include "model/param_groups.h"
 
 namespace parallax::executor {
 struct RuntimeContext;
@@ -49,11 +50,20 @@ struct ParamSpec {
   bool tp_replicated() const { return shard == ShardDim::kNone; }
 };
 
+//! How a group is sharded: over its reduction group (model/param_groups.h ParamGroupDef::reduced_over),
+//! `dp` ranks of which this is `dp_idx`.
 struct ZeroConfig {
   int64_t stage = 0;
   int64_t dp = 1;
   int64_t dp_idx = 0;
+  ReductionGroup group = ReductionGroup::kDp;
 };
+
+//! ZeroConfig of a group defined by `def` on this rank: the layout's ZeRO stage over the ranks of
+//! def.reduced_over.
+ZeroConfig ZeroConfigFor(const RuntimeContext& ctx, const ParamGroupDef& def);
+//! The communicator of reduction group `g`: a group's gradient reduction and ZeRO gathers run on it.
+Communicator& ReductionComm(const RuntimeContext& ctx, ReductionGroup g);
 
 class ParamGroup {
  public:
@@ -87,8 +97,8 @@ class ParamGroup {
   void Release();
   //! ZeRO-3: starts the all-gather of the full parameters on the dp stream now (the compute stream
   //! does not wait), so it overlaps the layer computing; the Acquire that follows only waits for
-  //! it. The executor prefetches one layer ahead, as the planner models (memory: the current and
-  //! the prefetched layer). No-op for other stages or when the parameters are already gathered.
+  //! it. Layers are prefetched as model/param_groups.h prefetch_ahead defines (memory: the current
+  //! and the prefetched layer). No-op for other stages or when the parameters are already gathered.
   Status Prefetch(RuntimeContext& ctx, int64_t trace_layer);
   //! Parameter `i` in the compute dtype (valid while acquired under ZeRO-3).
   DevPtr param(size_t i) const;
@@ -158,6 +168,9 @@ class ParamGroup {
 
   //! ZeRO-3: this rank's shard into the gathered buffer before its all-gather (a shard_copy op).
   void CopyShard(RuntimeContext& ctx, DevPtr dst, int64_t trace_layer);
+  //! ZeRO-3: all-gathers the full parameters into a new gathered_ buffer on the dp stream (the
+  //! compute stream waits for it when `compute_waits`).
+  Status Gather(RuntimeContext& ctx, int64_t trace_layer, bool compute_waits);
 };
 
 }  // namespace parallax::executor

@@ -1,16 +1,31 @@
 #include "executor/runtime/sharded_model.h"
 
 #include "model/schedule.h"
+#include "model/stage_split.h"
 
 namespace parallax::executor {
+namespace {
 
-ParamGroup* ShardedModel::AddGroup(RuntimeContext& ctx, std::string name, std::vector<ParamSpec> specs, int64_t stage,
-                                   int64_t layer) {
-  auto g = std::make_unique<ParamGroup>(std::move(name), std::move(specs), ctx.tp, ctx.groups->coords.tp_idx);
-  g->stage = stage;
-  g->layer = layer;
-  ZeroConfig z{ctx.layout.zero_stage, ctx.layout.dp, ctx.groups->coords.dp_idx};
-  Status st = g->Materialize(*ctx.backend, z, ctx.training.seed, ctx.compute, ctx.init_threads);
+//! The parameters of a group of kind `def.kind` (a layer's also fill `ix`).
+std::vector<ParamSpec> SpecsOf(const ModelSpec& m, const ParamGroupDef& def, LayerParamIndex* ix) {
+  switch (def.kind) {
+    case ParamGroupKind::kWordEmbedding:
+    case ParamGroupKind::kTiedEmbeddingCopy: return WordEmbeddingSpecs(m);
+    case ParamGroupKind::kPositionEmbedding: return PositionEmbeddingSpecs(m);
+    case ParamGroupKind::kLayer: return LayerParamSpecs(m, def.layer, ix);
+    case ParamGroupKind::kHead: return HeadSpecs(m);
+  }
+  return {};
+}
+
+}  // namespace
+
+ParamGroup* ShardedModel::AddGroup(RuntimeContext& ctx, const ParamGroupDef& def, std::vector<ParamSpec> specs) {
+  auto g = std::make_unique<ParamGroup>(def.name, std::move(specs), ctx.tp, ctx.groups->coords.tp_idx);
+  g->stage = def.stage;
+  g->layer = def.layer;
+  g->counts_in_norm = def.counts_in_norm;
+  Status st = g->Materialize(*ctx.backend, ZeroConfigFor(ctx, def), ctx.training.seed, ctx.compute, ctx.init_threads);
   if (!st && status_) status_ = st;
   groups_.push_back(std::move(g));
   group_ptrs_.push_back(groups_.back().get());
@@ -21,50 +36,38 @@ Result<std::unique_ptr<ShardedModel>> ShardedModel::Build(RuntimeContext& ctx) {
   auto sm = std::unique_ptr<ShardedModel>(new ShardedModel());
   const Layout& l = ctx.layout;
   const ModelSpec& m = ctx.model;
-  const int64_t stages = l.pp * l.virtual_stages;
+  const int64_t stages = ModelStages(l);
+  const std::vector<ParamGroupDef> defs =
+      RankParamGroups(m, l, DefaultImplementation(), ctx.training.precision, ctx.groups->coords.pp_idx);
+  size_t next = 0;
   for (int64_t c = 0; c < l.virtual_stages; ++c) {
     Chunk ch;
     ch.stage = ModelStage(l.pp, ctx.groups->coords.pp_idx, c);
     ch.first = ch.stage == 0;
     ch.last = ch.stage == stages - 1;
-    if (ch.first) {
-      sm->words_ = sm->AddGroup(ctx, "word_embedding", WordEmbeddingSpecs(m), ch.stage, -1);
-      ch.other_groups.push_back(sm->words_);
-      if (m.position == PositionKind::kLearned) {
-        sm->positions_ = sm->AddGroup(ctx, "position_embedding", PositionEmbeddingSpecs(m), ch.stage, -1);
-        ch.other_groups.push_back(sm->positions_);
-      }
-      sm->embedding_ = std::make_unique<Embedding>(sm->words_, sm->positions_);
-    }
-    const LayerRange range = StageLayers(m.layers, stages, ch.stage);
-    for (int64_t layer = range.first; layer < range.end(); ++layer) {
+    for (; next < defs.size() && defs[next].chunk == c; ++next) {
+      const ParamGroupDef& def = defs[next];
       LayerParamIndex ix;
-      auto specs = LayerParamSpecs(m, layer, &ix);
-      ParamGroup* g = sm->AddGroup(ctx, "layer" + std::to_string(layer), std::move(specs), ch.stage, layer);
-      ch.layers.emplace_back(layer, g, ix);
-    }
-    if (ch.last) {
-      sm->head_group_ = sm->AddGroup(ctx, "head", HeadSpecs(m), ch.stage, -1);
-      ch.other_groups.push_back(sm->head_group_);
-      if (m.tie_embeddings) {
-        if (ch.first) {
-          sm->lm_group_ = sm->words_;
-        } else {
-          sm->tied_pair_ = sm->AddGroup(ctx, "word_embedding", WordEmbeddingSpecs(m), ch.stage, -1);
-          sm->tied_pair_->counts_in_norm = false;
-          ch.other_groups.push_back(sm->tied_pair_);
-          sm->lm_group_ = sm->tied_pair_;
-        }
-        sm->head_ = std::make_unique<Head>(sm->head_group_, sm->lm_group_, 0);
-      } else {
-        sm->lm_group_ = sm->head_group_;
-        sm->head_ = std::make_unique<Head>(sm->head_group_, sm->head_group_, sm->head_group_->params().size() - 1);
+      ParamGroup* g = sm->AddGroup(ctx, def, SpecsOf(m, def, &ix));
+      if (def.kind == ParamGroupKind::kLayer) {
+        ch.layers.emplace_back(def.layer, g, ix);
+        continue;
       }
+      if (def.kind == ParamGroupKind::kWordEmbedding) sm->words_ = g;
+      if (def.kind == ParamGroupKind::kPositionEmbedding) sm->positions_ = g;
+      if (def.kind == ParamGroupKind::kHead) sm->head_group_ = g;
+      if (def.tied_pair) sm->tied_pair_ = g;
+      ch.other_groups.push_back(g);
+    }
+    if (ch.first) sm->embedding_ = std::make_unique<Embedding>(sm->words_, sm->positions_);
+    if (ch.last) {
+      // The head pass acquires its own group, then the group holding the LM weight: the head's
+      // own (untied: its last parameter) or the word embedding it reads (tied: a copy when pp > 1).
+      sm->lm_group_ = sm->group_ptrs_[AcquireOrder(defs, ch.stage, ChunkPass::kHead).back()];
+      const size_t lm_param = sm->lm_group_ == sm->head_group_ ? sm->head_group_->params().size() - 1 : 0;
+      sm->head_ = std::make_unique<Head>(sm->head_group_, sm->lm_group_, lm_param);
     }
     sm->chunks_.push_back(std::move(ch));
-  }
-  if (sm->tied_pair_ == nullptr && sm->words_ != nullptr && m.tie_embeddings && l.pp > 1) {
-    sm->tied_pair_ = sm->words_;  // first stage's side of the pair
   }
   if (!sm->status_) return sm->status_.error();
   return sm;

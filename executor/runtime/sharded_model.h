@@ -1,9 +1,7 @@
 #pragma once
 // This rank's part of the model: the chunks (virtual stages) it holds, their layers and
-// parameter groups. Stage s = chunk * pp + pp_idx (model/schedule.h ModelStage) holds a contiguous
-// run of layers: layers / (pp * v) each, the first (layers mod pp*v) stages one more. The first
-// stage adds the embedding, the last the head; with tied embeddings and pp > 1 the last stage
-// keeps its own copy of the word embedding, summed with the first stage's gradient each step.
+// parameter groups, built as model/param_groups.h RankParamGroups lists them (which groups, in
+// which order, their stage, layer and norm membership); ParamGroup adds the storage and ZeRO.
 
 #include <memory>
 #include <vector>
@@ -12,7 +10,7 @@
 #include "executor/runtime/embedding_head.h"
 #include "executor/runtime/param_group.h"
 #include "executor/runtime/transformer_layer.h"
-#include "model/stage_split.h"
+#include "model/param_groups.h"
 
 namespace parallax::executor {
 
@@ -43,8 +41,7 @@ class ShardedModel {
   ParamGroup* lm_group() const { return lm_group_; }
 
  private:
-  ParamGroup* AddGroup(RuntimeContext& ctx, std::string name, std::vector<ParamSpec> specs, int64_t stage,
-                       int64_t layer);
+  ParamGroup* AddGroup(RuntimeContext& ctx, const ParamGroupDef& def, std::vector<ParamSpec> specs);
 
   std::vector<std::unique_ptr<ParamGroup>> groups_;
   std::vector<ParamGroup*> group_ptrs_;

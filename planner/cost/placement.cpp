@@ -41,4 +41,11 @@ PlacedGroup PlacePipelineHop(const Layout& l, const ClusterSpec& cluster, int64_
   return p;
 }
 
+PlacedGroup PlaceReduction(const Layout& l, const ClusterSpec& cluster, ReductionGroup group) {
+  switch (group) {
+    case ReductionGroup::kDp: return PlaceGroup(l, cluster, GroupKind::kDp);
+  }
+  return PlaceGroup(l, cluster, GroupKind::kDp);
+}
+
 }  // namespace parallax::planner

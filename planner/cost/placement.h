@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "model/cluster_spec.h"
+#include "model/param_groups.h"
 #include "model/plan.h"
 
 namespace parallax::planner {
@@ -28,6 +29,10 @@ PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind ki
 //! a size-2 group: inside a node when every pair is, else across nodes (a hop is as slow as its
 //! slowest pair; with tp*dp not dividing gpus_per_node a stage can straddle two nodes).
 PlacedGroup PlacePipelineHop(const Layout& l, const ClusterSpec& cluster, int64_t pp_a, int64_t pp_b);
+
+//! The ranks a parameter group's gradient is reduced (and its ZeRO shards gathered) over
+//! (model/param_groups.h ParamGroupDef::reduced_over), placed.
+PlacedGroup PlaceReduction(const Layout& l, const ClusterSpec& cluster, ReductionGroup group);
 
 using parallax::GlobalRank;  //!< Megatron rank order, model/plan.h
 

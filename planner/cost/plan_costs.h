@@ -2,6 +2,9 @@
 // Everything both evaluators need about one plan, costed once: per pipeline rank and chunk the
 // forward/backward time of one micro-batch, the pipeline send/recv time, the DP gradient and
 // parameter collectives by ZeRO stage, and the optimizer step.
+// CostPlan runs named phases, one file per concern (plan_cost_phases.h): pipeline_hops.cpp,
+// rank_ops.cpp, dp_costs.cpp. Which parameter groups exist, where they are used, gathered and
+// reduced is model/param_groups.h's; this file only prices them.
 
 #include <cstdint>
 #include <list>
@@ -9,11 +12,12 @@
 #include <vector>
 
 #include "model/cost_db.h"
+#include "model/param_groups.h"
 #include "model/plan.h"
+#include "model/stage_split.h"
 #include "planner/cost/collective.h"
 #include "planner/cost/compute.h"
 #include "planner/cost/layer_ops.h"
-#include "planner/cost/stage_partition.h"
 
 namespace parallax::planner {
 
@@ -40,7 +44,7 @@ class CostContext {
   ImplementationProfile impl_;
   ComputeModel compute_;
   CollectiveModel collectives_;
-  ModelSpec cached_model_;
+  ModelSpec cached_model_;  //!< the model `cache_` holds unit costs of (all of it: the op catalogue reads every field)
   std::vector<std::pair<UnitKey, UnitCosts>> cache_;
 };
 
@@ -54,11 +58,11 @@ struct ChunkCost {
 };
 
 //! The memory passes our executor's per-group ZeRO bookkeeping runs on the compute stream, around
-//! one group's collectives (executor/runtime/param_group.cpp, grad_sync.cpp), each a recorded op:
-//! ZeRO-3 copies the rank's parameter shard into the gathered buffer before every all-gather
-//! (shard_copy: 2 x shard x parameter bytes), ZeRO-2/3 zero the group's transient fp32 gradient
-//! before every backward of it (grad_zero: 4 B per parameter) and add each reduce-scattered shard
-//! into the accumulator before the next reduce-scatter is issued (grad_fold: 12 B per shard element).
+//! one group's collectives, each a recorded op: ZeRO-3 copies the rank's parameter shard into the
+//! gathered buffer before every all-gather (shard_copy: 2 x shard x parameter bytes), ZeRO-2/3 zero
+//! the group's transient fp32 gradient before the first backward pass adding to it (grad_zero: 4 B
+//! per parameter; ParamGroupDef::grad_first_pass) and add each reduce-scattered shard into the
+//! accumulator before the next reduce-scatter is issued (grad_fold: 12 B per shard element).
 //! Seconds, and the bytes the predicted op carries (refine samples it at them).
 struct ZeroPasses {
   double copy_s = 0, copy_bytes = 0;
@@ -77,32 +81,35 @@ struct ZeroPasses {
 inline constexpr double kZero3PrefetchesPerLayer = 4;
 
 struct DpCost {
-  //! A parameter group outside the transformer layers, as the executor builds them
-  //! (executor/runtime/sharded_model.cpp): the word embedding and learned positions on the first
-  //! stage; the final norm (+ an untied LM head) and Megatron's copy of a tied word embedding on
-  //! the last. With per-group buckets each has its own gradient collective and, under ZeRO-3, its
-  //! own gather before the pass that uses it.
+  //! A parameter group outside the transformer layers (model/param_groups.h). With per-group
+  //! buckets each has its own gradient collective and, under ZeRO-3, its own gather before the pass
+  //! that uses it; size-based buckets merge a rank's outer groups into one.
   struct OuterGroup {
-    bool embedding = false;  //!< used by the embedding pass (first stage)
-    bool head = false;       //!< used by the head pass (last stage)
+    //! Its definition; for size-based buckets the rank's outer groups merged (the first one's
+    //! place, the parameters and uses of all).
+    ParamGroupDef group;
+    bool embedding = false;  //!< group.uses_embedding: read by the embedding pass (first stage)
+    bool head = false;       //!< group.uses_head: read by the head pass (last stage)
     double grad_s = 0;
     double grad_bytes = 0, param_bytes = 0;  //!< message sizes (gradient collective; gathers)
     double gather_s = 0;        //!< ZeRO-3: gathered before each pass that uses it
     double gather_after_s = 0;  //!< ZeRO-1/2, per-group buckets: gathered after the step
     ZeroPasses passes;          //!< per-group buckets: its memory passes (ZeroPasses)
 
-    //! Whether chunk `cc` reduces this group after its backward (the embedding's chunk its groups,
-    //! the head's chunk the groups only the head uses).
-    bool ReducedBy(const ChunkCost& cc) const { return (embedding && cc.embedding) || (head && !embedding && cc.head); }
+    //! Whether chunk `cc` reduces this group after its backward: the chunk holding it.
+    bool ReducedBy(const ChunkCost& cc) const { return group.stage == cc.stage; }
     //! Whether chunk `cc`'s embedding pass (`embedding_pass`) or head pass uses (gathers) this group.
     bool UsedBy(const ChunkCost& cc, bool embedding_pass) const {
-      return embedding_pass ? embedding && cc.embedding : head && cc.head;
+      return group.stage == cc.stage && group.Uses(embedding_pass ? ChunkPass::kEmbedding : ChunkPass::kHead);
     }
-    //! ZeRO-1/2, the parameter gather of a step (the executor's group order, optimizer.cpp): chunk
-    //! `cc` gathers this group before its layers (the embedding's groups) or after them (the groups
-    //! only the head uses).
-    bool GatheredBeforeLayers(const ChunkCost& cc) const { return embedding && cc.embedding; }
-    bool GatheredAfterLayers(const ChunkCost& cc) const { return !embedding && head && cc.head; }
+    //! ZeRO-1/2, the parameter gather of a step runs in group order: chunk `cc` gathers this group
+    //! before its layers (first read by the embedding pass) or after them (first read by the head's).
+    bool GatheredBeforeLayers(const ChunkCost& cc) const {
+      return group.stage == cc.stage && group.first_use == ChunkPass::kEmbedding;
+    }
+    bool GatheredAfterLayers(const ChunkCost& cc) const {
+      return group.stage == cc.stage && group.first_use == ChunkPass::kHead;
+    }
   };
   double grad_layer_s = 0;    //!< gradient collective of one layer's gradients
   double grad_layer_bytes = 0, param_layer_bytes = 0;  //!< its message; a layer gather's
@@ -115,10 +122,10 @@ struct DpCost {
   double gather_after_s = 0;  //!< ZeRO-1/2: all-gather of the rank's parameters after the step, all groups
   double tied_embedding_s = 0;  //!< all-reduce of the tied embedding gradient, first <-> last stage
   //! Buckets are parameter groups (profile dp_bucket_MiB 0, our executor): one collective per
-  //! group in `outer`, ZeRO-1/2 gathers per group after the step, and at most one ZeRO-2/3
-  //! reduce-scatter in flight (executor/runtime/grad_sync.cpp FlushMicrobatchGrads).
+  //! group in `outer`, ZeRO-1/2 gathers per group after the step, and at most
+  //! kReduceScattersInFlight ZeRO-2/3 reduce-scatters in flight (model/param_groups.h).
   bool per_group = false;
-  std::vector<OuterGroup> outer;  //!< the rank's outer groups, in the executor's order
+  std::vector<OuterGroup> outer;  //!< the rank's outer groups, in group order (model/param_groups.h)
   double gather_after_layer_s = 0;  //!< per_group, ZeRO-1/2: one layer group's gather after the step
   //! ZeRO-1/2 with the profile's overlap_param_gather: the after-step gather runs instead under
   //! the next step's first forward of each chunk, which waits for its parameters (GatherReady).
@@ -131,6 +138,7 @@ struct DpCost {
 };
 
 struct RankCost {
+  std::vector<ParamGroupDef> groups;  //!< the rank's parameter groups (model/param_groups.h RankParamGroups)
   std::vector<ChunkCost> chunks;
   double fwd_s = 0, bwd_s = 0;  //!< one micro-batch through all chunks of the rank
   double fwd_tp_s = 0, bwd_tp_s = 0;

@@ -3,18 +3,11 @@
 #include <algorithm>
 
 #include "model/counting.h"
-#include "planner/cost/stage_partition.h"
+#include "model/param_groups.h"
+#include "model/stage_split.h"
 
 namespace parallax::planner {
 namespace {
-
-//! Largest gradient bucket (PyTorch DDP's default bucket_cap_mb = 25); ZeRO-2/3 keep two in flight.
-
-int64_t LayerParams(const ModelSpec& m, const ModelCounts& c, int64_t tp) {
-  // Column/row-parallel weights and column biases split; norms and row-parallel biases replicated.
-  const int64_t replicated = 2 * NormParams(m) + (m.bias ? 2 * m.hidden : 0);
-  return (c.params_per_layer - replicated) / tp + replicated;
-}
 
 struct StateBytes {
   int64_t weight = 2, grad = 2, optim = 12;
@@ -32,41 +25,14 @@ int64_t SeqLen(const Plan& p) { return p.training.seq_len > 0 ? p.training.seq_l
 
 }  // namespace
 
-int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp) { return LayerParams(m, CountModel(m), tp); }
-
 int64_t GradBufferBytes(Precision p, const ImplementationProfile& impl) { return BytesPerParam(p, impl).grad; }
 int64_t GradReduceBytes(Precision p, const ImplementationProfile& impl) {
   return p == Precision::kFp32 || impl.grad_reduce_dtype.value == GradDType::kFp32 ? 4 : 2;
 }
 
 int64_t RankParams(const ModelSpec& m, const Layout& l, int64_t pp_rank) {
-  const ModelCounts c = CountModel(m);
-  const int64_t stages = ModelStages(l);
-  int64_t layers = 0;
-  for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
-    layers += StageLayers(m.layers, stages, ModelStage(l.pp, pp_rank, chunk)).count;
-  }
-  int64_t params = layers * LayerParams(m, c, l.tp);
-  for (const OuterParamGroup& g : OuterParamGroups(m, l, pp_rank)) params += g.params;
-  return params;
-}
-
-std::vector<OuterParamGroup> OuterParamGroups(const ModelSpec& m, const Layout& l, int64_t pp_rank) {
-  const ModelCounts c = CountModel(m);
-  const int64_t word_embedding = m.vocab * m.hidden / l.tp;  // vocab-parallel
-  std::vector<OuterParamGroup> out;
-  if (pp_rank == 0) {
-    // With one stage a tied LM head uses the word embedding itself.
-    out.push_back({true, m.tie_embeddings && l.pp == 1, word_embedding});
-    const int64_t positions = c.params_embedding - m.vocab * m.hidden;
-    if (positions > 0) out.push_back({true, false, positions});
-  }
-  if (pp_rank == l.pp - 1) {
-    out.push_back({false, true, c.params_final_norm + (m.tie_embeddings ? 0 : word_embedding)});
-    // Megatron's copy of the tied word embedding on the last stage when pp > 1.
-    if (m.tie_embeddings && l.pp > 1) out.push_back({false, true, word_embedding});
-  }
-  return out;
+  static const ImplementationProfile kAny = DefaultImplementation();  // parameters do not depend on it
+  return TotalParams(RankParamGroups(m, l, kAny, Precision::kBf16, pp_rank));
 }
 
 std::vector<int64_t> InFlightPerChunk(ScheduleKind kind, int64_t pp, int64_t pp_rank, int64_t microbatches,
@@ -97,14 +63,15 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   const Layout& l = plan.layout;
   const StateBytes sb = BytesPerParam(plan.training.precision, plan.implementation);
   const int64_t e = BytesPerElement(plan.training.precision);
-  const int64_t phi = RankParams(m, l, pp_rank);
+  const int64_t phi = TotalParams(RankParamGroups(plan, pp_rank));
   const int64_t dp = l.dp;
   auto shard = [&](int64_t bytes, bool sharded) { return sharded ? (bytes + dp - 1) / dp : bytes; };
+  const ZeroSharding sharded = ZeroShardingFor(l.zero_stage);
 
   MemoryBreakdown r;
-  r.weights = shard(sb.weight * phi, l.zero_stage >= 3);
-  r.gradients = shard(sb.grad * phi, l.zero_stage >= 2);
-  r.optimizer = shard(sb.optim * phi, l.zero_stage >= 1);
+  r.weights = shard(sb.weight * phi, sharded.weights);
+  r.gradients = shard(sb.grad * phi, sharded.gradients);
+  r.optimizer = shard(sb.optim * phi, sharded.optimizer);
 
   ActivationOptions ao;
   ao.micro_batch = l.micro_batch;
@@ -139,18 +106,19 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
 
   const int64_t sbh = ao.seq_len * l.micro_batch * m.hidden;
   int64_t transient = 2 * e * sbh;  // activation gradient in/out of the layer being differentiated
-  if (l.zero_stage >= 3) {
-    const ModelCounts c = CountModel(m);
-    // The layer computing and those gathered ahead of it (the profile's zero3_prefetch_layers).
-    const int64_t held = 1 + std::max<int64_t>(plan.implementation.zero3_prefetch_layers.value, 0);
-    transient += held * sb.weight * LayerParams(m, c, l.tp);
+  const int64_t layer_params = LayerParamsPerTpRank(m, l.tp);
+  if (sharded.weights) {
+    // The layer computing and those gathered ahead of it (ParamGroupDef::prefetch_ahead).
+    const int64_t held = 1 + LayerPrefetchAhead(plan.implementation);
+    transient += held * sb.weight * layer_params;
   }
-  // ZeRO-2/3 reduce-scatter per bucket: the unsharded gradient of the bucket being reduced and of
-  // the next one (double buffering); the bucket is the implementation's (DpBucketBytes: a whole
-  // layer for our executor), never above the rank's whole gradient.
-  if (l.zero_stage >= 2 && dp > 1) {
-    const int64_t layer_grad = sb.grad * LayerParams(m, CountModel(m), l.tp);
-    transient += std::min(2 * DpBucketBytes(plan.implementation, layer_grad), sb.grad * phi);
+  // ZeRO-2/3 reduce-scatter per bucket: the unsharded gradients of the buckets in flight and of
+  // the next one (kReduceScattersInFlight); the bucket is the implementation's (DpBucketBytes: a
+  // whole layer for our executor), never above the rank's whole gradient.
+  if (sharded.gradients && dp > 1) {
+    const int64_t layer_grad = sb.grad * layer_params;
+    const int64_t buckets = kReduceScattersInFlight + 1;
+    transient += std::min(buckets * DpBucketBytes(plan.implementation, layer_grad), sb.grad * phi);
   }
   transient += UnfusedAttentionWorkspaceBytes(plan);
   const int64_t modelled = r.weights + r.gradients + r.optimizer + r.activations;

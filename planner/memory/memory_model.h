@@ -8,7 +8,8 @@
 //                                16-bit gradients: megatron-2021, deepspeed) + 12 B optimizer
 //                                (4 fp32 main weights + 8 Adam): 18 B, 6 + 12/dp with ZeRO-1
 //   fp32:                        4 B weights + 4 B gradients +  8 B optimizer (Adam, no main copy)
-// ZeRO-1 shards the optimizer over dp, ZeRO-2 also the gradients, ZeRO-3 also the weights.
+// ZeRO-1 shards the optimizer over dp, ZeRO-2 also the gradients, ZeRO-3 also the weights
+// (model/param_groups.h ZeroShardingFor).
 // On top: the runtime reserve (RuntimeReserveBytes), so the total is an upper bound of what the
 // device shows in use.
 // Activations: Korthikanti et al. 2022 per layer and micro-batch (model/counting.h), times the
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/param_groups.h"
 #include "model/plan.h"
 
 namespace parallax::planner {
@@ -47,22 +49,10 @@ inline constexpr double kNcclBuffMiB = 4.0;
 //! Max of EstimateRankMemory(plan, r).total over the pipeline ranks.
 int64_t PeakMemoryBytes(const Plan& plan);
 
-//! Parameters held by one TP rank of pipeline rank `pp_rank` (all its chunks, embedding on the
-//! first stage, LM head / tied embedding copy and final norm on the last), before ZeRO sharding.
+//! Parameters held by one TP rank of pipeline rank `pp_rank` before ZeRO sharding: the sum over
+//! its parameter groups (model/param_groups.h RankParamGroups).
 int64_t RankParams(const ModelSpec& m, const Layout& l, int64_t pp_rank);
-//! A parameter group outside the transformer layers, per TP rank, as the executor builds them
-//! (executor/runtime/sharded_model.cpp): the word embedding and learned positions on the first
-//! stage; the final norm (+ an untied LM head) and Megatron's copy of a tied word embedding on the
-//! last. RankParams counts the same parameters.
-struct OuterParamGroup {
-  bool embedding = false;  //!< used by the embedding pass
-  bool head = false;       //!< used by the head pass
-  int64_t params = 0;
-};
-//! Pipeline rank `pp_rank`'s outer groups, in the executor's order (empty on a middle rank).
-std::vector<OuterParamGroup> OuterParamGroups(const ModelSpec& m, const Layout& l, int64_t pp_rank);
-//! Parameters of one transformer layer held by one TP rank (norms and row-parallel biases replicated).
-int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp);
+using parallax::LayerParamsPerTpRank;
 //! Bytes per element of the gradient buffer: fp32 training 4; 16-bit training the profile's
 //! grad_buffer_dtype (fp32 main_grad 4, else 2).
 int64_t GradBufferBytes(Precision p, const ImplementationProfile& impl);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "model/param_groups.h"
 #include "model/schedule.h"
 #include "planner/cost/placement.h"
 #include "planner/cost/plan_costs.h"
@@ -111,8 +112,8 @@ class StepSimulator {
       if (rc.dp.tied_embedding_s > 0) {
         // The stage holding this rank's copy of the tied word embedding (first or last).
         int64_t tied_stage = -1;
-        for (const ChunkCost& cc : rc.chunks) {
-          if ((r == 0 && cc.embedding) || (r != 0 && cc.head)) tied_stage = cc.stage;
+        for (const ParamGroupDef& g : rc.groups) {
+          if (g.tied_pair) tied_stage = g.stage;
         }
         DpOp(r, s.t, rc.dp.tied_embedding_s, OpKind::kDpAllReduce, -1, -1, tied_stage);
       }
@@ -193,11 +194,12 @@ class StepSimulator {
   }
 
   //! Issues the gradient collective of one group at compute time `t`; returns the compute time
-  //! after it. ZeRO-2/3 with per-group buckets keeps one reduce-scatter in flight: the compute
-  //! waits for the previous one before issuing the next (executor/runtime/grad_sync.cpp).
+  //! after it. ZeRO-2/3 with per-group buckets keeps kReduceScattersInFlight reduce-scatters in
+  //! flight (model/param_groups.h): the compute waits for the previous one before issuing the next.
   //! `passes`: the group's memory passes (its fold runs before the next reduce-scatter is issued).
   double GradOp(int64_t r, double t, double dur, double bytes, int64_t mb, int64_t layer, int64_t stage,
                 const ZeroPasses& passes) {
+    static_assert(kReduceScattersInFlight == 1, "RankState keeps one reduce-scatter (rs_end, fold)");
     RankState& s = ranks_[static_cast<size_t>(r)];
     const int64_t zero = plan_.layout.zero_stage;
     if (zero >= 2 && pc_.ranks[static_cast<size_t>(r)].dp.per_group && s.rs_end > t) {
@@ -213,8 +215,7 @@ class StepSimulator {
   }
 
   //! ZeRO-1/2: the rank's parameter all-gather after an optimizer step, from `t` on the DP stream
-  //! (per-group buckets: one per group, in the executor's group order, optimizer.cpp); returns
-  //! its end.
+  //! (per-group buckets: one per group, in group order, model/param_groups.h); returns its end.
   double ParamGather(int64_t r, double t) {
     const RankCost& rc = pc_.ranks[static_cast<size_t>(r)];
     if (!rc.dp.per_group) return DpOp(r, t, rc.dp.gather_after_s, OpKind::kDpAllGather, -1, -1);
@@ -236,16 +237,15 @@ class StepSimulator {
   }
 
   //! ZeRO-3: gathers the groups outside the layers that a unit pass uses (the embedding's or the
-  //! head's) when it runs; nothing prefetches them, so the compute waits. Returns the compute time.
+  //! head's) when it runs, in acquire order; nothing prefetches them (prefetch_ahead 0), so the
+  //! compute waits. Returns the compute time.
   double GatherOuter(int64_t r, double t, bool embedding_pass, int64_t mb, int64_t stage, Phase phase) {
     RankState& s = ranks_[static_cast<size_t>(r)];
     const DpCost& dp = pc_.ranks[static_cast<size_t>(r)].dp;
-    // The executor acquires {words, positions} for the embedding and {head, LM weights} for the
-    // head: for the head, its own group first, then a word embedding it shares.
-    for (int pass = 0; pass < 2; ++pass) {
+    const ChunkPass unit = embedding_pass ? ChunkPass::kEmbedding : ChunkPass::kHead;
+    for (int round = 0; round < kAcquireRounds; ++round) {
       for (const DpCost::OuterGroup& g : dp.outer) {
-        const bool use = embedding_pass ? (g.embedding && pass == 0) : (g.head && (pass == 0) != g.embedding);
-        if (!use) continue;
+        if (AcquireRound(g.group, stage, unit) != round) continue;
         t = Pass(r, t, OpKind::kShardCopy, g.passes.copy_s, g.passes.copy_bytes, mb, stage, -1, phase);
         const double end = DpOp(r, t, g.gather_s, OpKind::kDpAllGather, mb, -1, stage, phase, g.param_bytes);
         s.dp_wait_s += end - t;
@@ -255,16 +255,13 @@ class StepSimulator {
     return t;
   }
 
-  //! ZeRO-2/3: zero-fills the transient gradients of the groups chunk `cc`'s backward embedding or
-  //! head pass uses (each once per backward: the head's pass zeroes a tied word embedding the
-  //! embedding's pass reuses).
+  //! ZeRO-2/3: zero-fills the transient gradients of the groups whose first backward pass
+  //! (ParamGroupDef::grad_first_pass) is chunk `cc`'s embedding or head pass, in acquire order.
   double ZeroOuter(int64_t r, double t, bool embedding_pass, const ChunkCost& cc, int64_t mb) {
-    // In GatherOuter's order: the head's own group before a word embedding it shares.
-    for (int pass = 0; pass < 2; ++pass) {
+    const ChunkPass unit = embedding_pass ? ChunkPass::kEmbedding : ChunkPass::kHead;
+    for (int round = 0; round < kAcquireRounds; ++round) {
       for (const DpCost::OuterGroup& g : pc_.ranks[static_cast<size_t>(r)].dp.outer) {
-        const bool use = embedding_pass ? (g.embedding && pass == 0 && !g.UsedBy(cc, false))
-                                        : (g.head && (pass == 0) != g.embedding);
-        if (!use) continue;
+        if (AcquireRound(g.group, cc.stage, unit) != round || g.group.grad_first_pass != unit) continue;
         t = Pass(r, t, OpKind::kGradZero, g.passes.zero_s, g.passes.zero_bytes, mb, cc.stage, -1, Phase::kBwd);
       }
     }
@@ -376,19 +373,19 @@ class StepSimulator {
     const Phase pass = fwd ? Phase::kFwd : Phase::kBwd;
     const bool zero3 = dp && zero == 3;
     // Sequence parallelism, per parameter (sp_grad_reduction): the whole-held parameters' gradient
-    // all-reduces when each group's gradient is final (grad_sync.cpp ReduceSequenceParallelGrads).
+    // all-reduces before each reduction: every backward when ZeRO shards gradients, else the last.
     const bool sp_sync = !fwd && plan_.implementation.sp_grad_reduction.value == SpGradReduction::kPerParameter &&
                          (zero >= 2 || last_bwd);
     // Per-group buckets (our executor) gather the embedding's and the head's groups when their unit
-    // runs, and the first layer's when the pass reaches it (nothing prefetches either); size-based
+    // runs and the first layer's when the pass reaches it (prefetched by nothing); size-based
     // buckets issue the first layer's gather when the pass starts (prefetched behind the unit).
     const bool per_group = rc.dp.per_group;
     auto layer_at = [&](int64_t i) { return fwd ? cc.layers.first + i : cc.layers.first + n - 1 - i; };
     // ZeRO-3: the gather of layer i is issued when layer i-1 starts (prefetch one ahead), recorded
     // with the pass's phase, as the executor records it (the pass that needs the parameters). A
-    // profile that prefetches nothing (zero3_prefetch_layers 0) issues it when layer i is reached;
+    // profile that prefetches nothing (a layer's prefetch_ahead 0) issues it when layer i is reached;
     // deeper prefetch keeps the one-ahead pacing (the DP stream is the bottleneck either way).
-    const bool prefetch = plan_.implementation.zero3_prefetch_layers.value > 0;
+    const bool prefetch = LayerPrefetchAhead(plan_.implementation) > 0;
     std::vector<double> gathered;
     const ZeroPasses& lp = rc.dp.layer_passes;
     auto first_gather = [&] {
@@ -462,13 +459,13 @@ class StepSimulator {
     }
     if (!fwd && cc.embedding) outer_unit(u.embedding.bwd, true);
     if (sp_sync) {
-      // The outer groups' whole-held parameters, in the executor's group order (words, positions,
-      // head): the embedding's, then the head's.
+      // The outer groups' whole-held parameters, in group order (model/param_groups.h): the
+      // embedding's, then the head's.
       if (cc.embedding) t = RunOps(r, u.embedding.grad_sync, mb, stage, -1, t);
       if (cc.head) t = RunOps(r, u.head.grad_sync, mb, stage, -1, t);
     }
     if (!fwd && dp && grads_now && (cc.embedding || cc.head)) {
-      // The chunk's outer groups, after its last unit (executor: ch.other_groups, in order).
+      // The chunk's outer groups, after its last unit, in group order (model/param_groups.h).
       for (const DpCost::OuterGroup& g : rc.dp.outer) {
         if (g.ReducedBy(cc)) t = GradOp(r, t, g.grad_s, g.grad_bytes, mb, -1, stage, g.passes);
       }

@@ -16,6 +16,8 @@
 #include "executor/runtime/process_groups.h"
 #include "executor/runtime/sharded_model.h"
 #include "executor/runtime/transformer_layer.h"
+#include "model/param_groups.h"
+#include "model/stage_split.h"
 #include "tests/executor/train_helpers.h"
 
 namespace parallax::executor {
@@ -59,6 +61,82 @@ TEST(ShardedModel, StageLayersCoverEveryLayerOnce) {
       EXPECT_EQ(next, layers);
     }
   }
+}
+
+// Every rank of `layout` builds exactly the groups model/param_groups.h lists: names, order, stage,
+// layer, parameters per TP rank, norm membership, the chunk's outer groups and each pass's acquire order.
+void ExpectBuiltGroupsMatchTheDefinition(const ModelSpec& m, const std::string& layout) {
+  auto l = ParseInlineLayout(layout);
+  ASSERT_TRUE(l) << l.error().message;
+  TrainingSpec training;
+  training.precision = Precision::kFp32;
+  for (int64_t rank = 0; rank < l->world_size(); ++rank) {
+    SCOPED_TRACE(layout + " rank " + std::to_string(rank));
+    CpuBackend be;
+    ProcessGroups pg;
+    pg.coords = CoordsOf(*l, rank);
+    RuntimeContext ctx;
+    ctx.backend = &be;
+    ctx.groups = &pg;
+    ctx.model = m;
+    ctx.training = training;
+    ctx.layout = *l;
+    ctx.tp = l->tp;
+    auto sm = ShardedModel::Build(ctx);
+    ASSERT_TRUE(sm) << sm.error().message;
+    const auto defs = RankParamGroups(m, *l, DefaultImplementation(), training.precision, pg.coords.pp_idx);
+    const std::vector<ParamGroup*>& built = (*sm)->groups();
+    ASSERT_EQ(built.size(), defs.size());
+    std::vector<ParamGroup*> outer;
+    for (size_t i = 0; i < defs.size(); ++i) {
+      EXPECT_EQ(built[i]->name(), defs[i].name) << i;
+      EXPECT_EQ(built[i]->stage, defs[i].stage) << defs[i].name;
+      EXPECT_EQ(built[i]->layer, defs[i].layer) << defs[i].name;
+      EXPECT_EQ(built[i]->size(), defs[i].params) << defs[i].name;
+      EXPECT_EQ(built[i]->counts_in_norm, defs[i].counts_in_norm) << defs[i].name;
+      EXPECT_EQ(built[i] == (*sm)->tied_pair(), defs[i].tied_pair) << defs[i].name;
+      if (defs[i].kind != ParamGroupKind::kLayer) outer.push_back(built[i]);
+    }
+    std::vector<ParamGroup*> chunk_outer;
+    for (Chunk& ch : (*sm)->chunks()) {
+      for (ParamGroup* g : ch.other_groups) chunk_outer.push_back(g);
+      // What the pipeline runner acquires for the embedding and the head pass, in its order.
+      auto acquired = [&](ChunkPass pass) {
+        std::vector<ParamGroup*> out;
+        for (size_t i : AcquireOrder(defs, ch.stage, pass)) out.push_back(built[i]);
+        return out;
+      };
+      if (ch.first) {
+        std::vector<ParamGroup*> runner{(*sm)->words()};
+        if ((*sm)->positions() != nullptr) runner.push_back((*sm)->positions());
+        EXPECT_EQ(runner, acquired(ChunkPass::kEmbedding));
+      }
+      if (ch.last) {
+        std::vector<ParamGroup*> runner{(*sm)->head_group()};
+        if ((*sm)->lm_group() != (*sm)->head_group()) runner.push_back((*sm)->lm_group());
+        EXPECT_EQ(runner, acquired(ChunkPass::kHead));
+      }
+    }
+    EXPECT_EQ(chunk_outer, outer);
+  }
+}
+
+TEST(ShardedModel, BuildsTheGroupsTheDefinitionLists) {
+  const ModelSpec gpt = *ModelPreset("gpt-tiny");  // tied, learned positions, LayerNorm with biases
+  ModelSpec llama = gpt;                           // untied, rotary, RMSNorm, no biases, SwiGLU
+  llama.tie_embeddings = false;
+  llama.position = PositionKind::kRotary;
+  llama.norm = NormKind::kRmsNorm;
+  llama.bias = false;
+  llama.mlp = MlpKind::kSwiglu;
+  llama.kv_heads = 2;
+  ModelSpec deep = gpt;
+  deep.layers = 8;
+  ExpectBuiltGroupsMatchTheDefinition(gpt, "dp=1,tp=1,pp=1");
+  ExpectBuiltGroupsMatchTheDefinition(gpt, "dp=2,tp=2,pp=2,zero=3,micro_batch=1,global_batch=4");
+  ExpectBuiltGroupsMatchTheDefinition(llama, "dp=1,tp=2,pp=2,zero=1");
+  ExpectBuiltGroupsMatchTheDefinition(llama, "dp=1,tp=1,pp=1,zero=2");
+  ExpectBuiltGroupsMatchTheDefinition(deep, "dp=1,tp=1,pp=2,schedule=interleaved,virtual_stages=2");
 }
 
 TEST(Data, SamplesAreDeterministicAndPartitionedOverReplicas) {

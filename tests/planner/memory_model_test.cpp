@@ -8,7 +8,7 @@
 #include "model/implementation.h"
 #include "model/presets.h"
 #include "model/schedule.h"
-#include "planner/cost/stage_partition.h"
+#include "model/stage_split.h"
 #include "planner/memory/memory_model.h"
 
 namespace parallax::planner {

@@ -1,0 +1,140 @@
+#include "model/param_groups.h"
+
+#include <algorithm>
+
+#include "model/counting.h"
+#include "model/schedule.h"
+#include "model/stage_split.h"
+
+namespace parallax {
+namespace {
+
+int64_t LayerParams(const ModelSpec& m, const ModelCounts& c, int64_t tp) {
+  const int64_t replicated = 2 * NormParams(m) + (m.bias ? 2 * m.hidden : 0);
+  return (c.params_per_layer - replicated) / tp + replicated;
+}
+
+}  // namespace
+
+ZeroSharding ZeroShardingFor(int64_t zero_stage) {
+  return {.optimizer = zero_stage >= 1, .gradients = zero_stage >= 2, .weights = zero_stage >= 3};
+}
+
+ReductionGroup ReducedOver(ParamGroupKind /*kind*/) { return ReductionGroup::kDp; }
+
+bool ParamGroupDef::Uses(ChunkPass p) const {
+  switch (p) {
+    case ChunkPass::kEmbedding: return uses_embedding;
+    case ChunkPass::kLayer: return uses_layer;
+    case ChunkPass::kHead: return uses_head;
+  }
+  return false;
+}
+
+int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp) { return LayerParams(m, CountModel(m), tp); }
+
+int64_t LayerPrefetchAhead(const ImplementationProfile& impl) {
+  return std::max<int64_t>(impl.zero3_prefetch_layers.value, 0);
+}
+
+std::vector<ParamGroupDef> RankParamGroups(const Plan& plan, int64_t pp_rank) {
+  return RankParamGroups(plan.model, plan.layout, plan.implementation, plan.training.precision, pp_rank);
+}
+
+int64_t TotalParams(const std::vector<ParamGroupDef>& groups) {
+  int64_t params = 0;
+  for (const ParamGroupDef& g : groups) params += g.params;
+  return params;
+}
+
+std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, const ImplementationProfile& impl,
+                                           Precision precision, int64_t pp_rank) {
+  const ModelCounts c = CountModel(m);
+  const int64_t stages = ModelStages(l);
+  const int64_t element = BytesPerElement(precision);
+  const int64_t word_embedding = m.vocab * m.hidden / l.tp;  // vocab-parallel
+  const int64_t positions = c.params_embedding - m.vocab * m.hidden;
+  const int64_t layer_params = LayerParams(m, c, l.tp);
+  std::vector<ParamGroupDef> out;
+  // A group first read by `first` (and by the head too when `head_reuses`).
+  auto add = [&](ParamGroupKind kind, std::string name, int64_t stage, int64_t chunk, int64_t params, ChunkPass first,
+                 bool head_reuses) -> ParamGroupDef& {
+    ParamGroupDef g;
+    g.kind = kind;
+    g.name = std::move(name);
+    g.stage = stage;
+    g.chunk = chunk;
+    g.params = params;
+    g.bytes = params * element;
+    g.uses_embedding = first == ChunkPass::kEmbedding;
+    g.uses_layer = first == ChunkPass::kLayer;
+    g.uses_head = first == ChunkPass::kHead || head_reuses;
+    g.first_use = first;
+    g.grad_pass = first;  // a backward runs the passes in reverse: the first use adds last
+    g.grad_first_pass = head_reuses ? ChunkPass::kHead : first;
+    g.reduced_over = ReducedOver(kind);
+    g.sharded = ZeroShardingFor(l.zero_stage);
+    out.push_back(std::move(g));
+    return out.back();
+  };
+  for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
+    const int64_t stage = ModelStage(l.pp, pp_rank, chunk);
+    const bool first = stage == 0, last = stage == stages - 1;
+    if (first) {
+      // With one stage a tied LM head reads the word embedding itself; with more, the last stage's copy.
+      ParamGroupDef& words = add(ParamGroupKind::kWordEmbedding, "word_embedding", stage, chunk, word_embedding,
+                                 ChunkPass::kEmbedding, m.tie_embeddings && last);
+      words.tied_pair = m.tie_embeddings && !last;
+      if (positions > 0) {
+        add(ParamGroupKind::kPositionEmbedding, "position_embedding", stage, chunk, positions, ChunkPass::kEmbedding,
+            false);
+      }
+    }
+    const LayerRange range = StageLayers(m.layers, stages, stage);
+    for (int64_t layer = range.first; layer < range.end(); ++layer) {
+      ParamGroupDef& g = add(ParamGroupKind::kLayer, "layer" + std::to_string(layer), stage, chunk, layer_params,
+                             ChunkPass::kLayer, false);
+      g.layer = layer;
+      g.prefetch_ahead = LayerPrefetchAhead(impl);
+    }
+    if (last) {
+      add(ParamGroupKind::kHead, "head", stage, chunk, c.params_final_norm + (m.tie_embeddings ? 0 : word_embedding),
+          ChunkPass::kHead, false);
+      if (m.tie_embeddings && !first) {
+        ParamGroupDef& copy = add(ParamGroupKind::kTiedEmbeddingCopy, "word_embedding", stage, chunk, word_embedding,
+                                  ChunkPass::kHead, false);
+        copy.tied_pair = true;
+        copy.counts_in_norm = false;
+      }
+    }
+  }
+  return out;
+}
+
+int AcquireRound(const ParamGroupDef& g, int64_t stage, ChunkPass pass) {
+  if (g.stage != stage || g.kind == ParamGroupKind::kLayer || !g.Uses(pass)) return -1;
+  return g.first_use == pass ? 0 : 1;
+}
+
+std::vector<size_t> AcquireOrder(const std::vector<ParamGroupDef>& groups, int64_t stage, ChunkPass pass) {
+  std::vector<size_t> out;
+  for (int round = 0; round < kAcquireRounds; ++round) {
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (AcquireRound(groups[i], stage, pass) == round) out.push_back(i);
+    }
+  }
+  return out;
+}
+
+const char* ToString(ParamGroupKind k) {
+  switch (k) {
+    case ParamGroupKind::kWordEmbedding: return "word_embedding";
+    case ParamGroupKind::kPositionEmbedding: return "position_embedding";
+    case ParamGroupKind::kLayer: return "layer";
+    case ParamGroupKind::kHead: return "head";
+    case ParamGroupKind::kTiedEmbeddingCopy: return "tied_embedding_copy";
+  }
+  return "?";
+}
+
+}  // namespace parallax
