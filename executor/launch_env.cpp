@@ -10,6 +10,9 @@ extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not
 namespace parallax::executor {
 namespace {
 
+constexpr int kSlurmPortBase = 20000;
+constexpr int kSlurmPortSpan = 20000;
+
 const std::string* Find(const EnvMap& env, const char* name) {
   auto it = env.find(name);
   return it == env.end() || it->second.empty() ? nullptr : &it->second;
@@ -54,7 +57,7 @@ Status Check(const LaunchEnv& e) {
 Result<LaunchEnv> FromMpi(const EnvMap& env) {
   LaunchEnv e;
   e.source = LaunchSource::kMpi;
-  const char* rank_var = FirstSet(env, {"OMPI_COMM_WORLD_RANK", "PMIX_RANK"});
+  const char* rank_var = FirstSet(env, {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"});
   auto rank = IntVar(env, rank_var, 0);
   if (!rank) return rank.error();
   e.rank = *rank;
@@ -124,6 +127,12 @@ Result<LaunchEnv> FromSlurm(const EnvMap& env) {
     if (!hosts->empty()) e.master_addr = hosts->front();
   }
   if (Status s = ReadPort(env, e); !s) return s.error();
+  if (e.master_port == 0 && Find(env, "SLURM_JOB_ID") != nullptr) {
+    // Every task of the job derives the same port; jobs sharing a node differ by their id.
+    auto job = IntVar(env, "SLURM_JOB_ID", 0);
+    if (!job) return job.error();
+    e.master_port = kSlurmPortBase + *job % kSlurmPortSpan;
+  }
   if (Status s = Check(e); !s) return s.error();
   return e;
 }
@@ -200,7 +209,7 @@ Result<std::vector<std::string>> ExpandSlurmHostList(const std::string& list) {
 }
 
 Result<LaunchEnv> ReadLaunchEnv(const EnvMap& env) {
-  if (FirstSet(env, {"OMPI_COMM_WORLD_RANK", "PMIX_RANK"}) != nullptr) return FromMpi(env);
+  if (FirstSet(env, {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) != nullptr) return FromMpi(env);
   if (FirstSet(env, {"RANK", "WORLD_SIZE"}) != nullptr) return FromTorchrun(env);
   if (FirstSet(env, {"SLURM_PROCID", "SLURM_NTASKS"}) != nullptr) return FromSlurm(env);
   LaunchEnv e;

@@ -2,7 +2,9 @@
 // The process's place in the job, read from the environment a launcher sets. Precedence: Open MPI
 // / PMIx (mpirun, srun --mpi=pmix), then torchrun and the Kubernetes operators (RANK, WORLD_SIZE,
 // LOCAL_RANK, MASTER_ADDR, MASTER_PORT), then Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID;
-// the rendezvous host is the first of SLURM_JOB_NODELIST when MASTER_ADDR is unset). Pure
+// the rendezvous host is the first of SLURM_JOB_NODELIST when MASTER_ADDR is unset, the port
+// 20000 + SLURM_JOB_ID mod 20000 when MASTER_PORT is unset). Open MPI's, PMIx's and PMI-2's rank
+// variables all mean an MPI launcher (mpirun, srun --mpi=pmix|pmi2). Pure
 // functions over an environment map, so they are tested without a launcher.
 
 #include <map>

@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kMagic = 0x50585256;  // "PXRV"
 constexpr uint32_t kMaxPayload = 1U << 20;
 
-enum class FrameType : uint32_t { kHello = 1, kOk = 2, kError = 3, kBlob = 4, kBarrier = 5 };
+enum class FrameType : uint32_t { kHello = 1, kOk = 2, kError = 3, kBlob = 4, kGather = 5 };
 
 struct Frame {
   FrameType type = FrameType::kOk;
@@ -184,17 +184,16 @@ Result<SocketFd> ConnectOnce(const std::string& addr, int port, Clock::time_poin
   return Error{last, ErrorKind::kIo};
 }
 
-//! Rank 0: accepts every other rank's hello, checks it and answers every rank; returns the
+//! The root (rank 0): accepts every other rank's hello, checks it and answers every rank; returns the
 //! sockets by rank, or the first disagreement (also sent to every rank that joined).
-Result<std::vector<SocketFd>> AcceptAll(int port, int world_size, double timeout_s, const std::string& where) {
-  auto listener = Listen(port, world_size);
-  if (!listener) return Error{where + ": " + listener.error().message, listener.error().kind};
+Result<std::vector<SocketFd>> AcceptAll(const SocketFd& listener, int world_size, double timeout_s,
+                                        const std::string& where) {
   const auto deadline = DeadlineIn(timeout_s);
   std::vector<SocketFd> peers(static_cast<size_t>(world_size));
   std::vector<SocketFd> unnamed;
   std::string problem;
   for (int joined = 1; joined < world_size && problem.empty();) {
-    auto ready = WaitFd(listener->get(), POLLIN, deadline);
+    auto ready = WaitFd(listener.get(), POLLIN, deadline);
     if (!ready) return ready.error();
     if (!*ready) {
       std::vector<int> missing;
@@ -206,8 +205,10 @@ Result<std::vector<SocketFd>> AcceptAll(int port, int world_size, double timeout
                        " ranks started with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE?)",
                    ErrorKind::kInternal};
     }
-    SocketFd fd(accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    SocketFd fd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd.valid()) continue;
+    const int one = 1;
+    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto hello = RecvFrame(fd.get(), deadline);
     if (!hello || hello->type != FrameType::kHello || hello->payload.size() != 8) continue;  // not one of ours
     uint32_t words[2] = {};
@@ -269,6 +270,18 @@ Result<SocketFd> ConnectToRoot(const std::string& addr, int port, int rank, int 
                ErrorKind::kInternal};
 }
 
+//! The numeric address of the peer of a connected socket.
+std::string PeerHost(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof(a);
+  char host[NI_MAXHOST] = {};
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
+      getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0) {
+    return {};
+  }
+  return host;
+}
+
 }  // namespace
 
 SocketFd::~SocketFd() {
@@ -289,29 +302,88 @@ Rendezvous::Rendezvous(std::string addr, int port, int rank, int world_size, dou
 Rendezvous::~Rendezvous() = default;
 
 std::string Rendezvous::Where() const {
-  return "rendezvous at " + addr_ + ":" + std::to_string(port_) + " (MASTER_ADDR:MASTER_PORT), rank " +
-         std::to_string(rank_) + " of " + std::to_string(world_size_);
+  return label_ + ", rank " + std::to_string(rank_) + " of " + std::to_string(world_size_);
 }
 
 Result<std::unique_ptr<Rendezvous>> Rendezvous::Join(const std::string& addr, int port, int rank, int world_size,
                                                      double timeout_s) {
   std::unique_ptr<Rendezvous> r(new Rendezvous(addr, port, rank, world_size, timeout_s));
+  r->label_ = "rendezvous at " + addr + ":" + std::to_string(port) + " (MASTER_ADDR:MASTER_PORT)";
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     return BadInput(r->Where() + ": the rank must be in 0..WORLD_SIZE-1");
   }
   if (port < 1 || port > 65535) return BadInput(r->Where() + ": MASTER_PORT must be in 1..65535");
   if (addr.empty() && rank != 0) return BadInput(r->Where() + ": MASTER_ADDR is not set");
+  r->hosts_.assign(static_cast<size_t>(world_size), addr);
   if (world_size == 1) return r;
+  SocketFd listener;
   if (rank == 0) {
-    auto peers = AcceptAll(port, world_size, timeout_s, r->Where());
-    if (!peers) return peers.error();
-    r->peers_ = std::move(peers).value();
-  } else {
-    auto fd = ConnectToRoot(addr, port, rank, world_size, timeout_s, r->Where());
-    if (!fd) return fd.error();
-    r->peers_.push_back(std::move(fd).value());
+    auto l = Listen(port, world_size);
+    if (!l) return Error{r->Where() + ": " + l.error().message, l.error().kind};
+    listener = std::move(l).value();
   }
+  if (Status s = r->Connect(listener); !s) return s.error();
+  // Every rank learns every rank's address as rank 0 saw it, for the groups' own rendezvous.
+  std::string table;
+  for (const std::string& h : r->hosts_) table += h + "\n";
+  auto shared = r->Broadcast(std::vector<uint8_t>(table.begin(), table.end()));
+  if (!shared) return shared.error();
+  r->hosts_.clear();
+  std::string line;
+  for (const uint8_t c : *shared) {
+    if (c != '\n') {
+      line.push_back(static_cast<char>(c));
+      continue;
+    }
+    r->hosts_.push_back(line);
+    line.clear();
+  }
+  if (static_cast<int>(r->hosts_.size()) != world_size) return Error{r->Where() + ": a bad host table", ErrorKind::kIo};
   return r;
+}
+
+Status Rendezvous::Connect(const SocketFd& listener) {
+  if (rank_ == 0) {
+    auto peers = AcceptAll(listener, world_size_, timeout_s_, Where());
+    if (!peers) return peers.error();
+    peers_ = std::move(peers).value();
+    for (int p = 1; p < world_size_; ++p) hosts_[static_cast<size_t>(p)] = PeerHost(peers_[static_cast<size_t>(p)].get());
+    return {};
+  }
+  auto fd = ConnectToRoot(addr_, port_, rank_, world_size_, timeout_s_, Where());
+  if (!fd) return fd.error();
+  peers_.push_back(std::move(fd).value());
+  return {};
+}
+
+Result<std::unique_ptr<Rendezvous>> Rendezvous::Split(const std::vector<int>& ranks) {
+  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  if (me == ranks.end()) return Error{Where() + ": Split: this rank is not in its own group", ErrorKind::kInternal};
+  const int root = ranks.front();
+  // The group's first member listens on a fresh port; every rank learns every root's port.
+  SocketFd listener;
+  uint32_t my_port = 0;
+  if (rank_ == root && ranks.size() > 1) {
+    auto l = Listen(0, static_cast<int>(ranks.size()));
+    if (!l) return Error{Where() + ": Split: " + l.error().message, l.error().kind};
+    listener = std::move(l).value();
+    sockaddr_storage a{};
+    socklen_t len = sizeof(a);
+    getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len);
+    my_port = ntohs(a.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&a)->sin6_port
+                                            : reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+  }
+  std::vector<uint32_t> ports(static_cast<size_t>(world_size_));
+  if (Status s = AllGather(&my_port, ports.data(), sizeof(my_port)); !s) return s.error();
+  const int port = static_cast<int>(ports[static_cast<size_t>(root)]);
+  const std::string& host = hosts_[static_cast<size_t>(root)];
+  std::unique_ptr<Rendezvous> g(new Rendezvous(host, port, static_cast<int>(me - ranks.begin()),
+                                               static_cast<int>(ranks.size()), timeout_s_));
+  g->label_ = "group " + RankList(ranks) + " rendezvous at " + host + ":" + std::to_string(port);
+  for (int r : ranks) g->hosts_.push_back(hosts_[static_cast<size_t>(r)]);
+  if (ranks.size() == 1) return g;
+  if (Status s = g->Connect(listener); !s) return s.error();
+  return g;
 }
 
 Result<std::vector<uint8_t>> Rendezvous::Broadcast(const std::vector<uint8_t>& blob) {
@@ -334,34 +406,40 @@ Result<std::vector<uint8_t>> Rendezvous::Broadcast(const std::vector<uint8_t>& b
   return std::move(f->payload);
 }
 
-Status Rendezvous::Barrier() {
+Status Rendezvous::AllGather(const void* send, void* recv, size_t bytes) { return Gather(send, recv, bytes, "all-gather"); }
+
+Status Rendezvous::Barrier() { return Gather(nullptr, nullptr, 0, "barrier"); }
+
+Status Rendezvous::Gather(const void* send, void* recv, size_t bytes, const char* what) {
   const auto deadline = DeadlineIn(timeout_s_);
+  auto fail = [&](int peer, const std::string& why) {
+    return Error{Where() + ": " + what + ": waited for rank " + std::to_string(peer) + ": " + why, ErrorKind::kInternal};
+  };
+  const size_t total = bytes * static_cast<size_t>(world_size_);
   if (rank_ != 0) {
     const int fd = peers_.front().get();
-    if (Status s = SendFrame(fd, FrameType::kBarrier, nullptr, 0, deadline); !s) {
-      return Error{Where() + ": barrier: " + s.error().message + " (rank 0)", ErrorKind::kInternal};
-    }
+    if (Status s = SendFrame(fd, FrameType::kGather, send, bytes, deadline); !s) return fail(0, s.error().message);
     auto f = RecvFrame(fd, deadline);
-    if (!f || f->type != FrameType::kBarrier) {
-      return Error{Where() + ": barrier: waited for rank 0: " + (f ? "an unexpected frame" : f.error().message),
-                   ErrorKind::kInternal};
-    }
+    if (!f) return fail(0, f.error().message);
+    if (f->type != FrameType::kGather || f->payload.size() != total) return fail(0, "an unexpected frame");
+    if (total > 0) std::memcpy(recv, f->payload.data(), total);
     return {};
   }
+  std::vector<uint8_t> all(total);
+  if (bytes > 0) std::memcpy(all.data(), send, bytes);
   for (int r = 1; r < world_size_; ++r) {
     auto f = RecvFrame(peers_[static_cast<size_t>(r)].get(), deadline);
-    if (!f || f->type != FrameType::kBarrier) {
-      return Error{Where() + ": barrier: waited for rank " + std::to_string(r) + ": " +
-                       (f ? "an unexpected frame" : f.error().message),
-                   ErrorKind::kInternal};
-    }
+    if (!f) return fail(r, f.error().message);
+    if (f->type != FrameType::kGather || f->payload.size() != bytes) return fail(r, "a frame of another size or kind");
+    if (bytes > 0) std::memcpy(all.data() + bytes * static_cast<size_t>(r), f->payload.data(), bytes);
   }
   for (int r = 1; r < world_size_; ++r) {
-    if (Status s = SendFrame(peers_[static_cast<size_t>(r)].get(), FrameType::kBarrier, nullptr, 0, deadline); !s) {
-      return Error{Where() + ": barrier: releasing rank " + std::to_string(r) + ": " + s.error().message,
+    if (Status s = SendFrame(peers_[static_cast<size_t>(r)].get(), FrameType::kGather, all.data(), total, deadline); !s) {
+      return Error{Where() + ": " + what + ": answering rank " + std::to_string(r) + ": " + s.error().message,
                    ErrorKind::kInternal};
     }
   }
+  if (total > 0) std::memcpy(recv, all.data(), total);
   return {};
 }
 

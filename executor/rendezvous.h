@@ -51,8 +51,14 @@ class Rendezvous {
 
   //! Rank 0's `blob` to every rank (other ranks' argument is ignored); returns it on all.
   Result<std::vector<uint8_t>> Broadcast(const std::vector<uint8_t>& blob);
+  //! recv = concat over ranks of each rank's `bytes` bytes (every rank passes the same `bytes`).
+  Status AllGather(const void* send, void* recv, size_t bytes);
   //! Returns when every rank has entered it.
   Status Barrier();
+  //! Collective over this rendezvous, as Communicator::Split: every rank passes the ranks of its
+  //! group (in the new order; the groups partition the ranks). The group's first member listens on
+  //! a fresh port of its host, found through an all-gather here; the others connect to it.
+  Result<std::unique_ptr<Rendezvous>> Split(const std::vector<int>& ranks);
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
@@ -60,12 +66,18 @@ class Rendezvous {
  private:
   Rendezvous(std::string addr, int port, int rank, int world_size, double timeout_s);
   std::string Where() const;
+  //! Rank 0 accepts every other rank on `listener`; the others connect to addr_:port_.
+  Status Connect(const SocketFd& listener);
+  Status Gather(const void* send, void* recv, size_t bytes, const char* what);
 
   std::string addr_;
   int port_ = 0;
   int rank_ = 0;
   int world_size_ = 1;
   double timeout_s_ = 0;
+  std::string label_;
+  //! Every rank's address as rank 0 saw it (rank 0's: the address the others reached it at).
+  std::vector<std::string> hosts_;
   //! Rank 0: one socket per rank (index = rank; its own empty). Others: [0] = rank 0.
   std::vector<SocketFd> peers_;
 };

@@ -74,6 +74,14 @@ TEST(LaunchEnv, SlurmWithoutMasterAddrRendezvousesOnTheFirstHostOfTheNodeList) {
   EXPECT_EQ(e->master_port, 29400);
 }
 
+TEST(LaunchEnv, SlurmWithoutMasterPortDerivesOneFromTheJobId) {
+  auto e = ReadLaunchEnv({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "123456"},
+                          {"SLURM_JOB_NODELIST", "n[7-8]"}});
+  ASSERT_TRUE(e) << e.error().message;
+  EXPECT_EQ(e->master_addr, "n7");
+  EXPECT_EQ(e->master_port, 20000 + 123456 % 20000);
+}
+
 TEST(LaunchEnv, SlurmKeepsAnExplicitMasterAddr) {
   auto e = ReadLaunchEnv({{"SLURM_PROCID", "0"},
                           {"SLURM_NTASKS", "2"},

@@ -10,10 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "executor/launch_env.h"
+#include "executor/tcp_host_communicator.h"
 
 namespace parallax::executor {
 namespace {
@@ -53,8 +56,12 @@ struct RankSpec {
   int world_size;
 };
 
-//! Starts one process per spec (all on `port`) and returns what each reported, in order.
-std::vector<std::string> RunRanks(const std::vector<RankSpec>& specs, int port, double timeout_s) {
+using RankBody = std::function<std::string(const EnvMap&, double)>;
+
+//! Starts one process per spec (all on `port`) running `body` and returns what each reported, in
+//! order.
+std::vector<std::string> RunRanks(const std::vector<RankSpec>& specs, int port, double timeout_s,
+                                  const RankBody& body = RankMain) {
   std::vector<pid_t> pids;
   std::vector<int> reads;
   for (const RankSpec& s : specs) {
@@ -67,7 +74,7 @@ std::vector<std::string> RunRanks(const std::vector<RankSpec>& specs, int port, 
                           {"WORLD_SIZE", std::to_string(s.world_size)},
                           {"MASTER_ADDR", "127.0.0.1"},
                           {"MASTER_PORT", std::to_string(port)}};
-      const std::string out = RankMain(env, timeout_s);
+      const std::string out = body(env, timeout_s);
       (void)!write(fds[1], out.data(), out.size());
       close(fds[1]);
       _exit(0);
@@ -130,6 +137,40 @@ TEST(Rendezvous, AWrongWorldSizeIsReportedToBothSides) {
   for (const std::string& r : results) {
     EXPECT_NE(r.find("rank 1 has WORLD_SIZE=3, rank 0 has WORLD_SIZE=2"), std::string::npos) << r;
   }
+}
+
+//! Host collectives over the world and over groups split from it: {2,0} and {1,3} (the first
+//! member of each group is its root), the world ranks gathered in group order.
+std::string HostPlaneMain(const EnvMap& env, double timeout_s) {
+  auto place = ReadLaunchEnv(env);
+  if (!place) return place.error().message;
+  auto rv = Rendezvous::Join(place->master_addr, place->master_port, place->rank, place->world_size, timeout_s);
+  if (!rv) return rv.error().message;
+  TcpHostCommunicator world(std::move(rv).value(), {0, 1, 2, 3});
+  double v[2] = {static_cast<double>(world.rank() + 1), static_cast<double>(10 * world.rank())};
+  if (Status s = world.HostAllReduce(v, 2, ReduceOp::kSum); !s) return s.error().message;
+  if (v[0] != 10 || v[1] != 60) return "world sum " + std::to_string(v[0]) + "," + std::to_string(v[1]);
+  const std::vector<int> members = world.rank() % 2 == 0 ? std::vector<int>{2, 0} : std::vector<int>{1, 3};
+  auto group = world.Split(members);
+  if (!group) return group.error().message;
+  const int32_t me = world.rank();
+  int32_t got[2] = {-1, -1};
+  if (Status s = (*group)->HostAllGather(&me, got, sizeof(me)); !s) return s.error().message;
+  if (got[0] != members[0] || got[1] != members[1] || (*group)->WorldRank(1) != members[1]) {
+    return "group gathered " + std::to_string(got[0]) + "," + std::to_string(got[1]);
+  }
+  double m = me;
+  if (Status s = (*group)->HostAllReduce(&m, 1, ReduceOp::kMax); !s) return s.error().message;
+  if (m != std::max(members[0], members[1])) return "group max " + std::to_string(m);
+  if (Status s = world.Barrier(); !s) return s.error().message;
+  return "ok";
+}
+
+TEST(TcpHostCommunicator, ReducesGathersAndSplitsAcrossProcessesWithoutMpi) {
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  const auto results = RunRanks({{0, 4}, {1, 4}, {2, 4}, {3, 4}}, port, 20, HostPlaneMain);
+  for (size_t r = 0; r < results.size(); ++r) EXPECT_EQ(results[r], "ok") << "rank " << r;
 }
 
 TEST(Rendezvous, ASingleRankNeedsNoNetwork) {
