@@ -158,7 +158,10 @@ Status ExpandRanges(const std::string& prefix, const std::string& ranges, const 
     for (long i = lo; i <= hi; ++i) {
       std::string n = std::to_string(i);
       if (n.size() < width) n.insert(0, width - n.size(), '0');
-      out.push_back(prefix + n + suffix);
+      std::string host = prefix;
+      host += n;
+      host += suffix;
+      out.push_back(std::move(host));
     }
     pos = comma + 1;
   }
