@@ -73,7 +73,7 @@ int Run(const RunOptions& o) {
   if (!in) return fail(in.error());
   const Plan& plan = in->plan;
   if (root) NotePrecision(in->precision, o.json);
-  if (!executor::MpiCompiledIn() && plan.layout.world_size() > 1) {
+  if (!executor::MpiCompiledIn() && launch->world_size() == 1 && plan.layout.world_size() > 1) {
     return fail(BadInput("this parallax was built without MPI (PARALLAX_WITH_MPI off), so it runs one process; "
                          "the plan needs " + std::to_string(plan.layout.world_size()) + " ranks"));
   }

@@ -1,5 +1,4 @@
-// Launch without MPI: one process.
-#include <unistd.h>
+// Built without MPI: one process, or the ranks torchrun / Slurm variables name (launch.h).
 
 #include "executor/cpu/local_communicator.h"
 #include "executor/launch.h"
@@ -13,16 +12,14 @@ class LocalLaunch final : public LaunchContext {
   int world_size() const override { return 1; }
   std::string transport() const override { return "single-process"; }
   Result<std::unique_ptr<Communicator>> World(double) override { return LocalCommunicator(); }
-  std::string host() const override {
-    char name[256] = {};
-    gethostname(name, sizeof(name) - 1);
-    return name;
-  }
 };
 
 }  // namespace
 
 bool MpiCompiledIn() { return false; }
-std::unique_ptr<LaunchContext> InitLaunch(int*, char***) { return std::make_unique<LocalLaunch>(); }
+std::unique_ptr<LaunchContext> InitLaunch(int*, char***) {
+  if (auto from_env = EnvLaunchFromEnvironment()) return from_env;
+  return std::make_unique<LocalLaunch>();
+}
 
 }  // namespace parallax::executor

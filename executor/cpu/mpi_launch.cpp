@@ -1,6 +1,7 @@
-// Launch under MPI (mpirun / srun): MPI_Init_thread on creation, MPI_Finalize on destruction.
+// Launch under MPI (mpirun / srun): MPI_Init_thread on creation, MPI_Finalize on destruction. A
+// process started by torchrun / Slurm variables without an MPI launcher takes the launch from
+// the environment instead (launch.h) and never initialises MPI.
 #include <mpi.h>
-#include <unistd.h>
 
 #include "executor/cpu/mpi_communicator.h"
 #include "executor/launch.h"
@@ -38,11 +39,6 @@ class MpiLaunch final : public LaunchContext {
     if (!w) return w.error();
     return std::unique_ptr<Communicator>(std::move(w).value());
   }
-  std::string host() const override {
-    char name[256] = {};
-    gethostname(name, sizeof(name) - 1);
-    return name;
-  }
 
  private:
   bool owns_ = false;
@@ -53,6 +49,9 @@ class MpiLaunch final : public LaunchContext {
 }  // namespace
 
 bool MpiCompiledIn() { return true; }
-std::unique_ptr<LaunchContext> InitLaunch(int* argc, char*** argv) { return std::make_unique<MpiLaunch>(argc, argv); }
+std::unique_ptr<LaunchContext> InitLaunch(int* argc, char*** argv) {
+  if (auto from_env = EnvLaunchFromEnvironment()) return from_env;
+  return std::make_unique<MpiLaunch>(argc, argv);
+}
 
 }  // namespace parallax::executor

@@ -121,14 +121,15 @@ Status NcclCommunicator::Finish(ncclResult_t r, const char* call, const char* fi
 
 Result<std::unique_ptr<Communicator>> NcclCommunicator::World(LaunchContext& launch, CudaBackend& backend,
                                                               double timeout_s) {
-  auto host = launch.World(timeout_s);
+  auto host = launch.HostWorld(timeout_s);
   if (!host) return host.error();
   std::shared_ptr<CommWatchdog> wd = backend.watchdog();
   wd->set_timeout_s(timeout_s);
   PX_CUDA_TRY(cudaSetDevice(backend.device()));
   const int rank = (*host)->rank(), size = (*host)->size();
-  // Rank 0's unique id reaches every rank over the host plane (MPI): an all-gather of the ids,
-  // of which every rank keeps rank 0's.
+  // Rank 0's unique id reaches every rank over the host plane (MPI, or without MPI the TCP
+  // rendezvous at MASTER_ADDR:MASTER_PORT): an all-gather of the ids, of which every rank keeps
+  // rank 0's.
   ncclUniqueId id{};
   if (rank == 0) PX_NCCL_TRY(ncclGetUniqueId(&id));
   std::vector<char> all(static_cast<size_t>(size) * sizeof(id));

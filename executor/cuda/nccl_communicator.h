@@ -1,8 +1,9 @@
 #pragma once
 // NcclCommunicator: the CUDA backend's communicator. Device plane = NCCL (collectives and grouped
 // send/recv enqueued on the backend's CUDA streams; fp32, bf16, fp16, plus fp64/int32);
-// host plane = the launcher's communicator (MPI from executor/cpu/mpi_communicator, or the
-// single-process one), which also carries the bootstrap: rank 0's ncclUniqueId reaches every
+// host plane = the launch's host communicator (MPI from executor/cpu/mpi_communicator; without
+// MPI the TCP rendezvous of executor/tcp_host_communicator; or the single-process one), which
+// also carries the bootstrap: rank 0's ncclUniqueId reaches every
 // rank through a host all-gather. Sub-groups come from ncclCommSplit (colour = the group's lowest
 // rank, key = the position in the group) together with a split of the host communicator.
 //
