@@ -17,6 +17,17 @@
 namespace parallax::traces {
 namespace {
 
+//! What a JSON value starting with `c` is, for messages ("an object", "a string", ...).
+std::string JsonKindAt(char c) {
+  switch (c) {
+    case '{': return "an object";
+    case '"': return "a string";
+    case 't': case 'f': return "a boolean";
+    case 'n': return "null";
+    default: return c == '-' || (c >= '0' && c <= '9') ? "a number" : std::string("'") + c + "'";
+  }
+}
+
 //! The input ended inside a unit (event, key, value).
 struct Truncated {};
 //! The byte source failed (I/O error, corrupt gzip).
@@ -255,7 +266,14 @@ Result<Trace> ChromeReader::Run() {
             scanner_.SkipWs();
           });
           if (key == "traceEvents") {
-            Unit([&] { scanner_.Expect('['); });
+            char open = 0;
+            Unit([&] { open = scanner_.Peek(); });
+            if (open != '[') {
+              throw SourceFailed{Fail(std::string("/traceEvents: must be an array of events, found ") +
+                                          JsonKindAt(open),
+                                      Offset(scanner_.pos()))};
+            }
+            scanner_.Expect('[');
             ParseEvents(/*array_format=*/false);
             saw_events = true;
           } else {

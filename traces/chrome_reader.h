@@ -20,6 +20,7 @@
 
 #include "model/result.h"
 #include "traces/byte_stream.h"
+#include "traces/read_stats.h"
 #include "traces/trace.h"
 
 namespace parallax::traces {
@@ -39,18 +40,6 @@ struct ReadOptions {
   //! Called now and then with the input bytes read and the total (-1 when unknown, as for a
   //! ByteSource); returning false cancels the read (an I/O error "<origin>: cancelled").
   std::function<bool(int64_t done, int64_t total)> progress;
-};
-
-//! What the reader saw, beyond the Trace itself.
-struct ReadStats {
-  int64_t events = 0;                          //!< entries of traceEvents
-  std::map<std::string, int64_t> phases;       //!< "X" -> count, ...
-  std::map<std::string, int64_t> categories;   //!< "kernel" -> count; "" for events without cat
-  int64_t nccl_kernels = 0;                    //!< kernels recognised as NCCL communication
-  int64_t raw_bytes = 0;                       //!< bytes read from the file (compressed if gzip)
-  int64_t json_bytes = 0;                      //!< bytes of JSON parsed
-  bool truncated = false;                      //!< lenient load of a cut-off file
-  std::vector<std::string> warnings;
 };
 
 //! Reads a trace file: a plain file of at least 1 MiB is memory-mapped (and scanned in parallel

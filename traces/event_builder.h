@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "traces/chrome_reader.h"
 #include "traces/json_scanner.h"
+#include "traces/read_stats.h"
 #include "traces/trace.h"
 
 namespace parallax::traces {

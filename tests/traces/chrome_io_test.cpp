@@ -317,6 +317,8 @@ TEST(ChromeReader, BadInputNamesEventAndByteOffset) {
   ExpectBadInput(R"({"kind":"model","traceEvents":[]})", "not a trace file");
   ExpectBadInput(R"({"version":99,"traceEvents":[]})", "unsupported trace version");
   ExpectBadInput(R"({"otherData":{}})", "no traceEvents");
+  ExpectBadInput(R"({"traceEvents":{"ph":"X"}})", "(JSON byte 15): /traceEvents: must be an array of events, found an object");
+  ExpectBadInput(R"({"traceEvents":null})", "/traceEvents: must be an array of events, found null");
   ExpectBadInput("", "truncated JSON");
   ExpectBadInput("garbage", "expected '{' or '['");
   ExpectBadInput(R"([{"ph":"X","args":{"a":)" + std::string(300, '[') + std::string(300, ']') + "}}]",
