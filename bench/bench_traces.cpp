@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -173,6 +174,35 @@ void BM_ReadKinetoGzipFile(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * json_bytes);
 }
 BENCHMARK(BM_ReadKinetoGzipFile)->Unit(benchmark::kMillisecond);
+
+// Opening a trace file as parallax-gui does (ReadChromeTrace with the default options: mapped and
+// scanned on every core when plain, inflated whole then scanned so when gzip). The file is
+// $PARALLAX_BENCH_TRACE (bench/bench_gui_open.sh --ours writes the gpt3-175b one); wall time.
+void BM_OpenTraceFile(benchmark::State& state) {
+  const char* path = std::getenv("PARALLAX_BENCH_TRACE");
+  if (path == nullptr || *path == '\0') {
+    state.SkipWithError("set PARALLAX_BENCH_TRACE to a trace file");
+    return;
+  }
+  ReadOptions options;
+  options.threads = static_cast<int>(state.range(0));
+  size_t slices = 0;
+  ReadStats st;
+  for (auto _ : state) {
+    auto t = ReadChromeTrace(path, options, &st);
+    if (!t.ok()) {
+      state.SkipWithError(t.error().message.c_str());
+      return;
+    }
+    slices = t->slices().size();
+  }
+  state.counters["slices"] = static_cast<double>(slices);
+  state.counters["slices_per_s"] =
+      benchmark::Counter(static_cast<double>(slices), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["json_MB"] = static_cast<double>(st.json_bytes) / 1e6;
+}
+// Arg: reader threads (0: one per core, as the GUI; 1: the calling thread alone).
+BENCHMARK(BM_OpenTraceFile)->Arg(0)->Arg(1)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace parallax::traces

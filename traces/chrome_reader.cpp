@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "traces/event_builder.h"
 #include "traces/event_scan.h"
+#include "traces/inflate_whole.h"
 #include "traces/json_scanner.h"
 #include "traces/parallel_events.h"
 
@@ -388,6 +390,19 @@ class MappedFile {
 
 constexpr size_t kMapMinBytes = size_t{1} << 20;
 
+//! gzip bytes: inflated whole and read as plain JSON in memory when they fit, else streamed.
+Result<Trace> ReadGzip(std::string_view gz, const ReadOptions& options, ReadStats* stats) {
+  if (options.progress && !options.progress(0, -1)) return Error{options.origin + ": cancelled", ErrorKind::kIo};
+  const size_t limit = options.inflate_max_bytes > 0 ? options.inflate_max_bytes : DefaultInflateLimit();
+  if (std::optional<InflatedBytes> json = InflateWhole(gz, limit)) {
+    Result<Trace> trace = ReadPlainJson(json->View(), options, stats);
+    if (stats != nullptr) stats->raw_bytes = static_cast<int64_t>(gz.size());
+    return trace;
+  }
+  auto src = OpenMemoryTraceSource(gz, options.origin);
+  return ReadChromeTrace(*src, options, stats);
+}
+
 }  // namespace
 
 Result<Trace> ReadChromeTrace(const std::string& path, const ReadOptions& options, ReadStats* stats) {
@@ -398,11 +413,12 @@ Result<Trace> ReadChromeTrace(const std::string& path, const ReadOptions& option
     if (!fd.ok()) return fd.error();
     struct stat st {};
     char magic[2] = {0, 0};
-    const bool plain = ::fstat(*fd, &st) == 0 && ::pread(*fd, magic, 2, 0) == 2 && !IsGzip({magic, 2});
-    if (plain && static_cast<size_t>(st.st_size) >= kMapMinBytes) {
+    const bool sized = ::fstat(*fd, &st) == 0 && ::pread(*fd, magic, 2, 0) == 2;
+    const bool gzip = sized && IsGzip({magic, 2});
+    if (sized && (gzip || static_cast<size_t>(st.st_size) >= kMapMinBytes)) {
       MappedFile map(*fd, static_cast<size_t>(st.st_size));
       ::close(*fd);
-      if (map.Ok()) return ReadPlainJson(map.Bytes(), o, stats);
+      if (map.Ok()) return gzip ? ReadGzip(map.Bytes(), o, stats) : ReadPlainJson(map.Bytes(), o, stats);
     } else {
       ::close(*fd);
     }
@@ -416,9 +432,7 @@ Result<Trace> ReadChromeTraceFromMemory(std::string_view bytes, const ReadOption
                                         ReadStats* stats) {
   ReadOptions o = options;
   if (o.origin.empty()) o.origin = "<memory>";
-  if (!IsGzip(bytes)) return ReadPlainJson(bytes, o, stats);
-  auto src = OpenMemoryTraceSource(bytes, o.origin);
-  return ReadChromeTrace(*src, o, stats);
+  return IsGzip(bytes) ? ReadGzip(bytes, o, stats) : ReadPlainJson(bytes, o, stats);
 }
 
 }  // namespace parallax::traces

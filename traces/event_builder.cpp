@@ -32,6 +32,13 @@ size_t CacheSlot(std::string_view s, size_t slots) {
   return (s.size() * 31 + c(0) * 7 + c(s.size() - 1) * 13 + c(s.size() / 2)) & (slots - 1);
 }
 
+//! `k == lit` where the caller has checked that the sizes are equal: a compare of a constant
+//! size, which the compiler turns into one or two loads instead of a call.
+template <size_t N>
+bool SameKey(std::string_view k, const char (&lit)[N]) {
+  return std::memcmp(k.data(), lit, N - 1) == 0;
+}
+
 bool SameText(std::string_view a, std::string_view b) {
   // memcmp must not see the null data() of an empty view, even with size 0.
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
@@ -74,7 +81,7 @@ int64_t EventBuilder::ProcessId(const RawValue& v, const char* what) {
     case ValueType::kNone: return 0;
     case ValueType::kNumber: {
       int64_t id;
-      if (!ParseInt64(v.text, &id)) throw EventError{std::string(what) + " must be an integer, got " + Quote(v.text)};
+      if (!ParseInt64(v, &id)) throw EventError{std::string(what) + " must be an integer, got " + Quote(v.text)};
       return id;
     }
     case ValueType::kString: {
@@ -116,7 +123,7 @@ int64_t EventBuilder::Ns(const RawValue& v, const char* what, bool required) {
   int64_t ns;
   // |t| <= 2^62 ns (146 years) keeps start + dur and end - start free of overflow.
   constexpr int64_t kLimit = int64_t{1} << 62;
-  if (!ParseMicrosToNs(v.text, &ns) || ns > kLimit || ns < -kLimit) {
+  if (!ParseMicrosToNs(v, &ns) || ns > kLimit || ns < -kLimit) {
     throw EventError{std::string(what) + " out of range: " + Quote(v.text)};
   }
   return ns;
@@ -138,46 +145,46 @@ void EventBuilder::DecodeArgs(const RawEvent& ev, SliceFields* decoded, bool* ba
     const RawValue& v = a.value;
     switch (k.size()) {  // by length first: a trace's args are mostly these few keys
       case 2:
-        if (k == "op") op = &v;
-        else if (k == "mb") ints[2] = &v;
+        if (SameKey(k, "op")) op = &v;
+        else if (SameKey(k, "mb")) ints[2] = &v;
         break;
       case 4:
-        if (k == "step") ints[0] = &v;
-        else if (k == "rank") ints[1] = &v;
+        if (SameKey(k, "step")) ints[0] = &v;
+        else if (SameKey(k, "rank")) ints[1] = &v;
         break;
       case 5:
-        if (k == "phase") phase = &v;
-        else if (k == "stage") ints[3] = &v;
-        else if (k == "layer") ints[4] = &v;
-        else if (k == "flops" && v.type == ValueType::kNumber) {
-          f.has_args = ParseDouble(v.text, &f.args.flops) || f.has_args;
-        } else if (k == "bytes" && v.type == ValueType::kNumber) {
-          f.has_args = ParseInt64(v.text, &f.args.bytes) || f.has_args;
-        } else if (k == "dtype") {
+        if (SameKey(k, "phase")) phase = &v;
+        else if (SameKey(k, "stage")) ints[3] = &v;
+        else if (SameKey(k, "layer")) ints[4] = &v;
+        else if (SameKey(k, "flops") && v.type == ValueType::kNumber) {
+          f.has_args = ParseDouble(v, &f.args.flops) || f.has_args;
+        } else if (SameKey(k, "bytes") && v.type == ValueType::kNumber) {
+          f.has_args = ParseInt64(v, &f.args.bytes) || f.has_args;
+        } else if (SameKey(k, "dtype")) {
           dtype = &v;
         }
         break;
       case 10:
-        if (k == "group_size" || k == "Group size") {
+        if (SameKey(k, "group_size") || SameKey(k, "Group size")) {
           int64_t g;
-          if (v.type == ValueType::kNumber && ParseInt64(v.text, &g) && g > 0 && g <= INT32_MAX) {
+          if (v.type == ValueType::kNumber && ParseInt64(v, &g) && g > 0 && g <= INT32_MAX) {
             f.args.group_size = static_cast<int32_t>(g);
             f.has_args = true;
           }
-        } else if (k == "collective" && v.type == ValueType::kString) {
+        } else if (SameKey(k, "collective") && v.type == ValueType::kString) {
           *collective = v.text;
           if (*collective_keys < 2) ++*collective_keys;  // 2: several
           f.has_args = true;
         }
         break;
       case 13:
-        if (k == "In msg nelems") in_nelems = &v;
+        if (SameKey(k, "In msg nelems")) in_nelems = &v;
         break;
       case 14:
-        if (k == "Out msg nelems") out_nelems = &v;
+        if (SameKey(k, "Out msg nelems")) out_nelems = &v;
         break;
       case 15:
-        if (k == "Collective name" && v.type == ValueType::kString) {
+        if (SameKey(k, "Collective name") && v.type == ValueType::kString) {
           *collective = v.text;
           if (*collective_keys < 2) ++*collective_keys;  // 2: several
           f.has_args = true;
@@ -201,7 +208,7 @@ void EventBuilder::DecodeArgs(const RawEvent& ev, SliceFields* decoded, bool* ba
     bool ok = kind.has_value() && ph.has_value();
     for (int i = 0; i < 5 && ok; ++i) {
       if (ints[i] == nullptr) continue;
-      ok = ints[i]->type == ValueType::kNumber && ParseInt64(ints[i]->text, fields[i]);
+      ok = ints[i]->type == ValueType::kNumber && ParseInt64(*ints[i], fields[i]);
     }
     if (ok) {
       id.op = *kind;
@@ -219,8 +226,8 @@ void EventBuilder::DecodeArgs(const RawEvent& ev, SliceFields* decoded, bool* ba
   // which is the size nccl-tests reports for every collective.
   if ((in_nelems != nullptr || out_nelems != nullptr) && dtype != nullptr && f.args.bytes < 0) {
     int64_t in = 0, out = 0;
-    if (in_nelems != nullptr && in_nelems->type == ValueType::kNumber) ParseInt64(in_nelems->text, &in);
-    if (out_nelems != nullptr && out_nelems->type == ValueType::kNumber) ParseInt64(out_nelems->text, &out);
+    if (in_nelems != nullptr && in_nelems->type == ValueType::kNumber) ParseInt64(*in_nelems, &in);
+    if (out_nelems != nullptr && out_nelems->type == ValueType::kNumber) ParseInt64(*out_nelems, &out);
     const int elem = dtype->type == ValueType::kString ? KinetoDtypeBytes(dtype->text) : 0;
     const int64_t n = std::max(in, out);
     if (elem > 0 && n > 0 && n <= INT64_MAX / elem) {
@@ -261,7 +268,7 @@ namespace {
 
 bool TryNs(const RawValue& v, int64_t* ns) {
   constexpr int64_t kLimit = int64_t{1} << 62;  // as EventBuilder::Ns
-  return v.type == ValueType::kNumber && ParseMicrosToNs(v.text, ns) && *ns <= kLimit && *ns >= -kLimit;
+  return v.type == ValueType::kNumber && ParseMicrosToNs(v, ns) && *ns <= kLimit && *ns >= -kLimit;
 }
 
 }  // namespace
@@ -396,7 +403,7 @@ void EventBuilder::Metadata(const RawEvent& ev) {
   } else if (name == "thread_sort_index") {
     const RawValue* v = ev.Arg("sort_index");
     int64_t idx;
-    if (v != nullptr && v->type == ValueType::kNumber && ParseInt64(v->text, &idx)) {
+    if (v != nullptr && v->type == ValueType::kNumber && ParseInt64(*v, &idx)) {
       thread_sort_[{pid, tid}] = idx;
     }
   }
@@ -407,7 +414,7 @@ void EventBuilder::FlowEvent(const RawEvent& ev, char ph) {
   uint64_t id = 0;
   if (ev.id.type == ValueType::kNumber) {
     int64_t v;
-    if (!ParseInt64(ev.id.text, &v)) throw EventError{"flow id must be an integer"};
+    if (!ParseInt64(ev.id, &v)) throw EventError{"flow id must be an integer"};
     id = static_cast<uint64_t>(v);
   } else if (ev.id.type == ValueType::kString) {
     id = std::hash<std::string_view>{}(ev.id.text) | (uint64_t{1} << 63);
@@ -437,7 +444,7 @@ void EventBuilder::Counter(const RawEvent& ev) {
   const int64_t ts = Ns(ev.ts, "ts", true);
   for (const RawArg& a : ev.args) {
     double v;
-    if (a.value.type == ValueType::kNumber && ParseDouble(a.value.text, &v)) {
+    if (a.value.type == ValueType::kNumber && ParseDouble(a.value, &v)) {
       trace_.AddCounter(CounterSample{track, name, trace_.Intern(a.key), ts, v});
     }
   }
@@ -449,7 +456,7 @@ void EventBuilder::Async(const RawEvent& ev, char ph) {
   uint64_t id = 0;
   if (ev.id.type == ValueType::kNumber) {
     int64_t v;
-    if (ParseInt64(ev.id.text, &v)) id = static_cast<uint64_t>(v);
+    if (ParseInt64(ev.id, &v)) id = static_cast<uint64_t>(v);
   } else if (ev.id.type == ValueType::kString) {
     id = std::hash<std::string_view>{}(ev.id.text);
   }
