@@ -2,6 +2,7 @@
 //   bench_traces --benchmark_filter=TenMillion   # bytes per slice for 10M slices
 //   bench_traces --benchmark_filter=Read         # import MB/s (JSON bytes parsed per second)
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -175,9 +176,18 @@ void BM_ReadKinetoGzipFile(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadKinetoGzipFile)->Unit(benchmark::kMillisecond);
 
+//! CPU seconds of the whole process (every thread, user + system).
+double ProcessCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
 // Opening a trace file as parallax-gui does (ReadChromeTrace with the default options: mapped and
 // scanned on every core when plain, inflated whole then scanned so when gzip). The file is
-// $PARALLAX_BENCH_TRACE (bench/bench_gui_open.sh --ours writes the gpt3-175b one); wall time.
+// $PARALLAX_BENCH_TRACE (bench/bench_gui_open.sh --ours writes the gpt3-175b one). Wall time;
+// cpu_s counts every thread, which is what a load costs when other jobs hold the cores.
 void BM_OpenTraceFile(benchmark::State& state) {
   const char* path = std::getenv("PARALLAX_BENCH_TRACE");
   if (path == nullptr || *path == '\0') {
@@ -188,6 +198,7 @@ void BM_OpenTraceFile(benchmark::State& state) {
   options.threads = static_cast<int>(state.range(0));
   size_t slices = 0;
   ReadStats st;
+  const double cpu0 = ProcessCpuSeconds();
   for (auto _ : state) {
     auto t = ReadChromeTrace(path, options, &st);
     if (!t.ok()) {
@@ -196,9 +207,11 @@ void BM_OpenTraceFile(benchmark::State& state) {
     }
     slices = t->slices().size();
   }
+  const double cpu_s = (ProcessCpuSeconds() - cpu0) / static_cast<double>(state.iterations());
   state.counters["slices"] = static_cast<double>(slices);
   state.counters["slices_per_s"] =
       benchmark::Counter(static_cast<double>(slices), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["cpu_s"] = cpu_s;
   state.counters["json_MB"] = static_cast<double>(st.json_bytes) / 1e6;
 }
 // Arg: reader threads (0: one per core, as the GUI; 1: the calling thread alone).

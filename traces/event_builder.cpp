@@ -57,6 +57,43 @@ std::optional<E> CachedEnum(std::string_view s, std::pair<std::string_view, E> (
 
 }  // namespace
 
+ArgKey ArgKeyOf(std::string_view k) {
+  switch (k.size()) {  // by length first, then one compare of a constant size
+    case 2:
+      if (SameKey(k, "op")) return ArgKey::kOp;
+      if (SameKey(k, "mb")) return ArgKey::kMb;
+      break;
+    case 4:
+      if (SameKey(k, "step")) return ArgKey::kStep;
+      if (SameKey(k, "rank")) return ArgKey::kRank;
+      break;
+    case 5:
+      if (SameKey(k, "phase")) return ArgKey::kPhase;
+      if (SameKey(k, "stage")) return ArgKey::kStage;
+      if (SameKey(k, "layer")) return ArgKey::kLayer;
+      if (SameKey(k, "flops")) return ArgKey::kFlops;
+      if (SameKey(k, "bytes")) return ArgKey::kBytes;
+      if (SameKey(k, "dtype")) return ArgKey::kDtype;
+      break;
+    case 10:
+      if (SameKey(k, "group_size") || SameKey(k, "Group size")) return ArgKey::kGroupSize;
+      if (SameKey(k, "collective")) return ArgKey::kCollective;
+      break;
+    case 13:
+      if (SameKey(k, "In msg nelems")) return ArgKey::kInNelems;
+      break;
+    case 14:
+      if (SameKey(k, "Out msg nelems")) return ArgKey::kOutNelems;
+      break;
+    case 15:
+      if (SameKey(k, "Collective name")) return ArgKey::kCollective;
+      break;
+    default:
+      break;
+  }
+  return ArgKey::kOther;
+}
+
 StringId EventBuilder::InternCached(std::string_view s) {
   CacheEntry& e = cache_[CacheSlot(s, kCacheSize)];
   if (SameText(e.text, s)) return e.id;  // an empty entry matches only "" (id 0)
@@ -141,57 +178,40 @@ void EventBuilder::DecodeArgs(const RawEvent& ev, SliceFields* decoded, bool* ba
   const RawValue* out_nelems = nullptr;
   const RawValue* dtype = nullptr;
   for (const RawArg& a : ev.args) {
-    const std::string_view k = a.key;
     const RawValue& v = a.value;
-    switch (k.size()) {  // by length first: a trace's args are mostly these few keys
-      case 2:
-        if (SameKey(k, "op")) op = &v;
-        else if (SameKey(k, "mb")) ints[2] = &v;
+    switch (a.known != ArgKey::kOther ? a.known : ArgKeyOf(a.key)) {
+      case ArgKey::kOther: break;
+      case ArgKey::kStep: ints[0] = &v; break;
+      case ArgKey::kRank: ints[1] = &v; break;
+      case ArgKey::kMb: ints[2] = &v; break;
+      case ArgKey::kStage: ints[3] = &v; break;
+      case ArgKey::kLayer: ints[4] = &v; break;
+      case ArgKey::kOp: op = &v; break;
+      case ArgKey::kPhase: phase = &v; break;
+      case ArgKey::kFlops:
+        if (v.type == ValueType::kNumber) f.has_args = ParseDouble(v, &f.args.flops) || f.has_args;
         break;
-      case 4:
-        if (SameKey(k, "step")) ints[0] = &v;
-        else if (SameKey(k, "rank")) ints[1] = &v;
+      case ArgKey::kBytes:
+        if (v.type == ValueType::kNumber) f.has_args = ParseInt64(v, &f.args.bytes) || f.has_args;
         break;
-      case 5:
-        if (SameKey(k, "phase")) phase = &v;
-        else if (SameKey(k, "stage")) ints[3] = &v;
-        else if (SameKey(k, "layer")) ints[4] = &v;
-        else if (SameKey(k, "flops") && v.type == ValueType::kNumber) {
-          f.has_args = ParseDouble(v, &f.args.flops) || f.has_args;
-        } else if (SameKey(k, "bytes") && v.type == ValueType::kNumber) {
-          f.has_args = ParseInt64(v, &f.args.bytes) || f.has_args;
-        } else if (SameKey(k, "dtype")) {
-          dtype = &v;
+      case ArgKey::kGroupSize: {
+        int64_t g;
+        if (v.type == ValueType::kNumber && ParseInt64(v, &g) && g > 0 && g <= INT32_MAX) {
+          f.args.group_size = static_cast<int32_t>(g);
+          f.has_args = true;
         }
         break;
-      case 10:
-        if (SameKey(k, "group_size") || SameKey(k, "Group size")) {
-          int64_t g;
-          if (v.type == ValueType::kNumber && ParseInt64(v, &g) && g > 0 && g <= INT32_MAX) {
-            f.args.group_size = static_cast<int32_t>(g);
-            f.has_args = true;
-          }
-        } else if (SameKey(k, "collective") && v.type == ValueType::kString) {
+      }
+      case ArgKey::kCollective:
+        if (v.type == ValueType::kString) {
           *collective = v.text;
           if (*collective_keys < 2) ++*collective_keys;  // 2: several
           f.has_args = true;
         }
         break;
-      case 13:
-        if (SameKey(k, "In msg nelems")) in_nelems = &v;
-        break;
-      case 14:
-        if (SameKey(k, "Out msg nelems")) out_nelems = &v;
-        break;
-      case 15:
-        if (SameKey(k, "Collective name") && v.type == ValueType::kString) {
-          *collective = v.text;
-          if (*collective_keys < 2) ++*collective_keys;  // 2: several
-          f.has_args = true;
-        }
-        break;
-      default:
-        break;
+      case ArgKey::kDtype: dtype = &v; break;
+      case ArgKey::kInNelems: in_nelems = &v; break;
+      case ArgKey::kOutNelems: out_nelems = &v; break;
     }
   }
   if (op != nullptr && phase != nullptr) {
@@ -255,7 +275,8 @@ EventBuilder::IdFields EventBuilder::ParseArgs(const RawEvent& ev) {
     f.args.collective = InternCached(collective);
   } else if (collective_keys > 1) {  // each is interned, in order, as the last one wins
     for (const RawArg& a : ev.args) {
-      if ((a.key == "collective" || a.key == "Collective name") && a.value.type == ValueType::kString) {
+      if ((a.known == ArgKey::kCollective || ArgKeyOf(a.key) == ArgKey::kCollective) &&
+          a.value.type == ValueType::kString) {
         f.args.collective = InternCached(a.value.text);
       }
     }

@@ -29,9 +29,22 @@ struct SliceFields {
   SliceArgs args;  //!< args.collective is set by the builder (it interns)
 };
 
+//! The args keys that carry a slice's identity and numeric args (EventBuilder::DecodeArgs).
+enum class ArgKey : uint8_t {
+  kOther, kStep, kRank, kMb, kStage, kLayer, kOp, kPhase, kFlops, kBytes,
+  kGroupSize,    //!< "group_size" (ours) or "Group size" (Kineto)
+  kCollective,   //!< "collective" (ours) or "Collective name" (Kineto)
+  kDtype, kInNelems, kOutNelems,  //!< Kineto's NCCL message size
+};
+//! The ArgKey of an args key (kOther for any other key).
+ArgKey ArgKeyOf(std::string_view key);
+
 struct RawArg {
   std::string_view key;
   RawValue value;
+  //! ArgKeyOf(key) when the scanner recognised the key as written plainly; else kOther, and
+  //! readers look at `key`.
+  ArgKey known = ArgKey::kOther;
 };
 
 //! One event's fields as scanned; views point into the reader's buffer.
