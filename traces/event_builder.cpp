@@ -304,6 +304,12 @@ void EventBuilder::Predecode(RawEvent& ev) {
   }
 }
 
+bool EventBuilder::NeedsArgs(const RawEvent& ev) {
+  if (!ev.fields_ok || ev.collective_keys > 1) return true;
+  const std::string_view ph = ev.ph.text;
+  return ev.ph.type != ValueType::kString || ph.size() != 1 || ph[0] == 'M' || ph[0] == 'C';
+}
+
 void EventBuilder::AddSlice(TrackId track, int64_t start, int64_t dur, StringId name, StringId cat,
                             const IdFields& f, uint8_t extra_flags) {
   Slice s;

@@ -92,6 +92,8 @@ class EventBuilder {
   void Add(const RawEvent& ev);
   //! Decodes what of `ev` needs no trace state (times, args); any thread. Args must be bound.
   static void Predecode(RawEvent& ev);
+  //! Whether Add reads `ev.args` after Predecode: metadata and counters, several collectives.
+  static bool NeedsArgs(const RawEvent& ev);
   //! A top-level key of the JSON object other than traceEvents.
   void TopLevel(std::string_view key, const Json& value);
   //! Applies process/thread metadata, pairs what is left, classifies tracks, records warnings.
