@@ -31,7 +31,8 @@ struct ReadOptions {
   //! Names the input in messages (defaults to the path).
   std::string origin;
   //! Threads that scan a large input (a mapped file, memory, or gzip inflated whole): 0 one
-  //! per core, 1 none (the caller's thread alone).
+  //! per idle core (the cores less the 1-minute load average, at least one: on a busy machine
+  //! the parallel scan's extra CPU costs more than it saves), 1 none (the caller's thread alone).
   int threads = 0;
   //! gzip input is inflated whole (libdeflate) when its JSON takes at most this many bytes, then
   //! read like plain JSON in memory; larger, or not complete valid gzip (a cut or corrupt file),

@@ -113,6 +113,7 @@ void ScanChunk(Chunk& c, size_t k, const std::vector<const char*>& bounds, const
         // few cache lines instead of growing by ~0.5 KB per event.
         c.args.resize(ev.args_begin);
         ev.args_count = 0;
+        ev.args = {};
       }
       c.starts.push_back(at);
       in_event = false;
