@@ -9,12 +9,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "traces/chrome_reader.h"
 #include "traces/chrome_writer.h"
+#include "traces/inflate_whole.h"
 #include "traces/tracer.h"
 
 namespace parallax::traces {
@@ -224,8 +228,41 @@ void BM_OpenTraceFile(benchmark::State& state) {
   state.counters["cpu_s"] = cpu_s;
   state.counters["json_MB"] = static_cast<double>(st.json_bytes) / 1e6;
 }
-// Arg: reader threads (0: one per core, as the GUI; 1: the calling thread alone).
-BENCHMARK(BM_OpenTraceFile)->Arg(0)->Arg(1)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+// Inflating $PARALLAX_BENCH_TRACE (a .json.gz) alone: Arg 0 libdeflate into one buffer (what
+// the reader does), Arg 1 zlib streamed through a 64 KiB buffer (the fallback). CPU seconds of the
+// calling thread; MB/s of JSON.
+void BM_InflateTraceFile(benchmark::State& state) {
+  const char* path = std::getenv("PARALLAX_BENCH_TRACE");
+  std::ifstream in(path != nullptr ? path : "", std::ios::binary);
+  const std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (gz.size() < 2 || static_cast<unsigned char>(gz[0]) != 0x1f) {
+    state.SkipWithError("set PARALLAX_BENCH_TRACE to a .json.gz file");
+    return;
+  }
+  size_t json_bytes = 0;
+  for (auto _ : state) {
+    if (state.range(0) == 0) {
+      const auto json = InflateWhole(gz, gz.size() * 1100);
+      if (!json) state.SkipWithError("libdeflate failed");
+      json_bytes = json ? json->size : 0;
+    } else {
+      auto src = OpenMemoryTraceSource(gz, "bench");
+      std::vector<char> buf(1 << 16);
+      json_bytes = 0;
+      for (;;) {
+        auto got = src->Read(buf.data(), buf.size());
+        if (!got.ok() || *got == 0) break;
+        json_bytes += *got;
+      }
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(json_bytes));
+}
+BENCHMARK(BM_InflateTraceFile)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Arg: reader threads (0: one per idle core, as the GUI; 1: the calling thread alone; 2: two
+// scanning threads beside it, whatever the load).
+BENCHMARK(BM_OpenTraceFile)->Arg(0)->Arg(1)->Arg(2)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace parallax::traces

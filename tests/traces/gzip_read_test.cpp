@@ -97,7 +97,7 @@ Outcome ReadMemory(const std::string& bytes, ReadOptions o) {
   return Finish(std::move(t), std::move(r));
 }
 
-Outcome ReadFile(const std::string& bytes, ReadOptions o) {
+Outcome ReadFile(const std::string& bytes, const ReadOptions& o) {
   const auto path = std::filesystem::temp_directory_path() / ("parallax_gzip_read_" + std::to_string(::getpid()) + ".gz");
   std::ofstream(path, std::ios::binary) << bytes;
   Outcome r;
