@@ -1,16 +1,24 @@
 // Trace I/O and recording speed and footprint: the numbers docs/traces.md reports.
 //   bench_traces --benchmark_filter=TenMillion   # bytes per slice for 10M slices
 //   bench_traces --benchmark_filter=Read         # import MB/s (JSON bytes parsed per second)
+//   PARALLAX_BENCH_TRACE=f.json.gz bench_traces --benchmark_filter=OpenTraceFile  # open a file
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <random>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "traces/chrome_reader.h"
 #include "traces/chrome_writer.h"
+#include "traces/inflate_whole.h"
 #include "traces/tracer.h"
 
 namespace parallax::traces {
@@ -172,6 +180,88 @@ void BM_ReadKinetoGzipFile(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * json_bytes);
 }
 BENCHMARK(BM_ReadKinetoGzipFile)->Unit(benchmark::kMillisecond);
+
+//! CPU seconds of the whole process (every thread, user + system).
+double ProcessCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// Opening a trace file as parallax-gui does (ReadChromeTrace with the default options: mapped and
+// scanned on every core when plain, inflated whole then scanned so when gzip). The file is
+// $PARALLAX_BENCH_TRACE (bench/bench_gui_open.sh --ours writes the gpt3-175b one). Wall time of
+// the read, not of freeing the trace; cpu_s counts every thread, which is what a load costs when
+// other jobs hold the cores.
+void BM_OpenTraceFile(benchmark::State& state) {
+  const char* path = std::getenv("PARALLAX_BENCH_TRACE");
+  if (path == nullptr || *path == '\0') {
+    state.SkipWithError("set PARALLAX_BENCH_TRACE to a trace file");
+    return;
+  }
+  ReadOptions options;
+  options.threads = static_cast<int>(state.range(0));
+  size_t slices = 0;
+  ReadStats st;
+  std::optional<Trace> open;  // freed outside the timing: the GUI keeps what it opened
+  double cpu_s = 0;
+  for (auto _ : state) {
+    const double cpu0 = ProcessCpuSeconds();
+    auto t = ReadChromeTrace(path, options, &st);
+    cpu_s += ProcessCpuSeconds() - cpu0;
+    if (!t.ok()) {
+      state.SkipWithError(t.error().message.c_str());
+      return;
+    }
+    slices = t->slices().size();
+    state.PauseTiming();
+    open.reset();
+    open = std::move(*t);
+    state.ResumeTiming();
+  }
+  cpu_s /= static_cast<double>(state.iterations());
+  state.counters["slices"] = static_cast<double>(slices);
+  state.counters["slices_per_s"] =
+      benchmark::Counter(static_cast<double>(slices), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["cpu_s"] = cpu_s;
+  state.counters["json_MB"] = static_cast<double>(st.json_bytes) / 1e6;
+}
+// Inflating $PARALLAX_BENCH_TRACE (a .json.gz) alone: Arg 0 libdeflate into one buffer (what
+// the reader does), Arg 1 zlib streamed through a 64 KiB buffer (the fallback). CPU seconds of the
+// calling thread; MB/s of JSON.
+void BM_InflateTraceFile(benchmark::State& state) {
+  const char* path = std::getenv("PARALLAX_BENCH_TRACE");
+  std::ifstream in(path != nullptr ? path : "", std::ios::binary);
+  const std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (gz.size() < 2 || static_cast<unsigned char>(gz[0]) != 0x1f) {
+    state.SkipWithError("set PARALLAX_BENCH_TRACE to a .json.gz file");
+    return;
+  }
+  size_t json_bytes = 0;
+  for (auto _ : state) {
+    if (state.range(0) == 0) {
+      const auto json = InflateWhole(gz, gz.size() * 1100);
+      if (!json) state.SkipWithError("libdeflate failed");
+      json_bytes = json ? json->size : 0;
+    } else {
+      auto src = OpenMemoryTraceSource(gz, "bench");
+      std::vector<char> buf(1 << 16);
+      json_bytes = 0;
+      for (;;) {
+        auto got = src->Read(buf.data(), buf.size());
+        if (!got.ok() || *got == 0) break;
+        json_bytes += *got;
+      }
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(json_bytes));
+}
+BENCHMARK(BM_InflateTraceFile)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Arg: reader threads (0: one per idle core, as the GUI; 1: the calling thread alone; 2: two
+// scanning threads beside it, whatever the load).
+BENCHMARK(BM_OpenTraceFile)->Arg(0)->Arg(1)->Arg(2)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace parallax::traces

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libopenblas-dev
+packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libopenblas-dev libdeflate-dev
           libopenmpi-dev openmpi-bin qt6-base-dev googletest libgtest-dev libbenchmark-dev
           zlib1g-dev xvfb clang libclang-rt-14-dev clang-tidy libhwy-dev chromium)
 missing=()

@@ -5,17 +5,43 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "traces/event_builder.h"
 #include "traces/event_scan.h"
+#include "traces/inflate_whole.h"
 #include "traces/json_scanner.h"
 #include "traces/parallel_events.h"
 
 namespace parallax::traces {
 namespace {
+
+//! What a JSON value starting with `c` is, for messages ("an object", "a string", ...).
+std::string JsonKindAt(char c) {
+  switch (c) {
+    case '{': return "an object";
+    case '"': return "a string";
+    case 't': case 'f': return "a boolean";
+    case 'n': return "null";
+    default: return c == '-' || (c >= '0' && c <= '9') ? "a number" : std::string("'") + c + "'";
+  }
+}
+
+//! Cores not busy with other work: the cores less the 1-minute load average, at least one. The
+//! parallel scan costs about a fifth more CPU than the sequential one (events move between
+//! cores, threads wait on each other), which only pays when cores are idle to run it.
+int IdleCores() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  double load = 0;
+  if (::getloadavg(&load, 1) != 1) return cores;
+  return std::clamp(cores - static_cast<int>(std::lround(load)), 1, cores);
+}
 
 //! The input ended inside a unit (event, key, value).
 struct Truncated {};
@@ -192,8 +218,7 @@ void ChromeReader::ParseEvents(bool array_format) {
   in_events_ = true;
   bool done = false;
   Unit([&] { done = scanner_.Consume(']'); });
-  const int threads = options_.threads > 0 ? options_.threads
-                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = options_.threads > 0 ? options_.threads : IdleCores();
   if (!done && src_ == nullptr && threads > 1 && filled_ >= options_.parallel_min_bytes) {
     done = ParseEventsParallel(array_format, threads);
   }
@@ -255,7 +280,14 @@ Result<Trace> ChromeReader::Run() {
             scanner_.SkipWs();
           });
           if (key == "traceEvents") {
-            Unit([&] { scanner_.Expect('['); });
+            char open = 0;
+            Unit([&] { open = scanner_.Peek(); });
+            if (open != '[') {
+              throw SourceFailed{Fail(std::string("/traceEvents: must be an array of events, found ") +
+                                          JsonKindAt(open),
+                                      Offset(scanner_.pos()))};
+            }
+            scanner_.Expect('[');
             ParseEvents(/*array_format=*/false);
             saw_events = true;
           } else {
@@ -370,6 +402,19 @@ class MappedFile {
 
 constexpr size_t kMapMinBytes = size_t{1} << 20;
 
+//! gzip bytes: inflated whole and read as plain JSON in memory when they fit, else streamed.
+Result<Trace> ReadGzip(std::string_view gz, const ReadOptions& options, ReadStats* stats) {
+  if (options.progress && !options.progress(0, -1)) return Error{options.origin + ": cancelled", ErrorKind::kIo};
+  const size_t limit = options.inflate_max_bytes > 0 ? options.inflate_max_bytes : DefaultInflateLimit();
+  if (std::optional<InflatedBytes> json = InflateWhole(gz, limit)) {
+    Result<Trace> trace = ReadPlainJson(json->View(), options, stats);
+    if (stats != nullptr) stats->raw_bytes = static_cast<int64_t>(gz.size());
+    return trace;
+  }
+  auto src = OpenMemoryTraceSource(gz, options.origin);
+  return ReadChromeTrace(*src, options, stats);
+}
+
 }  // namespace
 
 Result<Trace> ReadChromeTrace(const std::string& path, const ReadOptions& options, ReadStats* stats) {
@@ -380,11 +425,12 @@ Result<Trace> ReadChromeTrace(const std::string& path, const ReadOptions& option
     if (!fd.ok()) return fd.error();
     struct stat st {};
     char magic[2] = {0, 0};
-    const bool plain = ::fstat(*fd, &st) == 0 && ::pread(*fd, magic, 2, 0) == 2 && !IsGzip({magic, 2});
-    if (plain && static_cast<size_t>(st.st_size) >= kMapMinBytes) {
+    const bool sized = ::fstat(*fd, &st) == 0 && ::pread(*fd, magic, 2, 0) == 2;
+    const bool gzip = sized && IsGzip({magic, 2});
+    if (sized && (gzip || static_cast<size_t>(st.st_size) >= kMapMinBytes)) {
       MappedFile map(*fd, static_cast<size_t>(st.st_size));
       ::close(*fd);
-      if (map.Ok()) return ReadPlainJson(map.Bytes(), o, stats);
+      if (map.Ok()) return gzip ? ReadGzip(map.Bytes(), o, stats) : ReadPlainJson(map.Bytes(), o, stats);
     } else {
       ::close(*fd);
     }
@@ -398,9 +444,7 @@ Result<Trace> ReadChromeTraceFromMemory(std::string_view bytes, const ReadOption
                                         ReadStats* stats) {
   ReadOptions o = options;
   if (o.origin.empty()) o.origin = "<memory>";
-  if (!IsGzip(bytes)) return ReadPlainJson(bytes, o, stats);
-  auto src = OpenMemoryTraceSource(bytes, o.origin);
-  return ReadChromeTrace(*src, o, stats);
+  return IsGzip(bytes) ? ReadGzip(bytes, o, stats) : ReadPlainJson(bytes, o, stats);
 }
 
 }  // namespace parallax::traces

@@ -20,6 +20,7 @@
 
 #include "model/result.h"
 #include "traces/byte_stream.h"
+#include "traces/read_stats.h"
 #include "traces/trace.h"
 
 namespace parallax::traces {
@@ -29,9 +30,15 @@ struct ReadOptions {
   bool lenient = false;
   //! Names the input in messages (defaults to the path).
   std::string origin;
-  //! Threads that scan a large plain input (mapped file or memory): 0 one per core, 1 none
-  //! (the caller's thread alone). gzip input is always read by one thread.
+  //! Threads that scan a large input (a mapped file, memory, or gzip inflated whole): 0 one
+  //! per idle core (the cores less the 1-minute load average, at least one: on a busy machine
+  //! the parallel scan's extra CPU costs more than it saves), 1 none (the caller's thread alone).
   int threads = 0;
+  //! gzip input is inflated whole (libdeflate) when its JSON takes at most this many bytes, then
+  //! read like plain JSON in memory; larger, or not complete valid gzip (a cut or corrupt file),
+  //! it streams through zlib in one buffer on one thread, which names the bad byte.
+  //! 0: half the memory the system has available.
+  size_t inflate_max_bytes = 0;
   //! Inputs at least this large are scanned in parallel; smaller ones by the caller alone.
   size_t parallel_min_bytes = size_t{8} << 20;
   //! Bytes per chunk of the parallel scan (tests use small values to cut everywhere).
@@ -41,23 +48,13 @@ struct ReadOptions {
   std::function<bool(int64_t done, int64_t total)> progress;
 };
 
-//! What the reader saw, beyond the Trace itself.
-struct ReadStats {
-  int64_t events = 0;                          //!< entries of traceEvents
-  std::map<std::string, int64_t> phases;       //!< "X" -> count, ...
-  std::map<std::string, int64_t> categories;   //!< "kernel" -> count; "" for events without cat
-  int64_t nccl_kernels = 0;                    //!< kernels recognised as NCCL communication
-  int64_t raw_bytes = 0;                       //!< bytes read from the file (compressed if gzip)
-  int64_t json_bytes = 0;                      //!< bytes of JSON parsed
-  bool truncated = false;                      //!< lenient load of a cut-off file
-  std::vector<std::string> warnings;
-};
-
 //! Reads a trace file: a plain file of at least 1 MiB is memory-mapped (and scanned in parallel
-//! when large, see ReadOptions), gzip and small files are streamed. Errors (kind kBadInput) read "<file>: event <i> (byte <offset>): <what>".
+//! when large, see ReadOptions), a gzip file is inflated whole (see inflate_max_bytes), small
+//! plain files are streamed. Errors (kind kBadInput) read "<file>: event <i> (JSON byte
+//! <offset>): <what>".
 Result<Trace> ReadChromeTrace(const std::string& path, const ReadOptions& options = {},
                               ReadStats* stats = nullptr);
-//! Reads trace bytes held in memory (plain: in place, in parallel when large; or gzip).
+//! Reads trace bytes held in memory (plain: in place, in parallel when large; gzip: as a file).
 Result<Trace> ReadChromeTraceFromMemory(std::string_view bytes, const ReadOptions& options = {},
                                         ReadStats* stats = nullptr);
 //! Reads from any byte source (already decompressed if it was gzip).

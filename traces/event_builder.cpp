@@ -32,6 +32,13 @@ size_t CacheSlot(std::string_view s, size_t slots) {
   return (s.size() * 31 + c(0) * 7 + c(s.size() - 1) * 13 + c(s.size() / 2)) & (slots - 1);
 }
 
+//! `k == lit` where the caller has checked that the sizes are equal: a compare of a constant
+//! size, which the compiler turns into one or two loads instead of a call.
+template <size_t N>
+bool SameKey(std::string_view k, const char (&lit)[N]) {
+  return std::memcmp(k.data(), lit, N - 1) == 0;
+}
+
 bool SameText(std::string_view a, std::string_view b) {
   // memcmp must not see the null data() of an empty view, even with size 0.
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
@@ -49,6 +56,43 @@ std::optional<E> CachedEnum(std::string_view s, std::pair<std::string_view, E> (
 }
 
 }  // namespace
+
+ArgKey ArgKeyOf(std::string_view k) {
+  switch (k.size()) {  // by length first, then one compare of a constant size
+    case 2:
+      if (SameKey(k, "op")) return ArgKey::kOp;
+      if (SameKey(k, "mb")) return ArgKey::kMb;
+      break;
+    case 4:
+      if (SameKey(k, "step")) return ArgKey::kStep;
+      if (SameKey(k, "rank")) return ArgKey::kRank;
+      break;
+    case 5:
+      if (SameKey(k, "phase")) return ArgKey::kPhase;
+      if (SameKey(k, "stage")) return ArgKey::kStage;
+      if (SameKey(k, "layer")) return ArgKey::kLayer;
+      if (SameKey(k, "flops")) return ArgKey::kFlops;
+      if (SameKey(k, "bytes")) return ArgKey::kBytes;
+      if (SameKey(k, "dtype")) return ArgKey::kDtype;
+      break;
+    case 10:
+      if (SameKey(k, "group_size") || SameKey(k, "Group size")) return ArgKey::kGroupSize;
+      if (SameKey(k, "collective")) return ArgKey::kCollective;
+      break;
+    case 13:
+      if (SameKey(k, "In msg nelems")) return ArgKey::kInNelems;
+      break;
+    case 14:
+      if (SameKey(k, "Out msg nelems")) return ArgKey::kOutNelems;
+      break;
+    case 15:
+      if (SameKey(k, "Collective name")) return ArgKey::kCollective;
+      break;
+    default:
+      break;
+  }
+  return ArgKey::kOther;
+}
 
 StringId EventBuilder::InternCached(std::string_view s) {
   CacheEntry& e = cache_[CacheSlot(s, kCacheSize)];
@@ -74,7 +118,7 @@ int64_t EventBuilder::ProcessId(const RawValue& v, const char* what) {
     case ValueType::kNone: return 0;
     case ValueType::kNumber: {
       int64_t id;
-      if (!ParseInt64(v.text, &id)) throw EventError{std::string(what) + " must be an integer, got " + Quote(v.text)};
+      if (!ParseInt64(v, &id)) throw EventError{std::string(what) + " must be an integer, got " + Quote(v.text)};
       return id;
     }
     case ValueType::kString: {
@@ -116,7 +160,7 @@ int64_t EventBuilder::Ns(const RawValue& v, const char* what, bool required) {
   int64_t ns;
   // |t| <= 2^62 ns (146 years) keeps start + dur and end - start free of overflow.
   constexpr int64_t kLimit = int64_t{1} << 62;
-  if (!ParseMicrosToNs(v.text, &ns) || ns > kLimit || ns < -kLimit) {
+  if (!ParseMicrosToNs(v, &ns) || ns > kLimit || ns < -kLimit) {
     throw EventError{std::string(what) + " out of range: " + Quote(v.text)};
   }
   return ns;
@@ -134,57 +178,40 @@ void EventBuilder::DecodeArgs(const RawEvent& ev, SliceFields* decoded, bool* ba
   const RawValue* out_nelems = nullptr;
   const RawValue* dtype = nullptr;
   for (const RawArg& a : ev.args) {
-    const std::string_view k = a.key;
     const RawValue& v = a.value;
-    switch (k.size()) {  // by length first: a trace's args are mostly these few keys
-      case 2:
-        if (k == "op") op = &v;
-        else if (k == "mb") ints[2] = &v;
+    switch (a.known != ArgKey::kOther ? a.known : ArgKeyOf(a.key)) {
+      case ArgKey::kOther: break;
+      case ArgKey::kStep: ints[0] = &v; break;
+      case ArgKey::kRank: ints[1] = &v; break;
+      case ArgKey::kMb: ints[2] = &v; break;
+      case ArgKey::kStage: ints[3] = &v; break;
+      case ArgKey::kLayer: ints[4] = &v; break;
+      case ArgKey::kOp: op = &v; break;
+      case ArgKey::kPhase: phase = &v; break;
+      case ArgKey::kFlops:
+        if (v.type == ValueType::kNumber) f.has_args = ParseDouble(v, &f.args.flops) || f.has_args;
         break;
-      case 4:
-        if (k == "step") ints[0] = &v;
-        else if (k == "rank") ints[1] = &v;
+      case ArgKey::kBytes:
+        if (v.type == ValueType::kNumber) f.has_args = ParseInt64(v, &f.args.bytes) || f.has_args;
         break;
-      case 5:
-        if (k == "phase") phase = &v;
-        else if (k == "stage") ints[3] = &v;
-        else if (k == "layer") ints[4] = &v;
-        else if (k == "flops" && v.type == ValueType::kNumber) {
-          f.has_args = ParseDouble(v.text, &f.args.flops) || f.has_args;
-        } else if (k == "bytes" && v.type == ValueType::kNumber) {
-          f.has_args = ParseInt64(v.text, &f.args.bytes) || f.has_args;
-        } else if (k == "dtype") {
-          dtype = &v;
+      case ArgKey::kGroupSize: {
+        int64_t g;
+        if (v.type == ValueType::kNumber && ParseInt64(v, &g) && g > 0 && g <= INT32_MAX) {
+          f.args.group_size = static_cast<int32_t>(g);
+          f.has_args = true;
         }
         break;
-      case 10:
-        if (k == "group_size" || k == "Group size") {
-          int64_t g;
-          if (v.type == ValueType::kNumber && ParseInt64(v.text, &g) && g > 0 && g <= INT32_MAX) {
-            f.args.group_size = static_cast<int32_t>(g);
-            f.has_args = true;
-          }
-        } else if (k == "collective" && v.type == ValueType::kString) {
+      }
+      case ArgKey::kCollective:
+        if (v.type == ValueType::kString) {
           *collective = v.text;
           if (*collective_keys < 2) ++*collective_keys;  // 2: several
           f.has_args = true;
         }
         break;
-      case 13:
-        if (k == "In msg nelems") in_nelems = &v;
-        break;
-      case 14:
-        if (k == "Out msg nelems") out_nelems = &v;
-        break;
-      case 15:
-        if (k == "Collective name" && v.type == ValueType::kString) {
-          *collective = v.text;
-          if (*collective_keys < 2) ++*collective_keys;  // 2: several
-          f.has_args = true;
-        }
-        break;
-      default:
-        break;
+      case ArgKey::kDtype: dtype = &v; break;
+      case ArgKey::kInNelems: in_nelems = &v; break;
+      case ArgKey::kOutNelems: out_nelems = &v; break;
     }
   }
   if (op != nullptr && phase != nullptr) {
@@ -201,7 +228,7 @@ void EventBuilder::DecodeArgs(const RawEvent& ev, SliceFields* decoded, bool* ba
     bool ok = kind.has_value() && ph.has_value();
     for (int i = 0; i < 5 && ok; ++i) {
       if (ints[i] == nullptr) continue;
-      ok = ints[i]->type == ValueType::kNumber && ParseInt64(ints[i]->text, fields[i]);
+      ok = ints[i]->type == ValueType::kNumber && ParseInt64(*ints[i], fields[i]);
     }
     if (ok) {
       id.op = *kind;
@@ -219,8 +246,8 @@ void EventBuilder::DecodeArgs(const RawEvent& ev, SliceFields* decoded, bool* ba
   // which is the size nccl-tests reports for every collective.
   if ((in_nelems != nullptr || out_nelems != nullptr) && dtype != nullptr && f.args.bytes < 0) {
     int64_t in = 0, out = 0;
-    if (in_nelems != nullptr && in_nelems->type == ValueType::kNumber) ParseInt64(in_nelems->text, &in);
-    if (out_nelems != nullptr && out_nelems->type == ValueType::kNumber) ParseInt64(out_nelems->text, &out);
+    if (in_nelems != nullptr && in_nelems->type == ValueType::kNumber) ParseInt64(*in_nelems, &in);
+    if (out_nelems != nullptr && out_nelems->type == ValueType::kNumber) ParseInt64(*out_nelems, &out);
     const int elem = dtype->type == ValueType::kString ? KinetoDtypeBytes(dtype->text) : 0;
     const int64_t n = std::max(in, out);
     if (elem > 0 && n > 0 && n <= INT64_MAX / elem) {
@@ -248,7 +275,8 @@ EventBuilder::IdFields EventBuilder::ParseArgs(const RawEvent& ev) {
     f.args.collective = InternCached(collective);
   } else if (collective_keys > 1) {  // each is interned, in order, as the last one wins
     for (const RawArg& a : ev.args) {
-      if ((a.key == "collective" || a.key == "Collective name") && a.value.type == ValueType::kString) {
+      if ((a.known == ArgKey::kCollective || ArgKeyOf(a.key) == ArgKey::kCollective) &&
+          a.value.type == ValueType::kString) {
         f.args.collective = InternCached(a.value.text);
       }
     }
@@ -261,7 +289,7 @@ namespace {
 
 bool TryNs(const RawValue& v, int64_t* ns) {
   constexpr int64_t kLimit = int64_t{1} << 62;  // as EventBuilder::Ns
-  return v.type == ValueType::kNumber && ParseMicrosToNs(v.text, ns) && *ns <= kLimit && *ns >= -kLimit;
+  return v.type == ValueType::kNumber && ParseMicrosToNs(v, ns) && *ns <= kLimit && *ns >= -kLimit;
 }
 
 }  // namespace
@@ -274,6 +302,12 @@ void EventBuilder::Predecode(RawEvent& ev) {
     DecodeArgs(ev, &ev.fields, &ev.bad_identity, &ev.collective, &ev.collective_keys);
     ev.fields_ok = true;
   }
+}
+
+bool EventBuilder::NeedsArgs(const RawEvent& ev) {
+  if (!ev.fields_ok || ev.collective_keys > 1) return true;
+  const std::string_view ph = ev.ph.text;
+  return ev.ph.type != ValueType::kString || ph.size() != 1 || ph[0] == 'M' || ph[0] == 'C';
 }
 
 void EventBuilder::AddSlice(TrackId track, int64_t start, int64_t dur, StringId name, StringId cat,
@@ -396,7 +430,7 @@ void EventBuilder::Metadata(const RawEvent& ev) {
   } else if (name == "thread_sort_index") {
     const RawValue* v = ev.Arg("sort_index");
     int64_t idx;
-    if (v != nullptr && v->type == ValueType::kNumber && ParseInt64(v->text, &idx)) {
+    if (v != nullptr && v->type == ValueType::kNumber && ParseInt64(*v, &idx)) {
       thread_sort_[{pid, tid}] = idx;
     }
   }
@@ -407,7 +441,7 @@ void EventBuilder::FlowEvent(const RawEvent& ev, char ph) {
   uint64_t id = 0;
   if (ev.id.type == ValueType::kNumber) {
     int64_t v;
-    if (!ParseInt64(ev.id.text, &v)) throw EventError{"flow id must be an integer"};
+    if (!ParseInt64(ev.id, &v)) throw EventError{"flow id must be an integer"};
     id = static_cast<uint64_t>(v);
   } else if (ev.id.type == ValueType::kString) {
     id = std::hash<std::string_view>{}(ev.id.text) | (uint64_t{1} << 63);
@@ -437,7 +471,7 @@ void EventBuilder::Counter(const RawEvent& ev) {
   const int64_t ts = Ns(ev.ts, "ts", true);
   for (const RawArg& a : ev.args) {
     double v;
-    if (a.value.type == ValueType::kNumber && ParseDouble(a.value.text, &v)) {
+    if (a.value.type == ValueType::kNumber && ParseDouble(a.value, &v)) {
       trace_.AddCounter(CounterSample{track, name, trace_.Intern(a.key), ts, v});
     }
   }
@@ -449,7 +483,7 @@ void EventBuilder::Async(const RawEvent& ev, char ph) {
   uint64_t id = 0;
   if (ev.id.type == ValueType::kNumber) {
     int64_t v;
-    if (ParseInt64(ev.id.text, &v)) id = static_cast<uint64_t>(v);
+    if (ParseInt64(ev.id, &v)) id = static_cast<uint64_t>(v);
   } else if (ev.id.type == ValueType::kString) {
     id = std::hash<std::string_view>{}(ev.id.text);
   }

@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "traces/chrome_reader.h"
 #include "traces/json_scanner.h"
+#include "traces/read_stats.h"
 #include "traces/trace.h"
 
 namespace parallax::traces {
@@ -29,9 +29,22 @@ struct SliceFields {
   SliceArgs args;  //!< args.collective is set by the builder (it interns)
 };
 
+//! The args keys that carry a slice's identity and numeric args (EventBuilder::DecodeArgs).
+enum class ArgKey : uint8_t {
+  kOther, kStep, kRank, kMb, kStage, kLayer, kOp, kPhase, kFlops, kBytes,
+  kGroupSize,    //!< "group_size" (ours) or "Group size" (Kineto)
+  kCollective,   //!< "collective" (ours) or "Collective name" (Kineto)
+  kDtype, kInNelems, kOutNelems,  //!< Kineto's NCCL message size
+};
+//! The ArgKey of an args key (kOther for any other key).
+ArgKey ArgKeyOf(std::string_view key);
+
 struct RawArg {
   std::string_view key;
   RawValue value;
+  //! ArgKeyOf(key) when the scanner recognised the key as written plainly; else kOther, and
+  //! readers look at `key`.
+  ArgKey known = ArgKey::kOther;
 };
 
 //! One event's fields as scanned; views point into the reader's buffer.
@@ -79,6 +92,8 @@ class EventBuilder {
   void Add(const RawEvent& ev);
   //! Decodes what of `ev` needs no trace state (times, args); any thread. Args must be bound.
   static void Predecode(RawEvent& ev);
+  //! Whether Add reads `ev.args` after Predecode: metadata and counters, several collectives.
+  static bool NeedsArgs(const RawEvent& ev);
   //! A top-level key of the JSON object other than traceEvents.
   void TopLevel(std::string_view key, const Json& value);
   //! Applies process/thread metadata, pairs what is left, classifies tracks, records warnings.

@@ -3,6 +3,44 @@
 namespace parallax::traces {
 namespace {
 
+//! Reads `"key":` for the args keys our writer uses (ArgKey), written plainly, into a.key and
+//! a.known without decoding the key string. Returns false (nothing consumed) otherwise.
+bool FastArgKey(JsonScanner& scanner, RawArg* a) {
+  const char* p = scanner.pos();
+  if (scanner.end() - p < 2 || *p != '"') return false;
+  const auto take = [&](ArgKey k, size_t n) {
+    a->key = {p + 1, n};
+    a->known = k;
+    return true;
+  };
+  switch (p[1]) {
+    case 's':
+      if (scanner.TryLiteral("\"step\":")) return take(ArgKey::kStep, 4);
+      if (scanner.TryLiteral("\"stage\":")) return take(ArgKey::kStage, 5);
+      return false;
+    case 'r':
+      return scanner.TryLiteral("\"rank\":") && take(ArgKey::kRank, 4);
+    case 'm':
+      return scanner.TryLiteral("\"mb\":") && take(ArgKey::kMb, 2);
+    case 'l':
+      return scanner.TryLiteral("\"layer\":") && take(ArgKey::kLayer, 5);
+    case 'o':
+      return scanner.TryLiteral("\"op\":") && take(ArgKey::kOp, 2);
+    case 'p':
+      return scanner.TryLiteral("\"phase\":") && take(ArgKey::kPhase, 5);
+    case 'f':
+      return scanner.TryLiteral("\"flops\":") && take(ArgKey::kFlops, 5);
+    case 'b':
+      return scanner.TryLiteral("\"bytes\":") && take(ArgKey::kBytes, 5);
+    case 'g':
+      return scanner.TryLiteral("\"group_size\":") && take(ArgKey::kGroupSize, 10);
+    case 'c':
+      return scanner.TryLiteral("\"collective\":") && take(ArgKey::kCollective, 10);
+    default:
+      return false;
+  }
+}
+
 void ScanArgs(JsonScanner& scanner, RawEvent& ev, std::vector<RawArg>& store) {
   ev.has_args = true;
   // A repeated "args" key replaces the earlier one (its entries stay unused in the store).
@@ -12,8 +50,11 @@ void ScanArgs(JsonScanner& scanner, RawEvent& ev, std::vector<RawArg>& store) {
   if (scanner.Consume('}')) return;
   do {
     RawArg a;
-    a.key = scanner.String();
-    scanner.Expect(':');
+    scanner.SkipWs();
+    if (!FastArgKey(scanner, &a)) {
+      a.key = scanner.String();
+      scanner.Expect(':');
+    }
     a.value = scanner.Value(2);
     store.push_back(a);
     ++ev.args_count;

@@ -1,5 +1,6 @@
 #include "traces/json_scanner.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -37,6 +38,8 @@ void AppendUtf8(std::string& out, uint32_t cp) {
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
+
+
 }  // namespace
 
 void JsonScanner::ExpectSlow(char c) {
@@ -53,21 +56,23 @@ void JsonScanner::Literal(std::string_view lit) {
   }
 }
 
-std::string_view JsonScanner::String() {
-  if (Peek() != '"') Fail(p_, "expected a string");
-  const char* start = ++p_;
-  unsigned char high = 0;  // OR of all bytes: bit 7 set when anything is non-ASCII
-  // Fast scan, 8 bytes at a time while none is '"', '\\', a control or a non-ASCII byte.
+std::string_view JsonScanner::StringRest(const char* start) {
   while (end_ - p_ >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p_, 8);
-    constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
-    const uint64_t quote = w ^ (kOnes * '"'), slash = w ^ (kOnes * '\\');
-    // A byte is flagged when it is zero in `quote` or `slash`, below 0x20, or has bit 7 set.
-    const uint64_t special = ((quote - kOnes) & ~quote) | ((slash - kOnes) & ~slash) | (w - kOnes * 0x20) | w;
-    if ((special & kHigh) != 0) break;
+    const uint64_t special = SpecialBytes(p_);
+    if (special != 0) {
+      p_ += std::countr_zero(special) / 8;
+      if (*p_ != '"') break;  // escape, control or non-ASCII: byte by byte from here
+      std::string_view s(start, static_cast<size_t>(p_ - start));
+      ++p_;
+      return s;
+    }
     p_ += 8;
   }
+  return StringTail(start);
+}
+
+std::string_view JsonScanner::StringTail(const char* start) {
+  unsigned char high = 0;  // OR of the bytes from p_ on (those before are ASCII): bit 7 if not
   while (p_ != end_ && *p_ != '"' && *p_ != '\\' && static_cast<unsigned char>(*p_) >= 0x20) {
     high |= static_cast<unsigned char>(*p_);
     ++p_;
@@ -153,40 +158,89 @@ std::string_view JsonScanner::DecodeEscaped(const char* start) {
   }
 }
 
-std::string_view JsonScanner::Number() {
-  SkipWs();
+RawValue JsonScanner::Number() {
+  if (bounded_) {
+    // No digit run reaches the window's end, so the loops need no bounds checks. Anything but
+    // a plain number (an exponent, an error) is left to the checked scan below.
+    const char* q = p_;
+    const bool negative = *q == '-';
+    q += negative ? 1 : 0;
+    uint64_t mantissa = 0;
+    const char* d = q;
+    if (*q == '0') {
+      ++q;
+    } else {
+      while (IsDigit(*q)) mantissa = mantissa * 10 + static_cast<uint64_t>(*q++ - '0');
+    }
+    const ptrdiff_t whole = q - d;
+    ptrdiff_t fraction = 0;
+    if (*q == '.') {
+      const char* f = ++q;
+      while (IsDigit(*q)) mantissa = mantissa * 10 + static_cast<uint64_t>(*q++ - '0');
+      fraction = q - f;
+      if (fraction == 0) q = d;  // "1." is invalid: the checked scan says so
+    }
+    if (whole > 0 && q != d && *q != 'e' && *q != 'E') {
+      RawValue v(ValueType::kNumber, {p_, static_cast<size_t>(q - p_)});
+      if (whole + fraction <= 18) {
+        v.fraction_digits = static_cast<int8_t>(fraction);
+        v.mantissa = negative ? -static_cast<int64_t>(mantissa) : static_cast<int64_t>(mantissa);
+      }
+      p_ = q;
+      return v;
+    }
+  }
+  return NumberChecked();
+}
+
+RawValue JsonScanner::NumberChecked() {
   const char* start = p_;
+  uint64_t mantissa = 0;  // wraps harmlessly past 19 digits: kept only up to 18
+  int ndigits = 0;
   auto need = [&] {
     if (p_ == end_) throw ScanNeedMore{};
   };
   auto digits = [&] {
     const char* d = p_;
-    while (p_ != end_ && IsDigit(*p_)) ++p_;
+    while (p_ != end_ && IsDigit(*p_)) mantissa = mantissa * 10 + static_cast<uint64_t>(*p_++ - '0');
     if (p_ == end_ && !final_) throw ScanNeedMore{};
     if (p_ == d) Fail(p_, "invalid number");
+    const int n = static_cast<int>(std::min<ptrdiff_t>(p_ - d, 100));
+    ndigits += n;
+    return n;
   };
   need();
-  if (*p_ == '-') {
+  const bool negative = *p_ == '-';
+  if (negative) {
     ++p_;
     need();
   }
   if (*p_ == '0') {
     ++p_;
+    ndigits = 1;
     if (p_ == end_ && !final_) throw ScanNeedMore{};
   } else {
     digits();
   }
+  int fraction = 0;
   if (p_ != end_ && *p_ == '.') {
     ++p_;
-    digits();
+    fraction = digits();
   }
+  bool exponent = false;
   if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+    exponent = true;
     ++p_;
     need();
     if (*p_ == '+' || *p_ == '-') ++p_;
     digits();
   }
-  return {start, static_cast<size_t>(p_ - start)};
+  RawValue v(ValueType::kNumber, {start, static_cast<size_t>(p_ - start)});
+  if (!exponent && ndigits <= 18) {
+    v.fraction_digits = static_cast<int8_t>(fraction);
+    v.mantissa = negative ? -static_cast<int64_t>(mantissa) : static_cast<int64_t>(mantissa);
+  }
+  return v;
 }
 
 RawValue JsonScanner::Value(int depth) {
@@ -219,7 +273,7 @@ RawValue JsonScanner::Value(int depth) {
       return {ValueType::kArray, {}};
     }
     default:
-      if (c == '-' || IsDigit(c)) return {ValueType::kNumber, Number()};
+      if (c == '-' || IsDigit(c)) return Number();
       Fail(p_, std::string("unexpected character '") + c + "'");
   }
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -297,6 +298,44 @@ TEST(ChromeReader, TimestampsAreExactNanoseconds) {
   EXPECT_FALSE(ParseMicrosToNs("", &ns));
 }
 
+// The scanner keeps a number's digits (RawValue::mantissa) so they are not read twice; the
+// conversions of a scanned value must equal those of its text, with the number ending before
+// the window's end (the unchecked scan) or at it (the checked one).
+TEST(ChromeReader, ScannedNumbersConvertAsTheirText) {
+  std::vector<std::string> numbers = {"0", "-0", "7", "-7", "0.5", "-0.0005", "12.345", "12.3456", "1.0", "10",
+                                      "123456789012345678", "-123456789012345678", "1234567890123456789",
+                                      "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+                                      "9007199254740992", "9007199254740993", "9223372036854.775", "9223372036854775.807",
+                                      "1e3", "1.5E-3", "-2e+2", "0.000000000000000001", "24862882.42", "231928233984"};
+  for (int digits = 1; digits <= 20; ++digits) {
+    std::string n;
+    for (int i = 0; i < digits; ++i) n += static_cast<char>('1' + (i * 7) % 9);
+    numbers.push_back(n);
+    if (digits > 1) numbers.push_back(n.substr(0, n.size() / 2) + "." + n.substr(n.size() / 2));
+  }
+  for (const std::string& text : numbers) {
+    for (const std::string& after : {std::string("]"), std::string()}) {
+      const std::string window = text + after;
+      JsonScanner s;
+      s.SetWindow(window.data(), window.data() + window.size());
+      s.SetFinal(true);
+      const RawValue v = s.Value(0);
+      ASSERT_EQ(v.type, ValueType::kNumber) << text;
+      ASSERT_EQ(v.text, text);
+      int64_t a = 0, b = 0;
+      EXPECT_EQ(ParseInt64(v, &a), ParseInt64(text, &b)) << text;
+      EXPECT_EQ(a, b) << text;
+      a = b = 0;
+      EXPECT_EQ(ParseMicrosToNs(v, &a), ParseMicrosToNs(text, &b)) << text;
+      EXPECT_EQ(a, b) << text;
+      double x = 0, y = 0;
+      EXPECT_EQ(ParseDouble(v, &x), ParseDouble(text, &y)) << text;
+      EXPECT_EQ(std::signbit(x), std::signbit(y)) << text;
+      EXPECT_EQ(x, y) << text;
+    }
+  }
+}
+
 void ExpectBadInput(const std::string& json, const std::string& needle, bool lenient = false) {
   auto t = Read(json, nullptr, lenient);
   ASSERT_FALSE(t.ok()) << json;
@@ -317,6 +356,8 @@ TEST(ChromeReader, BadInputNamesEventAndByteOffset) {
   ExpectBadInput(R"({"kind":"model","traceEvents":[]})", "not a trace file");
   ExpectBadInput(R"({"version":99,"traceEvents":[]})", "unsupported trace version");
   ExpectBadInput(R"({"otherData":{}})", "no traceEvents");
+  ExpectBadInput(R"({"traceEvents":{"ph":"X"}})", "(JSON byte 15): /traceEvents: must be an array of events, found an object");
+  ExpectBadInput(R"({"traceEvents":null})", "/traceEvents: must be an array of events, found null");
   ExpectBadInput("", "truncated JSON");
   ExpectBadInput("garbage", "expected '{' or '['");
   ExpectBadInput(R"([{"ph":"X","args":{"a":)" + std::string(300, '[') + std::string(300, ']') + "}}]",
