@@ -23,9 +23,7 @@ Result<ClusterSpec> ClusterFromJson(const Json& j, const std::string& file, cons
     c.name = r.String("name");
     c.nodes = r.PositiveInt("nodes");
     c.gpus_per_node = r.PositiveInt("gpus_per_node");
-    auto dev = DeviceFromJson(r.Raw("device"), file, r.PathOf("device"));
-    if (!dev) return dev.error();
-    c.device = *dev;
+    PX_ASSIGN(c.device, DeviceFromJson(r.Raw("device"), file, r.PathOf("device")));
     c.intra_node = ReadLink(r.Object("intra_node"));
     c.inter_node = ReadLink(r.Object("inter_node"));
     r.Finish();
@@ -48,9 +46,8 @@ Json ClusterToJson(const ClusterSpec& c) {
 }
 
 Result<ClusterSpec> LoadClusterFile(const std::string& path) {
-  auto j = LoadJsonFile(path);
-  if (!j) return j.error();
-  return ClusterFromJson(*j, path);
+  PX_ASSIGN(const Json j, LoadJsonFile(path));
+  return ClusterFromJson(j, path);
 }
 
 }  // namespace parallax

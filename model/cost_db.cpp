@@ -296,9 +296,8 @@ Json CostDbToJson(const CostDb& db) {
 }
 
 Result<CostDb> LoadCostDbFile(const std::string& path) {
-  auto j = LoadJsonFile(path);
-  if (!j) return j.error();
-  return CostDbFromJson(*j, path);
+  PX_ASSIGN(const Json j, LoadJsonFile(path));
+  return CostDbFromJson(j, path);
 }
 
 Status SaveCostDbFile(const std::string& path, const CostDb& db) { return WriteJsonAtomic(path, CostDbToJson(db)); }

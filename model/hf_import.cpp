@@ -122,7 +122,7 @@ Result<ModelSpec> ModelFromHfConfig(const Json& j, const std::string& file) {
     }
     // Every other field of a HF config (dtype, token ids, rope scaling...) does not change
     // the parameter or FLOP count and is ignored on purpose.
-    if (Status s = ValidateModel(m, file); !s) return s.error();
+    PX_TRY(ValidateModel(m, file));
     return m;
   });
 }

@@ -477,9 +477,8 @@ Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_f
   const std::string name = name_or_file.empty() ? kDefaultImplementation : name_or_file;
   if (Presets().count(name) != 0) return Presets().at(name);
   if (name.size() > 5 && name.substr(name.size() - 5) == ".json") {
-    auto j = LoadJsonFile(name);
-    if (!j) return j.error();
-    return ImplementationFromJson(*j, name);
+    PX_ASSIGN(const Json j, LoadJsonFile(name));
+    return ImplementationFromJson(j, name);
   }
   return ImplementationPreset(name);
 }

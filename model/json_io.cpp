@@ -276,13 +276,12 @@ Result<int> OpenRegularFile(const std::string& path) {
 }
 
 Result<Json> LoadJsonFile(const std::string& path) {
-  auto fd = OpenRegularFile(path);
-  if (!fd) return fd.error();
+  PX_ASSIGN(const int fd, OpenRegularFile(path));
   std::string text;
   char buf[1 << 16];
   int read_errno = 0;
   for (;;) {
-    const ssize_t got = ::read(*fd, buf, sizeof buf);
+    const ssize_t got = ::read(fd, buf, sizeof buf);
     if (got == 0) break;
     if (got < 0) {
       if (errno == EINTR) continue;
@@ -291,16 +290,14 @@ Result<Json> LoadJsonFile(const std::string& path) {
     }
     text.append(buf, static_cast<size_t>(got));
   }
-  ::close(*fd);
+  ::close(fd);
   if (read_errno != 0) return BadInput(path + ": read failed: " + std::strerror(read_errno));
   return ParseJsonText(text, path);
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view contents) {
   std::string named;  // the temp file's name while it has one
-  auto opened = OpenTempFor(path, named);
-  if (!opened) return opened.error();
-  int fd = *opened;
+  PX_ASSIGN(int fd, OpenTempFor(path, named));
   auto fail = [&](const char* what) -> Status {
     const std::string why = std::strerror(errno);
     if (fd >= 0) ::close(fd);

@@ -49,22 +49,20 @@ bool IsInlinePlan(const std::string& file_or_inline) {
 Result<Plan> ResolvePlan(const std::string& file_or_inline, const ModelSpec* model, const ClusterSpec* cluster,
                          const TrainingSpec& training) {
   if (!IsInlinePlan(file_or_inline)) {
-    auto p = LoadPlanFile(file_or_inline);
-    if (!p) return p;
-    if (model) p->model = *model;
-    if (cluster) p->cluster = *cluster;
-    if (training.global_batch > 0) p->layout.global_batch = p->training.global_batch = training.global_batch;
+    PX_ASSIGN(Plan p, LoadPlanFile(file_or_inline));
+    if (model) p.model = *model;
+    if (cluster) p.cluster = *cluster;
+    if (training.global_batch > 0) p.layout.global_batch = p.training.global_batch = training.global_batch;
     return p;
   }
   if (!model) return BadInput("an inline plan needs --model");
   if (!cluster) return BadInput("an inline plan needs --cluster");
-  auto l = ParseInlineLayout(file_or_inline);
-  if (!l) return l.error();
+  PX_ASSIGN(const Layout l, ParseInlineLayout(file_or_inline));
   Plan p;
   p.model = *model;
   p.cluster = *cluster;
   p.training = training;
-  p.layout = *l;
+  p.layout = l;
   if (training.global_batch > 0) p.layout.global_batch = training.global_batch;
   p.training.global_batch = p.layout.global_batch;
   return p;

@@ -73,7 +73,7 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& file, const st
     m.dropout = r.Bool("dropout", false);
     r.Finish();
     if (m.ffn_hidden == 0) m.ffn_hidden = DefaultFfnHidden(m);
-    if (Status s = ValidateModel(m, file, path); !s) return s.error();
+    PX_TRY(ValidateModel(m, file, path));
     return m;
   });
 }
@@ -98,10 +98,9 @@ Json ModelToJson(const ModelSpec& m) {
 }
 
 Result<ModelSpec> LoadModelFile(const std::string& path) {
-  auto j = LoadJsonFile(path);
-  if (!j) return j.error();
-  if (j->is_object() && !j->contains("kind")) return ModelFromHfConfig(*j, path);
-  return ModelFromJson(*j, path);
+  PX_ASSIGN(const Json j, LoadJsonFile(path));
+  if (j.is_object() && !j.contains("kind")) return ModelFromHfConfig(j, path);
+  return ModelFromJson(j, path);
 }
 
 }  // namespace parallax

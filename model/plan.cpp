@@ -52,9 +52,7 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
     const std::string key = item.substr(0, eq);
     const std::string v = item.substr(eq + 1);
     auto set_int = [&](int64_t& field) -> Status {
-      auto n = ParseInt(key, v);
-      if (!n) return n.error();
-      field = *n;
+      PX_ASSIGN(field, ParseInt(key, v));
       return Status::Ok();
     };
     Status st;
@@ -74,15 +72,13 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
       if (!s) return BadInput("plan: /schedule: " + s.error().message);
       l.schedule = *s;
     } else if (key == "sequence_parallel" || key == "sp") {
-      auto b = ParseBool(key, v);
-      if (!b) return b.error();
-      l.sequence_parallel = *b;
+      PX_ASSIGN(l.sequence_parallel, ParseBool(key, v));
     } else {
       return BadInput("plan: /" + key +
                       ": unknown key (expected dp, tp, pp, zero, micro_batch, global_batch, recompute, "
                       "schedule, virtual_stages, sequence_parallel)");
     }
-    if (!st) return st.error();
+    PX_TRY(st);
   }
   return l;
 }
@@ -178,20 +174,12 @@ Result<Plan> PlanFromJson(const Json& j, const std::string& file) {
     ObjectReader r(j, file, "");
     r.Header("plan", kPlanVersion);
     Plan p;
-    auto m = ModelFromJson(r.Raw("model"), file, "/model");
-    if (!m) return m.error();
-    p.model = *m;
+    PX_ASSIGN(p.model, ModelFromJson(r.Raw("model"), file, "/model"));
     if (r.Has("training")) {
-      auto t = TrainingFromJson(r.Raw("training"), file, "/training");
-      if (!t) return t.error();
-      p.training = *t;
+      PX_ASSIGN(p.training, TrainingFromJson(r.Raw("training"), file, "/training"));
     }
-    auto c = ClusterFromJson(r.Raw("cluster"), file, "/cluster");
-    if (!c) return c.error();
-    p.cluster = *c;
-    auto l = LayoutFromJson(r.Raw("layout"), file, "/layout");
-    if (!l) return l.error();
-    p.layout = *l;
+    PX_ASSIGN(p.cluster, ClusterFromJson(r.Raw("cluster"), file, "/cluster"));
+    PX_ASSIGN(p.layout, LayoutFromJson(r.Raw("layout"), file, "/layout"));
     if (p.layout.global_batch == 0) p.layout.global_batch = p.training.global_batch;
     if (r.Has("implementation")) {
       const Json& impl = r.Raw("implementation");
@@ -200,9 +188,7 @@ Result<Plan> PlanFromJson(const Json& j, const std::string& file) {
         if (!pr) r.Fail("implementation", pr.error().message.substr(pr.error().message.find(": ") + 2));
         p.implementation = *pr;
       } else {
-        auto pr = ImplementationFromJson(impl, file, "/implementation");
-        if (!pr) return pr.error();
-        p.implementation = *pr;
+        PX_ASSIGN(p.implementation, ImplementationFromJson(impl, file, "/implementation"));
       }
     }
     if (r.Has("prediction")) {
@@ -237,9 +223,8 @@ Json PlanToJson(const Plan& p) {
 }
 
 Result<Plan> LoadPlanFile(const std::string& path) {
-  auto j = LoadJsonFile(path);
-  if (!j) return j.error();
-  return PlanFromJson(*j, path);
+  PX_ASSIGN(const Json j, LoadJsonFile(path));
+  return PlanFromJson(j, path);
 }
 
 Status SavePlanFile(const std::string& path, const Plan& p) { return WriteJsonAtomic(path, PlanToJson(p)); }

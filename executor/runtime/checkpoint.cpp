@@ -138,7 +138,7 @@ Status PrepareCheckpointDir(Communicator& world, const std::string& dir) {
 Status SaveCheckpoint(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups, const std::string& dir,
                       int64_t step) {
   Communicator& world = *ctx.groups->world;
-  if (Status s = AgreeOnStatus(world, WriteRankFile(ctx, groups, dir, step)); !s) return s;
+  PX_TRY(AgreeOnStatus(world, WriteRankFile(ctx, groups, dir, step)));
   Status latest;
   if (world.rank() == 0) latest = WriteFileAtomic(dir + "/latest", "step_" + std::to_string(step) + "\n");
   return AgreeOnStatus(world, latest);
@@ -147,7 +147,7 @@ Status SaveCheckpoint(RuntimeContext& ctx, const std::vector<ParamGroup*>& group
 Result<int64_t> LoadCheckpoint(RuntimeContext& ctx, const std::vector<ParamGroup*>& groups, const std::string& dir) {
   auto step = ReadRankFile(ctx, groups, dir);
   Status local = step ? Status() : Status(step.error());
-  if (Status s = AgreeOnStatus(*ctx.groups->world, local); !s) return s.error();
+  PX_TRY(AgreeOnStatus(*ctx.groups->world, local));
   return step;
 }
 

@@ -114,12 +114,11 @@ Result<CheckpointFile> ParseCheckpoint(std::string_view bytes, const std::string
   }
   const size_t eol = bytes.find('\n', kCheckpointMagic.size());
   if (eol == std::string_view::npos) return BadInput(origin + ": truncated in the header line");
-  auto json = ParseJsonText(std::string(bytes.substr(kCheckpointMagic.size(), eol - kCheckpointMagic.size())),
-                            origin);
-  if (!json) return json.error();
+  PX_ASSIGN(const Json json,
+            ParseJsonText(std::string(bytes.substr(kCheckpointMagic.size(), eol - kCheckpointMagic.size())), origin));
   return CatchJsonErrors([&]() -> Result<CheckpointFile> {
     CheckpointFile f;
-    f.header = ReadHeader(*json, origin);
+    f.header = ReadHeader(json, origin);
     f.payload_offset = eol + 1;
     const uint64_t have = bytes.size() - f.payload_offset;
     const auto want = static_cast<uint64_t>(CheckpointPayloadBytes(f.header));

@@ -111,7 +111,7 @@ Status OpRecorder::ResolveDevice() {
   // The events above were waited for, so the device has finished the ops' work.
   std::vector<ActivityRecord> records;
   std::vector<ExternalLink> links;
-  if (Status st = activity_->Drain(records, links); !st) return st;
+  PX_TRY(activity_->Drain(records, links));
   const size_t from = device_from_;
   const size_t first_slice = device_slices_.size();
   const TimelineSummary s = BuildDeviceTimeline(
@@ -177,19 +177,19 @@ MeasuredOp Unpack(const int64_t* w) {
 Status OpRecorder::GatherInto(Communicator& world, traces::Tracer* tracer) const {
   // Fixed-size blocks: every rank pads to the largest op count.
   double count = static_cast<double>(ops_.size());
-  if (Status s = world.HostAllReduce(&count, 1, ReduceOp::kMax); !s) return s;
+  PX_TRY(world.HostAllReduce(&count, 1, ReduceOp::kMax));
   const int64_t max_ops = static_cast<int64_t>(count);
   const int64_t block_words = 1 + max_ops * kWords;
   std::vector<int64_t> mine(static_cast<size_t>(block_words), 0);
   mine[0] = static_cast<int64_t>(ops_.size());
   for (size_t i = 0; i < ops_.size(); ++i) Pack(ops_[i], &mine[1 + i * kWords]);
   std::vector<int64_t> all(static_cast<size_t>(block_words * world.size()));
-  if (Status s = world.HostAllGather(mine.data(), all.data(), block_words * 8); !s) return s;
+  PX_TRY(world.HostAllGather(mine.data(), all.data(), block_words * 8));
   // Device records: every rank takes part when any has a tracer (the flag is world-reduced).
   double any_device = activity_ != nullptr ? 1 : 0;
-  if (Status s = world.HostAllReduce(&any_device, 1, ReduceOp::kMax); !s) return s;
+  PX_TRY(world.HostAllReduce(&any_device, 1, ReduceOp::kMax));
   if (any_device > 0) {
-    if (Status s = GatherDeviceSlices(world, tracer); !s) return s;
+    PX_TRY(GatherDeviceSlices(world, tracer));
   }
   if (world.rank() != 0 || tracer == nullptr) return {};
   for (int r = 0; r < world.size(); ++r) {
@@ -299,12 +299,12 @@ Status OpRecorder::GatherDeviceSlices(Communicator& world, traces::Tracer* trace
   // Variable-size byte blocks padded to the largest rank's.
   const std::string mine = PackSlices(device_slices_, ops_);
   double size = static_cast<double>(mine.size());
-  if (Status s = world.HostAllReduce(&size, 1, ReduceOp::kMax); !s) return s;
+  PX_TRY(world.HostAllReduce(&size, 1, ReduceOp::kMax));
   const auto block = static_cast<size_t>(size);
   std::string padded = mine;
   padded.resize(block, '\0');
   std::string all(block * static_cast<size_t>(world.size()), '\0');
-  if (Status s = world.HostAllGather(padded.data(), all.data(), static_cast<int64_t>(block)); !s) return s;
+  PX_TRY(world.HostAllGather(padded.data(), all.data(), static_cast<int64_t>(block)));
   if (world.rank() != 0 || tracer == nullptr) return {};
   for (int r = 0; r < world.size(); ++r) AppendSlices(all.data() + static_cast<size_t>(r) * block, world.WorldRank(r), *tracer);
   return {};

@@ -43,15 +43,9 @@ Result<ProcessGroups> CreateProcessGroups(const Layout& l, Communicator& world, 
   g.rank = world.rank();
   g.coords = CoordsOf(l, g.rank);
   g.world = &world;
-  auto tp = world.Split(TpGroupRanks(l, g.rank));
-  if (!tp) return tp.error();
-  g.tp = std::move(tp).value();
-  auto dp = world.Split(DpGroupRanks(l, g.rank));
-  if (!dp) return dp.error();
-  g.dp = std::move(dp).value();
-  auto pp = world.Split(PpGroupRanks(l, g.rank));
-  if (!pp) return pp.error();
-  g.pp = std::move(pp).value();
+  PX_ASSIGN(g.tp, world.Split(TpGroupRanks(l, g.rank)));
+  PX_ASSIGN(g.dp, world.Split(DpGroupRanks(l, g.rank)));
+  PX_ASSIGN(g.pp, world.Split(PpGroupRanks(l, g.rank)));
   // Every rank takes part in the split (middle stages form groups of one and drop them).
   auto emb = world.Split(EmbeddingGroupRanks(l, g.rank));
   if (!emb) return emb.error();

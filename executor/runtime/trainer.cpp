@@ -38,16 +38,14 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& backend, Communicator& world,
                                                  const TrainerOptions& options) {
-  if (Status s = ValidateForExecution(plan, world.size()); !s) return s.error();
+  PX_TRY(ValidateForExecution(plan, world.size()));
   if (!backend.SupportsPrecision(plan.training.precision)) {
     return BadInput(std::string("plan: precision ") + ToString(plan.training.precision) + " is not supported by the " +
                     backend.name() + " backend");
   }
   auto t = std::unique_ptr<Trainer>(new Trainer(backend, world.rank()));
   t->options_ = options;
-  auto groups = CreateProcessGroups(plan.layout, world, plan.model.tie_embeddings);
-  if (!groups) return groups.error();
-  t->groups_ = std::move(groups).value();
+  PX_ASSIGN(t->groups_, CreateProcessGroups(plan.layout, world, plan.model.tie_embeddings));
   RuntimeContext& c = t->ctx_;
   c.backend = &backend;
   c.groups = &t->groups_;
@@ -92,14 +90,10 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
     key.element_bytes = plan.training.precision == Precision::kFp32 ? 4 : 2;
     t->rec_.set_catalogue(BuildOpCatalogue(plan.model, key, DefaultImplementation()));
   }
-  auto data = DataSource::Create(options.data, plan.model.vocab, c.seq);
-  if (!data) return data.error();
-  t->data_ = std::move(data).value();
-  auto model = ShardedModel::Build(c);
-  if (!model) return model.error();
-  t->model_ = std::move(model).value();
+  PX_ASSIGN(t->data_, DataSource::Create(options.data, plan.model.vocab, c.seq));
+  PX_ASSIGN(t->model_, ShardedModel::Build(c));
   // Common time origin for every rank's op timestamps.
-  if (Status s = world.Barrier(); !s) return s.error();
+  PX_TRY(world.Barrier());
   t->rec_.set_epoch(backend.RecordEvent(StreamKind::kCompute));
   return t;
 }
@@ -135,10 +129,8 @@ Result<double> Trainer::ComputeGradients() {
 Result<StepResult> Trainer::Step() {
   Backend& be = *ctx_.backend;
   const Event begin = be.RecordEvent(StreamKind::kCompute);
-  auto loss = ComputeGradients();
-  if (!loss) return loss.error();
-  auto opt = OptimizerStep(ctx_, model_->groups(), step_ + 1);
-  if (!opt) return opt.error();
+  PX_ASSIGN(auto loss, ComputeGradients());
+  PX_ASSIGN(auto opt, OptimizerStep(ctx_, model_->groups(), step_ + 1));
   PX_TRY(ctx_.EndStep());
   const Event end = be.RecordEvent(StreamKind::kCompute);
   const Event both[] = {begin, end};
@@ -151,10 +143,10 @@ Result<StepResult> Trainer::Step() {
 
   StepResult r;
   r.step = step_;
-  r.loss = *loss;
+  r.loss = loss;
   r.step_time_s = seconds;
-  r.grad_norm = opt->grad_norm;
-  r.skipped = opt->skipped;
+  r.grad_norm = opt.grad_norm;
+  r.skipped = opt.skipped;
   r.loss_scale = ctx_.scaler.scale;
   ++step_;
   return r;
@@ -165,9 +157,7 @@ Status Trainer::SaveCheckpoint(const std::string& dir) {
 }
 
 Status Trainer::LoadCheckpoint(const std::string& dir) {
-  auto step = executor::LoadCheckpoint(ctx_, model_->groups(), dir);
-  if (!step) return step.error();
-  step_ = *step;
+  PX_ASSIGN(step_, executor::LoadCheckpoint(ctx_, model_->groups(), dir));
   return {};
 }
 

@@ -46,14 +46,13 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
     if (const char* env = std::getenv("PARALLAX_FAULT_INJECT")) fault = env;
   }
   // Threads before the trainer: its initialisation already runs kernels.
-  auto threads = PlanHostThreads(world, o.threads);
-  if (!threads) return threads.error();
-  backend.UseHostThreads(*threads);
-  double any_oversubscribed = threads->oversubscribed ? 1 : 0;
+  PX_ASSIGN(auto threads, PlanHostThreads(world, o.threads));
+  backend.UseHostThreads(threads);
+  double any_oversubscribed = threads.oversubscribed ? 1 : 0;
   PX_TRY(world.HostAllReduce(&any_oversubscribed, 1, ReduceOp::kMax));
   TrainerOptions topt = o.trainer;
   topt.record_ops = topt.record_ops || !o.trace_path.empty();
-  topt.init_threads = threads->threads;
+  topt.init_threads = threads.threads;
   auto created = Trainer::Create(plan, backend, world, topt);
   // Plan errors are identical everywhere; a failing data file or allocation may not be: agree.
   if (Status agreed = AgreeOnStatus(world, created ? Status() : Status(created.error())); !agreed) {
@@ -62,7 +61,7 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
   Trainer& t = **created;
   if (o.activity != nullptr) t.recorder().set_activity(o.activity);
   TrainingReport report;
-  report.host_threads = *threads;
+  report.host_threads = threads;
   report.host_threads.oversubscribed = any_oversubscribed > 0;
   report.intra_op_threads = backend.IntraOpThreads();
   if (!o.checkpoint_dir.empty()) {

@@ -30,16 +30,10 @@ Result<CandidateSet> ParseCandidates(const Json& j, const std::string& file) {
       if (!j.contains(key)) return BadInput(file + ": /" + key + ": missing");
     }
     CandidateSet set;
-    auto m = ModelFromJson(j.at("model"), file, "/model");
-    if (!m) return m.error();
-    set.model = *m;
-    auto c = ClusterFromJson(j.at("cluster"), file, "/cluster");
-    if (!c) return c.error();
-    set.cluster = *c;
+    PX_ASSIGN(set.model, ModelFromJson(j.at("model"), file, "/model"));
+    PX_ASSIGN(set.cluster, ClusterFromJson(j.at("cluster"), file, "/cluster"));
     if (j.contains("training")) {
-      auto t = TrainingFromJson(j.at("training"), file, "/training");
-      if (!t) return t.error();
-      set.training = *t;
+      PX_ASSIGN(set.training, TrainingFromJson(j.at("training"), file, "/training"));
     }
     set.device_memory_bytes = j.value("device_memory_bytes", set.cluster.device.memory_bytes());
     const Json& list = j.at("candidates");
@@ -52,9 +46,7 @@ Result<CandidateSet> ParseCandidates(const Json& j, const std::string& file) {
       where += ": ";
       where += path;
       if (!e.is_object() || !e.contains("layout")) return BadInput(where + "/layout: missing");
-      auto l = LayoutFromJson(e.at("layout"), file, path + "/layout");
-      if (!l) return l.error();
-      cand.layout = *l;
+      PX_ASSIGN(cand.layout, LayoutFromJson(e.at("layout"), file, path + "/layout"));
       cand.rejected = e.value("rejected", "");
       cand.step_time_s = e.value("step_time_s", 0.0);
       cand.tokens_per_s = e.value("tokens_per_s", 0.0);
@@ -70,9 +62,8 @@ Result<CandidateSet> ParseCandidates(const Json& j, const std::string& file) {
 }
 
 Result<CandidateSet> LoadCandidates(const std::string& path) {
-  auto j = LoadJsonFile(path);
-  if (!j) return j.error();
-  return CandidatesFromJson(*j, path);
+  PX_ASSIGN(const Json j, LoadJsonFile(path));
+  return CandidatesFromJson(j, path);
 }
 
 const char* ToString(Dimension d) {

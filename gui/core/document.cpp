@@ -68,34 +68,28 @@ Document DocumentFromTrace(std::unique_ptr<traces::Trace> trace, std::string pat
 }
 
 Result<std::unique_ptr<traces::Trace>> SimulatePlan(const Plan& plan) {
-  if (Status st = ValidateLayout(plan.layout, plan.model, plan.cluster); !st) return st.error();
+  PX_TRY(ValidateLayout(plan.layout, plan.model, plan.cluster));
   planner::SimOptions so;
   so.record_trace = true;
   so.all_ranks = plan.layout.world_size() <= 64;
-  auto sim = planner::Simulate(plan, nullptr, so);
-  if (!sim) return sim.error();
-  if (!sim->trace) return Error{"simulation recorded no trace", ErrorKind::kInternal};
-  return std::make_unique<traces::Trace>(std::move(*sim->trace));
+  PX_ASSIGN(auto sim, planner::Simulate(plan, nullptr, so));
+  if (!sim.trace) return Error{"simulation recorded no trace", ErrorKind::kInternal};
+  return std::make_unique<traces::Trace>(std::move(*sim.trace));
 }
 
 Result<Document> LoadDocument(const std::string& path, LoadProgress* progress, int reader_threads) {
-  auto kind = SniffKind(path);
-  if (!kind) return kind.error();
+  PX_ASSIGN(const DocumentKind kind, SniffKind(path));
   Document doc;
   doc.path = path;
-  doc.kind = *kind;
-  if (*kind == DocumentKind::kCandidates) {
-    auto c = LoadCandidates(path);
-    if (!c) return c.error();
-    doc.candidates = std::move(*c);
-  } else if (*kind == DocumentKind::kPlan) {
-    auto j = LoadJsonFile(path);
-    if (!j) return j.error();
-    auto plan = PlanFromJson(*j, path);
-    if (!plan) return plan.error();
-    auto trace = SimulatePlan(*plan);
+  doc.kind = kind;
+  if (kind == DocumentKind::kCandidates) {
+    PX_ASSIGN(doc.candidates, LoadCandidates(path));
+  } else if (kind == DocumentKind::kPlan) {
+    PX_ASSIGN(const Json j, LoadJsonFile(path));
+    PX_ASSIGN(Plan plan, PlanFromJson(j, path));
+    auto trace = SimulatePlan(plan);
     if (!trace) return Error{path + ": " + trace.error().message, trace.error().kind};
-    doc.plan = std::move(*plan);
+    doc.plan = std::move(plan);
     doc.trace = std::move(*trace);
   } else {
     // The reader maps a large plain file and scans it on every core; gzip is streamed.

@@ -41,7 +41,7 @@ StepTime EstimateStepTime(const Plan& plan, const PlanCosts& pc) {
 }
 
 Result<Prediction> Estimate(const Plan& plan, const CostDb* db) {
-  if (Status st = ValidateLayout(plan.layout, plan.model, plan.cluster); !st) return st.error();
+  PX_TRY(ValidateLayout(plan.layout, plan.model, plan.cluster));
   CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
   const PlanCosts pc = CostPlan(ctx, plan);
   const StepTime st = EstimateStepTime(plan, pc);

@@ -486,7 +486,7 @@ class StepSimulator {
 }  // namespace
 
 Result<SimResult> Simulate(const Plan& plan, const CostDb* db, const SimOptions& options) {
-  if (Status st = ValidateLayout(plan.layout, plan.model, plan.cluster); !st) return st.error();
+  PX_TRY(ValidateLayout(plan.layout, plan.model, plan.cluster));
   CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
   const PlanCosts pc = CostPlan(ctx, plan);
   std::optional<TraceRecorder> rec;

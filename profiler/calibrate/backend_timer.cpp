@@ -51,7 +51,7 @@ MeasureFn Agreed(executor::Communicator& world, MeasureFn fn, RankReduce reduce,
     buf[1] = interrupt != nullptr && interrupt->load() ? 1.0 : 0.0;
     if (local && static_cast<int64_t>(local->size()) == n) std::copy(local->begin(), local->end(), buf.begin() + 2);
     std::vector<double> flags{buf[0], buf[1]};
-    if (Status st = world.HostAllReduce(flags.data(), 2, executor::ReduceOp::kMax); !st) return st.error();
+    PX_TRY(world.HostAllReduce(flags.data(), 2, executor::ReduceOp::kMax));
     if (flags[1] > 0) {
       if (stop != nullptr) stop->store(true);
       return IoError("interrupted");
@@ -62,7 +62,7 @@ MeasureFn Agreed(executor::Communicator& world, MeasureFn fn, RankReduce reduce,
       std::array<char, kLen> mine{};
       if (!local) std::strncpy(mine.data(), local.error().message.c_str(), kLen - 1);
       std::vector<char> all(kLen * static_cast<size_t>(world.size()));
-      if (Status st = world.HostAllGather(mine.data(), all.data(), kLen); !st) return st.error();
+      PX_TRY(world.HostAllGather(mine.data(), all.data(), kLen));
       for (int r = 0; r < world.size(); ++r) {
         const char* m = all.data() + kLen * static_cast<size_t>(r);
         if (m[0] != '\0') return Error{"rank " + std::to_string(r) + ": " + std::string(m, strnlen(m, kLen)), ErrorKind::kInternal};
@@ -70,11 +70,8 @@ MeasureFn Agreed(executor::Communicator& world, MeasureFn fn, RankReduce reduce,
       return Error{"a rank failed", ErrorKind::kInternal};
     }
     std::vector<double> times(buf.begin() + 2, buf.end());
-    if (Status st = world.HostAllReduce(times.data(), n,
-                                        reduce == RankReduce::kMax ? executor::ReduceOp::kMax : executor::ReduceOp::kSum);
-        !st) {
-      return st.error();
-    }
+    PX_TRY(world.HostAllReduce(times.data(), n,
+                               reduce == RankReduce::kMax ? executor::ReduceOp::kMax : executor::ReduceOp::kSum));
     if (reduce == RankReduce::kMean) {
       for (double& t : times) t /= static_cast<double>(world.size());
     }
@@ -84,7 +81,7 @@ MeasureFn Agreed(executor::Communicator& world, MeasureFn fn, RankReduce reduce,
 
 Status AllPrepared(executor::Communicator& world, Status local) {
   double failed = local ? 0.0 : 1.0;
-  if (Status st = world.HostAllReduce(&failed, 1, executor::ReduceOp::kMax); !st) return st;
+  PX_TRY(world.HostAllReduce(&failed, 1, executor::ReduceOp::kMax));
   if (!local) return local;
   if (failed > 0) return Error{"another rank could not prepare this measurement", ErrorKind::kIo};
   return {};

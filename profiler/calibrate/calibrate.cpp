@@ -32,7 +32,7 @@ constexpr double kGuessBps = 5e9;
 
 MeasureFn ComputeMeasure(Backend& backend, std::shared_ptr<KernelProbe> probe) {
   return [&backend, probe](int64_t n) -> Result<std::vector<double>> {
-    if (Status st = probe->Prepare(backend); !st) return st.error();
+    PX_TRY(probe->Prepare(backend));
     return TimeRuns(backend, StreamKind::kCompute, n, [&] { return probe->Run(backend); });
   };
 }
@@ -272,17 +272,16 @@ Status AddCollectiveItems(ItemContext& x, const JobShape& job, CollectiveItems& 
     std::vector<int> members;
     const int64_t first = x.world.rank() / g * g;
     for (int64_t r = first; r < first + g; ++r) members.push_back(static_cast<int>(r));
-    auto split = x.world.Split(members);
-    if (!split) return split.error();
+    PX_ASSIGN(auto split, x.world.Split(members));
     double spans = 0;
     if (!x.o.hosts.empty()) {
       for (int r : members) {
         spans = std::max(spans, x.o.hosts[static_cast<size_t>(r)] != x.o.hosts[static_cast<size_t>(first)] ? 1.0 : 0.0);
       }
     }
-    if (Status st = x.world.HostAllReduce(&spans, 1, executor::ReduceOp::kMax); !st) return st.error();
-    Communicator& group = **split;
-    c.groups.push_back(std::move(*split));
+    PX_TRY(x.world.HostAllReduce(&spans, 1, executor::ReduceOp::kMax));
+    Communicator& group = *split;
+    c.groups.push_back(std::move(split));
     AddCollectiveCurveItems(x, job, group, g, spans > 0, c);
   }
   return {};
@@ -302,7 +301,7 @@ MeasureFn ContentionMeasure(ItemContext& x, const std::shared_ptr<KernelProbe>& 
   return [&backend = x.backend, &world = x.world, probe, comm, part, contention](int64_t n) -> Result<std::vector<double>> {
     Status prepared = probe->Prepare(backend);
     if (prepared) prepared = comm->Prepare(backend);
-    if (Status st = AllPrepared(world, prepared); !st) return st.error();  // before the barriers
+    PX_TRY(AllPrepared(world, prepared));  // before the barriers
     if (part == 2) {
       // R from (a) and (b), whose agreed medians are the same on every rank.
       const double r = contention->gemm_s > 0 ? std::ceil(1.5 * contention->comm_s / contention->gemm_s) : 1;
@@ -312,12 +311,12 @@ MeasureFn ContentionMeasure(ItemContext& x, const std::shared_ptr<KernelProbe>& 
     auto run = [&]() -> Status {
       executor::Event done;
       if (part >= 1) {
-        if (Status st = comm->EnqueueOnly(backend); !st) return st;
+        PX_TRY(comm->EnqueueOnly(backend));
         done = backend.RecordEvent(executor::StreamKind::kDpComm);
       }
       if (part != 1) {
         for (int64_t i = 0; i < (part == 2 ? gemms : 1); ++i) {
-          if (Status st = probe->Run(backend); !st) return st;
+          PX_TRY(probe->Run(backend));
         }
       }
       if (part >= 1) {
@@ -328,7 +327,7 @@ MeasureFn ContentionMeasure(ItemContext& x, const std::shared_ptr<KernelProbe>& 
       return {};
     };
     return TimeRuns(backend, StreamKind::kCompute, n, run, [&]() -> Status {
-      if (Status st = backend.Synchronize(); !st) return st;
+      PX_TRY(backend.Synchronize());
       return world.Barrier();
     });
   };
@@ -494,19 +493,19 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   ItemContext items{backend, world, o, cal, stop, db};
   AddKernelItems(items, set);
   CollectiveItems collectives;
-  if (Status st = AddCollectiveItems(items, job, collectives); !st) return st.error();
+  PX_TRY(AddCollectiveItems(items, job, collectives));
   auto contention = std::make_shared<Contention>();
   AddContentionItems(items, so.kernel_dtype, contention);
 
   std::unique_ptr<ProgressBar> bar;
   if (o.progress != nullptr) bar = std::make_unique<ProgressBar>(o.progress, "calibrate", cal.TotalWeight());
   auto report = cal.Run(bar.get());
-  if (Status st = backend.Synchronize(); !st) return st.error();
+  PX_TRY(backend.Synchronize());
   if (!report) return report.error();
   if (stop.load()) return IoError("interrupted: nothing written");
   out.report = *report;
   db.skipped = report->skipped;
-  if (Status st = MeasureSystemNoise(backend, world, o, so.kernel_dtype, db); !st) return st.error();
+  PX_TRY(MeasureSystemNoise(backend, world, o, so.kernel_dtype, db));
   CollectMeasured(collectives.curves, *contention, db);
 
   Json links;

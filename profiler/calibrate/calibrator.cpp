@@ -114,7 +114,7 @@ Result<CalibrationReport> Calibrator::Run(ProgressBar* progress) {
         }
       }
       std::vector<Attempt> got(items_.size());
-      if (Status st = MeasureInRounds(pending, pass == 0, got, progress, done); !st) return st.error();
+      PX_TRY(MeasureInRounds(pending, pass == 0, got, progress, done));
       std::vector<size_t> noisy;
       for (size_t i : pending) {
         if (got[i].error) {

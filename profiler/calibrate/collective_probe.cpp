@@ -14,12 +14,10 @@ Status CollectiveProbe::Prepare(executor::Backend& backend) {
   if (!send_.empty()) return {};
   const int64_t n = group_.size();
   const int64_t count = std::max<int64_t>(bytes_ / executor::SizeOf(kElem), n);
-  auto a = backend.AllocateZeroed(count, kElem, executor::MemoryKind::kWorkspace);
-  if (!a) return a.error();
-  auto b = backend.AllocateZeroed(count, kElem, executor::MemoryKind::kWorkspace);
-  if (!b) return b.error();
-  send_ = std::move(*a);
-  recv_ = std::move(*b);
+  PX_ASSIGN(auto a, backend.AllocateZeroed(count, kElem, executor::MemoryKind::kWorkspace));
+  PX_ASSIGN(auto b, backend.AllocateZeroed(count, kElem, executor::MemoryKind::kWorkspace));
+  send_ = std::move(a);
+  recv_ = std::move(b);
   return backend.Synchronize();
 }
 
@@ -54,11 +52,11 @@ Status CollectiveProbe::Enqueue(executor::Backend& backend) {
 
 Result<std::vector<double>> CollectiveProbe::Measure(executor::Backend& backend, int64_t n) {
   // Agreed before the barriers below: a rank that cannot allocate must not leave the others waiting.
-  if (Status st = AllPrepared(world_, Prepare(backend)); !st) return st.error();
+  PX_TRY(AllPrepared(world_, Prepare(backend)));
   return TimeRuns(backend, executor::StreamKind::kDpComm, n, [&] { return Enqueue(backend); },
                   [&]() -> Status {
                     // Each run starts from idle streams on every rank.
-                    if (Status st = backend.Synchronize(); !st) return st;
+                    PX_TRY(backend.Synchronize());
                     return world_.Barrier();
                   });
 }

@@ -26,7 +26,7 @@ class CollectiveProbe {
   Result<std::vector<double>> Measure(executor::Backend& backend, int64_t n);
   //! Prepares and enqueues one run without timing it (a collective beside timed compute).
   Status EnqueueOnly(executor::Backend& backend) {
-    if (Status st = Prepare(backend); !st) return st;
+    PX_TRY(Prepare(backend));
     return Enqueue(backend);
   }
   void Release() {

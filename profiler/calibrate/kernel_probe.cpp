@@ -3,11 +3,6 @@
 #include <algorithm>
 #include <random>
 
-#define PX_RETURN_IF_ERROR(expr)            \
-  do {                                      \
-    if (Status px_s_ = (expr); !px_s_) return px_s_.error(); \
-  } while (0)
-
 namespace parallax::profiler {
 namespace {
 
@@ -126,15 +121,14 @@ std::string ProbeShape::Describe() const {
 }
 
 Result<size_t> KernelProbe::Add(executor::Backend& backend, int64_t numel, DType dtype, bool random) {
-  auto t = backend.Allocate(std::max<int64_t>(numel, 1), dtype, executor::MemoryKind::kWorkspace);
-  if (!t) return t.error();
+  PX_ASSIGN(auto t, backend.Allocate(std::max<int64_t>(numel, 1), dtype, executor::MemoryKind::kWorkspace));
   if (random && dtype != DType::kI32) {
-    const auto& host = RandomHost(t->numel());
-    backend.CopyToDevice(t->ptr(), host.data(), DType::kF32, t->numel());
+    const auto& host = RandomHost(t.numel());
+    backend.CopyToDevice(t.ptr(), host.data(), DType::kF32, t.numel());
   } else if (dtype == DType::kF32 || dtype == DType::kF64 || executor::IsHalf(dtype)) {
-    backend.Fill(t->ptr(), t->numel(), 0.0f);
+    backend.Fill(t.ptr(), t.numel(), 0.0f);
   }
-  tensors_.push_back(std::move(*t));
+  tensors_.push_back(std::move(t));
   return tensors_.size() - 1;
 }
 
@@ -165,16 +159,16 @@ Status KernelProbe::AddIndices(executor::Backend& backend, int64_t count, int64_
 Status KernelProbe::AddNormInputs(executor::Backend& backend) {
   const ProbeShape& p = shape_;
   const DType d = p.dtype;
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.cols, d));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.cols, d));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d, false));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32, false));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32, false));
+  PX_TRY(AddInput(backend, p.rows * p.cols, d));
+  PX_TRY(AddInput(backend, p.cols, d));
+  PX_TRY(AddInput(backend, p.cols, d));
+  PX_TRY(AddInput(backend, p.rows * p.cols, d, false));
+  PX_TRY(AddInput(backend, p.rows, DType::kF32, false));
+  PX_TRY(AddInput(backend, p.rows, DType::kF32, false));
   if (p.kind == ProbeKind::kResidualNormFwd) {
-    PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
-    PX_RETURN_IF_ERROR(AddInput(backend, p.cols, d));
-    PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d, false));
+    PX_TRY(AddInput(backend, p.rows * p.cols, d));
+    PX_TRY(AddInput(backend, p.cols, d));
+    PX_TRY(AddInput(backend, p.rows * p.cols, d, false));
   }
   return {};
 }
@@ -183,15 +177,15 @@ Status KernelProbe::AddNormInputs(executor::Backend& backend) {
 Status KernelProbe::AddNormBwdInputs(executor::Backend& backend) {
   const ProbeShape& p = shape_;
   const DType d = p.dtype;
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.cols, d));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d, false));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.cols, DType::kF32, false));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.cols, DType::kF32, false));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
+  PX_TRY(AddInput(backend, p.rows * p.cols, d));
+  PX_TRY(AddInput(backend, p.rows * p.cols, d));
+  PX_TRY(AddInput(backend, p.cols, d));
+  PX_TRY(AddInput(backend, p.rows, DType::kF32));
+  PX_TRY(AddInput(backend, p.rows, DType::kF32));
+  PX_TRY(AddInput(backend, p.rows * p.cols, d, false));
+  PX_TRY(AddInput(backend, p.cols, DType::kF32, false));
+  PX_TRY(AddInput(backend, p.cols, DType::kF32, false));
+  PX_TRY(AddInput(backend, p.rows * p.cols, d));
   return {};
 }
 
@@ -199,12 +193,12 @@ Status KernelProbe::AddNormBwdInputs(executor::Backend& backend) {
 Status KernelProbe::AddActInputs(executor::Backend& backend) {
   const ProbeShape& p = shape_;
   const DType d = p.dtype;
-  PX_RETURN_IF_ERROR(AddInput(backend, p.n, d));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.swiglu ? p.n : 1, d));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.n, d));
+  PX_TRY(AddInput(backend, p.n, d));
+  PX_TRY(AddInput(backend, p.swiglu ? p.n : 1, d));
+  PX_TRY(AddInput(backend, p.n, d));
   if (p.kind == ProbeKind::kActBwd) {
-    PX_RETURN_IF_ERROR(AddInput(backend, p.n, d, false));
-    PX_RETURN_IF_ERROR(AddInput(backend, p.swiglu ? p.n : 1, d, false));
+    PX_TRY(AddInput(backend, p.n, d, false));
+    PX_TRY(AddInput(backend, p.swiglu ? p.n : 1, d, false));
   }
   return {};
 }
@@ -213,9 +207,9 @@ Status KernelProbe::AddActInputs(executor::Backend& backend) {
 Status KernelProbe::AddQkvInputs(executor::Backend& backend) {
   const auto& a = shape_.attention;
   const int64_t tok = a.seq * a.batch;
-  PX_RETURN_IF_ERROR(AddInput(backend, tok * a.heads * a.head_dim, shape_.dtype));
-  PX_RETURN_IF_ERROR(AddInput(backend, tok * a.kv_heads * a.head_dim, shape_.dtype));
-  PX_RETURN_IF_ERROR(AddInput(backend, tok * a.kv_heads * a.head_dim, shape_.dtype));
+  PX_TRY(AddInput(backend, tok * a.heads * a.head_dim, shape_.dtype));
+  PX_TRY(AddInput(backend, tok * a.kv_heads * a.head_dim, shape_.dtype));
+  PX_TRY(AddInput(backend, tok * a.kv_heads * a.head_dim, shape_.dtype));
   return {};
 }
 
@@ -225,10 +219,10 @@ Status KernelProbe::AddQkvEpilogueInputs(executor::Backend& backend) {
   const DType d = p.dtype;
   const auto& a = p.attention;
   const DType bias_type = p.kind == ProbeKind::kQkvEpilogueBwd ? DType::kF32 : d;
-  PX_RETURN_IF_ERROR(AddQkvInputs(backend));
-  PX_RETURN_IF_ERROR(AddInput(backend, a.heads * a.head_dim, bias_type));
-  PX_RETURN_IF_ERROR(AddInput(backend, a.kv_heads * a.head_dim, bias_type));
-  PX_RETURN_IF_ERROR(AddInput(backend, a.kv_heads * a.head_dim, bias_type));
+  PX_TRY(AddQkvInputs(backend));
+  PX_TRY(AddInput(backend, a.heads * a.head_dim, bias_type));
+  PX_TRY(AddInput(backend, a.kv_heads * a.head_dim, bias_type));
+  PX_TRY(AddInput(backend, a.kv_heads * a.head_dim, bias_type));
   return {};
 }
 
@@ -238,16 +232,16 @@ Status KernelProbe::AddAttentionInputs(executor::Backend& backend) {
   const DType d = p.dtype;
   const auto& a = p.attention;
   const int64_t tok = a.seq * a.batch;
-  PX_RETURN_IF_ERROR(AddQkvInputs(backend));
-  PX_RETURN_IF_ERROR(AddInput(backend, tok * a.heads * a.head_dim, d, false));
-  PX_RETURN_IF_ERROR(AddInput(backend, a.probs_floats(), d, false));
+  PX_TRY(AddQkvInputs(backend));
+  PX_TRY(AddInput(backend, tok * a.heads * a.head_dim, d, false));
+  PX_TRY(AddInput(backend, a.probs_floats(), d, false));
   if (p.kind == ProbeKind::kAttentionBwd) {
     backend.AttentionForward(  // real probabilities
         {.shape = a, .q = T(0), .k = T(1), .v = T(2), .out = T(3), .probs = T(4)});
-    PX_RETURN_IF_ERROR(AddInput(backend, tok * a.heads * a.head_dim, d));
-    PX_RETURN_IF_ERROR(AddInput(backend, tok * a.heads * a.head_dim, d, false));
-    PX_RETURN_IF_ERROR(AddInput(backend, tok * a.kv_heads * a.head_dim, d, false));
-    PX_RETURN_IF_ERROR(AddInput(backend, tok * a.kv_heads * a.head_dim, d, false));
+    PX_TRY(AddInput(backend, tok * a.heads * a.head_dim, d));
+    PX_TRY(AddInput(backend, tok * a.heads * a.head_dim, d, false));
+    PX_TRY(AddInput(backend, tok * a.kv_heads * a.head_dim, d, false));
+    PX_TRY(AddInput(backend, tok * a.kv_heads * a.head_dim, d, false));
   }
   return {};
 }
@@ -257,13 +251,13 @@ Status KernelProbe::AddAttentionInputs(executor::Backend& backend) {
 Status KernelProbe::AddEmbeddingInputs(executor::Backend& backend) {
   const ProbeShape& p = shape_;
   const DType d = p.dtype;
-  PX_RETURN_IF_ERROR(AddIndices(backend, p.rows, p.vocab_rows));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.kind == ProbeKind::kEmbeddingFwd ? p.vocab_rows * p.cols : p.rows * p.cols, d));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.kind == ProbeKind::kEmbeddingFwd ? p.rows * p.cols : p.vocab_rows * p.cols,
+  PX_TRY(AddIndices(backend, p.rows, p.vocab_rows));
+  PX_TRY(AddInput(backend, p.kind == ProbeKind::kEmbeddingFwd ? p.vocab_rows * p.cols : p.rows * p.cols, d));
+  PX_TRY(AddInput(backend, p.kind == ProbeKind::kEmbeddingFwd ? p.rows * p.cols : p.vocab_rows * p.cols,
                               p.kind == ProbeKind::kEmbeddingFwd ? d : DType::kF32, false));
   if (p.positions) {
-    PX_RETURN_IF_ERROR(AddIndices(backend, p.rows, p.rows));
-    PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, p.kind == ProbeKind::kEmbeddingFwd ? d : DType::kF32));
+    PX_TRY(AddIndices(backend, p.rows, p.rows));
+    PX_TRY(AddInput(backend, p.rows * p.cols, p.kind == ProbeKind::kEmbeddingFwd ? d : DType::kF32));
   }
   return {};
 }
@@ -273,17 +267,17 @@ Status KernelProbe::AddEmbeddingInputs(executor::Backend& backend) {
 Status KernelProbe::AddLossInputs(executor::Backend& backend) {
   const ProbeShape& p = shape_;
   const DType d = p.dtype;
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.vocab_rows, d));
-  PX_RETURN_IF_ERROR(AddInput(backend, 3 * p.rows, DType::kF32));
-  PX_RETURN_IF_ERROR(AddIndices(backend, p.rows, p.vocab_rows));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32));
-  PX_RETURN_IF_ERROR(AddInput(backend, p.rows, DType::kF32));
-  PX_RETURN_IF_ERROR(AddInput(backend, 1, DType::kF64, false));
+  PX_TRY(AddInput(backend, p.rows * p.vocab_rows, d));
+  PX_TRY(AddInput(backend, 3 * p.rows, DType::kF32));
+  PX_TRY(AddIndices(backend, p.rows, p.vocab_rows));
+  PX_TRY(AddInput(backend, p.rows, DType::kF32));
+  PX_TRY(AddInput(backend, p.rows, DType::kF32));
+  PX_TRY(AddInput(backend, 1, DType::kF64, false));
   if (p.kind == ProbeKind::kLossBwd) {
     backend.RowMax({.logits = T(0), .row_max = T(1), .rows = p.rows, .cols = p.vocab_rows});
     backend.CrossEntropyStats({.logits = T(0), .row_max = T(1), .targets = T(2), .sum_exp = T(1) + p.rows,
                                .target_logit = T(1) + 2 * p.rows, .rows = p.rows, .cols = p.vocab_rows});
-    PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.vocab_rows, d, false));
+    PX_TRY(AddInput(backend, p.rows * p.vocab_rows, d, false));
   }
   return {};
 }
@@ -293,9 +287,9 @@ Status KernelProbe::AddInputs(executor::Backend& backend) {
   const DType d = p.dtype;
   switch (p.kind) {
     case ProbeKind::kGemm:
-      PX_RETURN_IF_ERROR(AddInput(backend, p.m * p.k * p.batch, d));
-      PX_RETURN_IF_ERROR(AddInput(backend, p.k * p.n * p.batch, d));
-      PX_RETURN_IF_ERROR(AddInput(backend, p.m * p.n * p.batch, p.beta != 0 ? DType::kF32 : d));
+      PX_TRY(AddInput(backend, p.m * p.k * p.batch, d));
+      PX_TRY(AddInput(backend, p.k * p.n * p.batch, d));
+      PX_TRY(AddInput(backend, p.m * p.n * p.batch, p.beta != 0 ? DType::kF32 : d));
       break;
     case ProbeKind::kNormFwd:
     case ProbeKind::kResidualNormFwd: return AddNormInputs(backend);
@@ -304,10 +298,10 @@ Status KernelProbe::AddInputs(executor::Backend& backend) {
     case ProbeKind::kActBwd: return AddActInputs(backend);
     case ProbeKind::kResidualFwd:  // x, o, h, bias
     case ProbeKind::kResidualBwd:  // dout, dh, -, dbias
-      PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
-      PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d));
-      PX_RETURN_IF_ERROR(AddInput(backend, p.rows * p.cols, d, false));
-      PX_RETURN_IF_ERROR(AddInput(backend, p.cols, p.kind == ProbeKind::kResidualBwd ? DType::kF32 : d));
+      PX_TRY(AddInput(backend, p.rows * p.cols, d));
+      PX_TRY(AddInput(backend, p.rows * p.cols, d));
+      PX_TRY(AddInput(backend, p.rows * p.cols, d, false));
+      PX_TRY(AddInput(backend, p.cols, p.kind == ProbeKind::kResidualBwd ? DType::kF32 : d));
       break;
     case ProbeKind::kQkvEpilogueFwd:
     case ProbeKind::kQkvEpilogueBwd: return AddQkvEpilogueInputs(backend);
@@ -318,28 +312,28 @@ Status KernelProbe::AddInputs(executor::Backend& backend) {
     case ProbeKind::kLossFwd:
     case ProbeKind::kLossBwd: return AddLossInputs(backend);
     case ProbeKind::kAdamW:  // main, grad, m, v [, model]
-      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
-      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
-      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32, false));
-      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32, false));
-      if (d != DType::kF32) PX_RETURN_IF_ERROR(AddInput(backend, p.n, d, false));
+      PX_TRY(AddInput(backend, p.n, DType::kF32));
+      PX_TRY(AddInput(backend, p.n, DType::kF32));
+      PX_TRY(AddInput(backend, p.n, DType::kF32, false));
+      PX_TRY(AddInput(backend, p.n, DType::kF32, false));
+      if (d != DType::kF32) PX_TRY(AddInput(backend, p.n, d, false));
       break;
     case ProbeKind::kSumSquares:
-      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
-      PX_RETURN_IF_ERROR(AddInput(backend, 1, DType::kF64, false));
+      PX_TRY(AddInput(backend, p.n, DType::kF32));
+      PX_TRY(AddInput(backend, 1, DType::kF64, false));
       break;
     case ProbeKind::kCast:
-      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
-      PX_RETURN_IF_ERROR(AddInput(backend, p.n, d, false));
+      PX_TRY(AddInput(backend, p.n, DType::kF32));
+      PX_TRY(AddInput(backend, p.n, d, false));
       break;
     case ProbeKind::kCopy:
-      PX_RETURN_IF_ERROR(AddInput(backend, p.n, d));
-      PX_RETURN_IF_ERROR(AddInput(backend, p.n, d, false));
+      PX_TRY(AddInput(backend, p.n, d));
+      PX_TRY(AddInput(backend, p.n, d, false));
       break;
-    case ProbeKind::kFill: PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32, false)); break;
+    case ProbeKind::kFill: PX_TRY(AddInput(backend, p.n, DType::kF32, false)); break;
     case ProbeKind::kAxpy:  // x, y
-      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
-      PX_RETURN_IF_ERROR(AddInput(backend, p.n, DType::kF32));
+      PX_TRY(AddInput(backend, p.n, DType::kF32));
+      PX_TRY(AddInput(backend, p.n, DType::kF32));
       break;
   }
   return {};
@@ -365,11 +359,11 @@ Status KernelProbe::AddColdSets(executor::Backend& backend) {
 
 Status KernelProbe::Prepare(executor::Backend& backend) {
   if (!tensors_.empty()) return {};
-  PX_RETURN_IF_ERROR(AddInputs(backend));
+  PX_TRY(AddInputs(backend));
   per_set_ = tensors_.size();
   set_ = 0;
   sets_ = 1;
-  if (shape_.cold && per_set_ > 0) PX_RETURN_IF_ERROR(AddColdSets(backend));
+  if (shape_.cold && per_set_ > 0) PX_TRY(AddColdSets(backend));
   return backend.Synchronize();
 }
 

@@ -50,7 +50,7 @@ Result<SystemNoise> MeasureNoise(executor::Backend& backend, executor::Communica
   auto warm = prepared ? TimeRuns(backend, executor::StreamKind::kCompute, 20, one) : Result<std::vector<double>>(prepared.error());
   if (!warm) flags[0] = 1.0;
   flags[1] = warm ? Summarize(*warm).median_s : 0.0;
-  if (Status st = world.HostAllReduce(flags, 2, executor::ReduceOp::kMax); !st) return st.error();
+  PX_TRY(world.HostAllReduce(flags, 2, executor::ReduceOp::kMax));
   if (flags[0] > 0) {
     if (!prepared) return prepared.error();
     if (!warm) return warm.error();
@@ -62,15 +62,15 @@ Result<SystemNoise> MeasureNoise(executor::Backend& backend, executor::Communica
       static_cast<int64_t>(std::clamp(std::floor(o.duration_s / (gemm_s * static_cast<double>(reps))), 256.0, 200000.0));
   auto quantum = [&]() -> Status {
     for (int64_t r = 0; r < reps; ++r) {
-      if (Status st = probe.Run(backend); !st) return st;
+      PX_TRY(probe.Run(backend));
     }
     return {};
   };
-  if (Status st = world.Barrier(); !st) return st.error();
+  PX_TRY(world.Barrier());
   auto times = TimeRuns(backend, executor::StreamKind::kCompute, count, quantum);
   double failed = times ? 0.0 : 1.0;
   if (o.interrupt != nullptr && o.interrupt->load()) failed = 2.0;
-  if (Status st = world.HostAllReduce(&failed, 1, executor::ReduceOp::kMax); !st) return st.error();
+  PX_TRY(world.HostAllReduce(&failed, 1, executor::ReduceOp::kMax));
   if (failed >= 2) return IoError("interrupted");
   if (failed > 0) return times ? IoError("noise quanta: another rank failed") : times.error();
   const SystemNoise mine = NoiseFromQuanta(*times, o.quantiles);
@@ -80,9 +80,7 @@ Result<SystemNoise> MeasureNoise(executor::Backend& backend, executor::Communica
     buf.push_back(w.window_s);
     buf.insert(buf.end(), w.detour_s.begin(), w.detour_s.end());
   }
-  if (Status st = world.HostAllReduce(buf.data(), static_cast<int64_t>(buf.size()), executor::ReduceOp::kSum); !st) {
-    return st.error();
-  }
+  PX_TRY(world.HostAllReduce(buf.data(), static_cast<int64_t>(buf.size()), executor::ReduceOp::kSum));
   const auto n = static_cast<double>(world.size());
   SystemNoise out = mine;
   out.ranks = world.size();

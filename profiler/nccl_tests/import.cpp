@@ -81,18 +81,16 @@ Result<NcclTestsImport> ImportNcclTests(const NcclTestsOutput& out) {
 
 Status ImportNcclTestsFiles(const std::vector<std::string>& files, CostDb& db, const std::string& device_override) {
   for (const std::string& f : files) {
-    auto out = ReadNcclTestsFile(f);
-    if (!out) return out.error();
-    auto imp = ImportNcclTests(*out);
-    if (!imp) return imp.error();
-    if (!device_override.empty()) imp->device = device_override;
-    if (db.device.empty()) db.device = imp->device;
-    if (imp->device != db.device) {
-      return BadInput(f + ": measured on \"" + imp->device + "\" but the cost database is for \"" + db.device +
+    PX_ASSIGN(auto out, ReadNcclTestsFile(f));
+    PX_ASSIGN(auto imp, ImportNcclTests(out));
+    if (!device_override.empty()) imp.device = device_override;
+    if (db.device.empty()) db.device = imp.device;
+    if (imp.device != db.device) {
+      return BadInput(f + ": measured on \"" + imp.device + "\" but the cost database is for \"" + db.device +
                       "\" (import each device's outputs into its own database)");
     }
-    for (auto& c : imp->curves) db.collectives.push_back(std::move(c));
-    for (auto& s : imp->skipped) db.skipped.push_back(std::move(s));
+    for (auto& c : imp.curves) db.collectives.push_back(std::move(c));
+    for (auto& s : imp.skipped) db.skipped.push_back(std::move(s));
   }
   return Status::Ok();
 }

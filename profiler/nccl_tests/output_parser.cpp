@@ -68,7 +68,7 @@ class Parser {
       if (end == std::string_view::npos) end = text_.size();
       const std::string_view line = text_.substr(pos, end - pos);
       ++line_no;
-      if (Status s = Line(line, line_no); !s) return s.error();
+      PX_TRY(Line(line, line_no));
       if (end == text_.size()) break;
       pos = end + 1;
     }
@@ -221,8 +221,8 @@ class Parser {
     }
     const size_t b = columns_.size() - 8;
     const bool wrong_count = columns_[b + 3] == "#wrong";
-    if (Status s = Column(t, b, wrong_count, r.out_of_place, n); !s) return s;
-    if (Status s = Column(t, b + 4, wrong_count, r.in_place, n); !s) return s;
+    PX_TRY(Column(t, b, wrong_count, r.out_of_place, n));
+    PX_TRY(Column(t, b + 4, wrong_count, r.in_place, n));
     // One curve per file: one data type and reduction, sizes rising (nccl-tests prints zero-byte
     // rows more than once at the small end; those are skipped on import). `-d all` or `-o all`
     // restart the sizes for each type or operation, and two runs pasted together restart them too.

@@ -104,7 +104,7 @@ Result<traces::Alignment> AlignWithPlan(const traces::Trace& predicted, const tr
     return BadInput(file + ": only " + buf + " of its measured ops match the plan's op identities (" +
                     LayoutToString(plan.layout) + "): the trace is of another plan");
   }
-  if (Status s = MatchRecordedWork(predicted, measured, al, file, plan); !s) return s.error();
+  PX_TRY(MatchRecordedWork(predicted, measured, al, file, plan));
   return al;
 }
 

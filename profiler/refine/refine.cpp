@@ -19,9 +19,8 @@ Result<traces::Trace> Predict(const Plan& plan, const CostDb& db) {
   planner::SimOptions so;
   so.record_trace = true;
   so.all_ranks = true;
-  auto sim = planner::Simulate(plan, &db, so);
-  if (!sim) return sim.error();
-  return std::move(*sim->trace);
+  PX_ASSIGN(auto sim, planner::Simulate(plan, &db, so));
+  return std::move(*sim.trace);
 }
 
 std::map<std::string, std::pair<int64_t, std::pair<double, double>>> ByFamily(const traces::TraceDiff& d) {
@@ -83,23 +82,20 @@ Result<RefineResult> Refine(const Plan& plan_in, const traces::Trace& measured, 
                             const CostDb& db_in) {
   RefineResult r;
   r.plan = plan_in;
-  if (Status s = MatchRecordedPlan(measured, trace_file, r.plan); !s) return s.error();
-  auto predicted = Predict(r.plan, db_in);
-  if (!predicted) return predicted.error();
-  auto al = AlignWithPlan(*predicted, measured, trace_file, r.plan);
-  if (!al) return al.error();
-  std::vector<OpInstance> instances = MatchedInstances(*predicted, measured, *al);
+  PX_TRY(MatchRecordedPlan(measured, trace_file, r.plan));
+  PX_ASSIGN(auto predicted, Predict(r.plan, db_in));
+  PX_ASSIGN(auto al, AlignWithPlan(predicted, measured, trace_file, r.plan));
+  std::vector<OpInstance> instances = MatchedInstances(predicted, measured, al);
   r.collectives_polled = CollectivesPolled(measured, r.plan);
-  if (r.collectives_polled) MeasureDpWindows(measured, *al, instances);
+  if (r.collectives_polled) MeasureDpWindows(measured, al, instances);
 
-  FitAndMerge(*predicted, measured, *al, instances, db_in, r);
+  FitAndMerge(predicted, measured, al, instances, db_in, r);
   r.op_gap = MeasureOpGap(measured);
   if (r.op_gap.applied()) r.db.op_gap_us = r.op_gap.mean_s * 1e6;
 
-  r.before = traces::DiffTraces(*predicted, measured);
-  auto after = Predict(r.plan, r.db);
-  if (!after) return after.error();
-  r.after = traces::DiffTraces(*after, measured);
+  r.before = traces::DiffTraces(predicted, measured);
+  PX_ASSIGN(auto after, Predict(r.plan, r.db));
+  r.after = traces::DiffTraces(after, measured);
   r.families = FamilyErrors(r.before, r.after);
   return r;
 }

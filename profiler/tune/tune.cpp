@@ -26,12 +26,12 @@ namespace {
 //! Rank 0's string on every rank (host plane).
 Result<std::string> ShareString(executor::Communicator& world, const std::string& s) {
   double len = world.rank() == 0 ? static_cast<double>(s.size()) : 0.0;
-  if (Status st = world.HostAllReduce(&len, 1, executor::ReduceOp::kMax); !st) return st.error();
+  PX_TRY(world.HostAllReduce(&len, 1, executor::ReduceOp::kMax));
   const auto n = static_cast<size_t>(len) + 1;
   std::vector<char> mine(n, '\0');
   if (world.rank() == 0) std::memcpy(mine.data(), s.data(), s.size());
   std::vector<char> all(n * static_cast<size_t>(world.size()));
-  if (Status st = world.HostAllGather(mine.data(), all.data(), static_cast<int64_t>(n)); !st) return st.error();
+  PX_TRY(world.HostAllGather(mine.data(), all.data(), static_cast<int64_t>(n)));
   return std::string(all.data(), static_cast<size_t>(len));
 }
 
@@ -81,9 +81,8 @@ Json SearchPicks(const TuneOptions& o, const CostDb& db) {
 //! Rank 0 plans with `db`; every rank gets its picks, or its error.
 Result<Json> PlanRound(executor::Communicator& world, const TuneOptions& o, const CostDb& db) {
   Json picks = world.rank() == 0 ? SearchPicks(o, db) : Json::array();
-  auto shared = ShareString(world, picks.dump());
-  if (!shared) return shared.error();
-  picks = Json::parse(*shared);
+  PX_ASSIGN(const std::string shared, ShareString(world, picks.dump()));
+  picks = Json::parse(shared);
   if (picks.contains("error")) return BadInput(picks["error"].get<std::string>());
   if (picks.contains("infeasible")) return Error{picks["infeasible"].get<std::string>(), ErrorKind::kInfeasible};
   return picks;
@@ -120,12 +119,9 @@ Status RunCandidate(executor::LaunchContext& launch, std::unique_ptr<executor::B
   if (failed[1] == 0 && agreed) return {};
   // A peer may have been left inside a collective: start from a fresh backend and world.
   backend->EmptyCache();
-  auto fresh = executor::CreateBackend(o.backend);
-  if (!fresh) return fresh.error();
-  auto w = (*fresh)->ConnectWorld(launch, o.timeout_s);
-  if (!w) return w.error();
-  world = std::move(*w);
-  backend = std::move(*fresh);
+  PX_ASSIGN(auto fresh, executor::CreateBackend(o.backend));
+  PX_ASSIGN(world, fresh->ConnectWorld(launch, o.timeout_s));
+  backend = std::move(fresh);
   return {};
 }
 
@@ -182,26 +178,24 @@ Result<TuneResult> RunTune(executor::LaunchContext& launch, std::unique_ptr<exec
   for (int64_t round = 1; round <= o.max_rounds; ++round) {
     out.rounds = round;
     // 1. Plan (rank 0) with the database as refined so far; share the layouts and predictions.
-    auto picks = PlanRound(*world, o, out.db);
-    if (!picks) return picks.error();
+    PX_ASSIGN(const Json picks, PlanRound(*world, o, out.db));
     // 2./3. Run what was not measured yet; refine from each trace.
-    for (const auto& pick : *picks) {
+    for (const auto& pick : picks) {
       const std::string inline_layout = pick["layout"].get<std::string>();
       if (measured.count(inline_layout)) continue;
-      auto plan = ResolvePlan(inline_layout, &o.model, &o.cluster, o.training);
-      if (!plan) return plan.error();
-      plan->training.global_batch = plan->layout.global_batch;
+      PX_ASSIGN(Plan plan, ResolvePlan(inline_layout, &o.model, &o.cluster, o.training));
+      plan.training.global_batch = plan.layout.global_batch;
       TuneCandidate c;
-      c.layout = plan->layout;
+      c.layout = plan.layout;
       c.round = round;
       c.predicted_step_s = pick["predicted_step_s"].get<double>();
       const std::string trace_path =
           (std::filesystem::path(o.work_dir) / ("tune_candidate_" + std::to_string(out.candidates.size()) + ".json"))
               .string();
-      const Status ran = RunCandidate(launch, backend, world, o, *plan, trace_path, c);
+      const Status ran = RunCandidate(launch, backend, world, o, plan, trace_path, c);
       if (!c.failure.empty()) log("candidate " + inline_layout + ": failed: " + c.failure);
       if (!ran) return ran.error();
-      if (c.failure.empty() && root) RefineFromCandidate(*plan, trace_path, inline_layout, log, out.db, c);
+      if (c.failure.empty() && root) RefineFromCandidate(plan, trace_path, inline_layout, log, out.db, c);
       measured[inline_layout] = out.candidates.size();
       out.candidates.push_back(c);
     }
