@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Open time of a 10-million-slice trace in parallax-gui (docs/gui.md "Speed"): writes the trace
 # once (1.78 GB of JSON, under /tmp, never committed), then runs `parallax-gui --benchmark` with
-# the reader on one thread and on one per core, alternating, RUNS times each, and prints every
+# the reader on one thread (--threads 1) and on one per idle core (--threads 0: the cores less the
+# load average, so on a busy machine also one), alternating, RUNS times each, and prints every
 # run with the load average before it, then the best of each. On a shared machine the wall time
 # also counts waiting for a core: load_cpu_s (all threads) is printed beside it.
 #   bench/bench_gui_open.sh [BUILD_DIR] [RUNS]
