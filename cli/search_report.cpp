@@ -19,6 +19,10 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
     return "tp must divide the attention heads (" + Str(m.heads) + "), the kv heads (" + Str(m.kv_heads) +
            ") and the ffn hidden size (" + Str(m.ffn_hidden) + ")";
   }
+  if (reason == "tp_does_not_tile_the_nodes") {
+    return "tp must divide the devices of a node (" + Str(in.cluster.gpus_per_node) + ") or be a multiple of it, and divide all " +
+           Str(in.cluster.total_gpus());
+  }
   if (reason == "tp_spans_nodes") {
     return "a tensor-parallel group larger than a node (" + Str(in.cluster.gpus_per_node) +
            " devices) is not searched (simulate predicts one)";
@@ -84,10 +88,11 @@ Error NoLayoutError(const SearchInputs& in, const planner::Constraints& fix, con
     why = "no layout of " + in.model.name + " fits" + on + "the closest (" +
           LayoutToString(r.smallest_shortfall_layout) + ") needs " + HumanBytes(r.smallest_shortfall_bytes) +
           " more per GPU";
+  } else if (const auto pinned = PinnedRuleOut(in, fix)) {
+    // The pinned dimension's own rule says more than the count it was rejected under.
+    why = "no layout of " + in.model.name + " is valid" + on + "--fix rules out every layout: " + *pinned;
   } else if (r.rejected.empty()) {
-    const auto pinned = PinnedRuleOut(in, fix);
-    why = "no layout of " + in.model.name + " is valid" + on +
-          (pinned ? "--fix rules out every layout: " + *pinned : "--fix leaves no layout to search");
+    why = "no layout of " + in.model.name + " is valid" + on + "--fix leaves no layout to search";
   } else {
     const auto most = std::max_element(r.rejected.begin(), r.rejected.end(),
                                        [](const auto& a, const auto& b) { return a.second < b.second; });

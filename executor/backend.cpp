@@ -282,4 +282,16 @@ void Backend::RmsNormBackwardAdd(const NormBackwardArgs& a) {
   BackwardAddThroughWorkspace(*this, a, &Backend::RmsNormBackward);
 }
 
+std::string RankList(const std::vector<int>& ranks) {
+  // Built piecewise: GCC 12 at -O3 warns falsely (-Wrestrict) on `"," + std::to_string(...)`
+  // (docs/hardening.md).
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) s.push_back(',');
+    s.append(std::to_string(ranks[i]));
+  }
+  s.push_back(']');
+  return s;
+}
+
 }  // namespace parallax::executor

@@ -577,4 +577,7 @@ class Backend {
   MemoryStats stats_;
 };
 
+//! Ranks as error messages print them: "[0,1,3]".
+std::string RankList(const std::vector<int>& ranks);
+
 }  // namespace parallax::executor

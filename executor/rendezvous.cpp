@@ -15,6 +15,8 @@
 #include <cstring>
 #include <thread>
 
+#include "executor/backend.h"
+
 namespace parallax::executor {
 namespace {
 
@@ -105,16 +107,6 @@ Result<Frame> RecvFrame(int fd, Clock::time_point deadline) {
 }
 
 std::string Text(const Frame& f) { return {f.payload.begin(), f.payload.end()}; }
-
-std::string RankList(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0) s.push_back(',');
-    s.append(std::to_string(ranks[i]));
-  }
-  s.push_back(']');
-  return s;
-}
 
 //! Rank 0's listening socket on every interface (IPv6 dual-stack, else IPv4).
 Result<SocketFd> Listen(int port, int backlog) {

@@ -143,7 +143,7 @@ Status PublishTemp(int fd, const std::string& target, std::string& named) {
     }
   }
   // Test hook: PARALLAX_FAULT_PUBLISH_PAUSE_MS holds the named temporary before the rename, so a
-  // test can kill the writer exactly there (tests/cli/test_cli_kill.cpp).
+  // test can kill the writer exactly there (tests/cli/cli_kill_test.cpp).
   static const long pause_ms = [] {
     const char* v = std::getenv("PARALLAX_FAULT_PUBLISH_PAUSE_MS");
     return v != nullptr ? std::strtol(v, nullptr, 10) : 0L;

@@ -13,6 +13,7 @@
 #include "executor/cuda/device_probe.h"
 #include "executor/cuda/kernels.h"
 #include "executor/cuda/nccl_communicator.h"
+#include "executor/launch_env.h"
 
 namespace parallax::executor {
 
@@ -26,13 +27,11 @@ constexpr int64_t kCopyChunk = int64_t{4} << 20;
 }  // namespace
 
 int LocalRankDevice(int device_count) {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "LOCAL_RANK"}) {
-    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
-      const int r = std::atoi(v);
-      return device_count > 0 ? r % device_count : 0;
-    }
-  }
-  return 0;
+  // The launcher's local rank by the one precedence of launch_env.h (torchrun's LOCAL_RANK before
+  // SLURM_LOCALID, which is 0 for every worker of one torchrun per node under srun).
+  const auto env = ReadLaunchEnv(ProcessEnv());
+  const int r = env ? env->local_rank : 0;
+  return device_count > 0 ? r % device_count : 0;
 }
 
 Result<std::unique_ptr<Backend>> CreateCudaBackend() {

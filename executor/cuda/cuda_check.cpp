@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "executor/launch_env.h"
+
 namespace parallax::executor::gpu {
 namespace {
 
@@ -17,10 +19,8 @@ std::string SourcePath(const char* file) {
 }  // namespace
 
 int LaunchRank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
-    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return std::atoi(v);
-  }
-  return -1;
+  const auto env = ReadLaunchEnv(ProcessEnv());
+  return env && env->source != LaunchSource::kNone ? env->rank : -1;
 }
 
 std::string HostName() {

@@ -36,18 +36,6 @@ std::string Describe(const char* op, int64_t count, DType t, const Stream& s) {
          " stream";
 }
 
-std::string RankList(const std::vector<int>& ranks) {
-  // Built piecewise: GCC 12 at -O3 warns falsely (-Wrestrict) on `"," + std::to_string(...)`
-  // (docs/hardening.md).
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0) s.push_back(',');
-    s.append(std::to_string(ranks[i]));
-  }
-  s.push_back(']');
-  return s;
-}
-
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, NcclComm comm,

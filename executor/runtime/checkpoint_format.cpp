@@ -48,8 +48,9 @@ CheckpointHeader ReadHeader(const Json& j, const std::string& origin) {
   h.model = r.String("model");
   h.seed = AnyInt(r, "seed");
   if (!r.Has("precision")) r.Fail("precision", "missing required field");
-  const std::string p = r.Choice("precision", {"bf16", "fp16", "fp32"}, "");
-  h.precision = p == "bf16" ? Precision::kBf16 : p == "fp16" ? Precision::kFp16 : Precision::kFp32;
+  const auto precision = PrecisionFromString(r.String("precision"));
+  if (!precision) r.Fail("precision", precision.error().message);
+  h.precision = *precision;
   h.loss_scale = r.PositiveNumber("loss_scale");
   h.loss_scale_clean_steps = RequiredNonNegative(r, "loss_scale_clean_steps");
   const Json& groups = r.Raw("groups");
@@ -63,8 +64,8 @@ CheckpointHeader ReadHeader(const Json& j, const std::string& origin) {
     gh.opt = RequiredNonNegative(g, "opt");
     const int64_t want_main = h.precision == Precision::kFp32 ? 0 : gh.opt;
     if (gh.main != want_main) {
-      g.Fail("main", "a " + p + " checkpoint keeps " + std::to_string(want_main) + " main-copy elements here (got " +
-                         std::to_string(gh.main) + ")");
+      g.Fail("main", "a " + std::string(ToString(h.precision)) + " checkpoint keeps " + std::to_string(want_main) +
+                         " main-copy elements here (got " + std::to_string(gh.main) + ")");
     }
     g.Finish();
     h.groups.push_back(std::move(gh));

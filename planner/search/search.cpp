@@ -166,6 +166,21 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
                .rej = rej,
                .searched = searched,
                .out = {}};
+  if (o.fix.tp) {
+    // A pinned tp the walk below would never reach is counted with its reason, not skipped unseen.
+    const int64_t tp = *o.fix.tp;
+    const bool tiles = tp <= c.gpus_per_node ? c.gpus_per_node % tp == 0 : tp % c.gpus_per_node == 0;
+    Layout l;
+    l.tp = tp;
+    if (world % tp != 0 || !tiles) {
+      w.Reject("tp_does_not_tile_the_nodes", l);
+      return {};
+    }
+    if (!TpDividesHeads(m, tp)) {
+      w.Reject("tp_does_not_divide_heads", l);
+      return {};
+    }
+  }
   // Tensor parallelism across nodes (tp a multiple of gpus_per_node above it) runs and `simulate`
   // predicts it, but the search does not enumerate it: counted as a rejection.
   for (int64_t tp = 2 * c.gpus_per_node; tp <= world; tp += c.gpus_per_node) {
@@ -203,7 +218,13 @@ Plan BasePlan(const ModelSpec& model, const ClusterSpec& cluster, const Training
 struct Scored {
   Layout layout;
   double tokens_per_s = 0;
+  int64_t index = 0;  //!< in the enumeration: breaks ties, so the ranking does not depend on threads
 };
+
+//! Faster first; equal speeds in enumeration order.
+bool Ranks(const Scored& a, const Scored& b) {
+  return a.tokens_per_s != b.tokens_per_s ? a.tokens_per_s > b.tokens_per_s : a.index < b.index;
+}
 
 }  // namespace
 
@@ -224,6 +245,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
   int64_t oom = 0;
   int64_t shortfall = std::numeric_limits<int64_t>::max();
   Layout shortfall_layout;
+  int64_t shortfall_index = 0;
   std::atomic<int64_t> done{0};
   std::vector<std::pair<int64_t, EvaluatedLayout>> evaluated;  // (candidate index, result)
   const int64_t total = static_cast<int64_t>(candidates.size());
@@ -235,6 +257,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
     std::vector<Scored> local;
     int64_t local_oom = 0, local_short = std::numeric_limits<int64_t>::max();
     Layout local_short_layout;
+    int64_t local_short_index = 0;
     std::vector<std::pair<int64_t, EvaluatedLayout>> local_evaluated;
     for (int64_t i = tid; i < total; i += threads) {
       plan.layout = candidates[static_cast<size_t>(i)].layout;
@@ -245,20 +268,20 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
         if (peak - device_bytes < local_short) {
           local_short = peak - device_bytes;
           local_short_layout = plan.layout;
+          local_short_index = i;
         }
         if (options.record_candidates) local_evaluated.push_back({i, {plan.layout, "out_of_memory", peak, std::nullopt}});
       } else {
         const PlanCosts pc = CostPlan(ctx, plan);
         const StepTime st = EstimateStepTime(plan, pc);
         const double tps = static_cast<double>(plan.layout.global_batch * seq) / st.step_time_s;
-        local.push_back({plan.layout, tps});
+        local.push_back({plan.layout, tps, i});
         if (options.record_candidates) {
           local_evaluated.push_back(
               {i, {plan.layout, "", peak, FinishPrediction(plan, st.step_time_s, st.breakdown)}});
         }
         if (local.size() > 4 * keep) {
-          std::nth_element(local.begin(), local.begin() + static_cast<std::ptrdiff_t>(keep), local.end(),
-                           [](const Scored& a, const Scored& b) { return a.tokens_per_s > b.tokens_per_s; });
+          std::nth_element(local.begin(), local.begin() + static_cast<std::ptrdiff_t>(keep), local.end(), Ranks);
           local.resize(keep);
         }
       }
@@ -269,9 +292,10 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
     best.insert(best.end(), local.begin(), local.end());
     for (auto& e : local_evaluated) evaluated.push_back(std::move(e));
     oom += local_oom;
-    if (local_short < shortfall) {
+    if (local_short < shortfall || (local_short == shortfall && local_short_index < shortfall_index)) {
       shortfall = local_short;
       shortfall_layout = local_short_layout;
+      shortfall_index = local_short_index;
     }
   };
   std::vector<std::thread> pool;
@@ -282,7 +306,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
   if (oom > 0) rej.counts["out_of_memory"] = oom;
   std::sort(evaluated.begin(), evaluated.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& e : evaluated) result.candidates.push_back(std::move(e.second));
-  std::sort(best.begin(), best.end(), [](const Scored& a, const Scored& b) { return a.tokens_per_s > b.tokens_per_s; });
+  std::sort(best.begin(), best.end(), Ranks);
   if (best.size() > keep) best.resize(keep);
   Plan plan = BasePlan(model, cluster, training, options);
   CostContext ctx(cluster, training.precision, options.db, &options.implementation);

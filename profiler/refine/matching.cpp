@@ -74,9 +74,7 @@ Status MatchRecordedPlan(const traces::Trace& measured, const std::string& file,
     }
     if (rec.contains("training") && rec["training"].is_object() && rec["training"].contains("precision")) {
       const std::string p = rec["training"]["precision"].is_string() ? rec["training"]["precision"].get<std::string>() : "";
-      if (p == "fp32") plan.training.precision = Precision::kFp32;
-      if (p == "bf16") plan.training.precision = Precision::kBf16;
-      if (p == "fp16") plan.training.precision = Precision::kFp16;
+      if (auto q = PrecisionFromString(p)) plan.training.precision = *q;
     }
   }
   if (measured.metadata.model.is_string() && measured.metadata.model.get<std::string>() != plan.model.name) {

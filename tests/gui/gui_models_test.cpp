@@ -97,4 +97,4 @@ class TstGuiModels : public QObject {
 };
 
 QTEST_GUILESS_MAIN(TstGuiModels)
-#include "tst_gui_models.moc"
+#include "gui_models_test.moc"

@@ -309,4 +309,4 @@ class TstGuiScreenshot : public QObject {
 };
 
 QTEST_GUILESS_MAIN(TstGuiScreenshot)
-#include "tst_gui_screenshot.moc"
+#include "gui_screenshot_test.moc"

@@ -545,4 +545,4 @@ class TstGuiCore : public QObject {
 };
 
 QTEST_GUILESS_MAIN(TstGuiCore)
-#include "tst_gui_core.moc"
+#include "gui_core_test.moc"

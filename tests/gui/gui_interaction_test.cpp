@@ -253,4 +253,4 @@ class TstGuiInteraction : public QObject {
 };
 
 QTEST_MAIN(TstGuiInteraction)
-#include "tst_gui_interaction.moc"
+#include "gui_interaction_test.moc"
