@@ -64,9 +64,15 @@ Json SearchPicks(const TuneOptions& o, const CostDb& db) {
   auto r = planner::Search(o.model, o.cluster, o.training, so);
   if (!r) return Json{{"error", r.error().message}};  // bad input: every rank reports it
   if (r->plans.empty()) {
-    // Nothing considered at all: the --fix admits no layout (the search skips those uncounted).
-    return Json{{"infeasible", std::string("the planner found no layout that fits") +
-                                   (r->searched == 0 ? " the --fix constraints" : "")}};
+    // Every layout rejected by a rule (a pinned tp no node holds, ...) rather than by memory: say
+    // which, and that --fix is where to look.
+    std::string why = "the planner found no layout that fits";
+    if (r->searched == 0 || !r->rejected.contains("out_of_memory")) {
+      why += " the model, the cluster and the --fix constraints (rejected:";
+      for (const auto& [reason, count] : r->rejected) why += " " + reason + " " + std::to_string(count);
+      why += r->rejected.empty() ? " none)" : ")";
+    }
+    return Json{{"infeasible", why}};
   }
   Json picks = Json::array();
   for (const auto& rp : r->plans) {
