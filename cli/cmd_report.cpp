@@ -199,7 +199,7 @@ void RegisterReportCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--costdb", o->costdb, "The cost database the plan was predicted with (parallax calibrate)");
   cmd->add_option("--refined-costdb", o->refined_costdb, "The database refine wrote from this run (parallax refine)");
   cmd->add_option("--candidates", o->candidates, "The search's candidates (parallax plan --candidates)");
-  cmd->add_option("--top", o->top, "Ranked plans to show")->capture_default_str()->check(CLI::Range(1, 100));
+  cmd->add_option("--top", o->top, "Ranked plans to show")->capture_default_str()->check(Within(1, 100));
   cmd->add_option("-o,--output", o->output, "The HTML file (written atomically)")->required();
   cmd->footer(
       "\nExample: parallax report --plan plan.json --measured measured.json --costdb costdb.json "
