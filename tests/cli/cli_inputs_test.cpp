@@ -11,17 +11,13 @@
 #include "model/json_io.h"
 #include "model/training_spec.h"
 #include "run_command.h"
+#include "stdout_json.h"
 
 namespace parallax {
 namespace {
 
 using test::RunParallax;
-
-Json Out(const test::CommandResult& r) {
-  auto j = ParseJsonText(r.out, "stdout");
-  EXPECT_TRUE(j) << r.out << r.err;
-  return j ? *j : Json::object();
-}
+using test::StdoutJson;
 
 //! One cpu device (local-cpu has one per core of the machine the test runs on).
 const std::string& OneCpu() {
@@ -55,14 +51,14 @@ TEST(CliInputs, ACpuClusterTrainsInFp32ByDefaultAndSaysWhy) {
 
   auto json = RunParallax("plan --model gpt-tiny --cluster local-cpu --global-batch 8 --top 1 --threads 1 --json");
   ASSERT_EQ(json.exit_code, 0) << json.err;
-  const Json j = Out(json);
+  const Json j = StdoutJson(json);
   EXPECT_EQ(j["precision"], "fp32");
   EXPECT_EQ(j["precision_source"], "default for a CPU device");
   EXPECT_EQ(json.err.find("precision:"), std::string::npos) << "--json says it in the object only";
 
   auto sim = RunParallax("simulate --model gpt-tiny --cluster " + OneCpu() + " --plan dp=1,global_batch=8 --json");
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
-  EXPECT_EQ(Out(sim)["precision"], "fp32");
+  EXPECT_EQ(StdoutJson(sim)["precision"], "fp32");
 }
 
 TEST(CliInputs, AGpuClusterTrainsInBf16ByDefaultAndSaysWhy) {
@@ -75,7 +71,7 @@ TEST(CliInputs, AGpuClusterTrainsInBf16ByDefaultAndSaysWhy) {
 
   auto sim = RunParallax("simulate --model gpt-1.3b --cluster dgx-h100 --plan dp=8,global_batch=64 --json");
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
-  const Json j = Out(sim);
+  const Json j = StdoutJson(sim);
   EXPECT_EQ(j["precision"], "bf16");
   EXPECT_EQ(j["precision_source"], "default for a GPU device");
 }
@@ -84,8 +80,8 @@ TEST(CliInputs, PrecisionFlagOverridesTheDeviceDefaultAndThePlansOwn) {
   auto cpu = RunParallax("plan --model gpt-tiny --cluster local-cpu --global-batch 8 --top 1 --threads 1 "
                          "--precision bf16 --json");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
-  EXPECT_EQ(Out(cpu)["precision"], "bf16");
-  EXPECT_EQ(Out(cpu)["precision_source"], "--precision");
+  EXPECT_EQ(StdoutJson(cpu)["precision"], "bf16");
+  EXPECT_EQ(StdoutJson(cpu)["precision_source"], "--precision");
 
   auto gpu = RunParallax("plan --model gpt-1.3b --cluster dgx-h100 --global-batch 64 --top 1 --threads 1 "
                          "--precision fp32");
@@ -98,12 +94,12 @@ TEST(CliInputs, PrecisionFlagOverridesTheDeviceDefaultAndThePlansOwn) {
                         "--precision fp16 -o " + plan).exit_code, 0);
   auto kept = RunParallax("simulate --plan " + plan + " --json");
   ASSERT_EQ(kept.exit_code, 0) << kept.err;
-  EXPECT_EQ(Out(kept)["precision"], "fp16");
-  EXPECT_EQ(Out(kept)["precision_source"], "the plan's");
+  EXPECT_EQ(StdoutJson(kept)["precision"], "fp16");
+  EXPECT_EQ(StdoutJson(kept)["precision_source"], "the plan's");
   auto over = RunParallax("simulate --plan " + plan + " --precision fp32 --json");
   ASSERT_EQ(over.exit_code, 0) << over.err;
-  EXPECT_EQ(Out(over)["precision"], "fp32");
-  EXPECT_NE(Out(over)["step_time_s"], Out(kept)["step_time_s"]) << "the override is what is simulated";
+  EXPECT_EQ(StdoutJson(over)["precision"], "fp32");
+  EXPECT_NE(StdoutJson(over)["step_time_s"], StdoutJson(kept)["step_time_s"]) << "the override is what is simulated";
 
   auto bad = RunParallax("plan --model gpt-tiny --cluster local-cpu --precision fp12");
   EXPECT_EQ(bad.exit_code, 2);
@@ -136,7 +132,7 @@ TEST(CliInputs, AFixThatRulesOutEveryLayoutSaysWhichRuleInWordsWithTheCounts) {
 
     auto json = RunParallax("plan --model llama3-8b --cluster dgx-h100 --global-batch 64 --json --fix " + fix);
     EXPECT_EQ(json.exit_code, 2) << fix;
-    const Json j = Out(json);
+    const Json j = StdoutJson(json);
     EXPECT_TRUE(j["rejected"].is_object() && !j["rejected"].empty()) << j.dump();
     EXPECT_TRUE(j["searched"].is_number_integer()) << j.dump();
     EXPECT_NE(j["error"].get<std::string>().find(rule), std::string::npos) << j.dump();
@@ -144,7 +140,7 @@ TEST(CliInputs, AFixThatRulesOutEveryLayoutSaysWhichRuleInWordsWithTheCounts) {
   // Counted rejections: the most frequent one in words, and every count.
   auto counted = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --fix micro_batch=128 --json");
   EXPECT_EQ(counted.exit_code, 2);
-  const Json j = Out(counted);
+  const Json j = StdoutJson(counted);
   EXPECT_GT(j["rejected"].value("global_batch_not_divisible", 0), 0) << j.dump();
   EXPECT_NE(j["error"].get<std::string>().find("the global batch must be a multiple of dp x micro_batch"),
             std::string::npos)
@@ -159,7 +155,7 @@ TEST(CliInputs, MfuIsNotApplicableWithoutAPeakAndCalibratedWithADatabase) {
   auto json = RunParallax("simulate --model gpt-tiny --cluster " + OneCpu() +
                           " --plan dp=1,global_batch=8 --precision bf16 --json");
   ASSERT_EQ(json.exit_code, 0) << json.err;
-  EXPECT_TRUE(Out(json)["mfu"].is_null()) << json.out;
+  EXPECT_TRUE(StdoutJson(json)["mfu"].is_null()) << json.out;
 
   // Measured bf16 GEMMs give the peak: 2 * 64^3 flop in 10 us is 52.4 GFLOP/s.
   const std::string db = test::WriteTempFile(
@@ -168,7 +164,7 @@ TEST(CliInputs, MfuIsNotApplicableWithoutAPeakAndCalibratedWithADatabase) {
   auto measured = RunParallax("simulate --model gpt-tiny --cluster " + OneCpu() +
                               " --plan dp=1,global_batch=8 --precision bf16 --json --costdb " + db);
   ASSERT_EQ(measured.exit_code, 0) << measured.err;
-  const Json m = Out(measured);
+  const Json m = StdoutJson(measured);
   ASSERT_TRUE(m["mfu"].is_number()) << measured.out;
   EXPECT_NEAR(m["mfu"].get<double>(), m["model_tflops_per_gpu"].get<double>() / (2.0 * 64 * 64 * 64 / 1e-5 / 1e12),
               1e-9);

@@ -6,17 +6,13 @@
 #include "model/json_io.h"
 #include "model/plan.h"
 #include "run_command.h"
+#include "stdout_json.h"
 
 namespace parallax {
 namespace {
 
 using test::RunParallax;
-
-Json Out(const test::CommandResult& r) {
-  auto j = ParseJsonText(r.out, "stdout");
-  EXPECT_TRUE(j) << r.out << r.err;
-  return j ? *j : Json::object();
-}
+using test::StdoutJson;
 
 void ExpectPrediction(const Json& p) {
   for (const char* k : {"step_time_s", "tokens_per_s", "model_tflops_per_gpu", "mfu", "peak_memory_bytes", "fits",
@@ -34,7 +30,7 @@ void ExpectPrediction(const Json& p) {
 TEST(CliPlan, JsonContractBestFirst) {
   auto r = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --nodes 2 --global-batch 128 --top 4 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const Json j = Out(r);
+  const Json j = StdoutJson(r);
   ASSERT_TRUE(j["plans"].is_array());
   ASSERT_EQ(j["plans"].size(), 4u);
   EXPECT_GT(j["searched"].get<int64_t>(), 100);
@@ -55,7 +51,7 @@ TEST(CliPlan, FixConstrainsTheSearch) {
   auto r = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --fix tp=2,pp=2,recompute=full "
                        "--top 3 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const Json plans = Out(r)["plans"];
+  const Json plans = StdoutJson(r)["plans"];
   ASSERT_TRUE(plans.is_array());
   ASSERT_EQ(plans.size(), 3u) << "--top 3 with a satisfiable --fix must list three plans";
   for (const Json& p : plans) {
@@ -79,7 +75,7 @@ TEST(CliPlan, WritesAPlanThatSimulateAndLoadAccept) {
   ASSERT_TRUE(loaded->prediction.has_value());
   auto s = RunParallax("simulate --plan " + plan + " --json --trace " + trace);
   ASSERT_EQ(s.exit_code, 0) << s.err;
-  const Json sim = Out(s);
+  const Json sim = StdoutJson(s);
   ExpectPrediction(sim);
   // The self-contained plan reproduces the prediction it carries.
   EXPECT_NEAR(sim["step_time_s"].get<double>(), (*loaded->prediction)["step_time_s"].get<double>(),
@@ -87,7 +83,7 @@ TEST(CliPlan, WritesAPlanThatSimulateAndLoadAccept) {
   EXPECT_GT(std::filesystem::file_size(trace), 100u);
   auto stats = RunParallax("trace stats " + trace + " --json");
   ASSERT_EQ(stats.exit_code, 0) << stats.err;
-  EXPECT_GT(Out(stats)["slices"].get<int64_t>(), 100);
+  EXPECT_GT(StdoutJson(stats)["slices"].get<int64_t>(), 100);
   std::filesystem::remove_all(dir);
 }
 
@@ -100,7 +96,7 @@ TEST(CliPlan, Exports) {
   }
   auto d = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --export deepspeed");
   ASSERT_EQ(d.exit_code, 0) << d.err;
-  const Json ds = Out(d);
+  const Json ds = StdoutJson(d);
   EXPECT_EQ(ds["train_batch_size"], 64);
   EXPECT_TRUE(ds.contains("zero_optimization"));
   // Under the deepspeed profile the buckets the prediction was priced with: reduction 954 MiB of
@@ -108,7 +104,7 @@ TEST(CliPlan, Exports) {
   auto z = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --implementation deepspeed "
                        "--fix zero=3 --export deepspeed");
   ASSERT_EQ(z.exit_code, 0) << z.err;
-  const Json zs = Out(z);
+  const Json zs = StdoutJson(z);
   EXPECT_EQ(zs["zero_optimization"]["stage"], 3);
   EXPECT_EQ(zs["zero_optimization"]["reduce_bucket_size"], int64_t{954} * 1024 * 1024 / 2);
   EXPECT_EQ(zs["zero_optimization"]["stage3_prefetch_bucket_size"], 50000000);
@@ -126,15 +122,15 @@ TEST(CliPlan, ImplementationProfileAsTheUserMeetsIt) {
   auto s = RunParallax("simulate --model gpt-1.3b --cluster dgx-a100 --nodes 2 --implementation megatron-core "
                        "--plan dp=1,tp=16,global_batch=8 --json");
   ASSERT_EQ(s.exit_code, 0) << s.err;
-  ASSERT_TRUE(Out(s).contains("notes")) << s.out;
-  EXPECT_NE(Out(s)["notes"].dump().find("tp=16 spans 2 nodes"), std::string::npos) << s.out;
+  ASSERT_TRUE(StdoutJson(s).contains("notes")) << s.out;
+  EXPECT_NE(StdoutJson(s)["notes"].dump().find("tp=16 spans 2 nodes"), std::string::npos) << s.out;
   auto z = RunParallax("simulate --model gpt-1.3b --cluster dgx-a100 --implementation megatron-core "
                        "--plan dp=8,zero=3,global_batch=64");
   ASSERT_EQ(z.exit_code, 0) << z.err;
   EXPECT_NE(z.out.find("zero=3 is beyond what megatron-core runs"), std::string::npos) << z.out;
   auto j = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --implementation megatron-2021 --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
-  EXPECT_GT(Out(j)["rejected"].value("zero_stage_beyond_implementation", 0), 0) << j.out;
+  EXPECT_GT(StdoutJson(j)["rejected"].value("zero_stage_beyond_implementation", 0), 0) << j.out;
   for (const char* cmd : {"plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --implementation nosuch",
                           "simulate --model gpt-1.3b --cluster dgx-a100 --plan dp=8,global_batch=64 "
                           "--implementation nosuch"}) {

@@ -14,6 +14,7 @@
 #include "traces/chrome_reader.h"
 #include "traces/chrome_writer.h"
 #include "traces/tracer.h"
+#include "tests/traces/trace_text.h"
 
 namespace parallax::traces {
 namespace {
@@ -76,14 +77,8 @@ ReadOptions Options(size_t inflate_max_bytes = 0) {
   return o;
 }
 
-Outcome Finish(Result<Trace> t, Outcome r) {
-  r.ok = t.ok();
-  if (!t.ok()) {
-    r.text = t.error().message;
-    return r;
-  }
-  auto sink = StringSink(&r.text);
-  EXPECT_TRUE(WriteChromeTrace(*t, *sink).ok());
+Outcome Finish(const Result<Trace>& t, Outcome r) {
+  r.ok = TraceText(t, &r.text);
   return r;
 }
 
@@ -94,7 +89,7 @@ Outcome ReadMemory(const std::string& bytes, ReadOptions o) {
     return true;
   };
   auto t = ReadChromeTraceFromMemory(bytes, o, &r.stats);
-  return Finish(std::move(t), std::move(r));
+  return Finish(t, std::move(r));
 }
 
 Outcome ReadFile(const std::string& bytes, const ReadOptions& o) {
@@ -103,7 +98,7 @@ Outcome ReadFile(const std::string& bytes, const ReadOptions& o) {
   Outcome r;
   auto t = ReadChromeTrace(path.string(), o, &r.stats);
   std::filesystem::remove(path);
-  return Finish(std::move(t), std::move(r));
+  return Finish(t, std::move(r));
 }
 
 bool Streamed(const Outcome& r) {

@@ -12,6 +12,7 @@
 #include "traces/byte_stream.h"
 #include "traces/chrome_reader.h"
 #include "traces/chrome_writer.h"
+#include "tests/traces/trace_text.h"
 
 namespace parallax::traces {
 namespace {
@@ -44,14 +45,7 @@ Outcome Read(const std::string& json, bool lenient, int threads, size_t chunk_by
   o.parallel_min_bytes = 0;
   o.chunk_bytes = chunk_bytes;
   Outcome r;
-  auto t = ReadChromeTraceFromMemory(json, o, &r.stats);
-  r.ok = t.ok();
-  if (!t.ok()) {
-    r.text = t.error().message;
-    return r;
-  }
-  auto sink = StringSink(&r.text);
-  EXPECT_TRUE(WriteChromeTrace(*t, *sink).ok());
+  r.ok = TraceText(ReadChromeTraceFromMemory(json, o, &r.stats), &r.text);
   return r;
 }
 
