@@ -38,6 +38,14 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
   if (reason == "sequence_parallel_needs_tp_dividing_seq_len") {
     return "sequence parallelism needs tp to divide the sequence length (" + Str(m.seq_len) + ")";
   }
+  if (reason == "moe_tp_needs_sequence_parallel") {
+    return "an MoE model with tp > 1 needs sequence parallelism (Megatron-Core's rule: each rank routes its "
+           "sequence shard)";
+  }
+  if (reason == "expert_groups_do_not_tile_the_stage") {
+    return "ep x etp must divide a pipeline stage's tp x dp ranks (expert groups are carved from them) and etp the "
+           "experts' ffn size (" + Str(m.moe_ffn_hidden) + ")";
+  }
   if (reason == "out_of_memory") return "the layout does not fit in device memory";
   return reason;
 }

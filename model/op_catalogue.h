@@ -39,6 +39,10 @@ struct FlashShape {
   bool backward = false;  //!< backward: recomputes the scores, five products instead of two
 };
 
+//! The group an OpSpec's collective runs over: the TP group, an MoE layer's expert-parallel group
+//! (token all-to-all), or its expert-tensor-parallel group (tokens gathered for the etp shards).
+enum class CommGroup { kTp, kEp, kEtp };
+
 struct OpSpec {
   OpKind op = OpKind::kQkv;
   Phase phase = Phase::kFwd;
@@ -50,7 +54,8 @@ struct OpSpec {
   double executed_flops = 0;          //!< what the kernels execute
   double bytes = 0;                   //!< HBM bytes of the memory-bound part; message bytes of a collective
   int64_t kernels = 0;                //!< kernel launches (host launch overhead applies per kernel)
-  std::optional<CollectiveKind> tp_collective;  //!< a TP collective over the TP group
+  std::optional<CollectiveKind> tp_collective;  //!< a collective over `group` (the TP group unless said)
+  CommGroup group = CommGroup::kTp;
 };
 
 struct UnitOpSpecs {
@@ -70,10 +75,22 @@ struct OpShapeKey {
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
   int64_t element_bytes = 2;  //!< activation element size (2 for bf16/fp16, 4 for fp32)
+  // MoE layers (Layout ep, expert_tp, routing; ignored for a dense model):
+  int64_t ep = 1;
+  int64_t etp = 1;
+  double expert_load = 1.0;  //!< Routing::LoadFactor: tokens of the busiest expert over the mean
+  MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;
 };
 
+//! Transformer layers differ by two traits: routed experts (IsMoeLayer) and local attention
+//! (IsLocalAttentionLayer). Kind index = moe + 2 x local.
+inline constexpr int kLayerKinds = 4;
+int LayerKindOf(const ModelSpec& m, int64_t layer);
+
 struct OpCatalogue {
-  UnitOpSpecs layer;
+  UnitOpSpecs layer;  //!< layer 0's kind (every layer's in a dense model with global attention)
+  //! Every kind's ops, by LayerKindOf (kinds the model lacks left empty); kinds[LayerKindOf(m, 0)] == layer.
+  std::vector<UnitOpSpecs> kinds;
   UnitOpSpecs embedding;  //!< first stage
   UnitOpSpecs head;       //!< last stage: final norm, LM head, loss
 };

@@ -6,7 +6,7 @@
 namespace parallax {
 namespace {
 
-constexpr std::array<std::pair<OpKind, const char*>, 26> kOpNames{{
+constexpr std::array<std::pair<OpKind, const char*>, 34> kOpNames{{
     {OpKind::kEmbedding, "embedding"},
     {OpKind::kAttnNorm, "attn_norm"},
     {OpKind::kQkv, "qkv"},
@@ -33,6 +33,14 @@ constexpr std::array<std::pair<OpKind, const char*>, 26> kOpNames{{
     {OpKind::kShardCopy, "shard_copy"},
     {OpKind::kGradFold, "grad_fold"},
     {OpKind::kGradAccum, "grad_accum"},
+    {OpKind::kRouter, "router"},
+    {OpKind::kPermute, "permute"},
+    {OpKind::kMoeDispatch, "moe_dispatch"},
+    {OpKind::kExpertFc1, "expert_fc1"},
+    {OpKind::kExpertAct, "expert_act"},
+    {OpKind::kExpertFc2, "expert_fc2"},
+    {OpKind::kMoeCombine, "moe_combine"},
+    {OpKind::kUnpermute, "unpermute"},
 }};
 
 constexpr std::array<std::pair<Phase, const char*>, 5> kPhaseNames{{
@@ -83,6 +91,8 @@ bool IsCommunication(OpKind k) {
     case OpKind::kDpAllReduce:
     case OpKind::kDpReduceScatter:
     case OpKind::kDpAllGather:
+    case OpKind::kMoeDispatch:
+    case OpKind::kMoeCombine:
       return true;
     default:
       return false;

@@ -93,9 +93,15 @@ std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, 
   const int64_t word_embedding = m.vocab * m.hidden / l.tp;  // vocab-parallel
   const int64_t positions = c.params_embedding - m.vocab * m.hidden;
   const int64_t layer_params = LayerParams(m, c, l.tp);
-  // Every layer alike (a dense model with multi-head attention): layer 0's count serves all.
+  // A layer's group is layer 0's size, or (MoE) a dense or an MoE layer's dense part, each counted once.
   const bool plain = !m.moe() && !m.mla();
   const int64_t experts = ExpertParamsPerRank(m, l);
+  int64_t first_dense = 0, first_moe = -1;
+  while (first_dense < m.layers && IsMoeLayer(m, first_dense)) ++first_dense;
+  for (int64_t i = 0; i < m.layers && first_moe < 0; ++i) first_moe = IsMoeLayer(m, i) ? i : -1;
+  const int64_t dense_params =
+      plain ? layer_params : first_dense < m.layers ? LayerParamsPerTpRank(m, l.tp, first_dense) : 0;
+  const int64_t moe_params = first_moe >= 0 ? LayerParamsPerTpRank(m, l.tp, first_moe) : dense_params;
   std::vector<ParamGroupDef> out;
   // A group first read by `first` (and by the head too when `head_reuses`).
   auto add = [&](ParamGroupKind kind, std::string name, int64_t stage, int64_t chunk, int64_t params, ChunkPass first,
@@ -133,7 +139,7 @@ std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, 
     }
     const LayerRange range = StageLayers(m.layers, stages, stage);
     for (int64_t layer = range.first; layer < range.end(); ++layer) {
-      const int64_t params = plain ? layer_params : LayerParamsPerTpRank(m, l.tp, layer);
+      const int64_t params = IsMoeLayer(m, layer) ? moe_params : dense_params;
       ParamGroupDef& g = add(ParamGroupKind::kLayer, "layer" + std::to_string(layer), stage, chunk, params,
                              ChunkPass::kLayer, false);
       g.layer = layer;

@@ -16,6 +16,7 @@ namespace parallax::executor {
 ZeroConfig ZeroConfigFor(const RuntimeContext& ctx, const ParamGroupDef& def) {
   switch (def.reduced_over) {
     case ReductionGroup::kDp:
+    case ReductionGroup::kExpertDp:  // never built: the trainer refuses MoE models (issue 37 item 5)
       return {.stage = ctx.layout.zero_stage, .dp = ctx.layout.dp, .dp_idx = ctx.groups->coords.dp_idx,
               .group = def.reduced_over};
   }
@@ -24,7 +25,8 @@ ZeroConfig ZeroConfigFor(const RuntimeContext& ctx, const ParamGroupDef& def) {
 
 Communicator& ReductionComm(const RuntimeContext& ctx, ReductionGroup g) {
   switch (g) {
-    case ReductionGroup::kDp: return ctx.dp_comm();
+    case ReductionGroup::kDp:
+    case ReductionGroup::kExpertDp: return ctx.dp_comm();  // never reached: MoE models are refused
   }
   return ctx.dp_comm();
 }

@@ -13,6 +13,8 @@ PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind ki
     case GroupKind::kTp: p.size = l.tp; stride = 1; break;
     case GroupKind::kDp: p.size = l.dp; stride = l.tp; break;
     case GroupKind::kPp: p.size = l.pp; stride = l.tp * l.dp; break;
+    case GroupKind::kEp: p.size = l.ep; stride = l.expert_tp(); break;
+    case GroupKind::kExpertDp: p.size = l.expert_dp(); stride = l.expert_tp() * l.ep; break;
   }
   if (stride >= g) {
     p.ranks_per_node = 1;
@@ -23,6 +25,12 @@ PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind ki
     p.nodes = (p.size + p.ranks_per_node - 1) / p.ranks_per_node;
   }
   return p;
+}
+
+PlacedGroup PlaceEtpGroup(const Layout& l, const ClusterSpec& cluster) {
+  Layout etp = l;
+  etp.tp = l.expert_tp();
+  return PlaceGroup(etp, cluster, GroupKind::kTp);
 }
 
 PlacedGroup PlacePipelineHop(const Layout& l, const ClusterSpec& cluster, int64_t pp_a, int64_t pp_b) {
@@ -44,6 +52,7 @@ PlacedGroup PlacePipelineHop(const Layout& l, const ClusterSpec& cluster, int64_
 PlacedGroup PlaceReduction(const Layout& l, const ClusterSpec& cluster, ReductionGroup group) {
   switch (group) {
     case ReductionGroup::kDp: return PlaceGroup(l, cluster, GroupKind::kDp);
+    case ReductionGroup::kExpertDp: return PlaceGroup(l, cluster, GroupKind::kExpertDp);
   }
   return PlaceGroup(l, cluster, GroupKind::kDp);
 }

@@ -10,7 +10,10 @@
 
 namespace parallax::planner {
 
-enum class GroupKind { kTp, kDp, kPp };
+//! kEp: an MoE layer's expert-parallel group (its token all-to-all); kExpertDp: the ranks holding the
+//! same experts (their gradient reduction). Both carved from the stage's tp x dp ranks, etp fastest
+//! (model/plan.h ExpertCoordsOf).
+enum class GroupKind { kTp, kDp, kPp, kEp, kExpertDp };
 
 struct PlacedGroup {
   int64_t size = 1;            //!< ranks in the group
@@ -24,6 +27,8 @@ struct PlacedGroup {
 //! For kPp: a whole pipeline (pp ranks, tp*dp apart). Pipeline send/recv is not costed on it:
 //! its hops differ (PlacePipelineHop).
 PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind kind);
+//! An MoE layer's expert-tensor-parallel group: etp consecutive ranks (placed as a TP group of etp).
+PlacedGroup PlaceEtpGroup(const Layout& l, const ClusterSpec& cluster);
 
 //! The rank pairs between pipeline ranks `pp_a` and `pp_b` (every tp_idx, dp_idx sends at once) as
 //! a size-2 group: inside a node when every pair is, else across nodes (a hop is as slow as its

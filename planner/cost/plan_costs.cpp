@@ -30,11 +30,23 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
     cache_.clear();
     cached_model_ = model;
   }
-  const UnitKey key{l.tp, l.micro_batch, seq_len, l.sequence_parallel, l.recompute};
+  UnitKey key;
+  key.tp = l.tp;
+  key.micro_batch = l.micro_batch;
+  key.seq_len = seq_len;
+  key.sequence_parallel = l.sequence_parallel;
+  key.recompute = l.recompute;
+  if (model.moe()) {
+    key.ep = l.ep;
+    key.etp = l.expert_tp();
+    key.routing = l.routing;
+  }
   for (const auto& [k, u] : cache_) {
     if (k == key) return u;
   }
-  cache_.emplace_back(key, BuildUnitCosts(model, key, compute_, collectives_, PlaceGroup(l, cluster_, GroupKind::kTp), impl_));
+  const ExpertGroups experts{PlaceGroup(l, cluster_, GroupKind::kEp), PlaceEtpGroup(l, cluster_)};
+  cache_.emplace_back(key, BuildUnitCosts(model, key, compute_, collectives_, PlaceGroup(l, cluster_, GroupKind::kTp),
+                                          impl_, experts));
   return cache_.back().second;
 }
 
@@ -51,7 +63,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
                       .seq_len = seq,
                       .grad_e = static_cast<double>(GradReduceBytes(plan.training.precision, impl)),
                       .param_e = static_cast<double>(BytesPerElement(plan.training.precision)),
-                      .layer_params = static_cast<double>(LayerParamsPerTpRank(m, l.tp))};
+                      .layer_params = MeanLayerParams(m, l)};
 
   PlanCosts pc;
   pc.units = &in.units;

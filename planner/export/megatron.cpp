@@ -1,5 +1,7 @@
 #include "planner/export/megatron.h"
 
+#include "planner/export/moe_export.h"
+
 namespace parallax::planner {
 
 std::string MegatronArgs::CommandLine() const {
@@ -73,6 +75,7 @@ MegatronArgs ExportMegatron(const Plan& plan) {
   add("--adam-beta1", std::to_string(plan.training.adam_beta1));
   add("--adam-beta2", std::to_string(plan.training.adam_beta2));
   add("--seed", plan.training.seed);
+  AddMegatronMoeArgs(plan, out);
   return out;
 }
 

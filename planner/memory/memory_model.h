@@ -44,6 +44,9 @@ int64_t RuntimeReserveBytes(const Plan& plan);
 //! (UnfusedAttentionChunkItems, model/implementation.h), plus P / dS of the chunk in the
 //! activations' dtype. 0 for a flash-attention profile and on a CPU device (no SMs).
 int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan);
+//! An MoE layer's all-to-all send buffer (k permuted copies of the rank's tokens, times the routing's
+//! load factor), transient beside the kept receive buffer; 0 for a dense model.
+int64_t MoeDispatchWorkspaceBytes(const Plan& plan);
 //! NCCL_BUFFSIZE default: 4 MiB per channel and direction (NCCL docs, Environment Variables).
 inline constexpr double kNcclBuffMiB = 4.0;
 //! Max of EstimateRankMemory(plan, r).total over the pipeline ranks.
