@@ -191,9 +191,11 @@ int RunPlan(const PlanOptions& o) {
   }
   const ModelSpec& model = in->model;
   const ClusterSpec& cluster = in->cluster;
-  std::printf("%s on %lld x %s (%s), %lld layouts searched in %s\n\n", model.name.c_str(),
+  std::printf("%s on %lld x %s (%s), %lld layouts searched in %s\n", model.name.c_str(),
               (long long)cluster.total_gpus(), cluster.device.name.c_str(), cluster.name.c_str(),
               (long long)r->searched, HumanSeconds(r->search_time_s).c_str());
+  std::printf("step times: the simulator's (as `simulate` prints them) for the top %zu by the closed form\n\n",
+              r->plans.size());
   std::printf("%3s  %-66s  %9s %10s %7s %6s %10s\n", "#", "layout", "step", "tokens/s", "TFLOP/s", "MFU", "memory");
   int i = 1;
   for (const auto& p : r->plans) PrintBreakdownRow(i++, p.layout, p.prediction, mfu(p.prediction));

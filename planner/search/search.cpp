@@ -10,6 +10,7 @@
 #include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
 #include "planner/memory/peak_memory.h"
+#include "planner/sim/simulator.h"
 
 namespace parallax::planner {
 namespace {
@@ -226,6 +227,37 @@ bool Ranks(const Scored& a, const Scored& b) {
   return a.tokens_per_s != b.tokens_per_s ? a.tokens_per_s > b.tokens_per_s : a.index < b.index;
 }
 
+//! The closed form's top layouts (best first) priced and re-ranked by the simulator, whose step
+//! time is the one `plan`, `simulate` and the report show (model/step_time.h); ties keep the
+//! closed form's order.
+std::vector<RankedPlan> SimulateTop(const std::vector<Scored>& top, const Plan& base, const CostDb* db, int threads) {
+  std::vector<RankedPlan> out(top.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    Plan plan = base;
+    for (size_t i = next++; i < top.size(); i = next++) {
+      plan.layout = top[i].layout;
+      plan.training.global_batch = top[i].layout.global_batch;
+      out[i].layout = top[i].layout;
+      if (auto sim = Simulate(plan, db)) {
+        out[i].prediction = sim->prediction;
+      } else {  // the search validated the layout: not expected, but the closed form still holds
+        CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
+        const StepTime st = EstimateStepTime(plan, CostPlan(ctx, plan));
+        out[i].prediction = FinishPrediction(plan, st.step_time_s, st.breakdown);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int>(threads, static_cast<int>(top.size())); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  std::stable_sort(out.begin(), out.end(), [](const RankedPlan& a, const RankedPlan& b) {
+    return a.prediction.tokens_per_s > b.prediction.tokens_per_s;
+  });
+  return out;
+}
+
 }  // namespace
 
 Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, const TrainingSpec& training,
@@ -308,14 +340,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
   for (auto& e : evaluated) result.candidates.push_back(std::move(e.second));
   std::sort(best.begin(), best.end(), Ranks);
   if (best.size() > keep) best.resize(keep);
-  Plan plan = BasePlan(model, cluster, training, options);
-  CostContext ctx(cluster, training.precision, options.db, &options.implementation);
-  for (const Scored& s : best) {
-    plan.layout = s.layout;
-    plan.training.global_batch = s.layout.global_batch;
-    const StepTime st = EstimateStepTime(plan, CostPlan(ctx, plan));
-    result.plans.push_back({s.layout, FinishPrediction(plan, st.step_time_s, st.breakdown)});
-  }
+  result.plans = SimulateTop(best, BasePlan(model, cluster, training, options), options.db, threads);
   result.rejected = rej.counts;
   if (shortfall != std::numeric_limits<int64_t>::max()) {
     result.smallest_shortfall_bytes = shortfall;

@@ -3,8 +3,9 @@
 // inside a node and dividing heads / kv heads / ffn; pp up to the layer count, uneven splits
 // costed), ZeRO 0-3, micro-batch sizes, GPipe / 1F1B / interleaved with virtual stages,
 // recompute none / selective / full, sequence parallel on/off, the global batch given or
-// searched over a range. Memory pruning first, then the closed-form step time, on all cores.
-// Ranked by tokens per second.
+// searched over a range. Memory pruning first, then the closed-form step time, on all cores;
+// the closed form's top_k layouts are then simulated and ranked by the simulator's tokens per
+// second (the predicted step time users see, model/step_time.h).
 
 #include <cstdint>
 #include <functional>

@@ -142,7 +142,9 @@ class StepSimulator {
     b.pp_comm_s = s0.pp_wait_s;
     b.dp_comm_s = s0.dp_wait_s + (step - pipe_end[0] - pc_.ranks[0].grad_norm_s - pc_.ranks[0].optimizer_s);
     b.bubble_s = std::max(0.0, step - b.compute_s - b.tp_comm_s - b.pp_comm_s - b.dp_comm_s);
-    return FinishPrediction(plan_, step, b);
+    Prediction p = FinishPrediction(plan_, step, b);
+    p.simulated = true;
+    return p;
   }
 
   int64_t Events() const { return events_; }

@@ -47,6 +47,22 @@ TEST(CliPlan, JsonContractBestFirst) {
   }
 }
 
+// One predicted step time (model/step_time.h): each ranked plan's is what `simulate` prints for
+// its layout, and says so.
+TEST(CliPlan, TheRankedStepTimesAreTheSimulators) {
+  const std::string where = "--model gpt-1.3b --cluster dgx-a100 --nodes 2 --global-batch 128";
+  auto r = RunParallax("plan " + where + " --top 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json plans = StdoutJson(r)["plans"];
+  ASSERT_EQ(plans.size(), 3u);
+  for (const Json& p : plans) {
+    EXPECT_EQ(p["step_time_source"], "simulator");
+    auto s = RunParallax("simulate " + where + " --plan " + p["layout_inline"].get<std::string>() + " --json");
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    EXPECT_DOUBLE_EQ(StdoutJson(s)["step_time_s"].get<double>(), p["step_time_s"].get<double>());
+  }
+}
+
 TEST(CliPlan, FixConstrainsTheSearch) {
   auto r = RunParallax("plan --model gpt-1.3b --cluster dgx-a100 --global-batch 64 --fix tp=2,pp=2,recompute=full "
                        "--top 3 --json");
