@@ -6,8 +6,9 @@
 //  - embedding and loss as layers: Megatron-Core's account_for_embedding_in_pipeline_split and
 //    account_for_loss_in_pipeline_split (megatron/core/transformer/transformer_block.py
 //    get_num_layers_to_build): the input embedding and the loss each count as one layer, so when
-//    the stages divide layers + 2 (and every stage keeps a layer) the first stage holds one layer
-//    fewer than the others, and so does the last;
+//    the stages divide layers + 2 the first stage holds one layer fewer than the others, and so
+//    does the last (none when each stage has one slot: NVIDIA's 30-layer 405B proxy at pp 4, vp 8
+//    runs the embedding and the loss as stages of their own);
 //  - later stages one more (no interleaving only): the last `layers % stages` stages take one
 //    layer more (stage 0 already holds the embedding and, under 1F1B, the most in-flight
 //    micro-batches: it is the memory-critical stage).
@@ -32,7 +33,7 @@ enum class StageSplit { kEven, kEmbeddingAndLossAsLayers, kLaterStagesTakeOneMor
 //! The rule that splits `layers` over `stages` model stages (see above).
 inline StageSplit StageSplitOf(int64_t layers, int64_t stages) {
   if (layers % stages == 0) return StageSplit::kEven;
-  if (stages > 1 && (layers + 2) % stages == 0 && (layers + 2) / stages >= 2) {
+  if (stages > 1 && (layers + 2) % stages == 0) {
     return StageSplit::kEmbeddingAndLossAsLayers;
   }
   return StageSplit::kLaterStagesTakeOneMore;

@@ -117,12 +117,17 @@ TEST(StageSplit, UnevenLayersCountTheEmbeddingAndTheLossAsOneLayerEach) {
   EXPECT_EQ(StageLayers(94, 32, 0).count, 2);
   EXPECT_EQ(StageLayers(94, 32, 5).count, 3);
   EXPECT_EQ(StageLayers(94, 32, 31).count, 2);
-  for (auto [layers, stages] : {std::pair<int64_t, int64_t>{126, 64}, {94, 32}, {30, 8}, {62, 16}, {32, 4}, {31, 4}}) {
+  // The 30-layer proxy at pp 4, vp 8: one slot per stage, the first and the last hold no layer.
+  EXPECT_EQ(StageLayers(30, 32, 0).count, 0);
+  EXPECT_EQ(StageLayers(30, 32, 1).first, 0);
+  EXPECT_EQ(StageLayers(30, 32, 31).count, 0);
+  for (auto [layers, stages] :
+       {std::pair<int64_t, int64_t>{126, 64}, {94, 32}, {30, 8}, {30, 32}, {62, 32}, {32, 4}, {31, 4}}) {
     int64_t next = 0;
     for (int64_t s = 0; s < stages; ++s) {
       const LayerRange r = StageLayers(layers, stages, s);
       EXPECT_EQ(r.first, next) << layers << " over " << stages;
-      EXPECT_GE(r.count, 1);
+      EXPECT_GE(r.count, s == 0 || s == stages - 1 ? 0 : 1);
       next = r.end();
     }
     EXPECT_EQ(next, layers) << layers << " over " << stages;
