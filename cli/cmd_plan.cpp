@@ -65,6 +65,7 @@ void AddCommon(CLI::App* cmd, CommonOptions& o, bool model_required) {
   cmd->add_option("--nodes", o.in.nodes, "Node count for a preset cluster")->check(AtLeast(1));
   cmd->add_option("--global-batch", o.in.global_batch, "Sequences per step (default: searched / from the plan)")
       ->check(AtLeast(1));
+  AddSeqLenOption(cmd, o.in);
   cmd->add_option("--precision", o.in.precision,
                   "Training precision: bf16, fp16 or fp32 (default: the plan's; for a new plan fp32 on a CPU "
                   "device, bf16 on a GPU)")
@@ -213,6 +214,9 @@ int RunSimulate(const SimulateOptions& o) {
   if (!in) return ReportError(in.error(), o.json);
   const Plan& plan = in->plan;
   if (Status st = ValidateLayout(plan.layout, plan.model, plan.cluster); !st) return ReportError(st.error(), o.json);
+  if (const std::string cp = CpCommTypeProblem(plan.layout, plan.model, plan.implementation); !cp.empty()) {
+    return ReportError(BadInput("plan: " + cp), o.json);
+  }
   const CostDb* db = in->db ? &*in->db : nullptr;
   planner::SimOptions so;
   so.record_trace = !o.trace.empty();
@@ -271,7 +275,7 @@ void RegisterPlanCommands(CLI::App& root, CliState& state) {
   SetExample(plan, "parallax plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 256 -o plan.json");
   AddCommon(plan, *po, true);
   plan->add_option("--top", po->top, "How many plans to list")->capture_default_str()->check(AtLeast(1));
-  plan->add_option("--fix", po->fix, "Pin dimensions: k=v,... (dp, tp, pp, zero, micro_batch, global_batch, "
+  plan->add_option("--fix", po->fix, "Pin dimensions: k=v,... (dp, tp, pp, cp, zero, micro_batch, global_batch, "
                                       "recompute, schedule, virtual_stages, sequence_parallel)");
   plan->add_option("-o,--output", po->output, "Write the best plan (self-contained JSON)");
   plan->add_option("--export", po->export_kind, "Print the best plan as Megatron-LM arguments or a DeepSpeed config")

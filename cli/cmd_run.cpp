@@ -216,6 +216,7 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   o->in.cluster = "local-cpu";
   cmd->add_option("--cluster", o->in.cluster, "Cluster preset or JSON for an inline plan")->capture_default_str();
   cmd->add_option("--global-batch", o->in.global_batch, "Sequences per step (overrides the plan)")->check(AtLeast(1));
+  AddSeqLenOption(cmd, o->in);
   cmd->add_option("--steps", o->steps, "Training steps to run")->capture_default_str();
   cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "Write sharded checkpoints here (after the last step)");

@@ -8,12 +8,9 @@ PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind ki
   const int64_t g = std::max<int64_t>(cluster.gpus_per_node, 1);
   PlacedGroup p;
   p.gpus_per_node = g;
-  int64_t stride = 1;  // rank distance between consecutive members
-  switch (kind) {
-    case GroupKind::kTp: p.size = l.tp; stride = 1; break;
-    case GroupKind::kDp: p.size = l.dp; stride = l.tp; break;
-    case GroupKind::kPp: p.size = l.pp; stride = l.tp * l.dp; break;
-  }
+  const GroupShape shape = ShapeOf(l, kind);
+  const int64_t stride = shape.stride;  // rank distance between consecutive members
+  p.size = shape.size;
   if (stride >= g) {
     p.ranks_per_node = 1;
     p.nodes = p.size;
@@ -28,10 +25,12 @@ PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind ki
 PlacedGroup PlacePipelineHop(const Layout& l, const ClusterSpec& cluster, int64_t pp_a, int64_t pp_b) {
   const int64_t g = std::max<int64_t>(cluster.gpus_per_node, 1);
   bool crosses = false;
-  for (int64_t d = 0; d < l.dp && !crosses; ++d) {
-    for (int64_t t = 0; t < l.tp && !crosses; ++t) {
-      crosses = GlobalRank(l, t, d, pp_a) / g != GlobalRank(l, t, d, pp_b) / g;
-    }
+  // A pipeline rank's ranks are the `stride` ranks from GlobalRank(0, 0, 0, pp_idx); each sends to
+  // the rank with the same other coordinates, (pp_b - pp_a) strides away.
+  const int64_t stride = ShapeOf(l, RankGroup::kPp).stride;
+  const int64_t first = GlobalRank(l, 0, 0, 0, pp_a);
+  for (int64_t r = first; r < first + stride && !crosses; ++r) {
+    crosses = r / g != (r + (pp_b - pp_a) * stride) / g;
   }
   PlacedGroup p;
   p.size = 2;
@@ -42,10 +41,7 @@ PlacedGroup PlacePipelineHop(const Layout& l, const ClusterSpec& cluster, int64_
 }
 
 PlacedGroup PlaceReduction(const Layout& l, const ClusterSpec& cluster, ReductionGroup group) {
-  switch (group) {
-    case ReductionGroup::kDp: return PlaceGroup(l, cluster, GroupKind::kDp);
-  }
-  return PlaceGroup(l, cluster, GroupKind::kDp);
+  return PlaceGroup(l, cluster, RankGroupOf(group));
 }
 
 }  // namespace parallax::planner
