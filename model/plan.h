@@ -51,8 +51,17 @@ inline int64_t GlobalRank(const Layout& l, int64_t tp_idx, int64_t dp_idx, int64
   return tp_idx + l.tp * (dp_idx + l.dp * pp_idx);
 }
 
-//! Whether the layout's tensor-parallel groups span nodes (tp a multiple of gpus_per_node above it).
-inline bool TpSpansNodes(const Layout& l, const ClusterSpec& c) { return l.tp > c.gpus_per_node; }
+//! Whether the layout's tensor-parallel groups span NVLink domains (tp a multiple of the domain above
+//! it; the domain is the node unless the cluster says nvlink_domain), so their collectives cross NICs.
+inline bool TpSpansNodes(const Layout& l, const ClusterSpec& c) { return l.tp > c.domain_size(); }
+//! Whether tensor parallelism of `tp` tiles the cluster's NVLink domains: tp divides the domain, or
+//! is a multiple of it (spanning whole domains). The one rule the layout check and the search share.
+inline bool TpTilesDomains(int64_t tp, const ClusterSpec& c) {
+  const int64_t d = c.domain_size();
+  return tp <= d ? d % tp == 0 : tp % d == 0;
+}
+//! The domain rule's words: "gpus_per_node=8", or "nvlink_domain=72" where a domain is not a node.
+std::string DomainInWords(const ClusterSpec& c);
 
 const char* ToString(Recompute r);
 Result<Recompute> RecomputeFromString(const std::string& s);

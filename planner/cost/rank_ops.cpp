@@ -139,7 +139,7 @@ void CostGradNormSync(const CostInputs& in, PlanCosts& pc) {
   PlacedGroup world;
   world.size = l.world_size();
   world.gpus_per_node = in.ctx.cluster().gpus_per_node;
-  world.ranks_per_node = std::min(world.size, world.gpus_per_node);
+  world.ranks_per_node = std::min(world.size, in.ctx.cluster().domain_size());
   world.nodes = (world.size + world.ranks_per_node - 1) / world.ranks_per_node;
   pc.clip_sync_s = in.ctx.collectives().Time(CollectiveKind::kAllReduce, 4.0, world);
   // System noise at the step's one world-wide synchronization (the grad-norm all-reduce): each TP
