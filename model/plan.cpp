@@ -125,6 +125,12 @@ std::string LayoutToString(const Layout& l) {
   return o.str();
 }
 
+Status CheckPrecisionOnDevice(Precision p, const DeviceSpec& d) {
+  if (p != Precision::kFp8 || !d.is_gpu() || d.peak_tflops.fp8 > 0) return Status::Ok();
+  return BadInput("precision fp8: device " + d.name +
+                  " has no FP8 tensor cores (its peak_tflops.fp8 is 0; FP8 GEMMs need Hopper, Ada or Blackwell)");
+}
+
 std::string DomainInWords(const ClusterSpec& c) {
   if (c.domain_size() == c.gpus_per_node) return "gpus_per_node=" + std::to_string(c.gpus_per_node);
   return "nvlink_domain=" + std::to_string(c.domain_size());

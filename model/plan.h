@@ -63,6 +63,11 @@ inline bool TpTilesDomains(int64_t tp, const ClusterSpec& c) {
 //! The domain rule's words: "gpus_per_node=8", or "nvlink_domain=72" where a domain is not a node.
 std::string DomainInWords(const ClusterSpec& c);
 
+//! Whether a plan may train in `p` on `d`: fp8 needs FP8 tensor cores on a GPU (peak_tflops.fp8 > 0:
+//! Hopper, Ada, Blackwell; not Ampere). The CPU device passes: it is planned at its own rate, and
+//! whether a backend runs fp8 is the backend's word (Backend::SupportsPrecision).
+Status CheckPrecisionOnDevice(Precision p, const DeviceSpec& d);
+
 const char* ToString(Recompute r);
 Result<Recompute> RecomputeFromString(const std::string& s);
 

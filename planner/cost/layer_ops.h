@@ -87,10 +87,11 @@ struct UnitCosts {
 };
 
 //! Costs every unit of `model` for `key` as `impl` runs it; `tp_group` is the placed TP group.
+//! `fp8` non-null: the fp8 precision, whose linear layers' GEMMs it prices (OpShapeKey::fp8_linear).
 //! The ops, shapes, FLOPs and bytes come from the op catalogue (model/op_catalogue.h); each op
 //! costs max(GPU time, kernels x the profile's host launch overhead) (a host-bound floor).
 UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const ComputeModel& compute,
                          const CollectiveModel& collectives, const PlacedGroup& tp_group,
-                         const ImplementationProfile& impl);
+                         const ImplementationProfile& impl, const ComputeModel* fp8 = nullptr);
 
 }  // namespace parallax::planner
