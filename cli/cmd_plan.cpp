@@ -26,9 +26,10 @@ namespace {
 std::vector<std::string> SimulateNotes(const Plan& plan) {
   std::vector<std::string> notes;
   if (TpSpansNodes(plan.layout, plan.cluster)) {
+    const bool nodes = plan.cluster.domain_size() == plan.cluster.gpus_per_node;
     notes.push_back("tp=" + std::to_string(plan.layout.tp) + " spans " +
-                    std::to_string(plan.layout.tp / plan.cluster.gpus_per_node) +
-                    " nodes: TP collectives are costed over the inter-node links");
+                    std::to_string(plan.layout.tp / plan.cluster.domain_size()) +
+                    (nodes ? " nodes" : " NVLink domains") + ": TP collectives are costed over the inter-node links");
   }
   const int64_t max = MaxZeroStage(plan.implementation, plan.layout.pp);
   if (plan.layout.zero_stage > max && plan.layout.dp > 1) {
@@ -67,7 +68,7 @@ void AddCommon(CLI::App* cmd, CommonOptions& o, bool model_required) {
       ->check(AtLeast(1));
   AddSeqLenOption(cmd, o.in);
   cmd->add_option("--precision", o.in.precision,
-                  "Training precision: bf16, fp16 or fp32 (default: the plan's; for a new plan fp32 on a CPU "
+                  "Training precision: bf16, fp16, fp32 or fp8 (default: the plan's; for a new plan fp32 on a CPU "
                   "device, bf16 on a GPU)")
       ->check(PrecisionCheck());
   cmd->add_option("--costdb", o.in.costdb, "Measured costs (parallax calibrate / nccl-tests import)");

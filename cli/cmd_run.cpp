@@ -231,7 +231,7 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--seed", o->seed, "Seed for weights and data (default: the plan's)");
   cmd->add_option("--lr", o->lr, "Learning rate (default: the plan's)");
   cmd->add_option("--precision", o->in.precision,
-                  "Training precision: bf16, fp16 or fp32 (default: the plan's; for an inline plan fp32 on a CPU "
+                  "Training precision: bf16, fp16, fp32 or fp8 (default: the plan's; for an inline plan fp32 on a CPU "
                   "device, bf16 on a GPU)")
       ->check(PrecisionCheck());
   cmd->add_option("--grad-reduce", o->grad_reduce, "Element type of DP gradient reduction: fp32 or bf16")

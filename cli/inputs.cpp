@@ -76,6 +76,7 @@ Result<SearchInputs> ResolveSearchInputs(const InputArgs& args) {
   if (!given) return given.error();
   in.precision = given->value_or(DevicePrecision(in.cluster));
   in.training.precision = in.precision.precision;
+  if (Status st = CheckPrecisionOnDevice(in.training.precision, in.cluster.device); !st) return st.error();
   in.training.global_batch = args.global_batch;
   auto impl = ResolveImplementation(args.implementation);
   if (!impl) return impl.error();
@@ -114,6 +115,7 @@ Result<PlanInputs> ResolvePlanInputs(const InputArgs& args) {
     precision = {in.plan.training.precision, "the plan's"};
   }
   in.precision = precision;
+  if (Status st = CheckPrecisionOnDevice(in.plan.training.precision, in.plan.cluster.device); !st) return st.error();
   if (!args.implementation.empty()) {
     auto impl = ResolveImplementation(args.implementation);
     if (!impl) return impl.error();
@@ -146,7 +148,7 @@ CLI::Validator PrecisionCheck() {
             auto p = PrecisionFromString(s);
             return p ? std::string() : p.error().message;
           },
-          "bf16|fp16|fp32", "PRECISION"};
+          "bf16|fp16|fp32|fp8", "PRECISION"};
 }
 
 CLI::Validator AtLeast(int64_t min) {

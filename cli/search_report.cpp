@@ -12,6 +12,9 @@ namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
+//! "a node", or "an NVLink domain" where the cluster's domain is not a node.
+std::string DomainNoun(const ClusterSpec& c) { return c.domain_size() == c.gpus_per_node ? "a node" : "an NVLink domain"; }
+
 //! A search rejection reason (planner/search/search.cpp's keys) as a rule, with the model's numbers.
 std::string RejectionInWords(const std::string& reason, const SearchInputs& in) {
   const ModelSpec& m = in.model;
@@ -20,11 +23,12 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
            ") and the ffn hidden size (" + Str(m.ffn_hidden) + ")";
   }
   if (reason == "tp_does_not_tile_the_nodes") {
-    return "tp must divide the devices of a node (" + Str(in.cluster.gpus_per_node) + ") or be a multiple of it, and divide all " +
+    return "tp must divide the devices of " + DomainNoun(in.cluster) + " (" + Str(in.cluster.domain_size()) +
+           ") or be a multiple of it, and divide all " +
            Str(in.cluster.total_gpus());
   }
   if (reason == "tp_spans_nodes") {
-    return "a tensor-parallel group larger than a node (" + Str(in.cluster.gpus_per_node) +
+    return "a tensor-parallel group larger than " + DomainNoun(in.cluster) + " (" + Str(in.cluster.domain_size()) +
            " devices) is not searched (simulate predicts one)";
   }
   if (reason == "pp_exceeds_layers") return "pp must not exceed the layers (" + Str(m.layers) + ")";

@@ -160,6 +160,17 @@ std::string LayoutToString(const Layout& l) {
   return o.str();
 }
 
+Status CheckPrecisionOnDevice(Precision p, const DeviceSpec& d) {
+  if (p != Precision::kFp8 || !d.is_gpu() || d.peak_tflops.fp8 > 0) return Status::Ok();
+  return BadInput("precision fp8: device " + d.name +
+                  " has no FP8 tensor cores (its peak_tflops.fp8 is 0; FP8 GEMMs need Hopper, Ada or Blackwell)");
+}
+
+std::string DomainInWords(const ClusterSpec& c) {
+  if (c.domain_size() == c.gpus_per_node) return "gpus_per_node=" + std::to_string(c.gpus_per_node);
+  return "nvlink_domain=" + std::to_string(c.domain_size());
+}
+
 Status ValidateLayout(const Layout& l, const ModelSpec& m, const ClusterSpec& c, int64_t world_size) {
   auto fail = [](const std::string& what) { return Status(BadInput("plan: " + what)); };
   auto s = [](int64_t v) { return std::to_string(v); };
@@ -178,15 +189,14 @@ Status ValidateLayout(const Layout& l, const ModelSpec& m, const ClusterSpec& c,
   if (m.heads % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide heads=" + s(m.heads));
   if (m.kv_heads % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide kv_heads=" + s(m.kv_heads));
   if (m.ffn_hidden % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide ffn_hidden=" + s(m.ffn_hidden));
-  // A TP group larger than a node must span whole nodes (tp=16 on 8-GPU nodes runs, over the
-  // inter-node links); a smaller one must tile a node.
-  if (placed && l.tp > c.gpus_per_node && l.tp % c.gpus_per_node != 0) {
-    return fail("tp=" + s(l.tp) + " exceeds gpus_per_node=" + s(c.gpus_per_node) +
-                " and is not a multiple of it (a tensor-parallel group spans whole nodes)");
+  // A TP group larger than an NVLink domain must span whole domains (tp=16 on 8-GPU nodes runs,
+  // over the inter-node links); a smaller one must tile a domain.
+  if (placed && !TpTilesDomains(l.tp, c) && l.tp > c.domain_size()) {
+    return fail("tp=" + s(l.tp) + " exceeds " + DomainInWords(c) +
+                " and is not a multiple of it (a tensor-parallel group spans whole " +
+                (c.domain_size() == c.gpus_per_node ? "nodes)" : "NVLink domains)"));
   }
-  if (placed && l.tp <= c.gpus_per_node && c.gpus_per_node % l.tp != 0) {
-    return fail("tp=" + s(l.tp) + " does not divide gpus_per_node=" + s(c.gpus_per_node));
-  }
+  if (placed && !TpTilesDomains(l.tp, c)) return fail("tp=" + s(l.tp) + " does not divide " + DomainInWords(c));
   if (l.pp > m.layers) return fail("pp=" + s(l.pp) + " exceeds layers=" + s(m.layers));
   if (const std::string split = StageSplitProblem(l, m.layers); !split.empty()) return fail(split);
   if (l.global_batch <= 0) return fail("global_batch must be > 0 (give it in the plan or with --global-batch)");

@@ -72,8 +72,22 @@ inline int64_t RankOf(const Layout& l, const RankCoords& c) {
   return GlobalRank(l, c.tp_idx, c.cp_idx, c.dp_idx, c.pp_idx);
 }
 
-//! Whether the layout's tensor-parallel groups span nodes (tp a multiple of gpus_per_node above it).
-inline bool TpSpansNodes(const Layout& l, const ClusterSpec& c) { return l.tp > c.gpus_per_node; }
+//! Whether the layout's tensor-parallel groups span NVLink domains (tp a multiple of the domain above
+//! it; the domain is the node unless the cluster says nvlink_domain), so their collectives cross NICs.
+inline bool TpSpansNodes(const Layout& l, const ClusterSpec& c) { return l.tp > c.domain_size(); }
+//! Whether tensor parallelism of `tp` tiles the cluster's NVLink domains: tp divides the domain, or
+//! is a multiple of it (spanning whole domains). The one rule the layout check and the search share.
+inline bool TpTilesDomains(int64_t tp, const ClusterSpec& c) {
+  const int64_t d = c.domain_size();
+  return tp <= d ? d % tp == 0 : tp % d == 0;
+}
+//! The domain rule's words: "gpus_per_node=8", or "nvlink_domain=72" where a domain is not a node.
+std::string DomainInWords(const ClusterSpec& c);
+
+//! Whether a plan may train in `p` on `d`: fp8 needs FP8 tensor cores on a GPU (peak_tflops.fp8 > 0:
+//! Hopper, Ada, Blackwell; not Ampere). The CPU device passes: it is planned at its own rate, and
+//! whether a backend runs fp8 is the backend's word (Backend::SupportsPrecision).
+Status CheckPrecisionOnDevice(Precision p, const DeviceSpec& d);
 
 const char* ToString(Recompute r);
 Result<Recompute> RecomputeFromString(const std::string& s);

@@ -97,12 +97,14 @@ struct UnitCosts {
 };
 
 //! Costs every unit of `model` for `key` as `impl` runs it; `tp_group` and `cp_group` are the
-//! placed TP and CP groups. The ops, shapes, FLOPs and bytes come from the op catalogue
+//! placed TP and CP groups. `fp8` non-null: the fp8 precision, whose linear layers' GEMMs it
+//! prices (OpShapeKey::fp8_linear). The ops, shapes, FLOPs and bytes come from the op catalogue
 //! (model/op_catalogue.h) at seq_len / cp tokens; each op costs max(GPU time, kernels x the
 //! profile's host launch overhead) (a host-bound floor); cp > 1 then prices the attention core as
 //! planner/cost/cp_costs.h says.
 UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const ComputeModel& compute,
                          const CollectiveModel& collectives, const PlacedGroup& tp_group,
-                         const PlacedGroup& cp_group, const ImplementationProfile& impl);
+                         const PlacedGroup& cp_group, const ImplementationProfile& impl,
+                         const ComputeModel* fp8 = nullptr);
 
 }  // namespace parallax::planner

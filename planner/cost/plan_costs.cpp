@@ -14,6 +14,7 @@ DType ComputeDType(Precision p) {
     case Precision::kBf16: return DType::kBf16;
     case Precision::kFp16: return DType::kFp16;
     case Precision::kFp32: return DType::kFp32;
+    case Precision::kFp8: return DType::kBf16;  // all but the linear layers' GEMMs
   }
   return DType::kBf16;
 }
@@ -24,6 +25,7 @@ CostContext::CostContext(const ClusterSpec& cluster, Precision precision, const 
       precision_(precision),
       impl_(impl ? *impl : DefaultImplementation()),
       compute_(cluster.device, ComputeDType(precision), db),
+      fp8_(cluster.device, DType::kFp8, db),
       collectives_(cluster, db, impl_.dp_algorithm.value) {}
 
 const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int64_t seq_len) {
@@ -41,7 +43,8 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
     if (k == key) return u;
   }
   cache_.emplace_back(key, BuildUnitCosts(model, key, compute_, collectives_, PlaceGroup(l, cluster_, GroupKind::kTp),
-                                          PlaceGroup(l, cluster_, GroupKind::kCp), impl_));
+                                          PlaceGroup(l, cluster_, GroupKind::kCp), impl_,
+                                          precision_ == Precision::kFp8 ? &fp8_ : nullptr));
   return cache_.back().second;
 }
 

@@ -34,6 +34,19 @@ double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision prec
   return cast_grads + unscale + 4 + 2;
 }
 
+namespace {
+
+//! Bytes of the FP8 weight copies and transposes of the rank's layers under fp8 (the memory model's
+//! Fp8WeightCopyBytes over the rank's chunks), else 0.
+int64_t CopiesOfRank(const CostInputs& in, const RankCost& rc) {
+  if (in.plan.training.precision != Precision::kFp8) return 0;
+  int64_t layers = 0;
+  for (const ChunkCost& cc : rc.chunks) layers += cc.layers.count;
+  return 2 * layers * static_cast<int64_t>(in.layer_params);
+}
+
+}  // namespace
+
 double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision precision) {
   // Per-tensor AdamW (no multi-tensor kernel) re-reads each moment in its own pass: ~2x the bytes.
   // A mixed-precision wrapper's own passes (gradient cast, fp16 unscale, master-weight copy) move
@@ -133,6 +146,12 @@ void CostOptimizerStep(const CostInputs& in, RankCost& rc) {
   rc.grad_zero_step_bytes = 4.0 * grad_shard;
   rc.grad_zero_step_s = NoisyMemoryTime(comp, MemoryFamily(OpKind::kGradZero, Phase::kComm), rc.grad_zero_step_bytes);
   rc.optimizer_s = NoisyMemoryTime(comp, "optimizer", adam_bytes * shard);
+  // fp8: the updated weights' FP8 copies and transposes, cast once per step before the first
+  // micro-batch's forward (Transformer Engine's weight cache): read 2 B, write 1 + 1 B per layer
+  // parameter, i.e. twice the bytes the copies hold.
+  if (const int64_t copies = CopiesOfRank(in, rc); copies > 0) {
+    rc.optimizer_s += NoisyMemoryTime(comp, "fp8_weight_cast", 2.0 * static_cast<double>(copies));
+  }
   rc.grad_norm_s = NoisyMemoryTime(comp, "grad_clip", in.grad_e * grad_shard);
 }
 
@@ -141,7 +160,7 @@ void CostGradNormSync(const CostInputs& in, PlanCosts& pc) {
   PlacedGroup world;
   world.size = l.world_size();
   world.gpus_per_node = in.ctx.cluster().gpus_per_node;
-  world.ranks_per_node = std::min(world.size, world.gpus_per_node);
+  world.ranks_per_node = std::min(world.size, in.ctx.cluster().domain_size());
   world.nodes = (world.size + world.ranks_per_node - 1) / world.ranks_per_node;
   pc.clip_sync_s = in.ctx.collectives().Time(CollectiveKind::kAllReduce, 4.0, world);
   // System noise at the step's one world-wide synchronization (the grad-norm all-reduce): each TP

@@ -105,6 +105,7 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
     r.activations += last ? std::max<int64_t>(0, working - HeadActivationBytes(m, ao)) : working;
   }
 
+  r.weights += Fp8WeightCopyBytes(plan, pp_rank);
   const int64_t sbh = ao.seq_len * l.micro_batch * m.hidden;
   int64_t transient = 2 * e * sbh;  // activation gradient in/out of the layer being differentiated
   const int64_t layer_params = LayerParamsPerTpRank(m, l.tp);
@@ -127,6 +128,18 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   r.reserve = RuntimeReserveBytes(plan);
   r.total = modelled + r.workspace + r.reserve;
   return r;
+}
+
+int64_t Fp8WeightCopyBytes(const Plan& plan, int64_t pp_rank) {
+  if (plan.training.precision != Precision::kFp8) return 0;
+  const Layout& l = plan.layout;
+  int64_t layers = 0;
+  for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
+    layers += StageLayers(plan.model.layers, ModelStages(l), ModelStage(l.pp, pp_rank, chunk)).count;
+  }
+  // Every parameter of the layer (norms too: an upper bound), 1 B for the copy and 1 B for its
+  // transpose, held whole even under ZeRO-3 (also an upper bound).
+  return 2 * layers * LayerParamsPerTpRank(plan.model, l.tp);
 }
 
 int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan) {

@@ -202,7 +202,7 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
   if (o.fix.tp) {
     // A pinned tp the walk below would never reach is counted with its reason, not skipped unseen.
     const int64_t tp = *o.fix.tp;
-    const bool tiles = tp <= c.gpus_per_node ? c.gpus_per_node % tp == 0 : tp % c.gpus_per_node == 0;
+    const bool tiles = TpTilesDomains(tp, c);
     Layout l;
     l.tp = tp;
     if (world % tp != 0 || !tiles) {
@@ -214,17 +214,18 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
       return {};
     }
   }
-  // Tensor parallelism across nodes (tp a multiple of gpus_per_node above it) runs and `simulate`
-  // predicts it, but the search does not enumerate it: counted as a rejection.
-  for (int64_t tp = 2 * c.gpus_per_node; tp <= world; tp += c.gpus_per_node) {
-    if (world % tp != 0 || tp % c.gpus_per_node != 0 || (o.fix.tp && *o.fix.tp != tp)) continue;
+  // Tensor parallelism across NVLink domains (tp a multiple of the domain above it) runs and
+  // `simulate` predicts it, but the search does not enumerate it: counted as a rejection.
+  const int64_t domain = c.domain_size();
+  for (int64_t tp = 2 * domain; tp <= world; tp += domain) {
+    if (world % tp != 0 || tp % domain != 0 || (o.fix.tp && *o.fix.tp != tp)) continue;
     if (!TpDividesHeads(m, tp)) continue;
     Layout l;
     l.tp = tp;
     w.Reject("tp_spans_nodes", l);
   }
-  for (int64_t tp = 1; tp <= c.gpus_per_node; ++tp) {
-    if (c.gpus_per_node % tp != 0 || world % tp != 0) continue;
+  for (int64_t tp = 1; tp <= domain; ++tp) {
+    if (domain % tp != 0 || world % tp != 0) continue;
     if (o.fix.tp && *o.fix.tp != tp) continue;
     if (!TpDividesHeads(m, tp)) {
       Layout l;
