@@ -95,8 +95,8 @@ Status WriteCandidates(const std::string& path, const ModelSpec& model, const Cl
 }
 
 void PrintBreakdownRow(int rank, const Layout& l, const planner::Prediction& p, const std::optional<double>& mfu) {
-  std::printf("%3d  dp=%-3lld tp=%-2lld pp=%-3lld zero=%lld mb=%-2lld gb=%-5lld %-9s %-11s v=%-2lld sp=%d  %9s %10s %7.1f %6s %10s\n",
-              rank, (long long)l.dp, (long long)l.tp, (long long)l.pp, (long long)l.zero_stage, (long long)l.micro_batch,
+  std::printf("%3d  dp=%-3lld tp=%-2lld pp=%-3lld cp=%-3lld zero=%lld mb=%-2lld gb=%-5lld %-9s %-11s v=%-2lld sp=%d  %9s %10s %7.1f %6s %10s\n",
+              rank, (long long)l.dp, (long long)l.tp, (long long)l.pp, (long long)l.cp, (long long)l.zero_stage, (long long)l.micro_batch,
               (long long)l.global_batch, ToString(l.recompute), ToString(l.schedule), (long long)l.virtual_stages,
               l.sequence_parallel ? 1 : 0, HumanSeconds(p.step_time_s).c_str(), HumanCount(p.tokens_per_s).c_str(),
               p.model_tflops_per_gpu, MfuText(mfu).c_str(), HumanBytes(p.peak_memory_bytes).c_str());
@@ -134,6 +134,9 @@ int PrintExport(const std::string& kind, const Plan& best, bool json) {
     return 0;
   }
   Json ds = planner::ExportDeepSpeed(best);
+  if (ds["parallax"].contains("warning")) {
+    std::fprintf(stderr, "parallax plan: deepspeed export: %s\n", ds["parallax"]["warning"].get<std::string>().c_str());
+  }
   ds["parallax_implementation"] = best.implementation.name;  // the profile the prediction used
   PrintJson(ds);
   return 0;
@@ -198,7 +201,7 @@ int RunPlan(const PlanOptions& o) {
               (long long)r->searched, HumanSeconds(r->search_time_s).c_str());
   std::printf("step times: the simulator's (as `simulate` prints them) for the top %zu by the closed form\n\n",
               r->plans.size());
-  std::printf("%3s  %-66s  %9s %10s %7s %6s %10s\n", "#", "layout", "step", "tokens/s", "TFLOP/s", "MFU", "memory");
+  std::printf("%3s  %-73s  %9s %10s %7s %6s %10s\n", "#", "layout", "step", "tokens/s", "TFLOP/s", "MFU", "memory");
   int i = 1;
   for (const auto& p : r->plans) PrintBreakdownRow(i++, p.layout, p.prediction, mfu(p.prediction));
   std::printf("\nbest: ");

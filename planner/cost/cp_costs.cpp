@@ -13,12 +13,14 @@ struct ExchangeBytes {
 };
 
 ExchangeBytes BytesOf(const ModelSpec& m, const UnitKey& key, double element_bytes) {
-  const double tokens = static_cast<double>(key.micro_batch * (key.seq_len / key.cp));
+  // s / cp and heads / tp divide exactly (ValidateLayout).
+  const double tokens =
+      static_cast<double>(key.micro_batch) * static_cast<double>(key.seq_len) / static_cast<double>(key.cp);
   const double d = static_cast<double>(m.head_dim());
   const double kv_heads = static_cast<double>(m.kv_heads) / static_cast<double>(key.tp);
   ExchangeBytes b;
   b.kv_block = 2.0 * tokens * kv_heads * d * element_bytes;
-  b.q_block = tokens * static_cast<double>(m.heads / key.tp) * d * element_bytes;
+  b.q_block = tokens * static_cast<double>(m.heads) / static_cast<double>(key.tp) * d * element_bytes;
   b.a2a_kv = 2.0 * tokens * std::max(kv_heads, static_cast<double>(key.cp)) * d * element_bytes;
   return b;
 }

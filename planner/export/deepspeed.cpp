@@ -37,6 +37,15 @@ Json ExportDeepSpeed(const Plan& plan) {
   if (l.zero_stage == 3 && impl.zero3_prefetch_params.value > 0) {
     zero["stage3_prefetch_bucket_size"] = impl.zero3_prefetch_params.value;
   }
+  if (l.cp > 1) {
+    // Not a DeepSpeed key: DeepSpeed has no ring-attention context parallelism. DeepSpeed-Ulysses
+    // (sequence_parallel_size, all-to-alls over heads) is another scheme, not what was predicted.
+    ds["parallax"]["cp"] = l.cp;
+    ds["parallax"]["warning"] = "cp=" + std::to_string(l.cp) +
+                                ": DeepSpeed has no ring-attention context parallelism (DeepSpeed-Ulysses is a "
+                                "different scheme, all-to-alls over heads); this config cannot run the plan as "
+                                "predicted";
+  }
   if (l.recompute != Recompute::kNone) {
     ds["activation_checkpointing"] = {{"partition_activations", l.sequence_parallel},
                                       {"contiguous_memory_optimization", false},

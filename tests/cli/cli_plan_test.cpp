@@ -77,6 +77,22 @@ TEST(CliPlan, SeqLenOverridesTheModelsSequenceLength) {
   EXPECT_NE((bad.out + bad.err).find("cp=2 needs seq_len=4098 to be divisible by 2*cp=4"), std::string::npos) << bad.out;
 }
 
+TEST(CliPlan, ExportsSayHowEachFrameworkRunsContextParallelism) {
+  auto mc = RunParallax("plan --model llama3-405b --cluster dgx-h100 --nodes 64 --global-batch 256 "
+                        "--implementation megatron-core --fix tp=8,pp=8,cp=2,vp=8,mb=1,zero=1 --export megatron");
+  ASSERT_EQ(mc.exit_code, 0) << mc.err;
+  for (const char* arg : {"--context-parallel-size 2", "--cp-comm-type p2p", "--account-for-embedding-in-pipeline-split",
+                          "--account-for-loss-in-pipeline-split", "--num-virtual-stages-per-pipeline-rank 8"}) {
+    EXPECT_NE(mc.out.find(arg), std::string::npos) << arg << " in " << mc.out;
+  }
+  EXPECT_EQ(mc.out.find("--num-layers-per-virtual-pipeline-stage"), std::string::npos);
+  auto ds = RunParallax("plan --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 128 --fix cp=2 "
+                        "--export deepspeed");
+  ASSERT_EQ(ds.exit_code, 0) << ds.err;
+  EXPECT_EQ(StdoutJson(ds)["parallax"]["cp"], 2);
+  EXPECT_NE(ds.err.find("DeepSpeed has no ring-attention context parallelism"), std::string::npos) << ds.err;
+}
+
 TEST(CliPlan, FixedContextParallelWidthIsSearchedAtALongSequence) {
   auto r = RunParallax("plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 16 --seq-len 32768 "
                        "--fix cp=4 --top 3 --json");
