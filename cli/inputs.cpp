@@ -62,6 +62,7 @@ Result<SearchInputs> ResolveSearchInputs(const InputArgs& args) {
   auto model = ResolveModel(args.model);
   if (!model) return model.error();
   in.model = std::move(*model);
+  if (args.seq_len > 0) in.model.seq_len = args.seq_len;
   auto cluster = ResolveCluster(args.cluster, args.nodes);
   if (!cluster) return cluster.error();
   in.cluster = std::move(*cluster);
@@ -104,6 +105,10 @@ Result<PlanInputs> ResolvePlanInputs(const InputArgs& args) {
   if (!plan) return plan.error();
   PlanInputs in;
   in.plan = std::move(*plan);
+  if (args.seq_len > 0) {
+    in.plan.model.seq_len = args.seq_len;
+    in.plan.training.seq_len = 0;  // the model's, now N
+  }
   if (*given) {
     in.plan.training.precision = precision.precision;
   } else if (!inline_plan) {
@@ -131,6 +136,11 @@ void NotePrecision(const PrecisionChoice& choice, bool json) {
 void AddPrecisionJson(Json& j, const PrecisionChoice& choice) {
   j["precision"] = ToString(choice.precision);
   j["precision_source"] = choice.source;
+}
+
+void AddSeqLenOption(CLI::App* cmd, InputArgs& in) {
+  cmd->add_option("--seq-len", in.seq_len, "Tokens per sequence (default: the model's seq_len, which this overrides)")
+      ->check(AtLeast(1));
 }
 
 CLI::Validator PrecisionCheck() {

@@ -41,7 +41,18 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
     return "the implementation " + in.implementation.name + " does not run that ZeRO stage";
   }
   if (reason == "sequence_parallel_needs_tp_dividing_seq_len") {
-    return "sequence parallelism needs tp to divide the sequence length (" + Str(m.seq_len) + ")";
+    return "sequence parallelism needs tp (x cp) to divide the sequence length (" + Str(m.seq_len) + ")";
+  }
+  if (reason == "cp_needs_seq_len_divisible_by_2cp") {
+    return "context parallelism needs 2 x cp to divide the sequence length (" + Str(m.seq_len) +
+           "): each cp rank holds two of 2 cp chunks (causal load balance)";
+  }
+  if (reason == "cp_beyond_implementation") {
+    return "the implementation " + in.implementation.name + " does not run context parallelism (cp_comm_type " +
+           ToString(in.implementation.cp_comm_type.value) + ")";
+  }
+  if (reason == "cp_a2a_needs_tp_cp_dividing_heads") {
+    return "all-to-all context parallelism needs tp x cp to divide the attention heads (" + Str(m.heads) + ")";
   }
   if (reason == "out_of_memory") {
     char gib[32];
@@ -61,7 +72,8 @@ std::optional<std::string> PinnedRuleOut(const SearchInputs& in, const planner::
   Layout l;
   l.tp = fix.tp.value_or(1);
   l.pp = fix.pp.value_or(1);
-  l.dp = fix.dp.value_or(std::max<int64_t>(world / (l.tp * l.pp), 1));
+  l.cp = fix.cp.value_or(1);
+  l.dp = fix.dp.value_or(std::max<int64_t>(world / (l.tp * l.cp * l.pp), 1));
   l.global_batch = l.dp * l.pp;  // enough micro-batches for any schedule's pipeline
   Status st = ValidateLayout(l, in.model, in.cluster, l.world_size());
   if (st) st = ValidateLayout(l, in.model, in.cluster);

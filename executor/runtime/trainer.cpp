@@ -21,6 +21,7 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
     return BadInput(msg);
   }
   if (m.vocab % l.tp != 0) return BadInput("plan: tp=" + s(l.tp) + " does not divide vocab=" + s(m.vocab));
+  if (l.cp > 1) return BadInput("plan: cp=" + s(l.cp) + ": the executor does not run context parallelism yet");
   const int64_t stages = l.pp * l.virtual_stages;
   if (m.layers < stages) {
     return BadInput("plan: " + s(m.layers) + " layers cannot fill pp*virtual_stages=" + s(stages) + " stages");
@@ -57,10 +58,10 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
   c.model = plan.model;
   c.training = plan.training;
   c.layout = plan.layout;
-  // ZeRO partitions over the data-parallel group: with one data-parallel rank there is nothing to
-  // shard, gather or reduce-scatter, so every stage runs as stage 0 (as the planner prices it: its
-  // ZeRO collectives and passes need dp > 1).
-  if (c.layout.dp == 1) c.layout.zero_stage = 0;
+  // ZeRO partitions over the dp x cp group: with one rank in it there is nothing to shard, gather
+  // or reduce-scatter, so every stage runs as stage 0 (as the planner prices it: its ZeRO
+  // collectives and passes need dp x cp > 1).
+  if (c.layout.dp * c.layout.cp == 1) c.layout.zero_stage = 0;
   c.seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
   c.batch = plan.layout.micro_batch;
   c.tokens = c.seq * c.batch;

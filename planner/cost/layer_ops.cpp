@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "model/op_catalogue.h"
+#include "planner/cost/cp_costs.h"
 
 namespace parallax::planner {
 
@@ -211,10 +212,11 @@ class Pricer {
 
 UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const ComputeModel& compute,
                          const CollectiveModel& collectives, const PlacedGroup& tp_group,
-                         const ImplementationProfile& impl, const ComputeModel* fp8) {
+                         const PlacedGroup& cp_group, const ImplementationProfile& impl,
+                         const ComputeModel* fp8) {
   OpShapeKey k;
   k.micro_batch = key.micro_batch;
-  k.seq_len = key.seq_len;
+  k.seq_len = key.seq_len / key.cp;
   k.tp = key.tp;
   k.sequence_parallel = key.sequence_parallel;
   k.recompute = key.recompute;
@@ -230,6 +232,12 @@ UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const Compu
     out->grad_sync = p.PriceAll(specs->grad_sync);
     out->Finish();
   }
+  u.cp = PriceContextParallel(u.layer, model, key,
+                              CpPricing{.collectives = collectives,
+                                        .cp_group = cp_group,
+                                        .type = impl.cp_comm_type.value,
+                                        .contention = compute.contention_factor(),
+                                        .element_bytes = static_cast<double>(compute.element_bytes())});
   return u;
 }
 

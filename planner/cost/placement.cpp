@@ -8,26 +8,17 @@ namespace {
 
 //! The group with the most domains (ties: the fewest members in one) among every group of `kind`,
 //! found by listing their ranks: for a job whose last NVLink domain is partial, where the groups of a
-//! kind are not alike.
+//! kind are not alike. In the rank order every group is `size` ranks `stride` apart
+//! (model/rank_groups.h), and its first member is a rank whose index in it is 0.
 PlacedGroup WorstGroup(const Layout& l, const ClusterSpec& cluster, GroupKind kind) {
+  const GroupShape s = ShapeOf(l, kind);
   PlacedGroup worst;
   bool first = true;
-  auto consider = [&](const PlacedGroup& p) {
+  for (int64_t r = 0; r < l.world_size(); ++r) {
+    if ((r / s.stride) % s.size != 0) continue;
+    const PlacedGroup p = PlaceRanks(cluster, r, s.size, s.stride);
     if (first || p.nodes > worst.nodes || (p.nodes == worst.nodes && p.ranks_per_node < worst.ranks_per_node)) worst = p;
     first = false;
-  };
-  switch (kind) {
-    case GroupKind::kTp:
-      for (int64_t d = 0; d < l.dp * l.pp; ++d) consider(PlaceRanks(cluster, d * l.tp, l.tp, 1));
-      break;
-    case GroupKind::kDp:
-      for (int64_t p = 0; p < l.pp; ++p) {
-        for (int64_t t = 0; t < l.tp; ++t) consider(PlaceRanks(cluster, GlobalRank(l, t, 0, p), l.dp, l.tp));
-      }
-      break;
-    case GroupKind::kPp:
-      for (int64_t i = 0; i < l.tp * l.dp; ++i) consider(PlaceRanks(cluster, i, l.pp, l.tp * l.dp));
-      break;
   }
   return worst;
 }
@@ -51,12 +42,9 @@ PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind ki
   if (l.world_size() % g != 0) return WorstGroup(l, cluster, kind);
   PlacedGroup p;
   p.gpus_per_node = std::max<int64_t>(cluster.gpus_per_node, 1);
-  int64_t stride = 1;  // rank distance between consecutive members
-  switch (kind) {
-    case GroupKind::kTp: p.size = l.tp; stride = 1; break;
-    case GroupKind::kDp: p.size = l.dp; stride = l.tp; break;
-    case GroupKind::kPp: p.size = l.pp; stride = l.tp * l.dp; break;
-  }
+  const GroupShape shape = ShapeOf(l, kind);
+  const int64_t stride = shape.stride;  // rank distance between consecutive members
+  p.size = shape.size;
   if (stride >= g) {
     p.ranks_per_node = 1;
     p.nodes = p.size;
@@ -70,10 +58,12 @@ PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind ki
 
 PlacedGroup PlacePipelineHop(const Layout& l, const ClusterSpec& cluster, int64_t pp_a, int64_t pp_b) {
   bool crosses = false;
-  for (int64_t d = 0; d < l.dp && !crosses; ++d) {
-    for (int64_t t = 0; t < l.tp && !crosses; ++t) {
-      crosses = cluster.DomainOf(GlobalRank(l, t, d, pp_a)) != cluster.DomainOf(GlobalRank(l, t, d, pp_b));
-    }
+  // A pipeline rank's ranks are the `stride` ranks from GlobalRank(0, 0, 0, pp_idx); each sends to
+  // the rank with the same other coordinates, (pp_b - pp_a) strides away.
+  const int64_t stride = ShapeOf(l, RankGroup::kPp).stride;
+  const int64_t first = GlobalRank(l, 0, 0, 0, pp_a);
+  for (int64_t r = first; r < first + stride && !crosses; ++r) {
+    crosses = cluster.DomainOf(r) != cluster.DomainOf(r + (pp_b - pp_a) * stride);
   }
   PlacedGroup p;
   p.size = 2;
@@ -84,10 +74,7 @@ PlacedGroup PlacePipelineHop(const Layout& l, const ClusterSpec& cluster, int64_
 }
 
 PlacedGroup PlaceReduction(const Layout& l, const ClusterSpec& cluster, ReductionGroup group) {
-  switch (group) {
-    case ReductionGroup::kDp: return PlaceGroup(l, cluster, GroupKind::kDp);
-  }
-  return PlaceGroup(l, cluster, GroupKind::kDp);
+  return PlaceGroup(l, cluster, RankGroupOf(group));
 }
 
 }  // namespace parallax::planner

@@ -5,6 +5,7 @@
 #include "planner/cost/placement.h"
 #include "planner/cost/plan_cost_phases.h"
 #include "planner/memory/memory_model.h"
+#include "model/rank_groups.h"
 
 namespace parallax::planner {
 
@@ -34,11 +35,17 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
     cache_.clear();
     cached_model_ = model;
   }
-  const UnitKey key{l.tp, l.micro_batch, seq_len, l.sequence_parallel, l.recompute};
+  const UnitKey key{.tp = l.tp,
+                    .cp = l.cp,
+                    .micro_batch = l.micro_batch,
+                    .seq_len = seq_len,
+                    .sequence_parallel = l.sequence_parallel,
+                    .recompute = l.recompute};
   for (const auto& [k, u] : cache_) {
     if (k == key) return u;
   }
-  cache_.emplace_back(key, BuildUnitCosts(model, key, compute_, collectives_, PlaceGroup(l, cluster_, GroupKind::kTp), impl_,
+  cache_.emplace_back(key, BuildUnitCosts(model, key, compute_, collectives_, PlaceGroup(l, cluster_, GroupKind::kTp),
+                                          PlaceGroup(l, cluster_, GroupKind::kCp), impl_,
                                           precision_ == Precision::kFp8 ? &fp8_ : nullptr));
   return cache_.back().second;
 }
@@ -62,7 +69,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   pc.units = &in.units;
   pc.microbatches = l.num_microbatches();
   pc.contention = ctx.compute().contention_factor();
-  pc.dp_overlapped = l.dp > 1 && impl.overlap_dp_reduce.value;
+  pc.dp_overlapped = DenseReductionRanks(l) > 1 && impl.overlap_dp_reduce.value;
   pc.dp_after_backward = !impl.overlap_dp_reduce.value && l.zero_stage <= 1;
   pc.blocking_p2p = impl.pipeline_p2p.value == P2pSemantics::kBlocking;
   CostPipelineHops(in, pc);
@@ -72,7 +79,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     CostChunks(in, r, rc);
     CostSequenceParallelGrads(in, rc);
     CostGradAccumulation(in, pc.microbatches, rc);
-    if (l.dp > 1) CostDp(in, rc);
+    if (DenseReductionRanks(l) > 1) CostDp(in, rc);
     CostTiedEmbedding(in, rc);
     CostOptimizerStep(in, rc);
     pc.grad_norm_s = std::max(pc.grad_norm_s, rc.grad_norm_s);

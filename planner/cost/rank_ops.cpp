@@ -8,6 +8,7 @@
 #include "planner/cost/placement.h"
 #include "planner/cost/plan_cost_phases.h"
 #include "planner/memory/memory_model.h"
+#include "model/rank_groups.h"
 
 namespace parallax::planner {
 namespace {
@@ -138,8 +139,9 @@ void CostOptimizerStep(const CostInputs& in, RankCost& rc) {
   const ZeroSharding sharded = ZeroShardingFor(l.zero_stage);
   // AdamW: mixed reads grad 2 + master 4 + m 4 + v 4, writes master, m, v and the 16-bit copy
   // (28 B/param); fp32 reads 4 x 4 and writes 3 x 4 (28 B/param). Grad-norm reads the grads once.
-  const double shard = static_cast<double>(rc.params) / static_cast<double>(sharded.optimizer ? l.dp : 1);
-  const double grad_shard = static_cast<double>(rc.params) / static_cast<double>(sharded.gradients ? l.dp : 1);
+  const int64_t ranks = DenseReductionRanks(l);
+  const double shard = static_cast<double>(rc.params) / static_cast<double>(sharded.optimizer ? ranks : 1);
+  const double grad_shard = static_cast<double>(rc.params) / static_cast<double>(sharded.gradients ? ranks : 1);
   const double adam_bytes = OptimizerBytesPerParam(in.ctx.implementation(), in.plan.training.precision);
   rc.grad_zero_step_bytes = 4.0 * grad_shard;
   rc.grad_zero_step_s = NoisyMemoryTime(comp, MemoryFamily(OpKind::kGradZero, Phase::kComm), rc.grad_zero_step_bytes);
@@ -170,7 +172,7 @@ void CostGradNormSync(const CostInputs& in, PlanCosts& pc) {
   for (const RankCost& rc : pc.ranks) {
     step_compute = std::max(step_compute, static_cast<double>(pc.microbatches) * (rc.fwd_s + rc.bwd_s) + rc.grad_norm_s);
   }
-  pc.clip_sync_noise_s = comp.noise().SyncExcess(step_compute, l.dp * l.pp);
+  pc.clip_sync_noise_s = comp.noise().SyncExcess(step_compute, l.dp * l.cp * l.pp);
   pc.clip_sync_s += pc.clip_sync_noise_s;
 }
 

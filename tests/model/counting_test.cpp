@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <ostream>
 
 #include "model/counting.h"
 #include "model/implementation.h"
@@ -76,6 +77,8 @@ struct ActCase {
   bool sp;
   Recompute rc;
 };
+// ctest lists the case by this, not by its bytes.
+void PrintTo(const ActCase& c, std::ostream* os) { *os << "tp=" << c.tp << " sp=" << c.sp << " " << ToString(c.rc); }
 
 class Korthikanti : public ::testing::TestWithParam<ActCase> {};
 

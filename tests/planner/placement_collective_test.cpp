@@ -25,7 +25,38 @@ TEST(Placement, MegatronOrderGroupsAndNodeSpans) {
   PlacedGroup dp4 = PlaceGroup(L(4, 2, 2), c, GroupKind::kDp);
   EXPECT_EQ(dp4.ranks_per_node, 4);
   EXPECT_FALSE(dp4.spans_nodes());
-  EXPECT_EQ(GlobalRank(L(4, 2, 2), 1, 3, 1), 1 + 2 * (3 + 4 * 1));
+  EXPECT_EQ(GlobalRank(L(4, 2, 2), 1, 0, 3, 1), 1 + 2 * (3 + 4 * 1));
+}
+
+TEST(Placement, ContextParallelSitsBetweenTensorAndDataParallelInTheRankOrder) {
+  const ClusterSpec c = *ResolveCluster("dgx-h100", 4);  // 32 GPUs, 8 per node
+  const Layout l = L(2, 4, 2, 2);                         // tp 4, cp 2, dp 2, pp 2
+  EXPECT_EQ(GlobalRank(l, 3, 1, 1, 1), 3 + 4 * (1 + 2 * (1 + 2 * 1)));
+  // A cp group is tp ranks apart: {0, 4} inside one node.
+  const PlacedGroup cp = PlaceGroup(l, c, GroupKind::kCp);
+  EXPECT_EQ(cp.size, 2);
+  EXPECT_FALSE(cp.spans_nodes());
+  // dp alone strides tp*cp = 8 ranks: one per node; dp x cp is 4 ranks, 4 apart, over two nodes.
+  const PlacedGroup dp = PlaceGroup(l, c, GroupKind::kDp);
+  EXPECT_EQ(dp.ranks_per_node, 1);
+  EXPECT_EQ(dp.nodes, 2);
+  const PlacedGroup dense = PlaceReduction(l, c, ReductionGroup::kDpCp);
+  EXPECT_EQ(dense.size, 4);
+  EXPECT_EQ(dense.ranks_per_node, 2);
+  EXPECT_EQ(dense.nodes, 2);
+  // A pipeline hop joins ranks tp*cp*dp = 16 apart: across nodes.
+  EXPECT_TRUE(PlacePipelineHop(l, c, 0, 1).spans_nodes());
+}
+
+TEST(Placement, WithoutContextParallelTheDenseReductionGroupIsTheDataParallelGroup) {
+  const ClusterSpec c = *ResolveCluster("dgx-a100", 4);
+  for (const Layout& l : {L(4, 2, 4), L(2, 8, 2), L(32, 1, 1)}) {
+    const PlacedGroup dp = PlaceGroup(l, c, GroupKind::kDp);
+    const PlacedGroup dense = PlaceReduction(l, c, ReductionGroup::kDpCp);
+    EXPECT_EQ(dense.size, dp.size);
+    EXPECT_EQ(dense.ranks_per_node, dp.ranks_per_node);
+    EXPECT_EQ(dense.nodes, dp.nodes);
+  }
 }
 
 TEST(Placement, NvlinkDomainNotTheNodeDecidesWhetherAGroupCrossesNics) {
