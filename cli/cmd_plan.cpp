@@ -206,9 +206,10 @@ int RunPlan(const PlanOptions& o) {
   for (const auto& p : r->plans) PrintBreakdownRow(i++, p.layout, p.prediction, mfu(p.prediction));
   std::printf("\nbest: ");
   PrintPrediction(r->plans.front().prediction, mfu(r->plans.front().prediction));
-  std::printf("\nrejected:");
-  for (const auto& [k, v] : r->rejected) std::printf(" %s %lld;", k.c_str(), (long long)v);
-  std::printf("\n");
+  std::printf("\nrejected, by rule:%s\n", r->rejected.empty() ? " none" : "");
+  for (const auto& [k, v] : r->rejected) {
+    std::printf("  %6lld %s: %s\n", (long long)v, k.c_str(), RejectionInWords(k, *in).c_str());
+  }
   if (!o.output.empty()) std::printf("wrote %s\n", o.output.c_str());
   return 0;
 }

@@ -15,7 +15,8 @@ std::string Str(int64_t v) { return std::to_string(v); }
 //! "a node", or "an NVLink domain" where the cluster's domain is not a node.
 std::string DomainNoun(const ClusterSpec& c) { return c.domain_size() == c.gpus_per_node ? "a node" : "an NVLink domain"; }
 
-//! A search rejection reason (planner/search/search.cpp's keys) as a rule, with the model's numbers.
+}  // namespace
+
 std::string RejectionInWords(const std::string& reason, const SearchInputs& in) {
   const ModelSpec& m = in.model;
   if (reason == "tp_does_not_divide_heads") {
@@ -53,9 +54,15 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
   if (reason == "cp_a2a_needs_tp_cp_dividing_heads") {
     return "all-to-all context parallelism needs tp x cp to divide the attention heads (" + Str(m.heads) + ")";
   }
-  if (reason == "out_of_memory") return "the layout does not fit in device memory";
+  if (reason == "out_of_memory") {
+    char gib[32];
+    std::snprintf(gib, sizeof gib, "%.1f", in.cluster.device.memory_GiB);
+    return std::string("the layout does not fit in device memory (") + gib + " GiB per " + in.cluster.device.name + ")";
+  }
   return reason;
 }
+
+namespace {
 
 //! What rules out the pinned dp / tp / pp before any layout is searched (tp=3 on 32 heads), by the
 //! layout rules of model/plan.h: the model's first (heads, layers), then the cluster's (GPU count,
@@ -82,7 +89,7 @@ std::optional<std::string> PinnedRuleOut(const SearchInputs& in, const planner::
 std::optional<double> ShownMfu(const planner::Prediction& p, const ClusterSpec& cluster, Precision precision,
                                const CostDb* db) {
   if (p.mfu > 0) return p.mfu;
-  const DType dtype = planner::ComputeDType(precision);
+  const DType dtype = planner::MfuDType(precision);
   if (cluster.device.peak_tflops.For(dtype) > 0) return p.mfu;
   if (db == nullptr) return std::nullopt;
   const double peak = profiler::MeasuredDevice(cluster.device, *db).peak_tflops.For(dtype);

@@ -85,6 +85,11 @@ const std::map<std::string, ModelSpec>& Models() {
     add(Llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192));
     add(Llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192));
     add(Llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192));
+    // Llama 3.1 405B (Llama Team 2024, "The Llama 3 Herd of Models", table 3: 126 layers, model
+    // dimension 16,384, FFN 53,248, 128 heads, 8 key/value heads, vocabulary 128,000 (128,256 in
+    // the released config.json); pre-trained at 8,192 tokens): the model llama3-405b describes,
+    // released as 3.1, under the name its users look for.
+    add(Llama("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256, 8192));
     return m;
   }();
   return *models;

@@ -19,6 +19,8 @@ DType ComputeDType(Precision p) {
   return DType::kBf16;
 }
 
+DType MfuDType(Precision p) { return p == Precision::kFp8 ? DType::kFp8 : ComputeDType(p); }
+
 CostContext::CostContext(const ClusterSpec& cluster, Precision precision, const CostDb* db,
                          const ImplementationProfile* impl)
     : cluster_(cluster),

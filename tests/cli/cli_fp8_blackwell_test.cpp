@@ -38,7 +38,7 @@ TEST(CliFp8, AnAmpereClusterRefusesFp8NamingTheDevice) {
 }
 
 TEST(CliFp8, RunRefusesFp8OnTheCpuBackendWithAReason) {
-  auto r = RunParallax("run --model gpt-tiny --cluster local-cpu --nodes 1 --precision fp8 --steps 1 "
+  auto r = RunParallax("run --model gpt-tiny --cluster local-cpu --precision fp8 --steps 1 "
                        "--plan dp=1,tp=1,pp=1,micro_batch=1,global_batch=1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("precision fp8 is not supported by the cpu backend"), std::string::npos) << r.err;

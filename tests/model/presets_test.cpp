@@ -45,7 +45,7 @@ TEST(Presets, MegatronTableSizesMatchTheirPublishedParameterCounts) {
 
 TEST(Presets, EveryIssueNamedPresetExists) {
   for (const char* m : {"gpt-tiny", "gpt-1.3b", "gpt3-175b", "llama-7b", "llama-13b", "llama-33b", "llama-65b",
-                        "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b"}) {
+                        "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b", "llama3.1-405b"}) {
     EXPECT_TRUE(ModelPreset(m)) << m;
   }
   for (const char* d : {"a100-sxm-40g", "a100-sxm-80g", "h100-sxm-80g", "h200-sxm-141g", "cpu", "b200", "gb200", "b300",
@@ -122,7 +122,7 @@ TEST(Presets, UnknownNamesListTheKnownOnes) {
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("unknown model \"gpt-5\""), std::string::npos);
   EXPECT_NE(m.error().message.find("llama3-8b"), std::string::npos);
-  auto c = ResolveCluster("dgx-b200");
+  auto c = ResolveCluster("dgx-x900");
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("dgx-h100"), std::string::npos);
 }

@@ -74,7 +74,7 @@ TEST(Fp8Cost, LinearGemmsRunFasterButNotTwiceAndAttentionIsUnchanged) {
   for (size_t i = 0; i < a.fwd.size(); ++i) {
     const CostedOp& x = a.fwd[i];
     const CostedOp& y = b.fwd[i];
-    if (x.op == OpKind::kFc1 || x.op == OpKind::kFc2) {
+    if (x.op == OpKind::kQkv || x.op == OpKind::kAttnOut || x.op == OpKind::kFc1 || x.op == OpKind::kFc2) {
       // The GEMM at up to twice the rate; the casts are extra memory traffic.
       EXPECT_LT(y.time_s, x.time_s) << ToString(x.op);
       EXPECT_GT(y.time_s, 0.5 * x.time_s) << ToString(x.op);
