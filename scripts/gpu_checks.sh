@@ -169,6 +169,14 @@ for st in "${steps[@]}"; do
     bench)
       step bench 90 "$b/bench/bench_cuda" --benchmark_filter='GemmBackendOverLt|AttentionForwardBackward|WeightGradientGemm' \
         --benchmark_min_time=0.2 ;;
+    cudnn)
+      # cuDNN's fused SDPA forward (item 1 of issue 39; executor/cuda/cudnn_attention.h): against the
+      # GEMM path, against the double reference in the cross-backend op test, and its speed.
+      step cudnn_vs_gemm 120 "$b/tests/executor/executor_cuda_gpu_test" --gtest_filter='*CudnnAttention*'
+      step cudnn_ops 90 env PARALLAX_ATTENTION=cudnn "$b/tests/executor/executor_backend_ops_test" \
+        --gtest_filter='*Attention*cuda*'
+      step cudnn_bench 90 env PARALLAX_ATTENTION=cudnn "$b/bench/bench_cuda" --benchmark_filter='AttentionForwardBackward' \
+        --benchmark_min_time=0.2 ;;
     calibrate)
       step calibrate 150 "$px" calibrate --backend cuda --cluster $cl --quick --no-progress --model gpt-1.3b \
         -o "$logs/costdb-gpt-1.3b.json" --cluster-out "$logs/cluster.json" --json ;;
