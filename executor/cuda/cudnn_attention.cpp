@@ -54,8 +54,8 @@ class Desc {
     if (status_ == CUDNN_STATUS_SUCCESS) status_ = api_->Finalize(d_);
     return *this;
   }
-  cudnnBackendDescriptor_t get() const { return d_; }
-  bool ok() const { return status_ == CUDNN_STATUS_SUCCESS; }
+  cudnnBackendDescriptor_t Raw() const { return d_; }
+  bool Ok() const { return status_ == CUDNN_STATUS_SUCCESS; }
   //! The first failure, as "cuDNN SDPA: <step>: <status>".
   Error Fail() const { return IoError("cuDNN SDPA: " + what_ + ": " + api_->GetErrorString(status_)); }
 
@@ -72,8 +72,8 @@ class GraphBuilder {
   explicit GraphBuilder(const CudnnApi* api) : api_(api) {}
 
   //! A tensor; virtual ones (intermediates) get ids from kFirstVirtual on.
-  Result<const Desc*> Tensor(int64_t uid, std::vector<int64_t> dims, std::vector<int64_t> strides, cudnnDataType_t t,
-                             bool is_virtual = false, bool by_value = false) {
+  Result<const Desc*> Tensor(int64_t uid, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                             cudnnDataType_t t, bool is_virtual = false, bool by_value = false) {
     if (is_virtual) uid = next_virtual_++;
     Desc d(api_, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor " + std::to_string(uid));
     d.Type(CUDNN_ATTR_TENSOR_DATA_TYPE, t)
@@ -128,18 +128,18 @@ class GraphBuilder {
   //! The operation graph of every op added, on `handle`.
   Result<Desc> Graph(cudnnHandle_t handle) {
     std::vector<cudnnBackendDescriptor_t> ops;
-    for (const Desc* o : ops_) ops.push_back(o->get());
+    for (const Desc* o : ops_) ops.push_back(o->Raw());
     Desc g(api_, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
     g.Set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops.size()), ops.data())
         .Set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
         .Finalize();
-    if (!g.ok()) return g.Fail();
+    if (!g.Ok()) return g.Fail();
     return g;
   }
 
  private:
   Result<const Desc*> Keep(Desc d) {
-    if (!d.ok()) return d.Fail();
+    if (!d.Ok()) return d.Fail();
     kept_.push_back(std::make_unique<Desc>(std::move(d)));
     return kept_.back().get();
   }
@@ -249,18 +249,18 @@ Result<CudnnAttention::Plan*> CudnnAttention::PlanFor(const AttentionShape& s, D
   heur.Ref(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
       .Set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode)
       .Finalize();
-  if (!heur.ok()) return heur.Fail();
+  if (!heur.Ok()) return heur.Fail();
   int64_t count = 0;
-  api_->GetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
+  api_->GetAttribute(heur.Raw(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
   std::vector<Desc> cfgs;
   std::vector<cudnnBackendDescriptor_t> raw;
   for (int64_t i = 0; i < count; ++i) {
     cfgs.emplace_back(api_, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config");
-    raw.push_back(cfgs.back().get());
+    raw.push_back(cfgs.back().Raw());
   }
   int64_t got = 0;
   if (count > 0) {
-    api_->GetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+    api_->GetAttribute(heur.Raw(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
                        raw.data());
   }
   std::string refused;
@@ -269,13 +269,13 @@ Result<CudnnAttention::Plan*> CudnnAttention::PlanFor(const AttentionShape& s, D
     plan.Set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_)
         .Ref(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[static_cast<size_t>(i)])
         .Finalize();
-    if (!plan.ok()) {
+    if (!plan.Ok()) {
       refused = plan.Fail().message;
       continue;
     }
     auto p = std::make_unique<Plan>(Plan{std::move(plan), 0, s.causal, s.causal && s.causal_offset != 0});
     int64_t n = 0;
-    api_->GetAttribute(p->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+    api_->GetAttribute(p->plan.Raw(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
                        &p->workspace_bytes);
     return (plans_[key] = std::move(p)).get();
   }
@@ -308,11 +308,11 @@ Status CudnnAttention::Forward(const AttentionShape& s, const SdpaForwardOperand
       .Set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<int64_t>(ptrs.size()), ptrs.data())
       .Set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace)
       .Finalize();
-  if (!pack.ok()) return pack.Fail();
+  if (!pack.Ok()) return pack.Fail();
   if (const cudnnStatus_t st = api_->SetStream(handle_, stream); st != CUDNN_STATUS_SUCCESS) {
     return IoError(std::string("cudnnSetStream: ") + api_->GetErrorString(st));
   }
-  if (const cudnnStatus_t st = api_->Execute(handle_, plan->plan.get(), pack.get()); st != CUDNN_STATUS_SUCCESS) {
+  if (const cudnnStatus_t st = api_->Execute(handle_, plan->plan.Raw(), pack.Raw()); st != CUDNN_STATUS_SUCCESS) {
     return IoError(std::string("cudnnBackendExecute (SDPA forward): ") + api_->GetErrorString(st));
   }
   return {};
