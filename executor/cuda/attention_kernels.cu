@@ -81,7 +81,22 @@ __global__ void AttentionDeltaKernel(KPtr out, KPtr dout, float* delta, int64_t 
   if (lane == 0) delta[w] = acc;
 }
 
+__global__ void StatsToTokenMajorKernel(const float* stats, float* lse, int64_t batch, int64_t heads, int64_t seq) {
+  PX_GRID_STRIDE(t, batch * heads * seq) {
+    const int64_t i = t % seq, bh = t / seq;  // reads coalesced along the sequence
+    lse[(i * batch + bh / heads) * heads + bh % heads] = stats[t];
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchStatsToTokenMajor(const float* stats, float* lse, int64_t batch, int64_t heads, int64_t seq,
+                                    cudaStream_t s) {
+  const int64_t n = batch * heads * seq;
+  if (n <= 0) return cudaSuccess;
+  StatsToTokenMajorKernel<<<GridFor(n, 256), 256, 0, s>>>(stats, lse, batch, heads, seq);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchAttentionSoftmax(const float* scores, KPtr p, int64_t p_stride, float* lse, int64_t items,
                                    const AttnRowMask& m, cudaStream_t s) {

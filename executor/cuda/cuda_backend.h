@@ -16,6 +16,7 @@
 
 #include "executor/backend.h"
 #include "executor/cuda/comm_watchdog.h"
+#include "executor/cuda/cudnn_attention.h"
 #include "executor/cuda/cuda_handles.h"
 #include "executor/cuda/lt_gemm.h"
 
@@ -96,6 +97,14 @@ class CudaBackend final : public Backend {
   //! fp32 GEMMs may use TF32 tensor cores (off by default; PARALLAX_CUDA_TF32=1 turns it on).
   void set_allow_tf32(bool on) { allow_tf32_ = on; }
   bool allow_tf32() const { return allow_tf32_; }
+  //! Attention's forward through cuDNN's fused SDPA (cudnn_attention.h) where it takes the call
+  //! (bf16/fp16), else the GEMM path; PARALLAX_ATTENTION=cudnn turns it on. Backward stays the
+  //! GEMM path (it reads the statistics either forward wrote).
+  void set_cudnn_attention(bool on) { want_cudnn_ = on; }
+  //! Why cuDNN attention stopped being used (cuDNN missing, no engine for a shape); "" otherwise.
+  const std::string& cudnn_attention_off_reason() const { return cudnn_off_reason_; }
+  //! Whether the last AttentionForward ran on cuDNN.
+  bool last_attention_on_cudnn() const { return last_attention_cudnn_; }
   //! The first error since creation (ok while none).
   const Status& status() const { return failed_; }
   //! The watchdog shared with this backend's NCCL communicators.
@@ -121,9 +130,12 @@ class CudaBackend final : public Backend {
   //! Slots: 0 cuBLASLt workspace, 1 column-sum partials, 2 reduction partials, 3 host staging,
   //! 4 attention fp32 scores / dP, 5 attention P / dS (at most 256 MiB of fp32 scores per chunk),
   //! 6 attention backward's delta, or the forward's statistics when the caller keeps none (fp32, one
-  //! per query row and head).
+  //! per query row and head), 7 cuDNN's [b, h, s] statistics, 8 cuDNN's workspace.
   Result<DevPtr> Scratch(int slot, int64_t numel, DType dtype);
   cudaEvent_t EventOf(Event e) const { return events_[static_cast<size_t>(e.id)].get(); }
+  //! AttentionForward on cuDNN when asked for and possible; false: the caller runs the GEMM path
+  //! (nothing was enqueued), the reason kept once in cudnn_off_reason_.
+  bool TryCudnnAttentionForward(const AttentionArgs& a);
 
   int device_;
   std::vector<std::unique_ptr<CudaStream>> streams_;
@@ -132,6 +144,10 @@ class CudaBackend final : public Backend {
   std::vector<int64_t> free_events_;
   std::vector<Tensor> scratch_;
   bool allow_tf32_ = false;
+  bool want_cudnn_ = false;
+  bool last_attention_cudnn_ = false;
+  std::unique_ptr<gpu::CudnnAttention> cudnn_;
+  std::string cudnn_off_reason_;
   Status failed_;
   std::shared_ptr<gpu::CommWatchdog> watchdog_;
 };

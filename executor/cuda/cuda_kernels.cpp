@@ -184,6 +184,8 @@ void CudaBackend::AttentionForward(const AttentionArgs& args) {
   const DevPtr q = args.q, k = args.k, v = args.v, out = args.out;
   if (const std::string bad = CheckAttention(args.shape); !bad.empty()) return Fail(Misuse(bad));
   if (args.lse && args.lse.dtype != DType::kF32) return Fail(Misuse("AttentionForward: lse must be fp32"));
+  last_attention_cudnn_ = want_cudnn_ && TryCudnnAttentionForward(args);
+  if (last_attention_cudnn_) return;
   const AttnGeometry a(args.shape);
   auto scores = Scratch(4, a.chunk * a.ScoreFloats(), DType::kF32);
   if (!scores) return Fail(scores.error());

@@ -85,6 +85,10 @@ cudaError_t LaunchAttentionProbs(const float* scores, KPtr p, int64_t p_stride, 
 cudaError_t LaunchAttentionSoftmaxBackward(KPtr p, int64_t p_stride, const float* dp, const float* delta, KPtr ds,
                                            int64_t ds_stride, int64_t items, const AttnRowMask& m, float scale,
                                            cudaStream_t s);
+//! lse[(i * batch + b) * heads + h] = stats[(b * heads + h) * seq + i]: cuDNN's [b, h, s, 1] statistics
+//! in the seam's [seq*batch, heads] layout.
+cudaError_t LaunchStatsToTokenMajor(const float* stats, float* lse, int64_t batch, int64_t heads, int64_t seq,
+                                    cudaStream_t s);
 //! delta[w] = sum_c dout[w, c] out[w, c] over `rows` rows of head_dim (one per token and head).
 cudaError_t LaunchAttentionDelta(KPtr out, KPtr dout, float* delta, int64_t rows, int64_t head_dim, cudaStream_t s);
 
