@@ -1,0 +1,90 @@
+#include "executor/fp8.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+namespace parallax::executor {
+namespace {
+
+struct Layout {
+  int mantissa_bits;
+  int bias;
+  uint8_t max_code;  //!< the largest finite value's code without the sign
+};
+
+constexpr Layout LayoutOf(Fp8Format f) {
+  return f == Fp8Format::kE4M3 ? Layout{3, 7, 0x7e} : Layout{2, 15, 0x7b};
+}
+
+}  // namespace
+
+const char* ToString(Fp8Format f) { return f == Fp8Format::kE4M3 ? "e4m3" : "e5m2"; }
+
+uint8_t FloatToFp8(float x, Fp8Format f) {
+  const Layout l = LayoutOf(f);
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return sign | kFp8NaN;
+  const double a = std::fabs(static_cast<double>(x));
+  if (a >= Fp8Max(f)) return sign | l.max_code;  // saturate (infinities too)
+  // Scaling by powers of two is exact in double, and nearbyint rounds to nearest even (the default
+  // rounding mode), so each branch rounds the exact value once.
+  const int min_normal_exp = 1 - l.bias;
+  if (a < std::ldexp(1.0, min_normal_exp)) {
+    // Subnormal: a multiple of 2^(min_normal_exp - mantissa_bits); a result of 2^mantissa_bits is
+    // the smallest normal, whose code is that same integer.
+    return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, l.mantissa_bits - min_normal_exp)));
+  }
+  int e = 0;
+  (void)std::frexp(a, &e);
+  int exponent = e - 1;  // a in [2^exponent, 2^(exponent + 1))
+  int mantissa = static_cast<int>(std::nearbyint(std::ldexp(a, l.mantissa_bits - exponent))) - (1 << l.mantissa_bits);
+  if (mantissa == (1 << l.mantissa_bits)) {
+    mantissa = 0;
+    ++exponent;
+  }
+  const int code = ((exponent + l.bias) << l.mantissa_bits) | mantissa;
+  return sign | static_cast<uint8_t>(std::min(code, static_cast<int>(l.max_code)));
+}
+
+float Fp8ToFloat(uint8_t code, Fp8Format f) {
+  const Layout l = LayoutOf(f);
+  const int exponent_bits = 7 - l.mantissa_bits;
+  const int exponent = (code & 0x7f) >> l.mantissa_bits;
+  const int mantissa = code & ((1 << l.mantissa_bits) - 1);
+  const float sign = (code & 0x80) != 0 ? -1.0f : 1.0f;
+  const int all_ones = (1 << exponent_bits) - 1;
+  if (f == Fp8Format::kE4M3 && exponent == all_ones && mantissa == (1 << l.mantissa_bits) - 1) {
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  if (f == Fp8Format::kE5M2 && exponent == all_ones) {
+    return mantissa == 0 ? sign * std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  }
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), 1 - l.bias - l.mantissa_bits);
+  return sign * std::ldexp(static_cast<float>((1 << l.mantissa_bits) | mantissa), exponent - l.bias - l.mantissa_bits);
+}
+
+void DelayedScalingUpdate(std::span<float> history, std::span<float> scale, std::span<float> scale_inv, Fp8Format f,
+                          const DelayedScaling& recipe) {
+  const auto count = static_cast<int64_t>(scale.size());
+  const int64_t len = count == 0 ? 0 : static_cast<int64_t>(history.size()) / count;
+  for (int64_t t = 0; t < count; ++t) {
+    float amax = history[static_cast<size_t>(t)];
+    if (recipe.amax_algo == AmaxAlgo::kMax) {
+      uint32_t bits = 0;
+      for (int64_t r = 0; r < len; ++r) bits = AmaxBits(bits, history[static_cast<size_t>(r * count + t)]);
+      amax = std::bit_cast<float>(bits);
+    }
+    scale[static_cast<size_t>(t)] = Fp8ScaleFromAmax(amax, scale[static_cast<size_t>(t)], f, recipe.margin);
+    scale_inv[static_cast<size_t>(t)] = 1.0f / scale[static_cast<size_t>(t)];
+    const float first = history[static_cast<size_t>(t)];
+    for (int64_t r = 0; r + 1 < len; ++r) {
+      history[static_cast<size_t>(r * count + t)] = history[static_cast<size_t>((r + 1) * count + t)];
+    }
+    history[static_cast<size_t>((len - 1) * count + t)] = first;
+    history[static_cast<size_t>(t)] = 0.0f;
+  }
+}
+
+}  // namespace parallax::executor
