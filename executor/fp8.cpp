@@ -1,7 +1,6 @@
 #include "executor/fp8.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -65,26 +64,9 @@ float Fp8ToFloat(uint8_t code, Fp8Format f) {
   return sign * std::ldexp(static_cast<float>((1 << l.mantissa_bits) | mantissa), exponent - l.bias - l.mantissa_bits);
 }
 
-void DelayedScalingUpdate(std::span<float> history, std::span<float> scale, std::span<float> scale_inv, Fp8Format f,
+void DelayedScalingUpdate(float* history, float* scale, float* scale_inv, int64_t count, Fp8Format f,
                           const DelayedScaling& recipe) {
-  const auto count = static_cast<int64_t>(scale.size());
-  const int64_t len = count == 0 ? 0 : static_cast<int64_t>(history.size()) / count;
-  for (int64_t t = 0; t < count; ++t) {
-    float amax = history[static_cast<size_t>(t)];
-    if (recipe.amax_algo == AmaxAlgo::kMax) {
-      uint32_t bits = 0;
-      for (int64_t r = 0; r < len; ++r) bits = AmaxBits(bits, history[static_cast<size_t>(r * count + t)]);
-      amax = std::bit_cast<float>(bits);
-    }
-    scale[static_cast<size_t>(t)] = Fp8ScaleFromAmax(amax, scale[static_cast<size_t>(t)], f, recipe.margin);
-    scale_inv[static_cast<size_t>(t)] = 1.0f / scale[static_cast<size_t>(t)];
-    const float first = history[static_cast<size_t>(t)];
-    for (int64_t r = 0; r + 1 < len; ++r) {
-      history[static_cast<size_t>(r * count + t)] = history[static_cast<size_t>((r + 1) * count + t)];
-    }
-    history[static_cast<size_t>((len - 1) * count + t)] = first;
-    history[static_cast<size_t>(t)] = 0.0f;
-  }
+  for (int64_t t = 0; t < count; ++t) DelayedScalingUpdateOne(history, scale, scale_inv, count, t, f, recipe);
 }
 
 }  // namespace parallax::executor

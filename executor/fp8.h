@@ -19,9 +19,9 @@
 // computed from the history by `max` over the window or the `most_recent` row, then the history is
 // rotated by -1 and row 0 zeroed: nvte_delayed_scaling_recipe_amax_and_scale_update). Format HYBRID:
 // E4M3 for the forward GEMM inputs (activations, weights), E5M2 for the gradients.
+// C++17 (nvcc compiles the .cu files as C++17).
 
 #include <cstdint>
-#include <span>
 
 #include "executor/dtype.h"
 
@@ -78,6 +78,15 @@ PX_HOST_DEVICE inline uint32_t AmaxBits(uint32_t a, float x) {
   b &= 0x7fffffffu;
   return b > a ? b : a;
 }
+PX_HOST_DEVICE inline float FloatOfBits(uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(b);
+#else
+  float f = 0;
+  __builtin_memcpy(&f, &b, sizeof f);
+  return f;
+#endif
+}
 
 enum class AmaxAlgo : uint8_t { kMax, kMostRecent };
 
@@ -89,10 +98,29 @@ struct DelayedScaling {
   AmaxAlgo amax_algo = AmaxAlgo::kMax;
 };
 
-//! The end-of-step update of `count` scaled tensors of one format: history is [len, count] row-major
-//! fp32 whose row 0 holds this step's amax; scale and scale_inv are `count` fp32. Computes each
-//! new scale from the window (before rotating), then rotates every column by -1 and zeroes row 0.
-void DelayedScalingUpdate(std::span<float> history, std::span<float> scale, std::span<float> scale_inv,
-                          Fp8Format f, const DelayedScaling& recipe);
+//! The end-of-step update of tensor `t` of `count` scaled tensors of one format: history is
+//! [recipe.amax_history_len, count] row-major fp32 whose row 0 holds this step's amax; scale and
+//! scale_inv are `count` fp32. The new scale comes from the window (before rotating); then the
+//! column is rotated by -1 (row r takes row r + 1, the last row takes row 0) and row 0 zeroed.
+PX_HOST_DEVICE inline void DelayedScalingUpdateOne(float* history, float* scale, float* scale_inv, int64_t count,
+                                                   int64_t t, Fp8Format f, const DelayedScaling& recipe) {
+  const int64_t len = recipe.amax_history_len;
+  float amax = history[t];
+  if (recipe.amax_algo == AmaxAlgo::kMax) {
+    uint32_t bits = 0;
+    for (int64_t r = 0; r < len; ++r) bits = AmaxBits(bits, history[r * count + t]);
+    amax = FloatOfBits(bits);
+  }
+  scale[t] = Fp8ScaleFromAmax(amax, scale[t], f, recipe.margin);
+  scale_inv[t] = 1.0f / scale[t];
+  const float first = history[t];
+  for (int64_t r = 0; r + 1 < len; ++r) history[r * count + t] = history[(r + 1) * count + t];
+  history[(len - 1) * count + t] = first;
+  history[t] = 0.0f;
+}
+
+//! DelayedScalingUpdateOne for every tensor.
+void DelayedScalingUpdate(float* history, float* scale, float* scale_inv, int64_t count, Fp8Format f,
+                          const DelayedScaling& recipe);
 
 }  // namespace parallax::executor

@@ -97,10 +97,8 @@ void CpuBackend::Fp8Gemm(const Fp8GemmArgs& g) {
 }
 
 void CpuBackend::Fp8ScaleUpdate(const Fp8ScaleUpdateArgs& a) {
-  const auto count = static_cast<size_t>(a.count);
-  const auto len = static_cast<size_t>(a.recipe.amax_history_len);
-  DelayedScalingUpdate({static_cast<float*>(a.amax_history.ptr), len * count}, {static_cast<float*>(a.scale.ptr), count},
-                       {static_cast<float*>(a.scale_inv.ptr), count}, a.format, a.recipe);
+  DelayedScalingUpdate(static_cast<float*>(a.amax_history.ptr), static_cast<float*>(a.scale.ptr),
+                       static_cast<float*>(a.scale_inv.ptr), a.count, a.format, a.recipe);
 }
 
 }  // namespace parallax::executor

@@ -88,6 +88,11 @@ class CudaBackend final : public Backend {
   void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) override;
   void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;
   void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) override;
+  //! FP8 (fp8_ops.cpp): casts and the scale update on any GPU; GEMMs through cuBLASLt on
+  //! compute capability 8.9 or newer.
+  void Fp8Cast(const Fp8CastArgs& a) override;
+  void Fp8Gemm(const Fp8GemmArgs& g) override;
+  void Fp8ScaleUpdate(const Fp8ScaleUpdateArgs& a) override;
 
   // ---- CUDA-specific ---------------------------------------------------------------------------
   int device() const { return device_; }
@@ -118,11 +123,13 @@ class CudaBackend final : public Backend {
   //! A persistent scratch buffer (slot) of at least `numel` elements of `dtype`, grown on demand;
   //! kept across calls so no other stream can be handed its memory while a kernel still uses it.
   //! Slots: 0 cuBLASLt workspace, 1 column-sum partials, 2 reduction partials, 3 host staging,
-  //! 4 attention fp32 scores / dP, 5 attention P / dS (at most 256 MiB of fp32 scores per chunk).
+  //! 4 attention fp32 scores / dP, 5 attention P / dS (at most 256 MiB of fp32 scores per chunk),
+  //! 6 and 7 FP8 GEMM operands transposed to K-major, 8 the FP8 fallback GEMM's fp32 product.
   Result<DevPtr> Scratch(int slot, int64_t numel, DType dtype);
   cudaEvent_t EventOf(Event e) const { return events_[static_cast<size_t>(e.id)].get(); }
 
   int device_;
+  int compute_capability_ = 0;  //!< 10 * major + minor, e.g. 90 for sm_90
   std::vector<std::unique_ptr<CudaStream>> streams_;
   std::unique_ptr<gpu::LtGemm> gemm_;
   std::vector<gpu::EventPtr> events_;
