@@ -216,6 +216,7 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   o->in.cluster = "local-cpu";
   cmd->add_option("--cluster", o->in.cluster, "Cluster preset or JSON for an inline plan")->capture_default_str();
   cmd->add_option("--global-batch", o->in.global_batch, "Sequences per step (overrides the plan)")->check(AtLeast(1));
+  AddSeqLenOption(cmd, o->in);
   cmd->add_option("--steps", o->steps, "Training steps to run")->capture_default_str();
   cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "Write sharded checkpoints here (after the last step)");
@@ -230,7 +231,7 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--seed", o->seed, "Seed for weights and data (default: the plan's)");
   cmd->add_option("--lr", o->lr, "Learning rate (default: the plan's)");
   cmd->add_option("--precision", o->in.precision,
-                  "Training precision: bf16, fp16 or fp32 (default: the plan's; for an inline plan fp32 on a CPU "
+                  "Training precision: bf16, fp16, fp32 or fp8 (default: the plan's; for an inline plan fp32 on a CPU "
                   "device, bf16 on a GPU)")
       ->check(PrecisionCheck());
   cmd->add_option("--grad-reduce", o->grad_reduce, "Element type of DP gradient reduction: fp32 or bf16")

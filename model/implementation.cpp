@@ -74,6 +74,9 @@ ImplementationProfile Parallax() {
   p.mixed_precision_passes = {false, "executor/runtime/optimizer.cpp: the AdamW kernel reads the fp32 gradient buffer "
                                      "and writes the 16-bit weight copy in the same pass"};
   p.pipeline_p2p = {P2pSemantics::kAsync, "executor/runtime/pipeline_runner.cpp: sends on the pp-comm stream"};
+  p.cp_comm_type = {CpCommType::kP2p, "issue 36 (docs/executor.md): ring attention with causal load balancing, K and V "
+                                      "blocks sent to the next cp rank while the previous block's attention computes, "
+                                      "as Megatron-Core's p2p"};
   return p;
 }
 
@@ -145,6 +148,11 @@ ImplementationProfile MegatronCore() {
                                     "(copy_ of each fp32 shard into the 16-bit parameter buffer)"};
   p.pipeline_p2p = {P2pSemantics::kAsync, "megatron/core/pipeline_parallel/p2p_communication.py: batched "
                                           "isend/irecv, overlap_p2p_comm for the interleaved schedule"};
+  p.cp_comm_type = {CpCommType::kP2p,
+                    "megatron/training/arguments.py --cp-comm-type default ['p2p'], passed to Transformer Engine's "
+                    "DotProductAttention (transformer_engine/pytorch/attention.py AttnFuncWithCPAndKVP2P: K/V "
+                    "send/recv around the cp ring, each step overlapped with the previous block's attention); the "
+                    "published Llama 3.1 recipes keep the default"};
   return p;
 }
 
@@ -199,6 +207,8 @@ ImplementationProfile Megatron2021() {
                                     "_copy_main_params_to_model_params (multi_tensor_scale)"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "megatron/p2p_communication.py (v2.5): batch_isend_irecv, wait on "
                                              "every request, then torch.cuda.synchronize()"};
+  p.cp_comm_type = {CpCommType::kNone, "megatron/arguments.py (v2.5, v3.0): no context parallelism; "
+                                       "--context-parallel-size came with Megatron-Core (2023)"};
   return p;
 }
 
@@ -283,6 +293,9 @@ ImplementationProfile DeepSpeed() {
                                      "fp32 partitions in passes of their own too (stage_1_and_2.py); their bytes "
                                      "are not checked here"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "deepspeed/runtime/pipe/p2p.py: blocking dist.send / dist.recv"};
+  p.cp_comm_type = {CpCommType::kNone,
+                    "DeepSpeed has no ring-attention context parallelism; DeepSpeed-Ulysses (deepspeed/sequence/"
+                    "layer.py DistributedAttention, all-to-alls over heads) is a different scheme, not in this profile"};
   return p;
 }
 
@@ -366,6 +379,16 @@ const char* ToString(P2pSemantics p) { return p == P2pSemantics::kAsync ? "async
 const char* ToString(SpGradReduction r) {
   return r == SpGradReduction::kCoalesced ? "coalesced" : "per_parameter";
 }
+const char* ToString(CpCommType t) {
+  switch (t) {
+    case CpCommType::kNone: return "none";
+    case CpCommType::kP2p: return "p2p";
+    case CpCommType::kAllGather: return "all_gather";
+    case CpCommType::kA2a: return "a2a";
+    case CpCommType::kA2aP2p: return "a2a+p2p";
+  }
+  return "?";
+}
 const char* ToString(LossReduction r) { return r == LossReduction::kAllGather ? "all_gather" : "all_reduce"; }
 const char* ToString(GradAccumulation g) {
   return g == GradAccumulation::kInGemm ? "in_gemm" : g == GradAccumulation::kEveryMicrobatch ? "every_microbatch" : "after_first";
@@ -432,6 +455,8 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Enum("optimizer", p.optimizer, {OptimizerKind::kFusedMultiTensor, OptimizerKind::kPerTensor});
       f.Bool("mixed_precision_passes", p.mixed_precision_passes);
       f.Enum("pipeline_p2p", p.pipeline_p2p, {P2pSemantics::kAsync, P2pSemantics::kBlocking});
+      f.Enum("cp_comm_type", p.cp_comm_type,
+             {CpCommType::kNone, CpCommType::kP2p, CpCommType::kAllGather, CpCommType::kA2a, CpCommType::kA2aP2p});
       facts.Finish();
     }
     r.Finish();
@@ -470,7 +495,8 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"launch_overhead_us", FactJson(p.launch_overhead_us)},
                 {"optimizer", EnumJson(p.optimizer)},
                 {"mixed_precision_passes", FactJson(p.mixed_precision_passes)},
-                {"pipeline_p2p", EnumJson(p.pipeline_p2p)}}}};
+                {"pipeline_p2p", EnumJson(p.pipeline_p2p)},
+                {"cp_comm_type", EnumJson(p.cp_comm_type)}}}};
 }
 
 Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_file) {

@@ -50,6 +50,14 @@ enum class LossReduction { kAllReduce, kAllGather };
 //! (our executor), or all of them flattened into one all-reduce after the backward (Megatron).
 enum class SpGradReduction { kPerParameter, kCoalesced };
 
+//! How context parallelism exchanges keys and values (Megatron-Core --cp-comm-type, passed to
+//! Transformer Engine's DotProductAttention): p2p, a ring of send/recv of K and V blocks overlapped
+//! with the attention of the previous block; all_gather, K and V gathered over the cp group before
+//! the attention (Llama 3's); a2a, Ulysses-style all-to-alls that trade the sequence split for a
+//! head split; a2a+p2p, a2a inside sub-groups and p2p across them (not modelled). none: the
+//! implementation has no context parallelism.
+enum class CpCommType { kNone, kP2p, kAllGather, kA2a, kA2aP2p };
+
 template <class T>
 struct Fact {
   T value{};
@@ -112,6 +120,7 @@ struct ImplementationProfile {
   //! reads the gradients in their buffer and writes the 16-bit copy itself.
   Fact<bool> mixed_precision_passes;
   Fact<P2pSemantics> pipeline_p2p;
+  Fact<CpCommType> cp_comm_type;
 };
 
 //! The one definition of a DP gradient bucket: bytes of unsharded gradient reduced (and staged)
@@ -157,5 +166,7 @@ const char* ToString(P2pSemantics p);
 const char* ToString(GradAccumulation g);
 const char* ToString(LossReduction r);
 const char* ToString(SpGradReduction r);
+//! Megatron-Core's value ("p2p", "all_gather", "a2a", "a2a+p2p"), or "none".
+const char* ToString(CpCommType t);
 
 }  // namespace parallax

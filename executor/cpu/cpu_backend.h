@@ -22,7 +22,8 @@ class CpuBackend : public Backend {
   CpuBackend();
   ~CpuBackend() override { ReleaseCache(); }
   std::string name() const override { return "cpu"; }
-  bool SupportsPrecision(Precision) const override { return true; }
+  //! FP8 (Transformer Engine's scaled GEMMs) is not emulated on the CPU yet.
+  bool SupportsPrecision(Precision p) const override { return p != Precision::kFp8; }
   int64_t DeviceMemoryBytes() const override;
   Result<std::unique_ptr<Communicator>> ConnectWorld(LaunchContext& launch, double timeout_s) override;
   void UseHostThreads(const HostThreads& threads) override;

@@ -9,6 +9,7 @@
 #include "planner/cost/placement.h"
 #include "planner/cost/plan_costs.h"
 #include "planner/sim/trace_recorder.h"
+#include "model/rank_groups.h"
 
 namespace parallax::planner {
 namespace {
@@ -98,7 +99,7 @@ class StepSimulator {
         s.t += rc.sp_grad_coalesced_s;
       }
       pipe_end[static_cast<size_t>(r)] = s.t;
-      if (pc_.dp_after_backward && plan_.layout.dp > 1) {
+      if (pc_.dp_after_backward && DenseReductionRanks(plan_.layout) > 1) {
         // One reduction of the whole gradient buffer once the backward is over (no overlap).
         int64_t layers = 0;
         bool outer = false;
@@ -370,7 +371,7 @@ class StepSimulator {
     const int64_t zero = plan_.layout.zero_stage;
     // ZeRO-0/1 reduce once, after the last backward (or after the whole pipeline: dp_after_backward).
     const bool grads_now = zero >= 2 || (last_bwd && !pc_.dp_after_backward);
-    const bool dp = plan_.layout.dp > 1;
+    const bool dp = DenseReductionRanks(plan_.layout) > 1;
     const int64_t n = cc.layers.count;
     const Phase pass = fwd ? Phase::kFwd : Phase::kBwd;
     const bool zero3 = dp && zero == 3;
