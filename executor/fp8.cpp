@@ -1,6 +1,7 @@
 #include "executor/fp8.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -23,28 +24,25 @@ const char* ToString(Fp8Format f) { return f == Fp8Format::kE4M3 ? "e4m3" : "e5m
 
 uint8_t FloatToFp8(float x, Fp8Format f) {
   const Layout l = LayoutOf(f);
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  if (std::isnan(x)) return sign | kFp8NaN;
-  const double a = std::fabs(static_cast<double>(x));
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint8_t sign = (bits >> 31) != 0 ? 0x80 : 0x00;
+  const uint32_t abs_bits = bits & 0x7fffffffu;
+  if (abs_bits > 0x7f800000u) return sign | kFp8NaN;
+  const float a = std::bit_cast<float>(abs_bits);
   if (a >= Fp8Max(f)) return sign | l.max_code;  // saturate (infinities too)
-  // Scaling by powers of two is exact in double, and nearbyint rounds to nearest even (the default
-  // rounding mode), so each branch rounds the exact value once.
   const int min_normal_exp = 1 - l.bias;
-  if (a < std::ldexp(1.0, min_normal_exp)) {
-    // Subnormal: a multiple of 2^(min_normal_exp - mantissa_bits); a result of 2^mantissa_bits is
-    // the smallest normal, whose code is that same integer.
+  if (a < std::ldexp(1.0f, min_normal_exp)) {
+    // Subnormal: a multiple of 2^(min_normal_exp - mantissa_bits) (the scaling is exact; nearbyint
+    // rounds to nearest even, the default mode); 2^mantissa_bits is the smallest normal, whose code
+    // is that same integer.
     return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, l.mantissa_bits - min_normal_exp)));
   }
-  int e = 0;
-  (void)std::frexp(a, &e);
-  int exponent = e - 1;  // a in [2^exponent, 2^(exponent + 1))
-  int mantissa = static_cast<int>(std::nearbyint(std::ldexp(a, l.mantissa_bits - exponent))) - (1 << l.mantissa_bits);
-  if (mantissa == (1 << l.mantissa_bits)) {
-    mantissa = 0;
-    ++exponent;
-  }
-  const int code = ((exponent + l.bias) << l.mantissa_bits) | mantissa;
-  return sign | static_cast<uint8_t>(std::min(code, static_cast<int>(l.max_code)));
+  // Normal: round binary32's 23-bit mantissa to mantissa_bits, ties to even, on the bits (a carry
+  // moves into the exponent, as it should), then rebias the exponent from 127 to l.bias.
+  const int shift = 23 - l.mantissa_bits;
+  const uint32_t rounded = abs_bits + ((1u << (shift - 1)) - 1u) + ((abs_bits >> shift) & 1u);
+  const uint32_t code = (rounded >> shift) - (static_cast<uint32_t>(127 - l.bias) << l.mantissa_bits);
+  return sign | static_cast<uint8_t>(std::min<uint32_t>(code, l.max_code));
 }
 
 float Fp8ToFloat(uint8_t code, Fp8Format f) {

@@ -46,7 +46,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   //! FP8 GEMMs through cuBLASLt (scale pointers, amax) are not implemented yet.
-  bool SupportsPrecision(Precision p) const override { return p != Precision::kFp8; }
+  bool SupportsPrecision(Precision) const override { return true; }
   int64_t DeviceMemoryBytes() const override;
   Result<std::unique_ptr<Communicator>> ConnectWorld(LaunchContext& launch, double timeout_s) override;
 
