@@ -98,7 +98,9 @@ void Fp8GemmBackendOverLt(benchmark::State& state) {
                       .c = y->ptr(), .a_scale_inv = scales->at(0), .b_scale_inv = scales->at(1), .lda = k,
                       .ldb = tn ? k : n, .ldc = n};
   DirectFp8Lt direct(m, n, k, x_scale + 1, x_scale);
-  if (!direct.ok) return state.SkipWithError("cuBLASLt has no FP8 algorithm for this shape (compute capability < 8.9?)");
+  if (!direct.ok) {
+    return state.SkipWithError("cuBLASLt has no FP8 algorithm for this shape (compute capability < 8.9?)");
+  }
   const cudaStream_t s = cb->raw_stream(StreamKind::kCompute);
   be.Fp8Gemm(g);  // plan once
   direct.Run(x->ptr().ptr, w->ptr().ptr, y->ptr().ptr, s);

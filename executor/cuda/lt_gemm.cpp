@@ -34,7 +34,8 @@ int AlignmentOfBytes(std::initializer_list<uint64_t> values) {
 uint64_t Address(DevPtr p) { return reinterpret_cast<uintptr_t>(p.ptr); }
 
 int AlignmentOf(const GemmArgs& g) {
-  return AlignmentOfBytes({Address(g.a), Address(g.b), Address(g.c), static_cast<uint64_t>(g.stride_a * SizeOf(g.a.dtype)),
+  return AlignmentOfBytes({Address(g.a), Address(g.b), Address(g.c),
+                           static_cast<uint64_t>(g.stride_a * SizeOf(g.a.dtype)),
                            static_cast<uint64_t>(g.stride_b * SizeOf(g.b.dtype)),
                            static_cast<uint64_t>(g.stride_c * SizeOf(g.c.dtype))});
 }
@@ -187,8 +188,9 @@ Result<bool> LtGemm::RunFp8(const Fp8GemmArgs& g, cudaStream_t stream, void* wor
       AlignmentOfBytes({Address(g.a), Address(g.b), Address(g.c), static_cast<uint64_t>(g.lda),
                         static_cast<uint64_t>(g.ldb), static_cast<uint64_t>(g.ldc * SizeOf(g.c.dtype))});
   // -1 first: an FP8 plan never shares a key with a GemmArgs plan (whose first entry is 0 or 1).
-  const Key key{-1, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, static_cast<int64_t>(g.a.dtype), static_cast<int64_t>(g.b.dtype),
-                static_cast<int64_t>(g.c.dtype), alignment, static_cast<int64_t>(workspace_bytes)};
+  const Key key{-1, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, static_cast<int64_t>(g.a.dtype),
+                static_cast<int64_t>(g.b.dtype), static_cast<int64_t>(g.c.dtype), alignment,
+                static_cast<int64_t>(workspace_bytes)};
   auto plan = Fp8PlanFor(key, g, workspace_bytes, alignment);
   if (!plan) return plan.error();
   Plan& p = **plan;

@@ -222,9 +222,12 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
   {
     auto s = rec.Op(OpKind::kQkv, layer_);
     const DevPtr in = c.ag.ptr();
-    LinearForward(be, {.x = in, .w = P(ix_.wq), .bias = P(ix_.bq), .y = c.q.ptr(), .rows = T, .n = Q, .k = H, .fp8 = F8(ix_.wq)});
-    LinearForward(be, {.x = in, .w = P(ix_.wk), .bias = P(ix_.bk), .y = c.k.ptr(), .rows = T, .n = K, .k = H, .fp8 = F8(ix_.wk)});
-    LinearForward(be, {.x = in, .w = P(ix_.wv), .bias = P(ix_.bv), .y = c.v.ptr(), .rows = T, .n = K, .k = H, .fp8 = F8(ix_.wv)});
+    LinearForward(be, {.x = in, .w = P(ix_.wq), .bias = P(ix_.bq), .y = c.q.ptr(), .rows = T, .n = Q, .k = H,
+                       .fp8 = F8(ix_.wq)});
+    LinearForward(be, {.x = in, .w = P(ix_.wk), .bias = P(ix_.bk), .y = c.k.ptr(), .rows = T, .n = K, .k = H,
+                       .fp8 = F8(ix_.wk)});
+    LinearForward(be, {.x = in, .w = P(ix_.wv), .bias = P(ix_.bv), .y = c.v.ptr(), .rows = T, .n = K, .k = H,
+                       .fp8 = F8(ix_.wv)});
     if (m.position == PositionKind::kRotary) {
       be.Rotary({.x = c.q.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nq, .head_dim = D});
       be.Rotary({.x = c.k.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nkv, .head_dim = D});
@@ -277,7 +280,8 @@ Result<Tensor> TransformerLayer::MlpBlockForward(RuntimeContext& ctx, LayerCache
                        .rows = T, .n = F, .k = H, .fp8 = F8(ix_.fc1)});
     if (swiglu) {
       LinearForward(be,
-                    {.x = c.mg.ptr(), .w = P(ix_.up), .bias = P(ix_.bup), .y = c.up.ptr(), .rows = T, .n = F, .k = H, .fp8 = F8(ix_.up)});
+                    {.x = c.mg.ptr(), .w = P(ix_.up), .bias = P(ix_.bup), .y = c.up.ptr(), .rows = T, .n = F, .k = H,
+                     .fp8 = F8(ix_.up)});
     }
   }
   if (ctx.sp) c.mg.Reset();
@@ -366,7 +370,8 @@ Result<Tensor> TransformerLayer::MlpBlockGrad(RuntimeContext& ctx, LayerCache& c
   {
     auto s = rec.Op(OpKind::kFc1, layer_);
     LinearBackward(be, {.dy = df.ptr(), .x = c.mg.ptr(), .w = P(ix_.fc1), .dw = G(ix_.fc1),
-                        .dbias = swiglu ? G(ix_.b1) : DevPtr{}, .dx = dmg.ptr(), .rows = T, .n = F, .k = H, .fp8 = F8(ix_.fc1)});
+                        .dbias = swiglu ? G(ix_.b1) : DevPtr{}, .dx = dmg.ptr(), .rows = T, .n = F, .k = H,
+                                                             .fp8 = F8(ix_.fc1)});
     if (swiglu) {
       LinearBackward(be, {.dy = dup.ptr(), .x = c.mg.ptr(), .w = P(ix_.up), .dw = G(ix_.up), .dbias = G(ix_.bup),
                           .dx = dmg.ptr(), .rows = T, .n = F, .k = H, .accumulate_dx = true, .fp8 = F8(ix_.up)});
