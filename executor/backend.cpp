@@ -27,6 +27,8 @@ const char* ToString(DType t) {
     case DType::kF16: return "fp16";
     case DType::kI32: return "int32";
     case DType::kF64: return "fp64";
+    case DType::kE4M3: return "fp8_e4m3";
+    case DType::kE5M2: return "fp8_e5m2";
   }
   return "?";
 }
@@ -221,6 +223,18 @@ void Backend::ResetPeak() {
 }
 
 // ---- fused chains: generic defaults from the unfused kernels ---------------------------------
+
+void Backend::Fp8Cast(const Fp8CastArgs& /*a*/) {
+  Fail(Error{name() + " backend: no FP8 casts", ErrorKind::kInternal});
+}
+
+void Backend::Fp8Gemm(const Fp8GemmArgs& /*g*/) {
+  Fail(Error{name() + " backend: no FP8 GEMMs", ErrorKind::kInternal});
+}
+
+void Backend::Fp8ScaleUpdate(const Fp8ScaleUpdateArgs& /*a*/) {
+  Fail(Error{name() + " backend: no FP8 scale update", ErrorKind::kInternal});
+}
 
 void Backend::BiasGeluForward(const BiasGeluArgs& a) {
   if (a.bias) AddBias({.y = a.x, .bias = a.bias, .rows = a.rows, .cols = a.cols});

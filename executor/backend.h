@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "executor/dtype.h"
+#include "executor/fp8.h"
 #include "model/result.h"
 #include "model/training_spec.h"
 
@@ -439,6 +440,48 @@ struct CrossEntropyBackwardArgs {
   float scale = 1;
 };
 
+// ---- FP8 (executor/fp8.h: formats, casts, Transformer Engine's delayed scaling) -----------------
+// A scaled FP8 tensor is its codes (kE4M3 or kE5M2) plus one fp32 scale in backend memory:
+// codes = cast(x * scale), x ~ codes * scale_inv. Scales stay in backend memory so a delayed-scaling
+// step never waits for the host (Transformer Engine's and cuBLASLt's convention).
+
+//! y = FP8 cast of x * scale[0] (round to nearest even, saturating); amax[0] (optional, fp32) =
+//! max(amax[0], max |x|), NaN-propagating (executor/fp8.h AmaxBits).
+struct Fp8CastArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{};      //!< fp32, bf16 or fp16
+  DevPtr scale{};  //!< one fp32
+  DevPtr y{};      //!< kE4M3 or kE5M2
+  DevPtr amax{};   //!< optional, one fp32
+  int64_t n = 0;
+};
+
+//! C = alpha * (a_scale_inv[0] * b_scale_inv[0]) * op(A) op(B) + beta * C, row-major as GemmArgs,
+//! A and B FP8 (E4M3 x E4M3, E4M3 x E5M2 or E5M2 x E4M3: cuBLASLt has no E5M2 x E5M2), products
+//! accumulated in fp32, C fp32, bf16 or fp16. CPU: emulated exactly (FP8 products are exact in
+//! fp32). CUDA: cuBLASLt FP8 matmul (compute capability 8.9 or newer; older GPUs fail with an
+//! error saying so), the operands transposed into scratch where cuBLASLt's "TN" rule needs it.
+struct Fp8GemmArgs {
+  [[no_unique_address]] ByName by_name{};
+  Trans ta = Trans::kNo, tb = Trans::kNo;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1, beta = 0;
+  DevPtr a{}, b{}, c{};
+  DevPtr a_scale_inv{}, b_scale_inv{};  //!< one fp32 each: the operands' dequantization factors
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+
+//! The end-of-step delayed-scaling update of `count` tensors of one format (executor/fp8.h
+//! DelayedScalingUpdate): amax_history [recipe.amax_history_len, count] fp32 with this step's amax in
+//! row 0; scale and scale_inv `count` fp32, updated.
+struct Fp8ScaleUpdateArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr amax_history{}, scale{}, scale_inv{};
+  int64_t count = 0;
+  Fp8Format format = Fp8Format::kE4M3;
+  DelayedScaling recipe{};
+};
+
 class Backend {
  public:
   virtual ~Backend();
@@ -568,6 +611,13 @@ class Backend {
   //! out (one kF64) += sum of squares of every span, in one launch. Non-finite inputs make it
   //! non-finite (fp16 overflow detection relies on this).
   virtual void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) = 0;
+
+  // ---- FP8 (compute stream; the structs above say what each does) ------------------------------
+  // Defaults fail with an error naming the backend: a backend without FP8 refuses fp8 plans at the
+  // first kernel instead of computing something else.
+  virtual void Fp8Cast(const Fp8CastArgs& a);
+  virtual void Fp8Gemm(const Fp8GemmArgs& g);
+  virtual void Fp8ScaleUpdate(const Fp8ScaleUpdateArgs& a);
 
   // ---- fused chains (compute stream) --------------------------------------------------------
   // Elementwise chains the runtime runs back to back. Each has a generic default composed from

@@ -17,7 +17,7 @@
 #   WORK    where logs are written (default /tmp/gpu-checks)
 #   SECONDS the deadline for the whole pass (default 450)
 #   STEP    env probe ops gpu cli bench side cudnn calibrate calibrate_generic cupti fidelity profile
-#           dram (default: all but calibrate_generic and dram, in this order: the gpu-label tests and
+#           dram fp8 (default: all but calibrate_generic and dram, in this order: the gpu-label tests and
 #           the cross-backend op test first, what does not fit the deadline is skipped and listed)
 # The CUDA libraries (cuBLAS, cuBLASLt, cuDNN, NCCL, CUPTI, the runtime) are looked up on the GPU
 # machine itself: its toolkit under /usr/local/cuda and the NVIDIA wheels of its Python.
@@ -30,7 +30,7 @@ budget=${3:-450}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] && shift
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(env probe ops gpu cli bench side cudnn calibrate cupti fidelity profile)
+[ ${#steps[@]} -eq 0 ] && steps=(env probe ops gpu cli bench side cudnn calibrate cupti fidelity profile fp8)
 if [ ! -x "$b/cli/parallax" ] && [ -f gpu-carry/bundle.tgz ]; then
   tar -xzf gpu-carry/bundle.tgz || { echo "gpu_checks: cannot unpack gpu-carry/bundle.tgz" >&2; exit 1; }
 fi
@@ -195,6 +195,19 @@ for st in "${steps[@]}"; do
         scripts/gpu_profile_checks.sh "$b" "$logs/profile" ;;
     fidelity)
       step fidelity 300 env CLUSTER=$cl scripts/fidelity.sh "$b" "$logs/fidelity" 6 gpu ;;
+    # ---- fp8 (issue 38 item 2; last in the default list) --------------------------------------------
+    fp8)
+      # The FP8 kernels against the CPU emulation (casts and scale update bit for bit, GEMM to 1e-5
+      # normalized for fp32 output); on a GPU below sm_89 the GEMM cases check the error instead.
+      step fp8_kernels 90 "$b/tests/executor/executor_fp8_cuda_test"
+      # FP8 GEMM TFLOP/s through the backend over cuBLASLt's FP8 matmul called directly (ratio).
+      step fp8_gemm_bench 90 "$b/bench/bench_fp8_gemm" --benchmark_min_time=0.2
+      # GPT-1.3B step time fp8 against bf16, same plan and data (the median step of run --json).
+      step fp8_1p3b_bf16 90 "$px" run --plan micro_batch=1 --model gpt-1.3b --global-batch 8 --steps 6 --backend cuda \
+        --cluster $cl --precision bf16 --json --no-cupti
+      step fp8_1p3b_fp8 90 "$px" run --plan micro_batch=1 --model gpt-1.3b --global-batch 8 --steps 6 --backend cuda \
+        --cluster $cl --precision fp8 --json --no-cupti ;;
+    # ---- end fp8 ----------------------------------------------------------------------------------
     *) echo "unknown step $st" | tee -a "$out/summary.txt" ;;
   esac
 done

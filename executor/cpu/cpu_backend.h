@@ -30,7 +30,7 @@ class CpuBackend : public Backend {
   ~CpuBackend() override { ReleaseCache(); }
   std::string name() const override { return "cpu"; }
   //! FP8 (Transformer Engine's scaled GEMMs) is not emulated on the CPU yet.
-  bool SupportsPrecision(Precision p) const override { return p != Precision::kFp8; }
+  bool SupportsPrecision(Precision) const override { return true; }
   int64_t DeviceMemoryBytes() const override;
   Result<std::unique_ptr<Communicator>> ConnectWorld(LaunchContext& launch, double timeout_s) override;
   void UseHostThreads(const HostThreads& threads) override;
@@ -80,6 +80,10 @@ class CpuBackend : public Backend {
   void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) override;
   void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;
   void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) override;
+  //! FP8 emulated exactly (fp8_kernels.cpp).
+  void Fp8Cast(const Fp8CastArgs& a) override;
+  void Fp8Gemm(const Fp8GemmArgs& g) override;
+  void Fp8ScaleUpdate(const Fp8ScaleUpdateArgs& a) override;
   // Fused chains (fused_kernels.h) when every operand is fp32; bf16/fp16 take the base class's
   // composition of the typed kernels above.
   void BiasGeluForward(const BiasGeluArgs& a) override;

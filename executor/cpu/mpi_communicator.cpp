@@ -69,8 +69,10 @@ Result<MPI_Datatype> TypeOf(DType t) {
     case DType::kBf16:
     case DType::kF16: return MPI_UINT16_T;
     case DType::kI32: return MPI_INT32_T;
+    case DType::kE4M3:
+    case DType::kE5M2: break;  // FP8 tensors are not communicated (their scale would be lost)
   }
-  return Error{"unsupported dtype", ErrorKind::kInternal};
+  return Error{std::string("unsupported dtype ") + ToString(t), ErrorKind::kInternal};
 }
 
 MPI_Op OpOf(DType t, ReduceOp op) {

@@ -47,7 +47,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   //! FP8 GEMMs through cuBLASLt (scale pointers, amax) are not implemented yet.
-  bool SupportsPrecision(Precision p) const override { return p != Precision::kFp8; }
+  bool SupportsPrecision(Precision) const override { return true; }
   int64_t DeviceMemoryBytes() const override;
   Result<std::unique_ptr<Communicator>> ConnectWorld(LaunchContext& launch, double timeout_s) override;
 
@@ -90,6 +90,11 @@ class CudaBackend final : public Backend {
   void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) override;
   void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;
   void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) override;
+  //! FP8 (fp8_ops.cpp): casts and the scale update on any GPU; GEMMs through cuBLASLt on
+  //! compute capability 8.9 or newer.
+  void Fp8Cast(const Fp8CastArgs& a) override;
+  void Fp8Gemm(const Fp8GemmArgs& g) override;
+  void Fp8ScaleUpdate(const Fp8ScaleUpdateArgs& a) override;
 
   // ---- CUDA-specific ---------------------------------------------------------------------------
   int device() const { return device_; }
@@ -130,7 +135,8 @@ class CudaBackend final : public Backend {
   //! Slots: 0 cuBLASLt workspace, 1 column-sum partials, 2 reduction partials, 3 host staging,
   //! 4 attention fp32 scores / dP, 5 attention P / dS (at most 256 MiB of fp32 scores per chunk),
   //! 6 attention backward's delta, or the forward's statistics when the caller keeps none (fp32, one
-  //! per query row and head), 7 cuDNN's [b, h, s] statistics, 8 cuDNN's workspace.
+  //! per query row and head), 7 cuDNN's [b, h, s] statistics, 8 cuDNN's workspace, 9 and 10 FP8
+  //! GEMM operands transposed to K-major, 11 the FP8 fallback GEMM's fp32 product.
   Result<DevPtr> Scratch(int slot, int64_t numel, DType dtype);
   cudaEvent_t EventOf(Event e) const { return events_[static_cast<size_t>(e.id)].get(); }
   //! AttentionForward on cuDNN when asked for and possible; false: the caller runs the GEMM path
@@ -138,6 +144,7 @@ class CudaBackend final : public Backend {
   bool TryCudnnAttentionForward(const AttentionArgs& a);
 
   int device_;
+  int compute_capability_ = 0;  //!< 10 * major + minor, e.g. 90 for sm_90
   std::vector<std::unique_ptr<CudaStream>> streams_;
   std::unique_ptr<gpu::LtGemm> gemm_;
   std::vector<gpu::EventPtr> events_;

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "executor/dtype.h"
+#include "executor/fp8.h"
 
 namespace parallax::executor::gpu {
 
@@ -146,5 +147,19 @@ cudaError_t LaunchSumPartials(const double* partials, int64_t n, double* out, cu
 cudaError_t LaunchGemmFallback(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, KPtr a, int64_t lda,
                                int64_t stride_a, KPtr b, int64_t ldb, int64_t stride_b, float beta, KPtr c,
                                int64_t ldc, int64_t stride_c, int64_t batch, cudaStream_t s);
+
+// ---- FP8 (fp8_kernels.cu) ------------------------------------------------------------------------
+//! y (FP8) = x * scale[0], saturating; amax (optional, one fp32) = max(amax, max |x|), NaN first.
+cudaError_t LaunchFp8Cast(KPtr x, const float* scale, KPtr y, float* amax, int64_t n, cudaStream_t s);
+//! dst (cols x rows, packed) = the transpose of src (rows x cols, leading dimension ld), bytes.
+cudaError_t LaunchTransposeBytes(const uint8_t* src, int64_t rows, int64_t cols, int64_t ld, uint8_t* dst,
+                                 cudaStream_t s);
+//! c = alpha a_scale_inv[0] b_scale_inv[0] acc + beta c over m x n (acc packed fp32): the scaling
+//! of an FP8 GEMM that ran through LaunchGemmFallback with alpha 1 and beta 0.
+cudaError_t LaunchFp8Epilogue(const float* acc, int64_t m, int64_t n, float alpha, const float* a_scale_inv,
+                              const float* b_scale_inv, float beta, KPtr c, int64_t ldc, cudaStream_t s);
+//! executor/fp8.h DelayedScalingUpdate on the device, one thread per tensor.
+cudaError_t LaunchFp8ScaleUpdate(float* history, float* scale, float* scale_inv, int64_t count, Fp8Format f,
+                                 const DelayedScaling& recipe, cudaStream_t s);
 
 }  // namespace parallax::executor::gpu

@@ -38,6 +38,8 @@ struct RuntimeContext {
 
   DType compute = DType::kF32;      //!< weights read by the forward pass, and activations
   DType grad_reduce = DType::kF32;  //!< element type of DP gradient collectives (gradients stay fp32)
+  bool fp8 = false;                 //!< linear layers' GEMMs in FP8 (Precision::kFp8; runtime/fp8_linear.h)
+  DelayedScaling fp8_recipe;        //!< Transformer Engine's defaults
   LossScaler scaler;
 
   int64_t seq = 0;           //!< sequence length of a sample

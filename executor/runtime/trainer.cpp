@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "executor/runtime/checkpoint.h"
+#include "executor/runtime/fp8_linear.h"
 #include "executor/runtime/grad_sync.h"
 #include "executor/runtime/optimizer.h"
 #include "executor/runtime/pipeline_runner.h"
@@ -75,6 +76,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
     case Precision::kFp16: c.compute = DType::kF16; break;
     case Precision::kFp8: c.compute = DType::kBf16; break;  // refused above by backends without FP8 GEMMs
   }
+  c.fp8 = plan.training.precision == Precision::kFp8;
   c.grad_reduce = options.grad_reduce;
   c.init_threads = options.init_threads > 0 ? options.init_threads
                                             : std::max<int64_t>(1, std::thread::hardware_concurrency());
@@ -94,6 +96,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
     key.sequence_parallel = c.sp;
     key.recompute = plan.layout.recompute;
     key.element_bytes = plan.training.precision == Precision::kFp32 ? 4 : 2;
+    key.fp8_linear = plan.training.precision == Precision::kFp8;
     t->rec_.set_catalogue(BuildOpCatalogue(plan.model, key, DefaultImplementation()));
   }
   PX_ASSIGN(t->data_, DataSource::Create(options.data, plan.model.vocab, c.seq));
@@ -136,6 +139,8 @@ Result<StepResult> Trainer::Step() {
   Backend& be = *ctx_.backend;
   const Event begin = be.RecordEvent(StreamKind::kCompute);
   PX_ASSIGN(auto loss, ComputeGradients());
+  // The next step's FP8 scales from this step's amaxes (delayed scaling).
+  if (ctx_.fp8) PX_TRY(Fp8EndStep(ctx_, model_->groups()));
   PX_ASSIGN(auto opt, OptimizerStep(ctx_, model_->groups(), step_ + 1));
   PX_TRY(ctx_.EndStep());
   const Event end = be.RecordEvent(StreamKind::kCompute);

@@ -113,12 +113,20 @@ void NormBackward(RuntimeContext& ctx, const NormBackwardArgs& a) {
 }
 
 void LinearForward(Backend& be, const LinearArgs& a) {
-  be.Gemm({.ta = Trans::kNo, .tb = Trans::kYes, .m = a.rows, .n = a.n, .k = a.k, .a = a.x, .b = a.w, .c = a.y,
-           .lda = a.k, .ldb = a.k, .ldc = a.n});
+  if (a.fp8.on()) {
+    Fp8LinearForward(be, a);
+  } else {
+    be.Gemm({.ta = Trans::kNo, .tb = Trans::kYes, .m = a.rows, .n = a.n, .k = a.k, .a = a.x, .b = a.w, .c = a.y,
+             .lda = a.k, .ldb = a.k, .ldc = a.n});
+  }
   if (a.bias) be.AddBias({.y = a.y, .bias = a.bias, .rows = a.rows, .cols = a.n});
 }
 
 void LinearBackward(Backend& be, const LinearBackwardArgs& a) {
+  if (a.fp8.on()) {
+    if (a.dbias) be.BiasBackward({.dy = a.dy, .dbias = a.dbias, .rows = a.rows, .cols = a.n});
+    return Fp8LinearBackward(be, a);
+  }
   // dW (fp32) += dy^T x
   be.Gemm({.ta = Trans::kYes, .m = a.n, .n = a.k, .k = a.rows, .beta = 1.0f, .a = a.dy, .b = a.x, .c = a.dw,
            .lda = a.n, .ldb = a.k, .ldc = a.k});
@@ -214,9 +222,12 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
   {
     auto s = rec.Op(OpKind::kQkv, layer_);
     const DevPtr in = c.ag.ptr();
-    LinearForward(be, {.x = in, .w = P(ix_.wq), .bias = P(ix_.bq), .y = c.q.ptr(), .rows = T, .n = Q, .k = H});
-    LinearForward(be, {.x = in, .w = P(ix_.wk), .bias = P(ix_.bk), .y = c.k.ptr(), .rows = T, .n = K, .k = H});
-    LinearForward(be, {.x = in, .w = P(ix_.wv), .bias = P(ix_.bv), .y = c.v.ptr(), .rows = T, .n = K, .k = H});
+    LinearForward(be, {.x = in, .w = P(ix_.wq), .bias = P(ix_.bq), .y = c.q.ptr(), .rows = T, .n = Q, .k = H,
+                       .fp8 = F8(ix_.wq)});
+    LinearForward(be, {.x = in, .w = P(ix_.wk), .bias = P(ix_.bk), .y = c.k.ptr(), .rows = T, .n = K, .k = H,
+                       .fp8 = F8(ix_.wk)});
+    LinearForward(be, {.x = in, .w = P(ix_.wv), .bias = P(ix_.bv), .y = c.v.ptr(), .rows = T, .n = K, .k = H,
+                       .fp8 = F8(ix_.wv)});
     if (m.position == PositionKind::kRotary) {
       be.Rotary({.x = c.q.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nq, .head_dim = D});
       be.Rotary({.x = c.k.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nkv, .head_dim = D});
@@ -236,7 +247,7 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
   PX_ASSIGN(Tensor o, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kAttnOut, layer_);
-    LinearForward(be, {.x = c.ctx.ptr(), .w = P(ix_.wo), .y = o.ptr(), .rows = T, .n = H, .k = Q});
+    LinearForward(be, {.x = c.ctx.ptr(), .w = P(ix_.wo), .y = o.ptr(), .rows = T, .n = H, .k = Q, .fp8 = F8(ix_.wo)});
   }
   return LeaveRegion(ctx, std::move(o), H, layer_);
 }
@@ -266,10 +277,11 @@ Result<Tensor> TransformerLayer::MlpBlockForward(RuntimeContext& ctx, LayerCache
     auto s = rec.Op(OpKind::kFc1, layer_);
     // GELU: fc1's bias is added by the fused bias + GELU kernel (the act op).
     LinearForward(be, {.x = c.mg.ptr(), .w = P(ix_.fc1), .bias = swiglu ? P(ix_.b1) : DevPtr{}, .y = c.f1.ptr(),
-                       .rows = T, .n = F, .k = H});
+                       .rows = T, .n = F, .k = H, .fp8 = F8(ix_.fc1)});
     if (swiglu) {
       LinearForward(be,
-                    {.x = c.mg.ptr(), .w = P(ix_.up), .bias = P(ix_.bup), .y = c.up.ptr(), .rows = T, .n = F, .k = H});
+                    {.x = c.mg.ptr(), .w = P(ix_.up), .bias = P(ix_.bup), .y = c.up.ptr(), .rows = T, .n = F, .k = H,
+                     .fp8 = F8(ix_.up)});
     }
   }
   if (ctx.sp) c.mg.Reset();
@@ -286,7 +298,7 @@ Result<Tensor> TransformerLayer::MlpBlockForward(RuntimeContext& ctx, LayerCache
   PX_ASSIGN(Tensor y, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kFc2, layer_);
-    LinearForward(be, {.x = c.act.ptr(), .w = P(ix_.fc2), .y = y.ptr(), .rows = T, .n = H, .k = F});
+    LinearForward(be, {.x = c.act.ptr(), .w = P(ix_.fc2), .y = y.ptr(), .rows = T, .n = H, .k = F, .fp8 = F8(ix_.fc2)});
   }
   PX_ASSIGN(Tensor y2, LeaveRegion(ctx, std::move(y), H, layer_));
   PX_ASSIGN(Tensor out, ctx.Act(Tl * H));
@@ -333,7 +345,7 @@ Result<Tensor> TransformerLayer::MlpBlockGrad(RuntimeContext& ctx, LayerCache& c
   {
     auto s = rec.Op(OpKind::kFc2, layer_);
     LinearBackward(be, {.dy = dy.ptr(), .x = c.act.ptr(), .w = P(ix_.fc2), .dw = G(ix_.fc2), .dx = dact.ptr(),
-                        .rows = T, .n = H, .k = F});
+                        .rows = T, .n = H, .k = F, .fp8 = F8(ix_.fc2)});
   }
   dy.Reset();
   PX_ASSIGN(Tensor df, ctx.Act(T * F));
@@ -358,10 +370,11 @@ Result<Tensor> TransformerLayer::MlpBlockGrad(RuntimeContext& ctx, LayerCache& c
   {
     auto s = rec.Op(OpKind::kFc1, layer_);
     LinearBackward(be, {.dy = df.ptr(), .x = c.mg.ptr(), .w = P(ix_.fc1), .dw = G(ix_.fc1),
-                        .dbias = swiglu ? G(ix_.b1) : DevPtr{}, .dx = dmg.ptr(), .rows = T, .n = F, .k = H});
+                        .dbias = swiglu ? G(ix_.b1) : DevPtr{}, .dx = dmg.ptr(), .rows = T, .n = F, .k = H,
+                                                             .fp8 = F8(ix_.fc1)});
     if (swiglu) {
       LinearBackward(be, {.dy = dup.ptr(), .x = c.mg.ptr(), .w = P(ix_.up), .dw = G(ix_.up), .dbias = G(ix_.bup),
-                          .dx = dmg.ptr(), .rows = T, .n = F, .k = H, .accumulate_dx = true});
+                          .dx = dmg.ptr(), .rows = T, .n = F, .k = H, .accumulate_dx = true, .fp8 = F8(ix_.up)});
     }
   }
   df.Reset();
@@ -392,7 +405,7 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
   {
     auto s = rec.Op(OpKind::kAttnOut, layer_);
     LinearBackward(be, {.dy = dof.ptr(), .x = c.ctx.ptr(), .w = P(ix_.wo), .dw = G(ix_.wo), .dx = dctx.ptr(),
-                        .rows = T, .n = H, .k = Q});
+                        .rows = T, .n = H, .k = Q, .fp8 = F8(ix_.wo)});
   }
   dof.Reset();
   PX_ASSIGN(Tensor dq, ctx.Act(T * Q));
@@ -416,11 +429,11 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
     }
     const DevPtr in = c.ag.ptr();
     LinearBackward(be, {.dy = dq.ptr(), .x = in, .w = P(ix_.wq), .dw = G(ix_.wq), .dbias = G(ix_.bq),
-                        .dx = dag.ptr(), .rows = T, .n = Q, .k = H});
+                        .dx = dag.ptr(), .rows = T, .n = Q, .k = H, .fp8 = F8(ix_.wq)});
     LinearBackward(be, {.dy = dk.ptr(), .x = in, .w = P(ix_.wk), .dw = G(ix_.wk), .dbias = G(ix_.bk),
-                        .dx = dag.ptr(), .rows = T, .n = K, .k = H, .accumulate_dx = true});
+                        .dx = dag.ptr(), .rows = T, .n = K, .k = H, .accumulate_dx = true, .fp8 = F8(ix_.wk)});
     LinearBackward(be, {.dy = dv.ptr(), .x = in, .w = P(ix_.wv), .dw = G(ix_.wv), .dbias = G(ix_.bv),
-                        .dx = dag.ptr(), .rows = T, .n = K, .k = H, .accumulate_dx = true});
+                        .dx = dag.ptr(), .rows = T, .n = K, .k = H, .accumulate_dx = true, .fp8 = F8(ix_.wv)});
   }
   dq.Reset();
   dk.Reset();

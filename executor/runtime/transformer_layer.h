@@ -66,6 +66,8 @@ class TransformerLayer {
   Status AttentionCoreGrad(RuntimeContext& ctx, LayerCache& c, AttentionBackwardArgs a);
   DevPtr P(int i) const { return i < 0 ? DevPtr{} : group_->param(static_cast<size_t>(i)); }
   DevPtr G(int i) const { return i < 0 ? DevPtr{} : group_->grad(static_cast<size_t>(i)); }
+  //! The FP8 scales of the GEMM whose weight is parameter i (off unless the group has FP8 state).
+  Fp8Linear F8(int i) const { return i < 0 || group_->fp8() == nullptr ? Fp8Linear{} : group_->fp8()->Linear(i); }
 
   int64_t layer_;
   ParamGroup* group_;
@@ -90,6 +92,7 @@ struct LinearArgs {
   DevPtr x{}, w{}, bias{};  //!< bias optional
   DevPtr y{};
   int64_t rows = 0, n = 0, k = 0;
+  Fp8Linear fp8{};  //!< set (on()): the GEMM in FP8 with these scales (runtime/fp8_linear.h)
 };
 void LinearForward(Backend& be, const LinearArgs& a);
 
@@ -101,6 +104,7 @@ struct LinearBackwardArgs {
   DevPtr dw{}, dbias{}, dx{};
   int64_t rows = 0, n = 0, k = 0;
   bool accumulate_dx = false;
+  Fp8Linear fp8{};  //!< as LinearArgs::fp8
 };
 void LinearBackward(Backend& be, const LinearBackwardArgs& a);
 

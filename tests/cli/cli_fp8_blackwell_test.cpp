@@ -37,11 +37,13 @@ TEST(CliFp8, AnAmpereClusterRefusesFp8NamingTheDevice) {
   EXPECT_NE(r.err.find("a100-sxm-80g"), std::string::npos) << r.err;
 }
 
-TEST(CliFp8, RunRefusesFp8OnTheCpuBackendWithAReason) {
-  auto r = RunParallax("run --model gpt-tiny --cluster local-cpu --precision fp8 --steps 1 "
-                       "--plan dp=1,tp=1,pp=1,micro_batch=1,global_batch=1");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("precision fp8 is not supported by the cpu backend"), std::string::npos) << r.err;
+TEST(CliFp8, RunTrainsFp8OnTheCpuBackendByEmulatingIt) {
+  auto r = RunParallax("run --model gpt-tiny --precision fp8 --steps 2 "
+                       "--plan dp=1,tp=1,pp=1,micro_batch=1,global_batch=1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = StdoutJson(r);
+  EXPECT_EQ(j["precision"], "fp8");
+  EXPECT_EQ(j["grad_norms"].size(), 2u);
 }
 
 TEST(CliCluster, ShowExplainsTheNvlinkDomainOfAGb200Rack) {

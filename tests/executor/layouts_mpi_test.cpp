@@ -1,6 +1,6 @@
 // Correctness contract (issue 5): for the same seed and data, every layout's first 10 losses equal
-// the single-process reference within 1e-4 relative in fp32, and within 1e-3 in bf16 against the
-// bf16 single-process reference. Runs under mpirun; each rank also trains the reference itself on a
+// the single-process reference within 1e-4 relative in fp32, and within 1e-3 in bf16 and fp8 against
+// the single-process reference of the same precision (fp8 with tp > 1: 1.6e-2, see the test). Runs under mpirun; each rank also trains the reference itself on a
 // one-rank communicator. ctest starts this binary once per case with a filter and the case's -np
 // (tests/executor/CMakeLists.txt); a case run under another world size fails loudly (it once
 // skipped silently). The memory-truth suite alone is filtered by name under 2 and 4 ranks and
@@ -70,7 +70,14 @@ TEST_P(Layouts, LossesMatchSingleProcessReference) {
   auto r = Train(plan, *g_world, kSteps);
   ASSERT_TRUE(r) << r.error().message;
   const testing::TrainOutcome& reference = Reference(kGlobalBatch, precision);
-  const double tolerance = precision == Precision::kFp32 ? 1e-4 : 1e-3;
+  // fp8 with tp > 1: TP sums partial GEMM products in another order, and a bf16 activation or
+  // gradient that differs in its last bit can round to the neighbouring FP8 value, a unit 16 times
+  // bf16's (E4M3's 2^-3 against bf16's 2^-7): the bf16 bar times 16 (tp2 measured 3.5e-3 against
+  // bf16's 3.3e-4). Without tp (dp, pp, ZeRO) the casts see the reference's exact values and the
+  // amax reduction gives the reference's scales: the bf16 bar holds (1e-9 measured).
+  const double tolerance = precision == Precision::kFp32                  ? 1e-4
+                           : precision == Precision::kFp8 && plan.layout.tp > 1 ? 1.6e-2
+                                                                           : 1e-3;
   const std::vector<double>& ref = reference.losses;
   const double diff = MaxRelDiff(r->losses, ref);
   // Losses alone cannot see a gradient scaled by a constant (AdamW normalises it away); the global
@@ -111,7 +118,7 @@ const Case kCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Executor, Layouts,
                          ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values("none", "full"),
-                                            ::testing::Values(Precision::kFp32, Precision::kBf16)),
+                                            ::testing::Values(Precision::kFp32, Precision::kBf16, Precision::kFp8)),
                          [](const auto& param_info) {
                            return std::string(std::get<0>(param_info.param).name) + "_" +
                                   std::get<1>(param_info.param) + "_" + ToString(std::get<2>(param_info.param));
