@@ -100,7 +100,12 @@ void AddVariants(LayoutWalk& w, const Layout& base, const Sched& s) {
         l.schedule = s.kind;
         l.virtual_stages = s.v;
         l.sequence_parallel = sp == 1;
+        l.sync = w.o.fix.sync;
         if (!w.o.fix.Admits(l)) continue;
+        if (!ValidateSyncMode(l.sync, l.dp, l.tp, l.pp, l.zero_stage)) {
+          w.Reject("sync_mode_does_not_combine", l);
+          continue;
+        }
         if (zero > MaxZeroStage(w.o.implementation, l.pp)) {
           // The implementation cannot run this stage (its max_zero_stage facts).
           w.Reject("zero_stage_beyond_implementation", l);
@@ -155,7 +160,8 @@ void WalkPipelines(LayoutWalk& w, int64_t world, int64_t tp) {
 //! Every layout the space holds, with the divisibility rejections counted on the way.
 std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const TrainingSpec& t,
                                  const SearchOptions& o, Rejections& rej, int64_t& searched) {
-  const int64_t world = c.total_gpus();
+  // Dedicated parameter servers take their ranks before the workers are laid out.
+  const int64_t world = c.total_gpus() - o.fix.sync.dedicated_servers();
   // A fixed dimension is enumerated at exactly its value, whatever the default grid holds.
   LayoutWalk w{.m = m,
                .o = o,
