@@ -26,6 +26,8 @@ Result<ClusterSpec> ClusterFromJson(const Json& j, const std::string& file, cons
     PX_ASSIGN(c.device, DeviceFromJson(r.Raw("device"), file, r.PathOf("device")));
     c.intra_node = ReadLink(r.Object("intra_node"));
     c.inter_node = ReadLink(r.Object("inter_node"));
+    if (r.Has("stragglers")) c.stragglers = StragglersFromJson(r.Object("stragglers"));
+    if (r.Has("failures")) c.failures = FailuresFromJson(r.Object("failures"));
     r.Finish();
     return c;
   });
@@ -35,7 +37,7 @@ Json ClusterToJson(const ClusterSpec& c) {
   auto link = [](const LinkSpec& l) {
     return Json{{"bandwidth_GBps", l.bandwidth_GBps}, {"latency_us", l.latency_us}};
   };
-  return Json{{"kind", "cluster"},
+  Json j{{"kind", "cluster"},
               {"version", kClusterVersion},
               {"name", c.name},
               {"nodes", c.nodes},
@@ -43,6 +45,9 @@ Json ClusterToJson(const ClusterSpec& c) {
               {"device", DeviceToJson(c.device)},
               {"intra_node", link(c.intra_node)},
               {"inter_node", link(c.inter_node)}};
+  if (!c.stragglers.empty()) j["stragglers"] = StragglersToJson(c.stragglers);
+  if (!c.failures.empty()) j["failures"] = FailuresToJson(c.failures);
+  return j;
 }
 
 Result<ClusterSpec> LoadClusterFile(const std::string& path) {

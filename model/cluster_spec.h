@@ -5,6 +5,7 @@
 
 #include "model/device_spec.h"
 #include "model/json_io.h"
+#include "model/reliability.h"
 
 namespace parallax {
 
@@ -20,6 +21,8 @@ struct ClusterSpec {
   DeviceSpec device;
   LinkSpec intra_node;
   LinkSpec inter_node;
+  StragglerSpec stragglers;  //!< optional "stragglers": slow ranks/nodes and per-step jitter
+  FailureSpec failures;      //!< optional "failures": MTBF and checkpoint costs
 
   int64_t total_gpus() const { return nodes * gpus_per_node; }
 };
