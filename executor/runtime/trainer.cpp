@@ -126,11 +126,18 @@ Result<double> Trainer::ComputeGradients() {
   return loss / static_cast<double>(ctx_.layout.global_batch * ctx_.seq);
 }
 
-Result<StepResult> Trainer::Step() {
+Result<StepResult> Trainer::Step(const GradientHook& hook) {
   Backend& be = *ctx_.backend;
   const Event begin = be.RecordEvent(StreamKind::kCompute);
   PX_ASSIGN(auto loss, ComputeGradients());
-  PX_ASSIGN(auto opt, OptimizerStep(ctx_, model_->groups(), step_ + 1));
+  bool optimize = true;
+  if (hook) {
+    PX_ASSIGN(optimize, hook(*this));
+  }
+  OptimizerResult opt;
+  if (optimize) {
+    PX_ASSIGN(opt, OptimizerStep(ctx_, model_->groups(), step_ + 1));
+  }
   PX_TRY(ctx_.EndStep());
   const Event end = be.RecordEvent(StreamKind::kCompute);
   const Event both[] = {begin, end};

@@ -9,6 +9,7 @@
 
 #include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
+#include "planner/estimate/sync_modes.h"
 #include "planner/memory/peak_memory.h"
 
 namespace parallax::planner {
@@ -279,7 +280,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
         if (options.record_candidates) local_evaluated.push_back({i, {plan.layout, "out_of_memory", peak, std::nullopt}});
       } else {
         const PlanCosts pc = CostPlan(ctx, plan);
-        const StepTime st = EstimateStepTime(plan, pc);
+        const StepTime st = WithSyncMode(plan, pc, EstimateStepTime(plan, pc), options.db);
         const double tps = static_cast<double>(plan.layout.global_batch * seq) / st.step_time_s;
         local.push_back({plan.layout, tps, i});
         if (options.record_candidates) {
@@ -319,7 +320,8 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
   for (const Scored& s : best) {
     plan.layout = s.layout;
     plan.training.global_batch = s.layout.global_batch;
-    const StepTime st = EstimateStepTime(plan, CostPlan(ctx, plan));
+    const PlanCosts pc = CostPlan(ctx, plan);
+    const StepTime st = WithSyncMode(plan, pc, EstimateStepTime(plan, pc), options.db);
     result.plans.push_back({s.layout, FinishPrediction(plan, st.step_time_s, st.breakdown)});
   }
   result.rejected = rej.counts;
