@@ -176,6 +176,8 @@ struct StaleRun {
 //! Async (bound = infinity) and SSP: workers push to a server queue served in arrival order; a
 //! worker starts its next iteration with the weights the server answers, and under SSP only while
 //! its clock is at most `bound` ahead of the slowest. Staleness = updates between pull and push.
+//! Throughput: the time until W * iters gradients are applied, whoever pushed them (a fast worker
+//! contributes more under async).
 StaleRun SimulateStale(const std::vector<double>& f, double sigma, const IterationCosts& c, int64_t bound,
                        int64_t iters) {
   Jitter draw(sigma);
@@ -192,7 +194,8 @@ StaleRun SimulateStale(const std::vector<double>& f, double sigma, const Iterati
     queue.push({t + c.compute_s * f[w] * draw() + c.push_s / 2, w});
   };
   for (size_t w = 0; w < n; ++w) start(w, 0);
-  while (!queue.empty()) {
+  const auto total = static_cast<int64_t>(n) * iters;
+  while (!queue.empty() && version < total) {
     const auto [arrival, w] = queue.top();
     queue.pop();
     server_free = std::max(server_free, arrival) + c.serve_s;
@@ -206,7 +209,6 @@ StaleRun SimulateStale(const std::vector<double>& f, double sigma, const Iterati
     const int64_t slowest = *std::min_element(clock.begin(), clock.end());
     std::vector<size_t> still;
     for (size_t v : waiting) {
-      if (clock[v] >= iters) continue;
       if (clock[v] - slowest <= bound) {
         start(v, server_free + c.push_s / 2);
       } else {

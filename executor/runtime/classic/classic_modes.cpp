@@ -92,13 +92,16 @@ Status RunLocalSgd(Job& j, Trainer& t) {
   std::vector<float> w;
   std::vector<double> d;
   bool average = false;
+  // The weights and the Adam moments, so every worker restarts from one state.
   const auto average_models = [&]() -> Status {
     if (!average) return {};
-    flat.ReadWeights(*j.be, &w);
-    d.assign(w.begin(), w.end());
-    PX_TRY(j.world->HostAllReduce(d.data(), static_cast<int64_t>(d.size()), ReduceOp::kSum));
-    for (size_t k = 0; k < w.size(); ++k) w[k] = static_cast<float>(d[k] / static_cast<double>(j.workers));
-    flat.WriteWeights(*j.be, w);
+    for (FlatModel::Part part : {FlatModel::Part::kWeights, FlatModel::Part::kAdamM, FlatModel::Part::kAdamV}) {
+      flat.Read(*j.be, part, &w);
+      d.assign(w.begin(), w.end());
+      PX_TRY(j.world->HostAllReduce(d.data(), static_cast<int64_t>(d.size()), ReduceOp::kSum));
+      for (size_t k = 0; k < w.size(); ++k) w[k] = static_cast<float>(d[k] / static_cast<double>(j.workers));
+      flat.Write(*j.be, part, w);
+    }
     return {};
   };
   for (int64_t i = 0; i < j.steps; ++i) {

@@ -14,29 +14,26 @@ FlatModel::FlatModel(std::vector<ParamGroup*> groups) : groups_(std::move(groups
   }
 }
 
-void FlatModel::ReadGrads(Backend& be, std::vector<float>* out) const {
+DevPtr FlatModel::BufferOf(ParamGroup& g, Part part) {
+  switch (part) {
+    case Part::kWeights: return g.values().ptr();
+    case Part::kGrads: return g.grads().ptr();
+    case Part::kAdamM: return g.adam_m().ptr();
+    case Part::kAdamV: return g.adam_v().ptr();
+  }
+  return g.values().ptr();
+}
+
+void FlatModel::Read(Backend& be, Part part, std::vector<float>* out) const {
   out->resize(static_cast<size_t>(size_));
   for (size_t i = 0; i < groups_.size(); ++i) {
-    be.CopyToHost(out->data() + group_offset_[i], DType::kF32, groups_[i]->grads().ptr(), groups_[i]->padded());
+    be.CopyToHost(out->data() + group_offset_[i], DType::kF32, BufferOf(*groups_[i], part), groups_[i]->padded());
   }
 }
 
-void FlatModel::WriteGrads(Backend& be, const std::vector<float>& in) const {
+void FlatModel::Write(Backend& be, Part part, const std::vector<float>& in) const {
   for (size_t i = 0; i < groups_.size(); ++i) {
-    be.CopyToDevice(groups_[i]->grads().ptr(), in.data() + group_offset_[i], DType::kF32, groups_[i]->padded());
-  }
-}
-
-void FlatModel::ReadWeights(Backend& be, std::vector<float>* out) const {
-  out->resize(static_cast<size_t>(size_));
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    be.CopyToHost(out->data() + group_offset_[i], DType::kF32, groups_[i]->values().ptr(), groups_[i]->padded());
-  }
-}
-
-void FlatModel::WriteWeights(Backend& be, const std::vector<float>& in) const {
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    be.CopyToDevice(groups_[i]->values().ptr(), in.data() + group_offset_[i], DType::kF32, groups_[i]->padded());
+    be.CopyToDevice(BufferOf(*groups_[i], part), in.data() + group_offset_[i], DType::kF32, groups_[i]->padded());
   }
 }
 

@@ -26,12 +26,17 @@ class FlatModel {
   int64_t size() const { return size_; }
   const std::vector<FlatParam>& params() const { return params_; }
 
-  void ReadGrads(Backend& be, std::vector<float>* out) const;
-  void WriteGrads(Backend& be, const std::vector<float>& in) const;
-  void ReadWeights(Backend& be, std::vector<float>* out) const;
-  void WriteWeights(Backend& be, const std::vector<float>& in) const;
+  //! Which of each group's buffers (all full-size under ZeRO 0).
+  enum class Part { kWeights, kGrads, kAdamM, kAdamV };
+  void Read(Backend& be, Part part, std::vector<float>* out) const;
+  void Write(Backend& be, Part part, const std::vector<float>& in) const;
+  void ReadGrads(Backend& be, std::vector<float>* out) const { Read(be, Part::kGrads, out); }
+  void WriteGrads(Backend& be, const std::vector<float>& in) const { Write(be, Part::kGrads, in); }
+  void ReadWeights(Backend& be, std::vector<float>* out) const { Read(be, Part::kWeights, out); }
+  void WriteWeights(Backend& be, const std::vector<float>& in) const { Write(be, Part::kWeights, in); }
 
  private:
+  static DevPtr BufferOf(ParamGroup& g, Part part);
   std::vector<ParamGroup*> groups_;
   std::vector<int64_t> group_offset_;
   std::vector<FlatParam> params_;
