@@ -359,15 +359,21 @@ Status Summarise(Job& j, TrainingReport* report) {
   for (size_t k = 0; k < j.staleness.size(); ++k) counters[std::min(k, kStalenessBuckets - 1)] += j.staleness[k];
   counters[kStalenessBuckets] = static_cast<double>(j.dropped);
   PX_TRY(j.world->HostAllReduce(counters.data(), static_cast<int64_t>(counters.size()), ReduceOp::kSum));
+  // Wall clock of step i: when its workers finished it on average; for backup workers when the
+  // first did (the step is the coordinator's, a late worker's copy of it does not delay it). Never
+  // earlier than the step before.
+  const bool first_wins = j.mode.kind == SyncKind::kBackup;
+  double clock = 0;
   for (size_t i = 0; i < n; ++i) {
-    double loss = 0, time = 0, norm = 0, end = 0;
+    double loss = 0, time = 0, norm = 0, end_sum = 0, end_min = 1e300;
     int runs = 0;
     for (const Record& r : all) {
       if (r.step != static_cast<double>(i)) continue;
       loss += r.loss;
       time += r.duration_s;
       norm += r.grad_norm;
-      end = std::max(end, r.end_s);
+      end_sum += r.end_s;
+      end_min = std::min(end_min, r.end_s);
       ++runs;
     }
     const double k = std::max(runs, 1);
@@ -375,7 +381,8 @@ Status Summarise(Job& j, TrainingReport* report) {
     report->step_times_s.push_back(time / k);
     report->grad_norms.push_back(norm / k);
     report->skipped.push_back(false);
-    report->wall_clock_s.push_back(end);
+    clock = std::max(clock, runs == 0 ? clock : first_wins ? end_min : end_sum / k);
+    report->wall_clock_s.push_back(clock);
   }
   size_t last = 0;
   for (size_t k = 0; k < kStalenessBuckets; ++k) {
