@@ -309,7 +309,7 @@ Status RunBackupWorker(Job& j, Trainer& t) {
 // ---- roles and the report ----------------------------------------------------------------------
 
 //! A worker's own replica: dp=1 over its share of the global batch, reading its own samples.
-Result<std::unique_ptr<Trainer>> MakeWorker(Job& j, Communicator& self, TrainerOptions topt) {
+Result<std::unique_ptr<Trainer>> MakeWorker(Job& j, Communicator& self, const TrainerOptions& topt) {
   Plan local = *j.plan;
   local.layout.dp = 1;
   local.layout.global_batch = j.plan->layout.global_batch / j.workers;
