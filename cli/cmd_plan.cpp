@@ -10,7 +10,9 @@
 #include "cli/format.h"
 #include "cli/inputs.h"
 #include "cli/search_report.h"
+#include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
+#include "planner/estimate/sync_modes.h"
 #include "planner/export/deepspeed.h"
 #include "planner/export/megatron.h"
 #include "planner/memory/memory_model.h"
@@ -20,6 +22,49 @@
 
 namespace parallax::cli {
 namespace {
+
+//! The classic mode's estimate (throughput, waits, staleness) and, with a failure rate, the goodput
+//! and Young/Daly checkpoint interval; null when neither the plan nor the cluster asks for them.
+Json ClassicJson(const Plan& plan, const CostDb* db) {
+  const bool mode = !plan.layout.sync.is_default() || !plan.cluster.stragglers.empty();
+  if (!mode && plan.cluster.failures.empty()) return nullptr;
+  planner::CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
+  const planner::PlanCosts pc = planner::CostPlan(ctx, plan);
+  const planner::StepTime ar = planner::EstimateStepTime(plan, pc);
+  const planner::ModeEstimate e = planner::EstimateSyncMode(plan, pc, ar, db);
+  Json j = Json::object();
+  if (mode) {
+    j["sync_mode"] = planner::ModeEstimateToJson(e);
+    j["sync_mode"]["layout"] = LayoutToString(plan.layout);
+  }
+  if (!plan.cluster.failures.empty()) {
+    const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
+    j["goodput"] = planner::GoodputToJson(planner::EstimateGoodput(
+        plan, mode ? e.step_time_s : ar.step_time_s, static_cast<double>(plan.layout.global_batch * seq)));
+  }
+  return j;
+}
+
+//! The text form of ClassicJson.
+void PrintClassic(const Json& c) {
+  if (c.is_null()) return;
+  if (c.contains("sync_mode")) {
+    const Json& m = c["sync_mode"];
+    std::printf("classic mode     %s: step %s (all-reduce %s), compute %s, exchange %s, wait %s",
+                m["layout"].get<std::string>().c_str(), HumanSeconds(m["step_time_s"].get<double>()).c_str(),
+                HumanSeconds(m["allreduce_step_time_s"].get<double>()).c_str(), HumanSeconds(m["compute_s"].get<double>()).c_str(),
+                HumanSeconds(m["exchange_s"].get<double>()).c_str(), HumanSeconds(m["wait_s"].get<double>()).c_str());
+    if (m.contains("mean_staleness")) std::printf(", mean staleness %.2f", m["mean_staleness"].get<double>());
+    std::printf("\n");
+  }
+  if (c.contains("goodput")) {
+    const Json& g = c["goodput"];
+    std::printf("failures         job MTBF %s, checkpoint every %s (Young/Daly; write %s, restore %s): goodput %.1f%%\n",
+                HumanSeconds(g["job_mtbf_s"].get<double>()).c_str(), HumanSeconds(g["checkpoint_interval_s"].get<double>()).c_str(),
+                HumanSeconds(g["checkpoint_write_s"].get<double>()).c_str(), HumanSeconds(g["checkpoint_restore_s"].get<double>()).c_str(),
+                100 * g["goodput"].get<double>());
+  }
+}
 
 //! What `simulate` says beside a prediction of a layout outside what it searches: a TP group across
 //! nodes, a ZeRO stage the plan's implementation does not run (its max_zero_stage fact).
@@ -189,6 +234,7 @@ int RunPlan(const PlanOptions& o) {
     for (const auto& p : r->plans) plans.push_back(EntryJson(p.layout, p.prediction, mfu(p.prediction)));
     Json j = RejectedJson(*r);
     j["plans"] = plans;
+    if (Json c = ClassicJson(best, db); !c.is_null()) j["classic"] = c;
     j["search_time_s"] = r->search_time_s;
     AddPrecisionJson(j, in->precision);
     PrintJson(j);
@@ -206,6 +252,7 @@ int RunPlan(const PlanOptions& o) {
   for (const auto& p : r->plans) PrintBreakdownRow(i++, p.layout, p.prediction, mfu(p.prediction));
   std::printf("\nbest: ");
   PrintPrediction(r->plans.front().prediction, mfu(r->plans.front().prediction));
+  PrintClassic(ClassicJson(best, db));
   std::printf("\nrejected, by rule:%s\n", r->rejected.empty() ? " none" : "");
   for (const auto& [k, v] : r->rejected) {
     std::printf("  %6lld %s: %s\n", (long long)v, k.c_str(), RejectionInWords(k, *in).c_str());
@@ -234,8 +281,10 @@ int RunSimulate(const SimulateOptions& o) {
   }
   const auto& p = sim->prediction;
   const auto mfu = ShownMfu(p, plan.cluster, plan.training.precision, db);
+  const Json classic = ClassicJson(plan, db);
   if (o.json) {
     Json j = EntryJson(plan.layout, p, mfu);
+    if (!classic.is_null()) j["classic"] = classic;
     Json mem = Json::array();
     for (int64_t r = 0; r < plan.layout.pp; ++r) {
       const auto b = planner::EstimateRankMemory(plan, r);
@@ -255,6 +304,7 @@ int RunSimulate(const SimulateOptions& o) {
   std::printf("%s on %lld x %s: %s\n", plan.model.name.c_str(), (long long)plan.cluster.total_gpus(),
               plan.cluster.device.name.c_str(), LayoutToString(plan.layout).c_str());
   PrintPrediction(p, mfu);
+  PrintClassic(classic);
   std::printf("implementation   %s\n", plan.implementation.name.c_str());
   for (const std::string& n : SimulateNotes(plan)) std::printf("note             %s\n", n.c_str());
   for (int64_t r = 0; r < plan.layout.pp; ++r) {

@@ -37,6 +37,7 @@ struct RunOptions {
   int64_t threads = 0;
   std::string grad_reduce = "fp32";
   bool no_cupti = false;
+  std::string inject_slow;
 };
 
 //! {"weights": bytes, ...} in MemoryKind order (the names simulate's memory_per_pp_rank uses).
@@ -107,6 +108,7 @@ int Run(const RunOptions& o) {
   ro.resume = o.resume;
   ro.trace_path = o.trace;
   ro.threads = o.threads;
+  ro.inject_slow = o.inject_slow;
   ro.activity = activity.get();
   ro.trainer.data.file = o.data;
   ro.trainer.data.seed = plan.training.seed;
@@ -144,7 +146,17 @@ int Run(const RunOptions& o) {
   }
   if (root) {
     if (o.json) {
+      Json classic = Json::object();
+      if (!l.sync.is_default()) {
+        classic = Json{{"sync", SyncToString(l.sync)},
+                       {"compression", CompressionToString(l.sync)},
+                       {"data", DataToString(l.sync)},
+                       {"wall_clock_s", report->wall_clock_s},
+                       {"staleness_histogram", report->staleness_histogram},
+                       {"dropped_gradients", report->dropped_gradients}};
+      }
       PrintJson(Json{{"losses", report->losses},
+                     {"classic", classic},
                      {"step_times_s", report->step_times_s},
                      {"step_time_s", report->step_time_s()},
                      {"step_time_rule", kMeasuredStepRule},
@@ -236,6 +248,8 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
       ->check(PrecisionCheck());
   cmd->add_option("--grad-reduce", o->grad_reduce, "Element type of DP gradient reduction: fp32 or bf16")
       ->capture_default_str();
+  cmd->add_option("--inject-slow", o->inject_slow,
+                  "rank=R,factor=F: rank R computes F times slower (a straggler, for the classic modes' tests)");
   cmd->add_option("--threads", o->threads,
                   "Intra-op threads per rank (default 0: share each node's CPUs among its ranks)")
       ->check(AtLeast(0));

@@ -1,5 +1,7 @@
 #include "executor/backend.h"
 
+#include "executor/mailbox.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -8,6 +10,12 @@
 #include <map>
 
 namespace parallax::executor {
+
+Result<std::unique_ptr<Mailbox>> Communicator::OpenMailbox() {
+  return Error{"this communicator has no host mailbox: the classic modes (parameter servers, async, backup workers) "
+               "run under MPI with the cpu backend",
+               ErrorKind::kBadInput};
+}
 
 const char* ToString(MemoryKind k) {
   switch (k) {

@@ -45,6 +45,7 @@ struct HostThreads;
 
 class Backend;
 class LaunchContext;
+class Mailbox;
 
 //! What a tensor holds, for the per-rank memory breakdown (compared with the planner's model).
 enum class MemoryKind { kWeights, kGradients, kOptimizer, kActivations, kWorkspace };
@@ -156,6 +157,9 @@ class Communicator {
   virtual Result<std::unique_ptr<Communicator>> Split(const std::vector<int>& ranks) = 0;
   //! Ends the whole job after an unrecoverable per-rank error (MPI_Abort); no-op locally.
   virtual void Abort(int exit_code) = 0;
+  //! Collective: host-plane messages between the members (executor/mailbox.h), for the classic
+  //! modes; a communicator without them says so.
+  virtual Result<std::unique_ptr<Mailbox>> OpenMailbox();
 };
 
 enum class Trans { kNo, kYes };

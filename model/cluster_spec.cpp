@@ -27,6 +27,8 @@ Result<ClusterSpec> ClusterFromJson(const Json& j, const std::string& file, cons
     c.intra_node = ReadLink(r.Object("intra_node"));
     c.inter_node = ReadLink(r.Object("inter_node"));
     c.nvlink_domain = r.Has("nvlink_domain") ? r.PositiveInt("nvlink_domain") : 0;
+    if (r.Has("stragglers")) c.stragglers = StragglersFromJson(r.Object("stragglers"));
+    if (r.Has("failures")) c.failures = FailuresFromJson(r.Object("failures"));
     r.Finish();
     return c;
   });
@@ -46,6 +48,8 @@ Json ClusterToJson(const ClusterSpec& c) {
          {"inter_node", link(c.inter_node)}};
   // Written only where it differs from the default, so files of node-sized domains stay as they were.
   if (c.domain_size() != c.gpus_per_node) j["nvlink_domain"] = c.nvlink_domain;
+  if (!c.stragglers.empty()) j["stragglers"] = StragglersToJson(c.stragglers);
+  if (!c.failures.empty()) j["failures"] = FailuresToJson(c.failures);
   return j;
 }
 

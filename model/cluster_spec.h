@@ -7,6 +7,7 @@
 
 #include "model/device_spec.h"
 #include "model/json_io.h"
+#include "model/reliability.h"
 
 namespace parallax {
 
@@ -26,6 +27,8 @@ struct ClusterSpec {
   //! contiguous blocks of ranks (rank / domain size), the last one possibly partial. Traffic inside a
   //! domain runs over the intra_node links, between domains over the nodes' NICs (inter_node).
   int64_t nvlink_domain = 0;
+  StragglerSpec stragglers;  //!< optional "stragglers": slow ranks/nodes and per-step jitter
+  FailureSpec failures;      //!< optional "failures": MTBF and checkpoint costs
 
   int64_t total_gpus() const { return nodes * gpus_per_node; }
   //! GPUs per NVLink domain (nvlink_domain, else gpus_per_node): the one definition the planner's

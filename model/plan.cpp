@@ -84,6 +84,10 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
       PX_ASSIGN(field, ParseInt(key, v));
       return Status::Ok();
     };
+    if (auto sync = ParseSyncKey(key, v, &l.sync)) {
+      PX_TRY(*sync);
+      continue;
+    }
     Status st;
     if (key == "dp") st = set_int(l.dp);
     else if (key == "tp") st = set_int(l.tp);
@@ -106,7 +110,7 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
     } else {
       return BadInput("plan: /" + key +
                       ": unknown key (expected dp, tp, pp, cp, zero, micro_batch, global_batch, recompute, "
-                      "schedule, virtual_stages, sequence_parallel)");
+                      "schedule, virtual_stages, sequence_parallel, sync, servers, compression, data)");
     }
     PX_TRY(st);
   }
@@ -129,6 +133,7 @@ Result<Layout> LayoutFromJson(const Json& j, const std::string& file, const std:
     l.schedule = *ScheduleFromString(r.Choice("schedule", {"gpipe", "1f1b", "interleaved"}, "1f1b"));
     l.virtual_stages = r.PositiveInt("virtual_stages", 1);
     l.sequence_parallel = r.Bool("sequence_parallel", false);
+    l.sync = SyncModeFromJson(r);
     r.Finish();
     return l;
   });
@@ -146,6 +151,7 @@ Json LayoutToJson(const Layout& l) {
          {"virtual_stages", l.virtual_stages},
          {"sequence_parallel", l.sequence_parallel}};
   if (l.cp != 1) j["cp"] = l.cp;
+  SyncModeToJson(l.sync, &j);
   return j;
 }
 
@@ -156,7 +162,8 @@ std::string LayoutToString(const Layout& l) {
   o << ",zero=" << l.zero_stage
     << ",micro_batch=" << l.micro_batch << ",global_batch=" << l.global_batch
     << ",recompute=" << ToString(l.recompute) << ",schedule=" << ToString(l.schedule)
-    << ",virtual_stages=" << l.virtual_stages << ",sequence_parallel=" << (l.sequence_parallel ? 1 : 0);
+    << ",virtual_stages=" << l.virtual_stages << ",sequence_parallel=" << (l.sequence_parallel ? 1 : 0)
+    << SyncModeInlineSuffix(l.sync);
   return o.str();
 }
 
@@ -180,12 +187,14 @@ Status ValidateLayout(const Layout& l, const ModelSpec& m, const ClusterSpec& c,
   if (l.virtual_stages <= 0) return fail("virtual_stages must be > 0");
   const bool placed = world_size == 0;
   const int64_t world = placed ? c.total_gpus() : world_size;
-  if (l.world_size() != world) {
-    const std::string product = l.cp == 1 ? "dp*tp*pp = " + s(l.dp) + "*" + s(l.tp) + "*" + s(l.pp)
-                                          : "dp*tp*cp*pp = " + s(l.dp) + "*" + s(l.tp) + "*" + s(l.cp) + "*" + s(l.pp);
-    return fail(product + " = " + s(l.world_size()) + " does not equal the " +
+  if (l.job_ranks() != world) {
+    const std::string servers = l.sync.dedicated_servers() > 0 ? " + " + s(l.sync.dedicated_servers()) : "";
+    const std::string product = std::string(l.cp == 1 ? "dp*tp*pp" : "dp*tp*cp*pp") + (servers.empty() ? "" : " + servers") +
+                                " = " + s(l.dp) + "*" + s(l.tp) + (l.cp == 1 ? "" : "*" + s(l.cp)) + "*" + s(l.pp) + servers;
+    return fail(product + " = " + s(l.job_ranks()) + " does not equal the " +
                 (placed ? "cluster's GPU count " : "world size ") + s(world));
   }
+  PX_TRY(ValidateSyncMode(l.sync, l.dp, l.tp, l.pp, l.zero_stage));
   if (m.heads % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide heads=" + s(m.heads));
   if (m.kv_heads % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide kv_heads=" + s(m.kv_heads));
   if (m.ffn_hidden % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide ffn_hidden=" + s(m.ffn_hidden));

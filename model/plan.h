@@ -10,6 +10,7 @@
 #include "model/json_io.h"
 #include "model/model_spec.h"
 #include "model/schedule.h"
+#include "model/sync_mode.h"
 #include "model/training_spec.h"
 
 namespace parallax {
@@ -31,8 +32,11 @@ struct Layout {
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   int64_t virtual_stages = 1;  //!< model chunks per pipeline rank (interleaved only)
   bool sequence_parallel = false;
+  SyncMode sync;  //!< classic modes (model/sync_mode.h); the default is the all-reduce family
 
   int64_t world_size() const { return dp * tp * cp * pp; }
+  //! Ranks of the job: the workers plus dedicated parameter servers (after the workers).
+  int64_t job_ranks() const { return world_size() + sync.dedicated_servers(); }
   //! Micro-batches per step per pipeline (gradient-accumulation steps).
   int64_t num_microbatches() const { return global_batch / (dp * micro_batch); }
 };

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "executor/cpu/cpu_streams.h"
+#include "executor/cpu/mpi_mailbox.h"
 #include "executor/cpu/wait_policy.h"
 
 namespace parallax::executor {
@@ -369,5 +370,7 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::Split(const std::vector<i
 }
 
 void MpiCommunicator::Abort(int exit_code) { MPI_Abort(MPI_COMM_WORLD, exit_code); }
+
+Result<std::unique_ptr<Mailbox>> MpiCommunicator::OpenMailbox() { return MpiMailbox::Open(this, host_comm_); }
 
 }  // namespace parallax::executor

@@ -135,13 +135,20 @@ Result<double> Trainer::ComputeGradients() {
   return loss / static_cast<double>(ctx_.layout.global_batch * ctx_.seq);
 }
 
-Result<StepResult> Trainer::Step() {
+Result<StepResult> Trainer::Step(const GradientHook& hook) {
   Backend& be = *ctx_.backend;
   const Event begin = be.RecordEvent(StreamKind::kCompute);
   PX_ASSIGN(auto loss, ComputeGradients());
+  bool optimize = true;
+  if (hook) {
+    PX_ASSIGN(optimize, hook(*this));
+  }
   // The next step's FP8 scales from this step's amaxes (delayed scaling).
   if (ctx_.fp8) PX_TRY(Fp8EndStep(ctx_, model_->groups()));
-  PX_ASSIGN(auto opt, OptimizerStep(ctx_, model_->groups(), step_ + 1));
+  OptimizerResult opt;
+  if (optimize) {
+    PX_ASSIGN(opt, OptimizerStep(ctx_, model_->groups(), step_ + 1));
+  }
   PX_TRY(ctx_.EndStep());
   const Event end = be.RecordEvent(StreamKind::kCompute);
   const Event both[] = {begin, end};

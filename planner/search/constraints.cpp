@@ -36,6 +36,7 @@ Result<Constraints> ParseConstraints(const std::string& text) {
     else if (key == "recompute") c.recompute = l.recompute;
     else if (key == "schedule") c.schedule = l.schedule;
     else if (key == "sequence_parallel" || key == "sp") c.sequence_parallel = l.sequence_parallel;
+    else (void)ParseSyncKey(key, item.substr(eq + 1), &c.sync);  // its value was checked by ParseInlineLayout
   }
   const std::pair<const char*, const std::optional<int64_t>*> sizes[] = {
       {"dp", &c.dp}, {"tp", &c.tp}, {"pp", &c.pp}, {"cp", &c.cp}, {"micro_batch", &c.micro_batch},

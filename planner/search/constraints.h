@@ -14,6 +14,8 @@ struct Constraints {
   std::optional<Recompute> recompute;
   std::optional<ScheduleKind> schedule;
   std::optional<bool> sequence_parallel;
+  //! Classic mode every searched layout takes (sync, servers, compression, data keys); default: all-reduce.
+  SyncMode sync;
 
   bool Admits(const Layout& l) const;
 };

@@ -11,6 +11,7 @@
 #include "model/stage_split.h"
 #include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
+#include "planner/estimate/sync_modes.h"
 #include "planner/memory/peak_memory.h"
 #include "planner/sim/simulator.h"
 
@@ -106,7 +107,12 @@ void AddVariants(LayoutWalk& w, const Layout& base, const Sched& s) {
         l.schedule = s.kind;
         l.virtual_stages = s.v;
         l.sequence_parallel = sp == 1;
+        l.sync = w.o.fix.sync;
         if (!w.o.fix.Admits(l)) continue;
+        if (!ValidateSyncMode(l.sync, l.dp, l.tp, l.pp, l.zero_stage)) {
+          w.Reject("sync_mode_does_not_combine", l);
+          continue;
+        }
         if (zero > MaxZeroStage(w.o.implementation, l.pp)) {
           // The implementation cannot run this stage (its max_zero_stage facts).
           w.Reject("zero_stage_beyond_implementation", l);
@@ -188,7 +194,8 @@ void WalkContextParallel(LayoutWalk& w, int64_t world, int64_t tp) {
 //! Every layout the space holds, with the divisibility rejections counted on the way.
 std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const TrainingSpec& t,
                                  const SearchOptions& o, Rejections& rej, int64_t& searched) {
-  const int64_t world = c.total_gpus();
+  // Dedicated parameter servers take their ranks before the workers are laid out.
+  const int64_t world = c.total_gpus() - o.fix.sync.dedicated_servers();
   // A fixed dimension is enumerated at exactly its value, whatever the default grid holds.
   LayoutWalk w{.m = m,
                .o = o,
@@ -274,9 +281,18 @@ std::vector<RankedPlan> SimulateTop(const std::vector<Scored>& top, const Plan& 
       out[i].layout = top[i].layout;
       if (auto sim = Simulate(plan, db)) {
         out[i].prediction = sim->prediction;
+        if (!plan.layout.sync.is_default() || !plan.cluster.stragglers.empty()) {
+          // The simulator runs the all-reduce family without stragglers; the mode's exchange and
+          // waits come from its estimate (planner/estimate/sync_modes.h) on the simulated step.
+          CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
+          const StepTime st = WithSyncMode(plan, CostPlan(ctx, plan),
+                                           StepTime{sim->prediction.step_time_s, sim->prediction.breakdown}, db);
+          out[i].prediction = FinishPrediction(plan, st.step_time_s, st.breakdown);
+        }
       } else {  // the search validated the layout: not expected, but the closed form still holds
         CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
-        const StepTime st = EstimateStepTime(plan, CostPlan(ctx, plan));
+        const PlanCosts pc = CostPlan(ctx, plan);
+        const StepTime st = WithSyncMode(plan, pc, EstimateStepTime(plan, pc), db);
         out[i].prediction = FinishPrediction(plan, st.step_time_s, st.breakdown);
       }
     }
@@ -338,7 +354,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
         if (options.record_candidates) local_evaluated.push_back({i, {plan.layout, "out_of_memory", peak, std::nullopt}});
       } else {
         const PlanCosts pc = CostPlan(ctx, plan);
-        const StepTime st = EstimateStepTime(plan, pc);
+        const StepTime st = WithSyncMode(plan, pc, EstimateStepTime(plan, pc), options.db);
         const double tps = static_cast<double>(plan.layout.global_batch * seq) / st.step_time_s;
         local.push_back({plan.layout, tps, i});
         if (options.record_candidates) {
