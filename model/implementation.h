@@ -127,7 +127,7 @@ int64_t DpBucketBytes(const ImplementationProfile& impl, int64_t layer_grad_byte
 inline constexpr int64_t kUnfusedAttentionChunkBytes = int64_t{256} << 20;
 int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items);
 
-//! Built-in profiles: deepspeed, megatron-2021, megatron-2022, megatron-core, parallax.
+//! Built-in profiles: deepspeed, megatron-2021, megatron-2022, megatron-core, parallax, pytorch.
 std::vector<std::string> ImplementationNames();
 //! A preset by name; an unknown name is bad input listing the known ones.
 Result<ImplementationProfile> ImplementationPreset(const std::string& name);

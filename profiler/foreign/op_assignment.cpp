@@ -1,0 +1,272 @@
+#include "profiler/foreign/op_assignment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+#include "traces/tracer.h"
+
+namespace parallax::profiler {
+namespace {
+
+struct PlanOp {
+  size_t slice = 0;
+  OpIdentity id;
+  traces::Stream stream = traces::Stream::kCompute;
+  int64_t predicted_ns = 0;
+};
+
+//! The rank's predicted ops with identities, compute and communication apart, by start.
+std::pair<std::vector<PlanOp>, std::vector<PlanOp>> PlanOps(const traces::Trace& predicted, int64_t rank) {
+  std::vector<PlanOp> compute, comm;
+  for (size_t i = 0; i < predicted.slices().size(); ++i) {
+    const traces::Slice& s = predicted.slice(i);
+    const traces::Track& tr = predicted.track(s.track);
+    auto id = predicted.identity(s);
+    if (!id || tr.rank != rank) continue;
+    PlanOp op{i, *id, tr.stream, s.dur_ns};
+    (traces::IsCommStream(tr.stream) ? comm : compute).push_back(op);
+  }
+  auto by_start = [&](const PlanOp& a, const PlanOp& b) {
+    return predicted.slice(a.slice).start_ns < predicted.slice(b.slice).start_ns;
+  };
+  std::stable_sort(compute.begin(), compute.end(), by_start);
+  std::stable_sort(comm.begin(), comm.end(), by_start);
+  return {compute, comm};
+}
+
+bool PhaseFits(Phase unit, Phase op) { return unit == op || (unit == Phase::kBwd && op == Phase::kRecompute); }
+
+bool Candidate(const AttributedUnit& u, const PlanOp& op) {
+  const auto& ops = u.rule->ops;
+  return std::find(ops.begin(), ops.end(), op.id.op) != ops.end() && (u.comm || PhaseFits(u.phase, op.id.phase));
+}
+
+//! First op in [from, from + kAssignLookahead] that `u` can be.
+std::optional<size_t> FindOp(const AttributedUnit& u, const std::vector<PlanOp>& ops, size_t from) {
+  for (size_t j = from; j < ops.size() && j <= from + kAssignLookahead; ++j) {
+    if (Candidate(u, ops[j])) return j;
+  }
+  return std::nullopt;
+}
+
+struct OpWork {
+  int64_t first_ns = -1;
+  int64_t work_ns = 0;
+  int64_t nested = 0;
+  int64_t units = 0;
+};
+
+//! Recorded host events that start before `t` (the profiler's bookkeeping so far).
+class EventsBefore {
+ public:
+  explicit EventsBefore(const KinetoEvents& ev) {
+    for (const auto& e : ev.events) {
+      if (e.cat.empty() || e.cat == "cpu_op" || e.cat == "user_annotation") ts_.push_back(e.ts_ns);
+    }
+  }
+  int64_t operator()(int64_t t) const {
+    return static_cast<int64_t>(std::lower_bound(ts_.begin(), ts_.end(), t) - ts_.begin());
+  }
+
+ private:
+  std::vector<int64_t> ts_;  // sorted: events are
+};
+
+class Assigner {
+ public:
+  Assigner(const KinetoEvents& ev, const Attribution& a, const traces::Trace& predicted, int64_t rank)
+      : ev_(ev), a_(a), predicted_(predicted), rank_(rank) {
+    std::tie(compute_, comm_) = PlanOps(predicted, rank);
+    work_.emplace_back(compute_.size());
+  }
+
+  void Run() {
+    for (const AttributedUnit& u : a_.units) {
+      FamilyTime& f = families_[std::string(FamilyOf(u))];
+      f.time_s += static_cast<double>(u.dur_ns) * 1e-9;
+      ++f.units;
+      const bool given = u.comm ? AssignComm(u) : AssignCompute(u);
+      if (given) {
+        f.attributed_s += static_cast<double>(u.dur_ns) * 1e-9;
+        ++assigned_;
+      } else {
+        UnattributedTime& t = unattributed_[ev_.events[u.event].name];
+        t.time_s += static_cast<double>(u.dur_ns) * 1e-9;
+        ++t.count;
+      }
+    }
+  }
+
+  const std::vector<PlanOp>& compute() const { return compute_; }
+  //! Per profiled step, per plan op.
+  const std::vector<std::vector<OpWork>>& work() const { return work_; }
+  //! (plan op, unit, step)
+  const std::vector<std::tuple<const PlanOp*, const AttributedUnit*, int64_t>>& comm_pairs() const { return comm_pairs_; }
+  std::map<std::string, FamilyTime>& families() { return families_; }
+  std::map<std::string, UnattributedTime>& unattributed() { return unattributed_; }
+  int64_t assigned() const { return assigned_; }
+
+ private:
+  bool AssignCompute(const AttributedUnit& u) {
+    const bool glue = u.rule == nullptr || u.rule->ops.empty();
+    if (glue) {
+      if (!started_) return false;
+      Add(current_, u);
+      return true;
+    }
+    auto j = FindOp(u, compute_, started_ ? current_ : 0);
+    if (!j && started_ && current_ + kAssignLookahead + 1 >= compute_.size()) {
+      // The plan's last ops are done: a unit that starts the op list again starts the next step.
+      j = FindOp(u, compute_, 0);
+      if (j) {
+        work_.emplace_back(compute_.size());
+        comm_next_ = 0;
+      }
+    }
+    if (!j) return false;
+    current_ = *j;
+    started_ = true;
+    Add(current_, u);
+    return true;
+  }
+
+  bool AssignComm(const AttributedUnit& u) {
+    if (u.rule == nullptr || u.rule->ops.empty()) return false;
+    auto j = FindOp(u, comm_, comm_next_);
+    if (!j) return false;
+    comm_pairs_.emplace_back(&comm_[*j], &u, static_cast<int64_t>(work_.size()) - 1);
+    comm_next_ = *j + 1;
+    return true;
+  }
+
+  void Add(size_t j, const AttributedUnit& u) {
+    OpWork& w = work_.back()[j];
+    if (w.first_ns < 0) w.first_ns = u.start_ns;
+    w.work_ns += u.dur_ns;
+    w.nested += u.nested_events;
+    ++w.units;
+  }
+
+  const KinetoEvents& ev_;
+  const Attribution& a_;
+  const traces::Trace& predicted_;
+  int64_t rank_;
+  std::vector<PlanOp> compute_, comm_;
+  std::vector<std::vector<OpWork>> work_;
+  std::vector<std::tuple<const PlanOp*, const AttributedUnit*, int64_t>> comm_pairs_;
+  std::map<std::string, FamilyTime> families_;
+  std::map<std::string, UnattributedTime> unattributed_;
+  size_t current_ = 0, comm_next_ = 0;
+  bool started_ = false;
+  int64_t assigned_ = 0;
+};
+
+//! Ops whose measured work over their prediction is more than kOutOfLineRatio from the median ratio.
+std::pair<int64_t, int64_t> OutOfLine(const Assigner& as) {
+  std::vector<double> ratios;
+  for (const auto& step : as.work()) {
+    for (size_t j = 0; j < as.compute().size(); ++j) {
+      const OpWork& w = step[j];
+      if (w.units > 0 && as.compute()[j].predicted_ns > 0) {
+        ratios.push_back(static_cast<double>(w.work_ns) / static_cast<double>(as.compute()[j].predicted_ns));
+      }
+    }
+  }
+  if (ratios.empty()) return {0, 0};
+  std::vector<double> sorted = ratios;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
+  const double med = sorted[sorted.size() / 2];
+  int64_t out = 0;
+  for (double r : ratios) out += (r > med * kOutOfLineRatio || r * kOutOfLineRatio < med) ? 1 : 0;
+  return {static_cast<int64_t>(ratios.size()), out};
+}
+
+traces::Trace BuildMeasured(const KinetoEvents& ev, const Attribution& a, const Assigner& as, int64_t rank,
+                            double& removed_s) {
+  traces::Tracer t("measured");
+  const EventsBefore before(ev);
+  const bool host = !a.device_trace;
+  const double c_ns = a.overhead_per_event_s * 1e9;
+  auto shift = [&](int64_t ts) { return host ? ts - std::llround(c_ns * static_cast<double>(before(ts))) : ts; };
+  const traces::TrackId compute = t.Track(rank, traces::Stream::kCompute);
+  for (size_t step = 0; step < as.work().size(); ++step) {
+    for (size_t j = 0; j < as.compute().size(); ++j) {
+      const OpWork& w = as.work()[step][j];
+      if (w.units == 0) continue;
+      OpIdentity id = as.compute()[j].id;
+      id.step = static_cast<int64_t>(step);
+      const int64_t nested_ns = std::llround(c_ns * static_cast<double>(w.nested));
+      const int64_t dur = host ? std::max<int64_t>(0, w.work_ns - nested_ns) : w.work_ns;
+      t.Record(compute, t.OpName(id.op), shift(w.first_ns), dur, id);
+    }
+  }
+  for (const auto& [op, u, step] : as.comm_pairs()) {
+    OpIdentity id = op->id;
+    id.rank = rank;
+    id.step = step;
+    traces::SliceArgs args = traces::SliceArgs::Comm(u->bytes, u->group_size);
+    t.Record(t.Track(rank, op->stream), t.OpName(id.op), shift(u->start_ns), u->dur_ns, id, args);
+  }
+  removed_s = host ? c_ns * static_cast<double>(before(a.last_ns) - before(a.first_ns)) * 1e-9 : 0;  // all steps
+  return t.Take();
+}
+
+}  // namespace
+
+Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a, const traces::Trace& predicted,
+                                   int64_t rank, const std::string& file) {
+  Assigner as(ev, a, predicted, rank);
+  if (as.compute().empty()) return BadInput(file + ": the plan predicts no op on rank " + std::to_string(rank));
+  as.Run();
+  AssignedTrace out;
+  ForeignReport& r = out.report;
+  r.form = ev.array_form ? "array" : "kineto";
+  r.units = a.device_trace ? "device kernels" : "host ops";
+  r.rank = rank;
+  r.unit_count = static_cast<int64_t>(a.units.size());
+  r.assigned = as.assigned();
+  r.steps = static_cast<int64_t>(as.work().size());
+  const double span_s = static_cast<double>(a.last_ns - a.first_ns) * 1e-9;
+  r.step_s = span_s / static_cast<double>(r.steps);
+  std::tie(r.ops_matched, r.ops_out_of_line) = OutOfLine(as);
+  if (r.ops_matched == 0) {
+    return BadInput(file + ": none of its " + std::to_string(r.unit_count) + " " + r.units +
+                    " maps onto the plan's ops: is it a trace of this model and implementation?");
+  }
+  if (static_cast<double>(r.ops_out_of_line) > kMaxOutOfLineShare * static_cast<double>(r.ops_matched)) {
+    return BadInput(file + ": " + std::to_string(r.ops_out_of_line) + " of " + std::to_string(r.ops_matched) +
+                    " ops took a time out of line with the plan's prediction (over " +
+                    std::to_string(static_cast<int>(kOutOfLineRatio)) +
+                    "x from the median ratio): the trace does not follow the plan's op order");
+  }
+  for (auto& [name, f] : as.families()) {
+    f.family = name;
+    f.time_s /= static_cast<double>(r.steps);
+    f.attributed_s /= static_cast<double>(r.steps);
+    r.attributed_s += f.attributed_s;
+    if (name == "glue") r.glue_s = f.attributed_s;
+    r.families.push_back(f);
+  }
+  for (auto& [name, u] : as.unattributed()) {
+    u.name = name;
+    u.time_s /= static_cast<double>(r.steps);
+    u.share_of_step = r.step_s > 0 ? u.time_s / r.step_s : 0;
+    r.unattributed.push_back(u);
+  }
+  std::sort(r.families.begin(), r.families.end(), [](const auto& x, const auto& y) { return x.time_s > y.time_s; });
+  std::sort(r.unattributed.begin(), r.unattributed.end(), [](const auto& x, const auto& y) { return x.time_s > y.time_s; });
+  r.overhead_per_event_s = a.device_trace ? 0 : a.overhead_per_event_s;
+  r.overhead_pairs = a.overhead_pairs;
+  r.recorded_events = a.recorded_events;
+  out.measured = BuildMeasured(ev, a, as, rank, r.overhead_removed_s);
+  r.overhead_removed_s /= static_cast<double>(r.steps);
+  out.measured.metadata.source = file;
+  return out;
+}
+
+}  // namespace parallax::profiler
