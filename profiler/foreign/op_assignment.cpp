@@ -252,6 +252,14 @@ Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a,
     if (name == "glue") r.glue_s = f.attributed_s;
     r.families.push_back(f);
   }
+  double units_s = 0;
+  for (const auto& f : r.families) units_s += f.time_s;
+  if (r.attributed_s < kMinExplainedShare * units_s) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, ": only %.0f%% of its %s' time lands on the plan's ops: ",
+                  100 * r.attributed_s / units_s, r.units.c_str());
+    return BadInput(file + buf + "is it a trace of this model and implementation?");
+  }
   for (auto& [name, u] : as.unattributed()) {
     u.name = name;
     u.time_s /= static_cast<double>(r.steps);

@@ -28,7 +28,9 @@ namespace parallax::profiler {
 //! (either way) are out of line; more than kMaxOutOfLineShare of the ops out of line means the
 //! trace does not follow the plan's op order (another model or code).
 inline constexpr double kOutOfLineRatio = 5.0;
-inline constexpr double kMaxOutOfLineShare = 0.25;
+inline constexpr double kMaxOutOfLineShare = 0.1;
+//! Less of the units' time than this given to plan ops: the trace is of another model or code.
+inline constexpr double kMinExplainedShare = 0.8;
 //! How far past the current op a unit may look for its op.
 inline constexpr size_t kAssignLookahead = 4;
 
@@ -72,7 +74,8 @@ struct AssignedTrace {
 };
 
 //! `predicted`: the plan simulated (all ranks); `rank`: the traced rank. A trace with no unit that
-//! lands on a plan op, or whose ops are out of line too often, is bad input naming `file`.
+//! lands on a plan op, with less than kMinExplainedShare of its units' time on plan ops, or whose ops
+//! are out of line too often, is bad input naming `file`.
 Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a, const traces::Trace& predicted,
                                    int64_t rank, const std::string& file);
 

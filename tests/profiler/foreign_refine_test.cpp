@@ -1,0 +1,74 @@
+// `parallax refine --implementation pytorch` on the trace Debian's PyTorch 1.13 wrote for the peer
+// GPT at micro-batch 8 (tests/data/traces/pytorch-cpu): the array form's bare aten names land on
+// the plan's ops in its order, refine fits them, and a trace of another model is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "run_command.h"
+#include "scratch_dir.h"
+
+namespace parallax {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::string kTrace = PARALLAX_TEST_DATA_DIR "/traces/pytorch-cpu/peer_gpt_mb8.json.gz";
+const std::string kModel = PARALLAX_SOURCE_DIR "/bench/peer/model-peer.json";
+
+struct Refined {
+  test::CommandResult run;
+  Json json;
+};
+
+Refined RefinePeer(const test::Scratch& s, const std::string& model_file) {
+  const std::string cluster = test::WriteTempFile(
+      "foreign_cluster1.json",
+      R"({"kind":"cluster","version":1,"name":"cpu-1","nodes":1,"gpus_per_node":1,"device":"cpu",)"
+      R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
+  Refined r;
+  r.run = test::RunParallax("refine --model " + model_file + " --cluster " + cluster +
+                            " --plan dp=1,micro_batch=8,global_batch=8 --implementation pytorch --trace " + kTrace +
+                            " --costdb " + s.db_file + " -o " + (s.dir / "refined.json").string() + " --json");
+  if (r.run.exit_code == 0) r.json = Json::parse(r.run.out);
+  return r;
+}
+
+TEST(ForeignRefine, DebiansPytorchTraceLandsOnEveryPlanOpAndRefineFitsIt) {
+  test::Scratch s("foreign_refine");
+  const Refined r = RefinePeer(s, kModel);
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  const Json& a = r.json["attribution"];
+  EXPECT_EQ(a["form"], "array");
+  EXPECT_EQ(a["attention"], "unfused");
+  // 4 layers x 8 compute ops x (fwd + bwd), embedding, final norm, head and loss both ways,
+  // grad_clip and the optimizer: every one of them got time.
+  EXPECT_EQ(a["ops_matched"].get<int64_t>(), 4 * 8 * 2 + 4 * 2 + 2);
+  EXPECT_LE(a["ops_out_of_line"].get<int64_t>() * 10, a["ops_matched"].get<int64_t>());
+  EXPECT_GT(a["share_explained"].get<double>(), 0.95);
+  double unattributed = 0;
+  for (const auto& u : a["unattributed"]) unattributed += u["share_of_step"].get<double>();
+  EXPECT_LT(unattributed, 0.01);
+  EXPECT_GT(a["profiler_overhead"]["removed_s"].get<double>(), 0);
+  EXPECT_FALSE(a["profiler_overhead"]["method"].get<std::string>().empty());
+  // The roofline database knows nothing of PyTorch; the refined one predicts the traced step.
+  const Json& st = r.json["step_time"];
+  EXPECT_LT(std::abs(st["error_after"].get<double>()), 0.1) << st.dump();
+  EXPECT_LT(std::abs(st["error_after"].get<double>()), std::abs(st["error_before"].get<double>())) << st.dump();
+}
+
+TEST(ForeignRefine, ATraceOfAnotherModelIsRefused) {
+  test::Scratch s("foreign_refine_other");
+  const std::string one_layer = test::WriteTempFile(
+      "foreign_model_1layer.json",
+      R"({"kind":"model","version":1,"name":"gpt-peer-1x256","layers":1,"hidden":256,"heads":4,"vocab":256,)"
+      R"("seq_len":128,"mlp":"gelu","norm":"layernorm","position":"learned","tie_embeddings":true,"bias":true})");
+  const Refined r = RefinePeer(s, one_layer);
+  EXPECT_EQ(r.run.exit_code, 2) << r.run.out;
+  EXPECT_NE(r.run.err.find("peer_gpt_mb8.json.gz"), std::string::npos) << r.run.err;
+}
+
+}  // namespace
+}  // namespace parallax
