@@ -13,6 +13,7 @@
 #include "profiler/foreign/foreign_refine.h"
 #include "profiler/refine/refine.h"
 #include "traces/chrome_reader.h"
+#include "traces/chrome_writer.h"
 
 namespace parallax::cli {
 namespace {
@@ -20,6 +21,7 @@ namespace {
 struct RefineOptions {
   InputArgs in;
   std::string trace, output;
+  std::string attributed_trace;  //!< a foreign trace's ops and units as refine attributed them
   bool json = false;
 };
 
@@ -35,6 +37,11 @@ int RunForeignRefine(const RefineOptions& o, const PlanInputs& in) {
   auto r = profiler::RefineForeign(in.plan, o.trace, *in.db);
   if (!r) return ReportError(r.error(), o.json);
   if (Status st = SaveCostDbFile(o.output, r->refine.db); !st) return ReportError(st.error(), o.json);
+  if (!o.attributed_trace.empty()) {
+    if (Status st = traces::WriteChromeTrace(r->attributed, o.attributed_trace); !st) {
+      return ReportError(st.error(), o.json);
+    }
+  }
   if (o.json) {
     Json j = profiler::ForeignRefineToJson(*r);
     j["costdb"] = o.output;
@@ -81,6 +88,9 @@ void RegisterRefineCommand(CLI::App& root, CliState& state) {
                   "is attributed through its table)");
   cmd->add_option("--costdb", o->in.costdb, "Cost database to refine")->required();
   cmd->add_option("-o,--output", o->output, "Refined cost database (written atomically)")->required();
+  cmd->add_option("--attributed-trace", o->attributed_trace,
+                  "A PyTorch profiler trace only: write its ops with the plan's identities and its kernels or "
+                  "host ops beside them, each named by the op it went to (for trace diff and parallax-gui)");
   cmd->add_option("--model", o->in.model, "Model preset or JSON (inline plan)");
   cmd->add_option("--cluster", o->in.cluster, "Cluster preset or JSON (inline plan)");
   cmd->add_option("--global-batch", o->in.global_batch, "Sequences per step (inline plan)")->check(AtLeast(1));

@@ -43,7 +43,7 @@ Result<ForeignRefineResult> RefineForeign(const Plan& plan_in, const std::string
   assigned.report.implementation = table->implementation;
   assigned.report.attention = attention;
   PX_ASSIGN(auto refined, Refine(plan, assigned.measured, trace_file, db));
-  return ForeignRefineResult{std::move(refined), std::move(assigned.report)};
+  return ForeignRefineResult{std::move(refined), std::move(assigned.report), std::move(assigned.attributed)};
 }
 
 Json ForeignRefineToJson(const ForeignRefineResult& r) {

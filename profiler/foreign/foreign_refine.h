@@ -17,6 +17,7 @@ namespace parallax::profiler {
 struct ForeignRefineResult {
   RefineResult refine;
   ForeignReport attribution;
+  traces::Trace attributed;  //!< AssignedTrace::attributed
 };
 
 //! `plan.implementation` names the attribution table (AttributionTableFor).

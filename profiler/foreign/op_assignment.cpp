@@ -86,12 +86,16 @@ class Assigner {
   }
 
   void Run() {
-    for (const AttributedUnit& u : a_.units) {
+    destinations_.assign(a_.units.size(), "unattributed");
+    for (size_t i = 0; i < a_.units.size(); ++i) {
+      const AttributedUnit& u = a_.units[i];
       FamilyTime& f = families_[std::string(FamilyOf(u))];
       f.time_s += static_cast<double>(u.dur_ns) * 1e-9;
       ++f.units;
-      const bool given = u.comm ? AssignComm(u) : AssignCompute(u);
-      if (given) {
+      const PlanOp* op = u.comm ? AssignComm(u) : AssignCompute(u);
+      if (op != nullptr) {
+        const bool glue = u.rule == nullptr || u.rule->ops.empty();
+        destinations_[i] = std::string(glue ? "glue of " : "") + ToString(op->id.op) + " " + ToString(op->id.phase);
         f.attributed_s += static_cast<double>(u.dur_ns) * 1e-9;
         ++assigned_;
       } else {
@@ -110,14 +114,16 @@ class Assigner {
   std::map<std::string, FamilyTime>& families() { return families_; }
   std::map<std::string, UnattributedTime>& unattributed() { return unattributed_; }
   int64_t assigned() const { return assigned_; }
+  //! Per unit: the plan op it went to ("qkv fwd", "glue of qkv fwd") or "unattributed".
+  const std::vector<std::string>& destinations() const { return destinations_; }
 
  private:
-  bool AssignCompute(const AttributedUnit& u) {
+  const PlanOp* AssignCompute(const AttributedUnit& u) {
     const bool glue = u.rule == nullptr || u.rule->ops.empty();
     if (glue) {
-      if (!started_) return false;
+      if (!started_) return nullptr;
       Add(current_, u);
-      return true;
+      return &compute_[current_];
     }
     auto j = FindOp(u, compute_, started_ ? current_ : 0);
     if (!j && started_ && current_ + kAssignLookahead + 1 >= compute_.size()) {
@@ -128,20 +134,20 @@ class Assigner {
         comm_next_ = 0;
       }
     }
-    if (!j) return false;
+    if (!j) return nullptr;
     current_ = *j;
     started_ = true;
     Add(current_, u);
-    return true;
+    return &compute_[current_];
   }
 
-  bool AssignComm(const AttributedUnit& u) {
-    if (u.rule == nullptr || u.rule->ops.empty()) return false;
+  const PlanOp* AssignComm(const AttributedUnit& u) {
+    if (u.rule == nullptr || u.rule->ops.empty()) return nullptr;
     auto j = FindOp(u, comm_, comm_next_);
-    if (!j) return false;
+    if (!j) return nullptr;
     comm_pairs_.emplace_back(&comm_[*j], &u, static_cast<int64_t>(work_.size()) - 1);
     comm_next_ = *j + 1;
-    return true;
+    return &comm_[*j];
   }
 
   void Add(size_t j, const AttributedUnit& u) {
@@ -161,6 +167,7 @@ class Assigner {
   std::vector<std::tuple<const PlanOp*, const AttributedUnit*, int64_t>> comm_pairs_;
   std::map<std::string, FamilyTime> families_;
   std::map<std::string, UnattributedTime> unattributed_;
+  std::vector<std::string> destinations_;
   size_t current_ = 0, comm_next_ = 0;
   bool started_ = false;
   int64_t assigned_ = 0;
@@ -186,35 +193,79 @@ std::pair<int64_t, int64_t> OutOfLine(const Assigner& as) {
   return {static_cast<int64_t>(ratios.size()), out};
 }
 
-traces::Trace BuildMeasured(const KinetoEvents& ev, const Attribution& a, const Assigner& as, int64_t rank,
-                            double& removed_s) {
-  traces::Tracer t("measured");
-  const EventsBefore before(ev);
-  const bool host = !a.device_trace;
-  const double c_ns = a.overhead_per_event_s * 1e9;
-  auto shift = [&](int64_t ts) { return host ? ts - std::llround(c_ns * static_cast<double>(before(ts))) : ts; };
-  const traces::TrackId compute = t.Track(rank, traces::Stream::kCompute);
-  for (size_t step = 0; step < as.work().size(); ++step) {
-    for (size_t j = 0; j < as.compute().size(); ++j) {
-      const OpWork& w = as.work()[step][j];
-      if (w.units == 0) continue;
-      OpIdentity id = as.compute()[j].id;
-      id.step = static_cast<int64_t>(step);
-      const int64_t nested_ns = std::llround(c_ns * static_cast<double>(w.nested));
-      const int64_t dur = host ? std::max<int64_t>(0, w.work_ns - nested_ns) : w.work_ns;
-      t.Record(compute, t.OpName(id.op), shift(w.first_ns), dur, id);
+class MeasuredBuilder {
+ public:
+  MeasuredBuilder(const KinetoEvents& ev, const Attribution& a, int64_t rank)
+      : ev_(ev), a_(a), rank_(rank), before_(ev), host_(!a.device_trace), c_ns_(a.overhead_per_event_s * 1e9) {}
+
+  //! Timeline position of recorded time `ts` once the profiler's bookkeeping before it is removed.
+  int64_t Shift(int64_t ts) const {
+    return host_ ? ts - std::llround(c_ns_ * static_cast<double>(before_(ts))) : ts;
+  }
+
+  void Ops(const Assigner& as) {
+    const traces::TrackId compute = t_.Track(rank_, traces::Stream::kCompute);
+    for (size_t step = 0; step < as.work().size(); ++step) {
+      for (size_t j = 0; j < as.compute().size(); ++j) {
+        const OpWork& w = as.work()[step][j];
+        if (w.units == 0) continue;
+        OpIdentity id = as.compute()[j].id;
+        id.step = static_cast<int64_t>(step);
+        const int64_t nested_ns = std::llround(c_ns_ * static_cast<double>(w.nested));
+        const int64_t dur = host_ ? std::max<int64_t>(0, w.work_ns - nested_ns) : w.work_ns;
+        t_.Record(compute, t_.OpName(id.op), Shift(w.first_ns), dur, id);
+      }
+    }
+    for (const auto& [op, u, step] : as.comm_pairs()) {
+      OpIdentity id = op->id;
+      id.rank = rank_;
+      id.step = step;
+      const traces::SliceArgs args = traces::SliceArgs::Comm(u->bytes, u->group_size);
+      t_.Record(t_.Track(rank_, op->stream), t_.OpName(id.op), Shift(u->start_ns), u->dur_ns, id, args);
     }
   }
-  for (const auto& [op, u, step] : as.comm_pairs()) {
-    OpIdentity id = op->id;
-    id.rank = rank;
-    id.step = step;
-    traces::SliceArgs args = traces::SliceArgs::Comm(u->bytes, u->group_size);
-    t.Record(t.Track(rank, op->stream), t.OpName(id.op), shift(u->start_ns), u->dur_ns, id, args);
+
+  //! The framework's own units on tracks of their own (one per recorded thread or stream), named
+  //! by kernel or op, their category the plan op they went to: the attribution made visible beside
+  //! the ops (`trace diff`, the GUI). No identities: refine and the diff align the ops only.
+  void Units(const std::vector<std::string>& where) {
+    std::map<std::pair<int64_t, int64_t>, traces::TrackId> tracks;
+    for (size_t i = 0; i < a_.units.size(); ++i) {
+      const AttributedUnit& u = a_.units[i];
+      const KinetoEvent& e = ev_.events[u.event];
+      auto it = tracks.find({e.pid, e.tid});
+      if (it == tracks.end()) {
+        const auto n = static_cast<int64_t>(tracks.size());
+        const std::string name = std::string(a_.device_trace ? "framework kernels " : "framework ops ") +
+                                 std::to_string(e.tid);
+        it = tracks.emplace(std::make_pair(e.pid, e.tid),
+                            t_.CustomTrack(rank_, 100 + n, name, rank_, traces::Stream::kOther)).first;
+      }
+      traces::SliceSpec sp;
+      sp.track = it->second;
+      sp.name = t_.Intern(e.name);
+      sp.start_ns = Shift(u.start_ns);
+      const int64_t nested_ns = std::llround(c_ns_ * static_cast<double>(u.nested_events));
+      sp.dur_ns = host_ ? std::max<int64_t>(0, u.dur_ns - nested_ns) : u.dur_ns;
+      sp.category = t_.Intern(where[i]);
+      t_.Record(sp);
+    }
   }
-  removed_s = host ? c_ns * static_cast<double>(before(a.last_ns) - before(a.first_ns)) * 1e-9 : 0;  // all steps
-  return t.Take();
-}
+
+  double RemovedS() const {
+    return host_ ? c_ns_ * static_cast<double>(before_(a_.last_ns) - before_(a_.first_ns)) * 1e-9 : 0;
+  }
+  traces::Trace Take() { return t_.Take(); }
+
+ private:
+  const KinetoEvents& ev_;
+  const Attribution& a_;
+  int64_t rank_;
+  EventsBefore before_;
+  bool host_;
+  double c_ns_;
+  traces::Tracer t_{"measured"};
+};
 
 }  // namespace
 
@@ -271,8 +322,16 @@ Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a,
   r.overhead_per_event_s = a.device_trace ? 0 : a.overhead_per_event_s;
   r.overhead_pairs = a.overhead_pairs;
   r.recorded_events = a.recorded_events;
-  out.measured = BuildMeasured(ev, a, as, rank, r.overhead_removed_s);
-  r.overhead_removed_s /= static_cast<double>(r.steps);
+  MeasuredBuilder mb(ev, a, rank);
+  mb.Ops(as);
+  out.measured = mb.Take();
+  MeasuredBuilder vb(ev, a, rank);
+  vb.Ops(as);
+  vb.Units(as.destinations());
+  out.attributed = vb.Take();
+  out.attributed.metadata.kind = "imported";
+  out.attributed.metadata.source = file;
+  r.overhead_removed_s = mb.RemovedS() / static_cast<double>(r.steps);
   out.measured.metadata.source = file;
   return out;
 }

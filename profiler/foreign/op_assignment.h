@@ -70,6 +70,10 @@ struct ForeignReport {
 
 struct AssignedTrace {
   traces::Trace measured;  //!< parallax layout, slices with the plan's identities
+  //! `measured` plus the framework's units on tracks of their own, each named by its kernel or op
+  //! and categorised by the plan op it went to ("qkv fwd", "glue of qkv fwd", "unattributed"):
+  //! what `refine --attributed-trace` writes for `trace diff` and the GUI.
+  traces::Trace attributed;
   ForeignReport report;
 };
 

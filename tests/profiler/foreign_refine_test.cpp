@@ -9,6 +9,7 @@
 
 #include "run_command.h"
 #include "scratch_dir.h"
+#include "traces/chrome_reader.h"
 
 namespace parallax {
 namespace {
@@ -23,15 +24,20 @@ struct Refined {
   Json json;
 };
 
-Refined RefinePeer(const test::Scratch& s, const std::string& model_file) {
-  const std::string cluster = test::WriteTempFile(
+//! One process of the CPU: a cluster of one device.
+std::string OneDeviceCluster() {
+  return test::WriteTempFile(
       "foreign_cluster1.json",
       R"({"kind":"cluster","version":1,"name":"cpu-1","nodes":1,"gpus_per_node":1,"device":"cpu",)"
       R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
+}
+
+Refined RefinePeer(const test::Scratch& s, const std::string& model_file, const std::string& extra = "") {
+  const std::string cluster = OneDeviceCluster();
   Refined r;
   r.run = test::RunParallax("refine --model " + model_file + " --cluster " + cluster +
                             " --plan dp=1,micro_batch=8,global_batch=8 --implementation pytorch --trace " + kTrace +
-                            " --costdb " + s.db_file + " -o " + (s.dir / "refined.json").string() + " --json");
+                            " --costdb " + s.db_file + " -o " + (s.dir / "refined.json").string() + " --json " + extra);
   if (r.run.exit_code == 0) r.json = Json::parse(r.run.out);
   return r;
 }
@@ -57,6 +63,40 @@ TEST(ForeignRefine, DebiansPytorchTraceLandsOnEveryPlanOpAndRefineFitsIt) {
   const Json& st = r.json["step_time"];
   EXPECT_LT(std::abs(st["error_after"].get<double>()), 0.1) << st.dump();
   EXPECT_LT(std::abs(st["error_after"].get<double>()), std::abs(st["error_before"].get<double>())) << st.dump();
+}
+
+TEST(ForeignRefine, TheAttributedTraceDiffsAgainstThePredictionOpByOpAndNamesEachUnitsOp) {
+  test::Scratch s("foreign_refine_attributed");
+  const std::string attributed = (s.dir / "attributed.json").string();
+  const Refined r = RefinePeer(s, kModel, "--attributed-trace " + attributed);
+  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  auto t = traces::ReadChromeTrace(attributed);
+  ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
+  int64_t ops = 0, qkv_units = 0, glue_units = 0;
+  for (size_t i = 0; i < t->slices().size(); ++i) {
+    const traces::Slice& sl = t->slice(i);
+    if (sl.has(traces::slice_flags::kHasIdentity)) {
+      ++ops;
+      continue;
+    }
+    const std::string_view cat = t->Str(sl.category), name = t->Str(sl.name);
+    qkv_units += cat == "qkv fwd" && name == "aten::linear" ? 1 : 0;
+    glue_units += cat.substr(0, 8) == "glue of " ? 1 : 0;
+  }
+  EXPECT_EQ(ops, 74);
+  EXPECT_EQ(qkv_units, 4 * 3);  // wq, wk, wv of every layer
+  EXPECT_GT(glue_units, 0);
+  // `trace diff` pairs the prediction's ops with the attributed ones by identity.
+  const std::string pred = (s.dir / "pred.json").string();
+  auto sim = test::RunParallax("simulate --model " + kModel + " --cluster " + OneDeviceCluster() +
+                               " --plan dp=1,micro_batch=8,global_batch=8 --implementation pytorch --costdb " +
+                               (s.dir / "refined.json").string() + " --trace " + pred);
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  auto diff = test::RunParallax("trace diff " + pred + " " + attributed + " --json");
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  const Json d = Json::parse(diff.out);
+  EXPECT_EQ(d["alignment"], "identity");
+  EXPECT_EQ(d["matched"].get<int64_t>(), 74);
 }
 
 TEST(ForeignRefine, ATraceOfAnotherModelIsRefused) {
