@@ -49,7 +49,7 @@ class HostIndex {
     }
   }
 
-  int64_t parent(size_t i) const { return parent_[i]; }
+  int64_t Parent(size_t i) const { return parent_[i]; }
   bool IsWrapper(const KinetoEvent& e) const {
     return std::any_of(table_.wrappers.begin(), table_.wrappers.end(),
                        [&](std::string_view w) { return PatternMatches(w, e.name); });
@@ -124,7 +124,7 @@ constexpr std::array<std::string_view, 12> kForwarding{
 void EstimateOverhead(const KinetoEvents& ev, const HostIndex& idx, Attribution& a) {
   std::vector<int64_t> children(ev.events.size(), 0), only_child(ev.events.size(), -1);
   for (size_t i = 0; i < ev.events.size(); ++i) {
-    if (const int64_t p = idx.parent(i); p >= 0) {
+    if (const int64_t p = idx.Parent(i); p >= 0) {
       ++children[static_cast<size_t>(p)];
       only_child[static_cast<size_t>(p)] = static_cast<int64_t>(i);
     }
@@ -168,7 +168,7 @@ Attribution Attribute(const KinetoEvents& ev, const AttributionTable& table) {
   a.device_trace = std::any_of(ev.events.begin(), ev.events.end(), [](const KinetoEvent& e) { return e.cat == "kernel"; });
   std::vector<int64_t> nested(ev.events.size(), 0);
   for (size_t i = 0; i < ev.events.size(); ++i) {
-    for (int64_t p = idx.parent(i); p >= 0; p = idx.parent(static_cast<size_t>(p))) ++nested[static_cast<size_t>(p)];
+    for (int64_t p = idx.Parent(i); p >= 0; p = idx.Parent(static_cast<size_t>(p))) ++nested[static_cast<size_t>(p)];
   }
   std::vector<Frame> frames;
   for (size_t i = 0; i < ev.events.size(); ++i) {
@@ -181,7 +181,7 @@ Attribution Attribute(const KinetoEvents& ev, const AttributionTable& table) {
     } else {
       if (!IsHostOp(e) || idx.IsWrapper(e)) continue;
       bool nested_in_op = false;
-      for (int64_t p = idx.parent(i); p >= 0 && !nested_in_op; p = idx.parent(static_cast<size_t>(p))) {
+      for (int64_t p = idx.Parent(i); p >= 0 && !nested_in_op; p = idx.Parent(static_cast<size_t>(p))) {
         const KinetoEvent& pe = ev.events[static_cast<size_t>(p)];
         nested_in_op = IsHostOp(pe) && !idx.IsWrapper(pe);
       }

@@ -106,16 +106,16 @@ class Assigner {
     }
   }
 
-  const std::vector<PlanOp>& compute() const { return compute_; }
+  const std::vector<PlanOp>& ComputeOps() const { return compute_; }
   //! Per profiled step, per plan op.
-  const std::vector<std::vector<OpWork>>& work() const { return work_; }
+  const std::vector<std::vector<OpWork>>& Work() const { return work_; }
   //! (plan op, unit, step)
-  const std::vector<std::tuple<const PlanOp*, const AttributedUnit*, int64_t>>& comm_pairs() const { return comm_pairs_; }
-  std::map<std::string, FamilyTime>& families() { return families_; }
-  std::map<std::string, UnattributedTime>& unattributed() { return unattributed_; }
-  int64_t assigned() const { return assigned_; }
+  const std::vector<std::tuple<const PlanOp*, const AttributedUnit*, int64_t>>& CommPairs() const { return comm_pairs_; }
+  std::map<std::string, FamilyTime>& Families() { return families_; }
+  std::map<std::string, UnattributedTime>& Unattributed() { return unattributed_; }
+  int64_t Assigned() const { return assigned_; }
   //! Per unit: the plan op it went to ("qkv fwd", "glue of qkv fwd") or "unattributed".
-  const std::vector<std::string>& destinations() const { return destinations_; }
+  const std::vector<std::string>& Destinations() const { return destinations_; }
 
  private:
   const PlanOp* AssignCompute(const AttributedUnit& u) {
@@ -173,24 +173,45 @@ class Assigner {
   int64_t assigned_ = 0;
 };
 
-//! Ops whose measured work over their prediction is more than kOutOfLineRatio from the median ratio.
-std::pair<int64_t, int64_t> OutOfLine(const Assigner& as) {
-  std::vector<double> ratios;
-  for (const auto& step : as.work()) {
-    for (size_t j = 0; j < as.compute().size(); ++j) {
+struct LineCheck {
+  int64_t matched = 0, out = 0;
+  std::string examples;  //!< the first few out of line: "qkv bwd layer 2 x7.3"
+};
+
+//! Ops whose measured work over their prediction is more than kOutOfLineRatio from the median ratio
+//! of their own kind and phase (every layer and step): a framework's kernels may cost what ours do
+//! not, but the instances of one op must agree with each other when the order put the right units
+//! on them.
+LineCheck OutOfLine(const Assigner& as) {
+  std::map<std::pair<OpKind, Phase>, std::vector<std::pair<double, const PlanOp*>>> groups;
+  for (const auto& step : as.Work()) {
+    for (size_t j = 0; j < as.ComputeOps().size(); ++j) {
       const OpWork& w = step[j];
-      if (w.units > 0 && as.compute()[j].predicted_ns > 0) {
-        ratios.push_back(static_cast<double>(w.work_ns) / static_cast<double>(as.compute()[j].predicted_ns));
+      const PlanOp& op = as.ComputeOps()[j];
+      if (w.units > 0 && op.predicted_ns > 0) {
+        groups[{op.id.op, op.id.phase}].emplace_back(
+            static_cast<double>(w.work_ns) / static_cast<double>(op.predicted_ns), &op);
       }
     }
   }
-  if (ratios.empty()) return {0, 0};
-  std::vector<double> sorted = ratios;
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
-  const double med = sorted[sorted.size() / 2];
-  int64_t out = 0;
-  for (double r : ratios) out += (r > med * kOutOfLineRatio || r * kOutOfLineRatio < med) ? 1 : 0;
-  return {static_cast<int64_t>(ratios.size()), out};
+  LineCheck c;
+  for (const auto& [key, ratios] : groups) {
+    c.matched += static_cast<int64_t>(ratios.size());
+    std::vector<double> sorted;
+    for (const auto& [r, op] : ratios) sorted.push_back(r);
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
+    const double med = sorted[sorted.size() / 2];
+    for (const auto& [r, op] : ratios) {
+      if (r <= med * kOutOfLineRatio && r * kOutOfLineRatio >= med) continue;
+      if (c.out++ < 3) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s%s %s layer %lld x%.2g", c.examples.empty() ? "" : ", ", ToString(op->id.op),
+                      ToString(op->id.phase), static_cast<long long>(op->id.layer), r / med);
+        c.examples += buf;
+      }
+    }
+  }
+  return c;
 }
 
 class MeasuredBuilder {
@@ -204,19 +225,22 @@ class MeasuredBuilder {
   }
 
   void Ops(const Assigner& as) {
+    // A framework's collectives run beside its compute (NCCL kernels on their stream, gloo on its
+    // own thread), never polled by the compute thread between ops.
+    t_.metadata().comm_progress = "device";
     const traces::TrackId compute = t_.Track(rank_, traces::Stream::kCompute);
-    for (size_t step = 0; step < as.work().size(); ++step) {
-      for (size_t j = 0; j < as.compute().size(); ++j) {
-        const OpWork& w = as.work()[step][j];
+    for (size_t step = 0; step < as.Work().size(); ++step) {
+      for (size_t j = 0; j < as.ComputeOps().size(); ++j) {
+        const OpWork& w = as.Work()[step][j];
         if (w.units == 0) continue;
-        OpIdentity id = as.compute()[j].id;
+        OpIdentity id = as.ComputeOps()[j].id;
         id.step = static_cast<int64_t>(step);
         const int64_t nested_ns = std::llround(c_ns_ * static_cast<double>(w.nested));
         const int64_t dur = host_ ? std::max<int64_t>(0, w.work_ns - nested_ns) : w.work_ns;
         t_.Record(compute, t_.OpName(id.op), Shift(w.first_ns), dur, id);
       }
     }
-    for (const auto& [op, u, step] : as.comm_pairs()) {
+    for (const auto& [op, u, step] : as.CommPairs()) {
       OpIdentity id = op->id;
       id.rank = rank_;
       id.step = step;
@@ -272,7 +296,7 @@ class MeasuredBuilder {
 Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a, const traces::Trace& predicted,
                                    int64_t rank, const std::string& file) {
   Assigner as(ev, a, predicted, rank);
-  if (as.compute().empty()) return BadInput(file + ": the plan predicts no op on rank " + std::to_string(rank));
+  if (as.ComputeOps().empty()) return BadInput(file + ": the plan predicts no op on rank " + std::to_string(rank));
   as.Run();
   AssignedTrace out;
   ForeignReport& r = out.report;
@@ -280,22 +304,24 @@ Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a,
   r.units = a.device_trace ? "device kernels" : "host ops";
   r.rank = rank;
   r.unit_count = static_cast<int64_t>(a.units.size());
-  r.assigned = as.assigned();
-  r.steps = static_cast<int64_t>(as.work().size());
+  r.assigned = as.Assigned();
+  r.steps = static_cast<int64_t>(as.Work().size());
   const double span_s = static_cast<double>(a.last_ns - a.first_ns) * 1e-9;
   r.step_s = span_s / static_cast<double>(r.steps);
-  std::tie(r.ops_matched, r.ops_out_of_line) = OutOfLine(as);
+  const LineCheck line = OutOfLine(as);
+  r.ops_matched = line.matched;
+  r.ops_out_of_line = line.out;
   if (r.ops_matched == 0) {
     return BadInput(file + ": none of its " + std::to_string(r.unit_count) + " " + r.units +
                     " maps onto the plan's ops: is it a trace of this model and implementation?");
   }
   if (static_cast<double>(r.ops_out_of_line) > kMaxOutOfLineShare * static_cast<double>(r.ops_matched)) {
     return BadInput(file + ": " + std::to_string(r.ops_out_of_line) + " of " + std::to_string(r.ops_matched) +
-                    " ops took a time out of line with the plan's prediction (over " +
-                    std::to_string(static_cast<int>(kOutOfLineRatio)) +
-                    "x from the median ratio): the trace does not follow the plan's op order");
+                    " ops took a time out of line with the other instances of their op (measured over predicted " +
+                    std::to_string(static_cast<int>(kOutOfLineRatio)) + "x from their median; " + line.examples +
+                    "): the trace does not follow the plan's op order");
   }
-  for (auto& [name, f] : as.families()) {
+  for (auto& [name, f] : as.Families()) {
     f.family = name;
     f.time_s /= static_cast<double>(r.steps);
     f.attributed_s /= static_cast<double>(r.steps);
@@ -311,7 +337,7 @@ Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a,
                   100 * r.attributed_s / units_s, r.units.c_str());
     return BadInput(file + buf + "is it a trace of this model and implementation?");
   }
-  for (auto& [name, u] : as.unattributed()) {
+  for (auto& [name, u] : as.Unattributed()) {
     u.name = name;
     u.time_s /= static_cast<double>(r.steps);
     u.share_of_step = r.step_s > 0 ? u.time_s / r.step_s : 0;
@@ -327,7 +353,7 @@ Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a,
   out.measured = mb.Take();
   MeasuredBuilder vb(ev, a, rank);
   vb.Ops(as);
-  vb.Units(as.destinations());
+  vb.Units(as.Destinations());
   out.attributed = vb.Take();
   out.attributed.metadata.kind = "imported";
   out.attributed.metadata.source = file;

@@ -6,7 +6,8 @@
 // final_norm by where it falls); glue (ops no rule names: views, residual adds, autograd
 // bookkeeping) is time of the current op. Works alike for units that carry shapes and modules
 // (Kineto) and for the array form's bare aten names. The order is checked against durations: each
-// op's measured work over its predicted time, against the median of those ratios.
+// op's measured work over its predicted time, against the median of that ratio over the instances
+// of the same op kind and phase (every layer and step).
 //
 // Profiler overhead (host units only): every recorded host event costs overhead_per_event_s
 // (attribution.h, measured on the trace); an op's work loses that per event nested in its units,
@@ -24,8 +25,8 @@
 
 namespace parallax::profiler {
 
-//! Ratios of an op's measured work to its prediction further than this from the median ratio
-//! (either way) are out of line; more than kMaxOutOfLineShare of the ops out of line means the
+//! Ratios of an op's measured work to its prediction further than this from its kind and phase's
+//! median ratio (either way) are out of line; more than kMaxOutOfLineShare of the ops out of line means the
 //! trace does not follow the plan's op order (another model or code).
 inline constexpr double kOutOfLineRatio = 5.0;
 inline constexpr double kMaxOutOfLineShare = 0.1;

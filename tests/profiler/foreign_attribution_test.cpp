@@ -104,8 +104,8 @@ TEST(ForeignAttribution, ACpuOnlyTracesGlooAllReducesAreCollectivesOfTheirBucket
   int64_t small = 0, large = 0;
   for (const auto& u : a.units) {
     if (!u.comm) continue;
-    small += u.bytes == 321271 * 4 ? 1 : 0;
-    large += u.bytes == 2082411 * 4 ? 1 : 0;
+    small += u.bytes == int64_t{321271} * 4 ? 1 : 0;
+    large += u.bytes == int64_t{2082411} * 4 ? 1 : 0;
   }
   EXPECT_EQ(small, 5);
   EXPECT_EQ(large, 5);

@@ -19,11 +19,6 @@ using Json = nlohmann::json;
 const std::string kTrace = PARALLAX_TEST_DATA_DIR "/traces/pytorch-cpu/peer_gpt_mb8.json.gz";
 const std::string kModel = PARALLAX_SOURCE_DIR "/bench/peer/model-peer.json";
 
-struct Refined {
-  test::CommandResult run;
-  Json json;
-};
-
 //! One process of the CPU: a cluster of one device.
 std::string OneDeviceCluster() {
   return test::WriteTempFile(
@@ -32,21 +27,19 @@ std::string OneDeviceCluster() {
       R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
 }
 
-Refined RefinePeer(const test::Scratch& s, const std::string& model_file, const std::string& extra = "") {
+test::CommandResult RefinePeer(const test::Scratch& s, const std::string& model_file, const std::string& extra = "") {
   const std::string cluster = OneDeviceCluster();
-  Refined r;
-  r.run = test::RunParallax("refine --model " + model_file + " --cluster " + cluster +
+  return test::RunParallax("refine --model " + model_file + " --cluster " + cluster +
                             " --plan dp=1,micro_batch=8,global_batch=8 --implementation pytorch --trace " + kTrace +
                             " --costdb " + s.db_file + " -o " + (s.dir / "refined.json").string() + " --json " + extra);
-  if (r.run.exit_code == 0) r.json = Json::parse(r.run.out);
-  return r;
 }
 
 TEST(ForeignRefine, DebiansPytorchTraceLandsOnEveryPlanOpAndRefineFitsIt) {
   test::Scratch s("foreign_refine");
-  const Refined r = RefinePeer(s, kModel);
-  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
-  const Json& a = r.json["attribution"];
+  const test::CommandResult run = RefinePeer(s, kModel);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const Json out = Json::parse(run.out);
+  const Json& a = out["attribution"];
   EXPECT_EQ(a["form"], "array");
   EXPECT_EQ(a["attention"], "unfused");
   // 4 layers x 8 compute ops x (fwd + bwd), embedding, final norm, head and loss both ways,
@@ -60,7 +53,7 @@ TEST(ForeignRefine, DebiansPytorchTraceLandsOnEveryPlanOpAndRefineFitsIt) {
   EXPECT_GT(a["profiler_overhead"]["removed_s"].get<double>(), 0);
   EXPECT_FALSE(a["profiler_overhead"]["method"].get<std::string>().empty());
   // The roofline database knows nothing of PyTorch; the refined one predicts the traced step.
-  const Json& st = r.json["step_time"];
+  const Json& st = out["step_time"];
   EXPECT_LT(std::abs(st["error_after"].get<double>()), 0.1) << st.dump();
   EXPECT_LT(std::abs(st["error_after"].get<double>()), std::abs(st["error_before"].get<double>())) << st.dump();
 }
@@ -68,8 +61,8 @@ TEST(ForeignRefine, DebiansPytorchTraceLandsOnEveryPlanOpAndRefineFitsIt) {
 TEST(ForeignRefine, TheAttributedTraceDiffsAgainstThePredictionOpByOpAndNamesEachUnitsOp) {
   test::Scratch s("foreign_refine_attributed");
   const std::string attributed = (s.dir / "attributed.json").string();
-  const Refined r = RefinePeer(s, kModel, "--attributed-trace " + attributed);
-  ASSERT_EQ(r.run.exit_code, 0) << r.run.err;
+  const test::CommandResult run = RefinePeer(s, kModel, "--attributed-trace " + attributed);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
   auto t = traces::ReadChromeTrace(attributed);
   ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
   int64_t ops = 0, qkv_units = 0, glue_units = 0;
@@ -105,9 +98,9 @@ TEST(ForeignRefine, ATraceOfAnotherModelIsRefused) {
       "foreign_model_1layer.json",
       R"({"kind":"model","version":1,"name":"gpt-peer-1x256","layers":1,"hidden":256,"heads":4,"vocab":256,)"
       R"("seq_len":128,"mlp":"gelu","norm":"layernorm","position":"learned","tie_embeddings":true,"bias":true})");
-  const Refined r = RefinePeer(s, one_layer);
-  EXPECT_EQ(r.run.exit_code, 2) << r.run.out;
-  EXPECT_NE(r.run.err.find("peer_gpt_mb8.json.gz"), std::string::npos) << r.run.err;
+  const test::CommandResult run = RefinePeer(s, one_layer);
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_NE(run.err.find("peer_gpt_mb8.json.gz"), std::string::npos) << run.err;
 }
 
 }  // namespace
