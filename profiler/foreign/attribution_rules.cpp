@@ -131,6 +131,15 @@ std::vector<AttributionRule> MegatronRanges() {
       {kRange, "*VocabParallelEmbedding*", "embedding", {K::kEmbedding}},
       {kRange, "*LanguageModelEmbedding*", "embedding", {K::kEmbedding}},
       {kRange, "*DistributedOptimizer*", "optimizer", {K::kOptimizer}},
+      // The module classes (nn.Module ranges name the class, not the attribute): ambiguous ones
+      // leave the choice to the plan's op order.
+      {kRange, "*TELayerNormColumnParallelLinear*", "gemm", {K::kQkv, K::kFc1}},
+      {kRange, "*TERowParallelLinear*", "gemm", {K::kAttnOut, K::kFc2}},
+      {kRange, "*TEColumnParallelLinear*", "gemm", {K::kQkv, K::kFc1, K::kLmHead}},
+      {kRange, "*RowParallelLinear*", "gemm", {K::kAttnOut, K::kFc2}},
+      {kRange, "*ColumnParallelLinear*", "gemm", {K::kQkv, K::kFc1, K::kLmHead}},
+      {kRange, "*TENorm*", "norm", kNorms},
+      {kRange, "*FusedLayerNorm*", "norm", kNorms},
   };
 }
 
