@@ -26,9 +26,10 @@ namespace {
 std::vector<std::string> SimulateNotes(const Plan& plan) {
   std::vector<std::string> notes;
   if (TpSpansNodes(plan.layout, plan.cluster)) {
+    const bool nodes = plan.cluster.domain_size() == plan.cluster.gpus_per_node;
     notes.push_back("tp=" + std::to_string(plan.layout.tp) + " spans " +
-                    std::to_string(plan.layout.tp / plan.cluster.gpus_per_node) +
-                    " nodes: TP collectives are costed over the inter-node links");
+                    std::to_string(plan.layout.tp / plan.cluster.domain_size()) +
+                    (nodes ? " nodes" : " NVLink domains") + ": TP collectives are costed over the inter-node links");
   }
   const int64_t max = MaxZeroStage(plan.implementation, plan.layout.pp);
   if (plan.layout.zero_stage > max && plan.layout.dp > 1) {
@@ -65,8 +66,9 @@ void AddCommon(CLI::App* cmd, CommonOptions& o, bool model_required) {
   cmd->add_option("--nodes", o.in.nodes, "Node count for a preset cluster")->check(AtLeast(1));
   cmd->add_option("--global-batch", o.in.global_batch, "Sequences per step (default: searched / from the plan)")
       ->check(AtLeast(1));
+  AddSeqLenOption(cmd, o.in);
   cmd->add_option("--precision", o.in.precision,
-                  "Training precision: bf16, fp16 or fp32 (default: the plan's; for a new plan fp32 on a CPU "
+                  "Training precision: bf16, fp16, fp32 or fp8 (default: the plan's; for a new plan fp32 on a CPU "
                   "device, bf16 on a GPU)")
       ->check(PrecisionCheck());
   cmd->add_option("--costdb", o.in.costdb, "Measured costs (parallax calibrate / nccl-tests import)");
@@ -191,9 +193,11 @@ int RunPlan(const PlanOptions& o) {
   }
   const ModelSpec& model = in->model;
   const ClusterSpec& cluster = in->cluster;
-  std::printf("%s on %lld x %s (%s), %lld layouts searched in %s\n\n", model.name.c_str(),
+  std::printf("%s on %lld x %s (%s), %lld layouts searched in %s\n", model.name.c_str(),
               (long long)cluster.total_gpus(), cluster.device.name.c_str(), cluster.name.c_str(),
               (long long)r->searched, HumanSeconds(r->search_time_s).c_str());
+  std::printf("step times: the simulator's (as `simulate` prints them) for the top %zu by the closed form\n\n",
+              r->plans.size());
   std::printf("%3s  %-66s  %9s %10s %7s %6s %10s\n", "#", "layout", "step", "tokens/s", "TFLOP/s", "MFU", "memory");
   int i = 1;
   for (const auto& p : r->plans) PrintBreakdownRow(i++, p.layout, p.prediction, mfu(p.prediction));
@@ -211,6 +215,9 @@ int RunSimulate(const SimulateOptions& o) {
   if (!in) return ReportError(in.error(), o.json);
   const Plan& plan = in->plan;
   if (Status st = ValidateLayout(plan.layout, plan.model, plan.cluster); !st) return ReportError(st.error(), o.json);
+  if (const std::string cp = CpCommTypeProblem(plan.layout, plan.model, plan.implementation); !cp.empty()) {
+    return ReportError(BadInput("plan: " + cp), o.json);
+  }
   const CostDb* db = in->db ? &*in->db : nullptr;
   planner::SimOptions so;
   so.record_trace = !o.trace.empty();
@@ -269,7 +276,7 @@ void RegisterPlanCommands(CLI::App& root, CliState& state) {
   SetExample(plan, "parallax plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 256 -o plan.json");
   AddCommon(plan, *po, true);
   plan->add_option("--top", po->top, "How many plans to list")->capture_default_str()->check(AtLeast(1));
-  plan->add_option("--fix", po->fix, "Pin dimensions: k=v,... (dp, tp, pp, zero, micro_batch, global_batch, "
+  plan->add_option("--fix", po->fix, "Pin dimensions: k=v,... (dp, tp, pp, cp, zero, micro_batch, global_batch, "
                                       "recompute, schedule, virtual_stages, sequence_parallel)");
   plan->add_option("-o,--output", po->output, "Write the best plan (self-contained JSON)");
   plan->add_option("--export", po->export_kind, "Print the best plan as Megatron-LM arguments or a DeepSpeed config")

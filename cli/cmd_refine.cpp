@@ -95,7 +95,7 @@ void RegisterRefineCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--cluster", o->in.cluster, "Cluster preset or JSON (inline plan)");
   cmd->add_option("--global-batch", o->in.global_batch, "Sequences per step (inline plan)")->check(AtLeast(1));
   cmd->add_option("--precision", o->in.precision,
-                  "Training precision: bf16, fp16 or fp32 (default: what the trace recorded, else the plan's; an "
+                  "Training precision: bf16, fp16, fp32 or fp8 (default: what the trace recorded, else the plan's; an "
                   "inline plan's is fp32 on a CPU device, bf16 on a GPU)")
       ->check(PrecisionCheck());
   cmd->add_flag("--json", o->json, "Print one JSON object");

@@ -12,6 +12,9 @@ namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
+//! "a node", or "an NVLink domain" where the cluster's domain is not a node.
+std::string DomainNoun(const ClusterSpec& c) { return c.domain_size() == c.gpus_per_node ? "a node" : "an NVLink domain"; }
+
 //! A search rejection reason (planner/search/search.cpp's keys) as a rule, with the model's numbers.
 std::string RejectionInWords(const std::string& reason, const SearchInputs& in) {
   const ModelSpec& m = in.model;
@@ -20,11 +23,12 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
            ") and the ffn hidden size (" + Str(m.ffn_hidden) + ")";
   }
   if (reason == "tp_does_not_tile_the_nodes") {
-    return "tp must divide the devices of a node (" + Str(in.cluster.gpus_per_node) + ") or be a multiple of it, and divide all " +
+    return "tp must divide the devices of " + DomainNoun(in.cluster) + " (" + Str(in.cluster.domain_size()) +
+           ") or be a multiple of it, and divide all " +
            Str(in.cluster.total_gpus());
   }
   if (reason == "tp_spans_nodes") {
-    return "a tensor-parallel group larger than a node (" + Str(in.cluster.gpus_per_node) +
+    return "a tensor-parallel group larger than " + DomainNoun(in.cluster) + " (" + Str(in.cluster.domain_size()) +
            " devices) is not searched (simulate predicts one)";
   }
   if (reason == "pp_exceeds_layers") return "pp must not exceed the layers (" + Str(m.layers) + ")";
@@ -36,7 +40,18 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
     return "the implementation " + in.implementation.name + " does not run that ZeRO stage";
   }
   if (reason == "sequence_parallel_needs_tp_dividing_seq_len") {
-    return "sequence parallelism needs tp to divide the sequence length (" + Str(m.seq_len) + ")";
+    return "sequence parallelism needs tp (x cp) to divide the sequence length (" + Str(m.seq_len) + ")";
+  }
+  if (reason == "cp_needs_seq_len_divisible_by_2cp") {
+    return "context parallelism needs 2 x cp to divide the sequence length (" + Str(m.seq_len) +
+           "): each cp rank holds two of 2 cp chunks (causal load balance)";
+  }
+  if (reason == "cp_beyond_implementation") {
+    return "the implementation " + in.implementation.name + " does not run context parallelism (cp_comm_type " +
+           ToString(in.implementation.cp_comm_type.value) + ")";
+  }
+  if (reason == "cp_a2a_needs_tp_cp_dividing_heads") {
+    return "all-to-all context parallelism needs tp x cp to divide the attention heads (" + Str(m.heads) + ")";
   }
   if (reason == "out_of_memory") return "the layout does not fit in device memory";
   return reason;
@@ -50,7 +65,8 @@ std::optional<std::string> PinnedRuleOut(const SearchInputs& in, const planner::
   Layout l;
   l.tp = fix.tp.value_or(1);
   l.pp = fix.pp.value_or(1);
-  l.dp = fix.dp.value_or(std::max<int64_t>(world / (l.tp * l.pp), 1));
+  l.cp = fix.cp.value_or(1);
+  l.dp = fix.dp.value_or(std::max<int64_t>(world / (l.tp * l.cp * l.pp), 1));
   l.global_batch = l.dp * l.pp;  // enough micro-batches for any schedule's pipeline
   Status st = ValidateLayout(l, in.model, in.cluster, l.world_size());
   if (st) st = ValidateLayout(l, in.model, in.cluster);

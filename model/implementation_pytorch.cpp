@@ -14,6 +14,9 @@ ImplementationProfile PytorchEager() {
                  "eager attention written as torch.matmul, masked_fill, softmax, matmul (bench/peer/torch_gpt.py; "
                  "the only choice on 1.13's CPU build); refine replaces it with what its trace ran "
                  "(F.scaled_dot_product_attention's flash kernel in 2.x on a GPU)"};
+  p.attention_keeps_statistics = {false, "eager attention: autograd saves softmax's output (the s x s probabilities) "
+                                        "for SoftmaxBackward; SDPA's flash kernel keeps the row log-sum-exp instead, "
+                                        "which AttentionKeepsStatistics follows from attention = flash"};
   p.fused_qkv_gemm = {false, "bench/peer/torch_gpt.py Block: three nn.Linear (wq, wk, wv), each an aten::linear"};
   p.fused_bias_activation = {false, "eager mode fuses nothing: nn.Linear (aten::addmm) then F.gelu, a kernel of its "
                                     "own (torch/nn/functional.py gelu)"};
@@ -54,6 +57,8 @@ ImplementationProfile PytorchEager() {
   p.mixed_precision_passes = {false, "torch.autocast keeps no master copy: AdamW updates the fp32 parameters in place; "
                                      "GradScaler.unscale_ (fp16 only) is one pass"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "no pipeline parallelism in plain DDP: the fact does not apply"};
+  p.cp_comm_type = {CpCommType::kNone, "no context parallelism in plain DDP (torch.distributed.tensor.experimental "
+                                       "context_parallel is other code not described by this profile)"};
   return p;
 }
 

@@ -20,7 +20,7 @@ ZeroSharding ZeroShardingFor(int64_t zero_stage) {
   return {.optimizer = zero_stage >= 1, .gradients = zero_stage >= 2, .weights = zero_stage >= 3};
 }
 
-ReductionGroup ReducedOver(ParamGroupKind /*kind*/) { return ReductionGroup::kDp; }
+ReductionGroup ReducedOver(ParamGroupKind /*kind*/) { return ReductionGroup::kDpCp; }
 
 bool ParamGroupDef::Uses(ChunkPass p) const {
   switch (p) {

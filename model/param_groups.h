@@ -30,11 +30,12 @@ enum class ParamGroupKind { kWordEmbedding, kPositionEmbedding, kLayer, kHead, k
 //! The passes over one model chunk, in forward order; a backward runs them in reverse.
 enum class ChunkPass { kEmbedding, kLayer, kHead };
 
-//! The ranks a group's gradient is summed over, and its ZeRO shards split over. Today every group
-//! is reduced over the data-parallel group. Context parallelism makes dense weights' group dp x cp
-//! and expert layers' the expert data-parallel group: new values of this field, read wherever a
-//! group is reduced, sharded or gathered (planner/cost placement, the executor's communicators).
-enum class ReductionGroup { kDp };
+//! The ranks a group's gradient is summed over, and its ZeRO shards split over (model/rank_groups.h
+//! places it in the rank order). Every dense weight is reduced over dp x cp (the dp group when
+//! cp = 1): each cp rank saw its part of the same sequences. Expert layers' expert data-parallel
+//! group would be a new value of this field, read wherever a group is reduced, sharded or gathered
+//! (planner/cost placement, the executor's communicators).
+enum class ReductionGroup { kDpCp };
 
 //! What ZeRO shards over the reduction group (Rajbhandari et al. SC'20: P_os, P_os+g,
 //! P_os+g+p for stages 1, 2, 3).
@@ -63,7 +64,7 @@ struct ParamGroupDef {
   //! The pass whose backward completes its gradient (the last to add to it): a gradient-accumulation
   //! pass of the group follows that pass's backward.
   ChunkPass grad_pass = ChunkPass::kLayer;
-  ReductionGroup reduced_over = ReductionGroup::kDp;
+  ReductionGroup reduced_over = ReductionGroup::kDpCp;
   ZeroSharding sharded;  //!< over `reduced_over`, by the layout's ZeRO stage
   //! Summed with the other pipeline end's copy of the tied word embedding after the DP reduction
   //! (Megatron's embedding group: the first stage's word embedding and the last stage's copy).
@@ -76,7 +77,7 @@ struct ParamGroupDef {
   bool Uses(ChunkPass p) const;
 };
 
-//! The group a kind's gradient is reduced over: kDp for all (dense weights without context parallelism).
+//! The group a kind's gradient is reduced over: kDpCp for all (dense weights).
 ReductionGroup ReducedOver(ParamGroupKind kind);
 
 //! Pipeline rank `pp_rank`'s groups in the order above. `impl` and `precision` change only bytes

@@ -56,7 +56,7 @@ struct ZeroConfig {
   int64_t stage = 0;
   int64_t dp = 1;
   int64_t dp_idx = 0;
-  ReductionGroup group = ReductionGroup::kDp;
+  ReductionGroup group = ReductionGroup::kDpCp;
 };
 
 //! ZeroConfig of a group defined by `def` on this rank: the layout's ZeRO stage over the ranks of

@@ -21,6 +21,7 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
     return BadInput(msg);
   }
   if (m.vocab % l.tp != 0) return BadInput("plan: tp=" + s(l.tp) + " does not divide vocab=" + s(m.vocab));
+  if (l.cp > 1) return BadInput("plan: cp=" + s(l.cp) + ": the executor does not run context parallelism yet");
   const int64_t stages = l.pp * l.virtual_stages;
   if (m.layers < stages) {
     return BadInput("plan: " + s(m.layers) + " layers cannot fill pp*virtual_stages=" + s(stages) + " stages");
@@ -40,8 +41,12 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
                                                  const TrainerOptions& options) {
   PX_TRY(ValidateForExecution(plan, world.size()));
   if (!backend.SupportsPrecision(plan.training.precision)) {
-    return BadInput(std::string("plan: precision ") + ToString(plan.training.precision) + " is not supported by the " +
-                    backend.name() + " backend");
+    std::string why = std::string("plan: precision ") + ToString(plan.training.precision) + " is not supported by the " +
+                      backend.name() + " backend";
+    if (plan.training.precision == Precision::kFp8) {
+      why += " (it has no scaled E4M3/E5M2 GEMMs yet; plan and simulate price fp8, run it in bf16 with --precision bf16)";
+    }
+    return BadInput(why);
   }
   auto t = std::unique_ptr<Trainer>(new Trainer(backend, world.rank()));
   t->options_ = options;
@@ -53,10 +58,10 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
   c.model = plan.model;
   c.training = plan.training;
   c.layout = plan.layout;
-  // ZeRO partitions over the data-parallel group: with one data-parallel rank there is nothing to
-  // shard, gather or reduce-scatter, so every stage runs as stage 0 (as the planner prices it: its
-  // ZeRO collectives and passes need dp > 1).
-  if (c.layout.dp == 1) c.layout.zero_stage = 0;
+  // ZeRO partitions over the dp x cp group: with one rank in it there is nothing to shard, gather
+  // or reduce-scatter, so every stage runs as stage 0 (as the planner prices it: its ZeRO
+  // collectives and passes need dp x cp > 1).
+  if (c.layout.dp * c.layout.cp == 1) c.layout.zero_stage = 0;
   c.seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
   c.batch = plan.layout.micro_batch;
   c.tokens = c.seq * c.batch;
@@ -68,6 +73,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
     case Precision::kFp32: c.compute = DType::kF32; break;
     case Precision::kBf16: c.compute = DType::kBf16; break;
     case Precision::kFp16: c.compute = DType::kF16; break;
+    case Precision::kFp8: c.compute = DType::kBf16; break;  // refused above by backends without FP8 GEMMs
   }
   c.grad_reduce = options.grad_reduce;
   c.init_threads = options.init_threads > 0 ? options.init_threads

@@ -27,14 +27,6 @@ void MaybeInjectFault(const std::string& spec, int rank, int64_t step) {
 
 }  // namespace
 
-double TrainingReport::mean_step_time_s() const {
-  if (step_times_s.empty()) return 0;
-  const size_t first = step_times_s.size() > 1 ? 1 : 0;
-  double sum = 0;
-  for (size_t i = first; i < step_times_s.size(); ++i) sum += step_times_s[i];
-  return sum / static_cast<double>(step_times_s.size() - first);
-}
-
 Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communicator& world,
                                    const TrainingRunOptions& o, const StartCallback& on_start,
                                    const StepCallback& on_step, bool* step_failed) {

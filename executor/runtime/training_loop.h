@@ -13,6 +13,7 @@
 #include "executor/host_threads.h"
 #include "executor/runtime/trainer.h"
 #include "model/plan.h"
+#include "model/step_time.h"
 
 namespace parallax::executor {
 
@@ -61,8 +62,8 @@ struct TrainingReport {
   HostThreads host_threads;      //!< rank 0's decision; oversubscribed is true if any host is
   int64_t intra_op_threads = 1;  //!< what rank 0's backend runs kernels on after applying it
   ProfilingReport profiling;
-  //! Mean step time without the first (warm-up) step when there are several.
-  double mean_step_time_s() const;
+  //! The run's step time: MeasuredStepTime (model/step_time.h) of step_times_s.
+  double step_time_s() const { return MeasuredStepTime(step_times_s); }
 };
 
 //! Called on every rank after each step (the CLI prints on rank 0).

@@ -43,6 +43,7 @@ class CostContext {
   Precision precision_;
   ImplementationProfile impl_;
   ComputeModel compute_;
+  ComputeModel fp8_;  //!< the linear layers' FP8 GEMMs (used only under Precision::kFp8)
   CollectiveModel collectives_;
   ModelSpec cached_model_;  //!< the model `cache_` holds unit costs of (all of it: the op catalogue reads every field)
   std::vector<std::pair<UnitKey, UnitCosts>> cache_;

@@ -35,6 +35,7 @@ Json PredictionToJson(const Prediction& p) {
               {"mfu", p.mfu},
               {"peak_memory_bytes", p.peak_memory_bytes},
               {"fits", p.fits},
+              {"step_time_source", p.simulated ? "simulator" : "closed_form"},
               {"breakdown",
                {{"compute_s", p.breakdown.compute_s},
                 {"tp_comm_s", p.breakdown.tp_comm_s},

@@ -54,6 +54,15 @@ MegatronArgs ExportMegatron(const Plan& plan) {
     case Precision::kBf16: flag("--bf16"); break;
     case Precision::kFp16: flag("--fp16"); break;
     case Precision::kFp32: break;
+    case Precision::kFp8:
+      // Transformer Engine's delayed-scaling recipe as Megatron-LM exposes it: E4M3 forward, E5M2
+      // gradients ("hybrid"), an amax history of 1024 reduced by max (TE's DelayedScaling defaults;
+      // Megatron-LM's own defaults are a history of 1, "most_recent").
+      flag("--bf16");
+      add("--fp8-format", std::string("hybrid"));
+      add("--fp8-amax-history-len", 1024);
+      add("--fp8-amax-compute-algo", std::string("max"));
+      break;
   }
   if (l.recompute == Recompute::kFull) {
     add("--recompute-granularity", std::string("full"));
