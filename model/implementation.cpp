@@ -307,10 +307,16 @@ ImplementationProfile DeepSpeed() {
   return p;
 }
 
+}  // namespace
+
+ImplementationProfile PytorchEager();  // model/implementation_pytorch.cpp
+
+namespace {
+
 const std::map<std::string, ImplementationProfile>& Presets() {
   static const auto* presets = [] {
     auto* m = new std::map<std::string, ImplementationProfile>;  // NOLINT: immortal preset table
-    for (auto p : {Parallax(), MegatronCore(), Megatron2021(), Megatron2022(), DeepSpeed()}) m->emplace(p.name, p);
+    for (auto p : {Parallax(), MegatronCore(), Megatron2021(), Megatron2022(), DeepSpeed(), PytorchEager()}) m->emplace(p.name, p);
     return m;
   }();
   return *presets;
