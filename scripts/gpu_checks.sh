@@ -8,7 +8,7 @@
 #   BUILD   a release build with CUDA (docs/cuda.md), or a carried copy of its binaries with the
 #           non-CUDA shared libraries in BUILD/gpu-libs (scripts/gpu_carry.sh makes one)
 #   SECONDS the deadline for the whole pass
-#   STEP    env probe ops gpu cli calibrate calibrate_generic fidelity bench side cupti profile dram
+#   STEP    env probe ops cp_attention gpu cli calibrate calibrate_generic fidelity bench side cupti profile dram
 #           (default: all but calibrate_generic and dram, in this order)
 # The CUDA libraries (cuBLAS, cuBLASLt, NCCL, CUPTI, the runtime) are looked up on the GPU
 # machine itself: its toolkit under /usr/local/cuda and the NVIDIA wheels of its Python.
@@ -19,7 +19,7 @@ out=${2:?output dir}
 budget=${3:?seconds}
 shift 3
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(env probe ops gpu cli calibrate fidelity bench side cupti profile)
+[ ${#steps[@]} -eq 0 ] && steps=(env probe ops cp_attention gpu cli calibrate fidelity bench side cupti profile)
 mkdir -p "$out/logs"
 logs=$(cd "$out/logs" && pwd)
 t0=$(date +%s)
@@ -122,6 +122,12 @@ for st in "${steps[@]}"; do
       step probe 30 "$b/tests/executor/executor_cuda_probe_test" ;;
     ops)
       step ops 90 "$b/tests/executor/executor_backend_ops_test" --gtest_filter='*cuda*' ;;
+    # ---- context parallelism (issue 36) -------------------------------------------------------
+    # Ring attention's building blocks in one process: one attention split into 2 and 3 key blocks,
+    # merged forward (AttentionMerge, log-sum-exp rule) and summed backward, against the unsplit kernel.
+    cp_attention)
+      step cp_attention 60 "$b/tests/executor/executor_backend_ops_test" --gtest_filter='*RingAttentionOps*cuda*' ;;
+    # ---- end context parallelism -----------------------------------------------------------------
     gpu)
       # The memory outside the allocator first, in a process of its own (nothing earlier held).
       step gpu_reserve 40 "$b/tests/executor/executor_cuda_gpu_test" --gtest_filter='*MemoryOutside*'

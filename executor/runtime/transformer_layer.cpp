@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "executor/runtime/cp_attention.h"
 #include "executor/runtime/tp_ops.h"
 
 namespace parallax::executor {
@@ -218,8 +219,8 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
     LinearForward(be, {.x = in, .w = P(ix_.wk), .bias = P(ix_.bk), .y = c.k.ptr(), .rows = T, .n = K, .k = H});
     LinearForward(be, {.x = in, .w = P(ix_.wv), .bias = P(ix_.bv), .y = c.v.ptr(), .rows = T, .n = K, .k = H});
     if (m.position == PositionKind::kRotary) {
-      be.Rotary({.x = c.q.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nq, .head_dim = D});
-      be.Rotary({.x = c.k.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nkv, .head_dim = D});
+      RotaryOnChunks(ctx, c.q.ptr(), nq, D, false);
+      RotaryOnChunks(ctx, c.k.ptr(), nkv, D, false);
     }
   }
   if (ctx.sp) c.ag.Reset();
@@ -411,8 +412,8 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
   {
     auto s = rec.Op(OpKind::kQkv, layer_);
     if (m.position == PositionKind::kRotary) {
-      be.Rotary({.x = dq.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nq, .head_dim = D, .inverse = true});
-      be.Rotary({.x = dk.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nkv, .head_dim = D, .inverse = true});
+      RotaryOnChunks(ctx, dq.ptr(), nq, D, true);
+      RotaryOnChunks(ctx, dk.ptr(), nkv, D, true);
     }
     const DevPtr in = c.ag.ptr();
     LinearBackward(be, {.dy = dq.ptr(), .x = in, .w = P(ix_.wq), .dw = G(ix_.wq), .dbias = G(ix_.bq),
