@@ -181,15 +181,40 @@ struct GemmArgs {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
-//! Causal self-attention of one micro-batch on this rank's heads. q: [S*B, heads*D],
-//! k and v: [S*B, kv_heads*D] (grouped-query: head h reads kv head h / (heads/kv_heads)).
+//! Softmax attention of one micro-batch on this rank's heads: `seq` query positions against
+//! `kv_seq` key/value positions (0: the same `seq`; ring attention passes one key block). q and out:
+//! [seq*batch, heads*D]; k and v: [kv_seq*batch, kv_heads*D], rows sequence-major as every token
+//! tensor (grouped-query: head h reads kv head h / (heads/kv_heads)).
+//!
+//! Visibility: with `causal`, query row i sees key j when j <= i + causal_offset; without it, every
+//! key. causal_offset is the query block's first position minus the key block's first position, so
+//! ring attention (context parallelism) runs each (query chunk, key chunk) pair as one call:
+//!   - the diagonal block (same chunk):              causal, causal_offset = 0;
+//!   - a key chunk wholly before the query chunk:    causal = false (fully visible);
+//!   - a key chunk wholly after it:                  masked, skip the call (it contributes nothing);
+//!   - any other alignment (a half chunk, unequal sizes) follows from the offset.
+//! A row that sees no key gets out = 0 and lse = -inf (the identity of the merge below).
 struct AttentionShape {
   int64_t batch = 1;
-  int64_t seq = 1;
+  int64_t seq = 1;  //!< query positions
   int64_t heads = 1;
   int64_t kv_heads = 1;
   int64_t head_dim = 1;
-  int64_t probs_floats() const { return batch * heads * seq * seq; }
+  int64_t kv_seq = 0;  //!< key/value positions; 0: seq
+  bool causal = true;
+  int64_t causal_offset = 0;  //!< query i sees key j when j <= i + causal_offset (causal only)
+
+  int64_t keys() const { return kv_seq > 0 ? kv_seq : seq; }
+  int64_t q_elements() const { return seq * batch * heads * head_dim; }
+  int64_t kv_elements() const { return keys() * batch * kv_heads * head_dim; }
+  //! fp32 log-sum-exp statistics: one per (query row, head), [seq*batch, heads] like q's rows.
+  int64_t stats_floats() const { return seq * batch * heads; }
+  //! Keys query row i sees: [0, VisibleKeys(i)).
+  int64_t VisibleKeys(int64_t i) const {
+    if (!causal) return keys();
+    const int64_t n = i + causal_offset + 1;
+    return n < 0 ? 0 : (n > keys() ? keys() : n);
+  }
 };
 
 struct AdamWParams {
@@ -338,19 +363,29 @@ struct RotaryArgs {
   bool inverse = false;  //!< rotate by -theta: the backward pass
 };
 
-//! Attention forward: out from q, k, v; probs (optional) keeps the softmax for backward.
+//! Attention forward (flash-attention style: keeps statistics, not probabilities). Writes out and
+//! lse, lse[t, h] = log sum_j exp(scale q_t,h . k_j) over the keys row t sees (scale 1/sqrt(D)), fp32
+//! [seq*batch, heads] (AttentionShape::stats_floats), -inf where the row sees none. lse is optional:
+//! null when the caller keeps no statistics (selective recompute reruns the forward in backward).
+//! Blocks merge exactly (ring attention): for the (out_i, lse_i) of key blocks i of one query block,
+//! lse = log sum_i exp(lse_i) and out = sum_i exp(lse_i - lse) out_i is the attention over their union.
 struct AttentionArgs {
   [[no_unique_address]] ByName by_name{};
   AttentionShape shape;
   DevPtr q{}, k{}, v{};
-  DevPtr out{}, probs{};
+  DevPtr out{}, lse{};
 };
 
-//! Attention backward: dq, dk, dv from dout; probs null: recomputed from q and k.
+//! Attention backward from q, k, v, the forward's out and lse, and dout (Dao 2023, FlashAttention-2
+//! algorithm 2): P = exp(scale q k^T - lse) is recomputed per key block, delta = rowsum(dout * out),
+//! dS = P (dout v^T - delta) scale. dq, dk, dv are overwritten.
+//! Ring attention passes the merged out and lse of the whole query row (not the block's own), with
+//! one key block's k and v and that block's shape: each call then yields the exact gradient
+//! contributions of that block (dq's part, and dk, dv of the block), which the caller sums.
 struct AttentionBackwardArgs {
   [[no_unique_address]] ByName by_name{};
   AttentionShape shape;
-  DevPtr q{}, k{}, v{}, probs{}, dout{};
+  DevPtr q{}, k{}, v{}, out{}, lse{}, dout{};
   DevPtr dq{}, dk{}, dv{};
 };
 
@@ -512,10 +547,10 @@ class Backend {
   //! Rotary position embedding in place (rotate-half form, base 10000, Su et al. 2021).
   virtual void Rotary(const RotaryArgs& a) = 0;
 
-  //! Causal softmax attention. `probs` (optional, probs_floats()) keeps the softmax for backward;
-  //! every row is written in full (zeros above the diagonal), so it needs no zero-fill.
+  //! Softmax attention (AttentionShape: causal by default, or one ring-attention block): out and the
+  //! fp32 row log-sum-exp, never the s x s probabilities (AttentionArgs says how blocks merge).
   virtual void AttentionForward(const AttentionArgs& a) = 0;
-  //! dq, dk, dv are overwritten. `probs` null: recomputed from q and k (selective recompute).
+  //! dq, dk, dv (overwritten) from out, lse and dout; the probabilities are recomputed from q and k.
   virtual void AttentionBackward(const AttentionBackwardArgs& a) = 0;
 
   //! out[t, :] (+)= table[index[t] - vocab_begin, :] when the index is in [vocab_begin,

@@ -17,7 +17,10 @@ ImplementationProfile Parallax() {
   p.name = "parallax";
   p.description = "this repository's executor (executor/runtime), whose costs `parallax calibrate`/`refine` measure";
   p.attention = {AttentionKernel::kUnfused,
-                 "executor/backend.h AttentionForward: causal softmax attention keeping the probabilities for backward"};
+                 "executor/cuda/cuda_kernels.cpp AttentionForward/Backward: strided-batched GEMMs around softmax "
+                 "kernels, the s x s scores of a chunk of heads in HBM"};
+  p.attention_keeps_statistics = {true, "executor/backend.h AttentionForward: keeps the fp32 row log-sum-exp; "
+                                        "AttentionBackward recomputes the probabilities from it"};
   p.fused_qkv_gemm = {false,
                       "executor/runtime/transformer_layer.cpp: the qkv op is three LinearForward calls (wq, wk, wv), "
                       "each a GEMM then Backend::AddBias, then Backend::Rotary on q and k for a rotary model; its "
@@ -86,6 +89,7 @@ ImplementationProfile MegatronCore() {
   p.description = "Megatron-LM with Megatron-Core r0.8+ and Transformer Engine on Hopper (2024)";
   p.attention = {AttentionKernel::kFlash,
                  "transformer_engine/pytorch/attention.py DotProductAttention: cuDNN fused / flash-attn backend"};
+  p.attention_keeps_statistics = {true, "flash attention saves softmax_lse (Dao 2023, FlashAttention-2, algorithm 1)"};
   p.fused_qkv_gemm = {true, "megatron/core/transformer/attention.py SelfAttention: one linear_qkv (TE LayerNormLinear) "
                             "producing the mixed query/key/value layer"};
   p.fused_bias_activation = {true, "megatron/core/fusions/fused_bias_gelu.py, fused_bias_swiglu.py"};
@@ -163,6 +167,8 @@ ImplementationProfile Megatron2021() {
   p.attention = {AttentionKernel::kUnfused,
                  "megatron/model/transformer.py ParallelAttention.forward (v2.5): baddbmm QK^T, "
                  "FusedScaleMaskSoftmax, attention_dropout, bmm with V"};
+  p.attention_keeps_statistics = {false, "megatron/model/transformer.py (v2.5): autograd saves attention_probs for the "
+                                         "bmm with V"};
   p.fused_qkv_gemm = {true, "megatron/model/transformer.py ParallelAttention: one ColumnParallelLinear query_key_value"};
   p.fused_bias_activation = {true, "megatron/model/fused_bias_gelu.py (--bias-gelu-fusion, on by default)"};
   p.fused_bias_dropout_add = {true, "megatron/model/transformer.py bias_dropout_add_fused_train (--bias-dropout-fusion)"};
@@ -235,6 +241,8 @@ ImplementationProfile DeepSpeed() {
   p.description = "DeepSpeed ZeRO (stage 1-3) with Megatron-DeepSpeed models (2022-2023)";
   p.attention = {AttentionKernel::kUnfused,
                  "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention (flash only with --use-flash-attn)"};
+  p.attention_keeps_statistics = {false, "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention: autograd "
+                                         "saves attention_probs for the bmm with V"};
   p.fused_qkv_gemm = {true, "Megatron-DeepSpeed megatron/model/transformer.py ParallelAttention: one query_key_value GEMM"};
   p.fused_bias_activation = {true, "Megatron-DeepSpeed megatron/model/fused_bias_gelu.py"};
   p.fused_bias_dropout_add = {true, "Megatron-DeepSpeed megatron/model/transformer.py bias_dropout_add_fused_train"};
@@ -429,6 +437,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       ObjectReader facts = r.Object("facts");
       FactReader f(facts);
       f.Enum("attention", p.attention, {AttentionKernel::kUnfused, AttentionKernel::kFlash});
+      f.Bool("attention_keeps_statistics", p.attention_keeps_statistics);
       f.Bool("fused_qkv_gemm", p.fused_qkv_gemm);
       f.Bool("fused_bias_activation", p.fused_bias_activation);
       f.Bool("fused_bias_dropout_add", p.fused_bias_dropout_add);
@@ -471,6 +480,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
               {"description", p.description},
               {"facts",
                {{"attention", EnumJson(p.attention)},
+                {"attention_keeps_statistics", FactJson(p.attention_keeps_statistics)},
                 {"fused_qkv_gemm", FactJson(p.fused_qkv_gemm)},
                 {"fused_bias_activation", FactJson(p.fused_bias_activation)},
                 {"fused_bias_dropout_add", FactJson(p.fused_bias_dropout_add)},
@@ -509,8 +519,10 @@ Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_f
   return ImplementationPreset(name);
 }
 
-int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items) {
-  return std::clamp<int64_t>(kUnfusedAttentionChunkBytes / (seq * seq * 4), 1, std::max<int64_t>(items, 1));
+int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items) { return UnfusedAttentionChunkItems(seq, seq, items); }
+
+int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t keys, int64_t items) {
+  return std::clamp<int64_t>(kUnfusedAttentionChunkBytes / (seq * keys * 4), 1, std::max<int64_t>(items, 1));
 }
 
 int64_t DpBucketBytes(const ImplementationProfile& impl, int64_t layer_grad_bytes) {

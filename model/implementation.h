@@ -68,6 +68,10 @@ struct ImplementationProfile {
   std::string name;
   std::string description;
   Fact<AttentionKernel> attention;
+  //! The attention core keeps the fp32 row log-sum-exp for backward and recomputes the probabilities
+  //! there (flash attention always does; our executor's GEMM path too), not the s x s probabilities.
+  //! Memory only: what the kernels cost is `attention`'s. Read through AttentionKeepsStatistics.
+  Fact<bool> attention_keeps_statistics;
   //! Q, K and V come from one GEMM against the concatenated weight (bias in its epilogue), not from
   //! three GEMMs each followed by its bias add (and rotary embedding, when the model has one)
   Fact<bool> fused_qkv_gemm;
@@ -123,6 +127,11 @@ struct ImplementationProfile {
   Fact<CpCommType> cp_comm_type;
 };
 
+//! Whether attention keeps statistics rather than probabilities for backward (a flash kernel always).
+inline bool AttentionKeepsStatistics(const ImplementationProfile& impl) {
+  return impl.attention.value == AttentionKernel::kFlash || impl.attention_keeps_statistics.value;
+}
+
 //! The one definition of a DP gradient bucket: bytes of unsharded gradient reduced (and staged)
 //! at once, for a layer whose gradient holds `layer_grad_bytes`. dp_bucket_MiB 0 means one bucket
 //! per layer (our executor: a layer's parameter group); otherwise buckets of that size, never more
@@ -135,6 +144,8 @@ int64_t DpBucketBytes(const ImplementationProfile& impl, int64_t layer_grad_byte
 //! (UnfusedAttentionWorkspaceBytes) and by the CUDA backend.
 inline constexpr int64_t kUnfusedAttentionChunkBytes = int64_t{256} << 20;
 int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items);
+//! The same for `seq` queries against `keys` keys (one ring-attention block).
+int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t keys, int64_t items);
 
 //! Built-in profiles: deepspeed, megatron-2021, megatron-2022, megatron-core, parallax.
 std::vector<std::string> ImplementationNames();

@@ -16,6 +16,13 @@
 
 namespace parallax::executor {
 
+//! The fp32 operands of CpuBackend's attention backward (AttentionBackwardArgs as host floats).
+struct AttentionGradOperands {
+  [[no_unique_address]] ByName by_name{};
+  const float *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr, *lse = nullptr, *dout = nullptr;
+  float *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+
 class CpuBackend : public Backend {
  public:
   //! Makes OpenBLAS single-threaded: GEMMs are split across the kernel threads instead (gemm.cpp).
@@ -110,10 +117,10 @@ class CpuBackend : public Backend {
   void Rotary(float* x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, int64_t first_position,
               bool inverse);
 
+  //! fp32 attention (Backend::AttentionForward's contract; lse: AttentionShape::stats_floats()).
   void AttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v, float* out,
-                        float* probs);
-  void AttentionBackward(const AttentionShape& s, const float* q, const float* k, const float* v, const float* probs,
-                         const float* dout, float* dq, float* dk, float* dv);
+                        float* lse);
+  void AttentionBackward(const AttentionShape& s, const AttentionGradOperands& g);
 
   void EmbeddingForward(const int32_t* tokens, int64_t n, const float* table, int64_t vocab_begin, int64_t table_rows,
                         int64_t hidden, float* out);

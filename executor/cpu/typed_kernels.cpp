@@ -170,19 +170,18 @@ void CpuBackend::AttentionForward(const AttentionArgs& a) {
   (void)streams_.Progress();
   F32Operands f(*this);
   const AttentionShape& s = a.shape;
-  const int64_t rows = s.seq * s.batch;
-  AttentionForward(s, f.In(a.q, rows * s.heads * s.head_dim), f.In(a.k, rows * s.kv_heads * s.head_dim),
-                   f.In(a.v, rows * s.kv_heads * s.head_dim), f.Out(a.out, rows * s.heads * s.head_dim),
-                   f.Out(a.probs, s.probs_floats()));
+  const int64_t qn = s.q_elements(), kn = s.kv_elements();
+  AttentionForward(s, f.In(a.q, qn), f.In(a.k, kn), f.In(a.v, kn), f.Out(a.out, qn), f.Out(a.lse, s.stats_floats()));
 }
 
 void CpuBackend::AttentionBackward(const AttentionBackwardArgs& a) {
   (void)streams_.Progress();
   F32Operands f(*this);
   const AttentionShape& s = a.shape;
-  const int64_t rows = s.seq * s.batch, qn = rows * s.heads * s.head_dim, kn = rows * s.kv_heads * s.head_dim;
-  AttentionBackward(s, f.In(a.q, qn), f.In(a.k, kn), f.In(a.v, kn), f.In(a.probs, s.probs_floats()),
-                    f.In(a.dout, qn), f.Out(a.dq, qn), f.Out(a.dk, kn), f.Out(a.dv, kn));
+  const int64_t qn = s.q_elements(), kn = s.kv_elements();
+  AttentionBackward(s, {.q = f.In(a.q, qn), .k = f.In(a.k, kn), .v = f.In(a.v, kn), .out = f.In(a.out, qn),
+                        .lse = f.In(a.lse, s.stats_floats()), .dout = f.In(a.dout, qn), .dq = f.Out(a.dq, qn),
+                        .dk = f.Out(a.dk, kn), .dv = f.Out(a.dv, kn)});
 }
 
 void CpuBackend::EmbeddingForward(const EmbeddingArgs& a) {

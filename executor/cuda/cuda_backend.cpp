@@ -81,7 +81,7 @@ CudaBackend::CudaBackend(int device, std::vector<std::unique_ptr<CudaStream>> st
     : device_(device),
       streams_(std::move(streams)),
       gemm_(std::move(gemm)),
-      scratch_(6),
+      scratch_(7),
       watchdog_(std::make_shared<gpu::CommWatchdog>(600.0)) {}
 
 CudaBackend::~CudaBackend() {

@@ -120,7 +120,9 @@ class CudaBackend final : public Backend {
   //! A persistent scratch buffer (slot) of at least `numel` elements of `dtype`, grown on demand;
   //! kept across calls so no other stream can be handed its memory while a kernel still uses it.
   //! Slots: 0 cuBLASLt workspace, 1 column-sum partials, 2 reduction partials, 3 host staging,
-  //! 4 attention fp32 scores / dP, 5 attention P / dS (at most 256 MiB of fp32 scores per chunk).
+  //! 4 attention fp32 scores / dP, 5 attention P / dS (at most 256 MiB of fp32 scores per chunk),
+  //! 6 attention backward's delta, or the forward's statistics when the caller keeps none (fp32, one
+  //! per query row and head).
   Result<DevPtr> Scratch(int slot, int64_t numel, DType dtype);
   cudaEvent_t EventOf(Event e) const { return events_[static_cast<size_t>(e.id)].get(); }
 

@@ -64,13 +64,29 @@ cudaError_t LaunchRmsNormBackward(KPtr dy, KPtr x, KPtr gamma, KPtr rstd, KPtr d
                                   int64_t cols, float* partials, cudaStream_t s);
 
 // ---- attention (attention_kernels.cu; the GEMMs around them in cuda_kernels.cpp) -------------
-//! For `items` fp32 score matrices seq x seq (contiguous), the causal softmax of every row into
-//! p (item t at t * p_stride elements, rows of seq), zeros above the diagonal.
-cudaError_t LaunchCausalSoftmax(const float* scores, KPtr p, int64_t p_stride, int64_t items, int64_t seq,
-                                cudaStream_t s);
-//! dS = P (dP - rowsum(P dP)) scale, causal (zeros above the diagonal); dp fp32 contiguous. ds may be p.
-cudaError_t LaunchCausalSoftmaxBackward(KPtr p, int64_t p_stride, const float* dp, KPtr ds, int64_t ds_stride,
-                                        int64_t items, int64_t seq, float scale, cudaStream_t s);
+//! The score rows of a chunk of attention items (AttentionShape's visibility): `seq` rows of `keys`
+//! fp32 scores per item, row i seeing keys [0, Visible(i)) (causal: j <= i + offset). A row's fp32
+//! statistic (lse, delta) lies at stats[i * stat_row_stride + t * stat_item_stride] for item t.
+struct AttnRowMask {
+  int64_t seq = 0, keys = 0;
+  bool causal = true;
+  int64_t offset = 0;
+  int64_t stat_row_stride = 0, stat_item_stride = 0;
+};
+//! For `items` fp32 score matrices seq x keys (contiguous), the softmax of every row into p (item t at
+//! t * p_stride elements, rows of keys; zeros past the visible keys) and its log-sum-exp into lse
+//! (-inf for a row that sees no key).
+cudaError_t LaunchAttentionSoftmax(const float* scores, KPtr p, int64_t p_stride, float* lse, int64_t items,
+                                   const AttnRowMask& m, cudaStream_t s);
+//! p = exp(scores - lse): the probabilities again from the forward's statistics.
+cudaError_t LaunchAttentionProbs(const float* scores, KPtr p, int64_t p_stride, const float* lse, int64_t items,
+                                 const AttnRowMask& m, cudaStream_t s);
+//! dS = P (dP - delta) scale (zeros past the visible keys); dp fp32 contiguous. ds may be p.
+cudaError_t LaunchAttentionSoftmaxBackward(KPtr p, int64_t p_stride, const float* dp, const float* delta, KPtr ds,
+                                           int64_t ds_stride, int64_t items, const AttnRowMask& m, float scale,
+                                           cudaStream_t s);
+//! delta[w] = sum_c dout[w, c] out[w, c] over `rows` rows of head_dim (one per token and head).
+cudaError_t LaunchAttentionDelta(KPtr out, KPtr dout, float* delta, int64_t rows, int64_t head_dim, cudaStream_t s);
 
 // ---- embedding and loss (embedding_loss_kernels.cu) --------------------------------------------
 cudaError_t LaunchEmbeddingForward(const int32_t* index, int64_t n, KPtr table, int64_t vocab_begin,

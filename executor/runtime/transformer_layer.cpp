@@ -189,13 +189,13 @@ Result<Tensor> TransformerLayer::Forward(RuntimeContext& ctx, Tensor x, LayerCac
   return out;
 }
 
-Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& c, bool keep_probs) {
+Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& c, bool keep_stats) {
   c.x = std::move(x);
-  PX_ASSIGN(Tensor attn, AttentionBlockForward(ctx, c, keep_probs));
+  PX_ASSIGN(Tensor attn, AttentionBlockForward(ctx, c, keep_stats));
   return MlpBlockForward(ctx, c, std::move(attn));
 }
 
-Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, LayerCache& c, bool keep_probs) {
+Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, LayerCache& c, bool keep_stats) {
   Backend& be = *ctx.backend;
   OpRecorder& rec = *ctx.rec;
   const ModelSpec& m = ctx.model;
@@ -226,13 +226,13 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
   if (ctx.sp) c.ag.Reset();
   const AttentionShape shape{.batch = ctx.batch, .seq = ctx.seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
   PX_ASSIGN(c.ctx, ctx.Act(T * Q));
-  if (keep_probs) {
-    PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));  // AttentionForward writes every row in full
+  if (keep_stats) {
+    PX_ASSIGN(c.lse, ctx.F32(shape.stats_floats()));  // else rebuilt in backward
   }
   {
     auto s = rec.Op(OpKind::kAttnCore, layer_);
-    be.AttentionForward({.shape = shape, .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(),
-                         .probs = keep_probs ? c.probs.ptr() : DevPtr{}});
+    be.AttentionForward(
+        {.shape = shape, .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(), .lse = c.lse.ptr()});
   }
   PX_ASSIGN(Tensor o, ctx.Act(T * H));
   {
@@ -401,8 +401,8 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
   PX_ASSIGN(Tensor dv, ctx.Act(T * K));
   PX_TRY(AttentionCoreGrad(ctx, c,
                            {.shape = {.batch = ctx.batch, .seq = ctx.seq, .heads = nq, .kv_heads = nkv, .head_dim = D},
-                            .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .dout = dctx.ptr(), .dq = dq.ptr(),
-                            .dk = dk.ptr(), .dv = dv.ptr()}));
+                            .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(), .dout = dctx.ptr(),
+                            .dq = dq.ptr(), .dk = dk.ptr(), .dv = dv.ptr()}));
   dctx.Reset();
   if (ctx.sp) {
     PX_ASSIGN(c.ag, Regather(ctx, c.ag_local, H, layer_));
@@ -438,16 +438,16 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
 
 Status TransformerLayer::AttentionCoreGrad(RuntimeContext& ctx, LayerCache& c, AttentionBackwardArgs a) {
   Backend& be = *ctx.backend;
-  if (c.probs.empty()) {
-    // Selective recompute: rebuild the attention probabilities dropped in forward.
+  if (c.lse.empty()) {
+    // Selective recompute: rebuild the attention statistics dropped in forward (the output is the
+    // cache's already; the rerun's copy is scratch).
     RecomputePhase recompute(*ctx.rec);
-    PX_ASSIGN(c.probs, ctx.Act(a.shape.probs_floats()));
-    PX_ASSIGN(Tensor scratch, ctx.Act(ctx.tokens * a.shape.heads * a.shape.head_dim));
+    PX_ASSIGN(c.lse, ctx.F32(a.shape.stats_floats()));
+    PX_ASSIGN(Tensor scratch, ctx.Act(a.shape.q_elements()));
     auto s = ctx.rec->Op(OpKind::kAttnCore, layer_);
-    be.AttentionForward(
-        {.shape = a.shape, .q = a.q, .k = a.k, .v = a.v, .out = scratch.ptr(), .probs = c.probs.ptr()});
+    be.AttentionForward({.shape = a.shape, .q = a.q, .k = a.k, .v = a.v, .out = scratch.ptr(), .lse = c.lse.ptr()});
   }
-  a.probs = c.probs.ptr();
+  a.lse = c.lse.ptr();
   auto s = ctx.rec->Op(OpKind::kAttnCore, layer_);
   be.AttentionBackward(a);
   return {};

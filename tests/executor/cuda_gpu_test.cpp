@@ -202,7 +202,7 @@ TEST(CudaGpu, OutOfMemoryIsAnErrorNamingTheBytes) {
 TEST(CudaGpu, KernelMisuseBecomesTheNextSynchronizeError) {
   auto be = CreateBackend("cuda");
   ASSERT_TRUE(be) << be.error().message;
-  const AttentionShape s{1, 4, 3, 2, 64};  // 3 query heads cannot share 2 kv heads
+  const AttentionShape s{.batch = 1, .seq = 4, .heads = 3, .kv_heads = 2, .head_dim = 64};  // 3 cannot share 2
   auto q = (*be)->Allocate(int64_t{4} * 3 * 64, DType::kF32, MemoryKind::kActivations);
   ASSERT_TRUE(q);
   (*be)->AttentionForward({.shape = s, .q = q->ptr(), .k = q->ptr(), .v = q->ptr(), .out = q->ptr()});
