@@ -18,7 +18,8 @@ inline int64_t CpChunkLength(int64_t seq_len, int64_t cp) { return seq_len / CpC
 inline int64_t CpChunkOf(int64_t cp, int64_t cp_idx, int64_t half) {
   return half == 0 ? cp_idx : CpChunkCount(cp) - 1 - cp_idx;
 }
-//! The global sequence position of local position `local` (0 .. seq_len/cp - 1) of cp rank `cp_idx`.
+//! The global sequence position of local position `local` (0 .. seq_len/cp - 1) of cp rank
+//! `cp_idx`.
 inline int64_t CpGlobalPosition(int64_t seq_len, int64_t cp, int64_t cp_idx, int64_t local) {
   if (cp == 1) return local;
   const int64_t len = CpChunkLength(seq_len, cp);
@@ -38,6 +39,8 @@ inline CpBlockVisibility VisibilityOf(int64_t query_chunk, int64_t key_chunk) {
 
 //! Ring step `step` (0 .. cp-1): the cp rank whose K/V block rank `cp_idx` holds, K/V moving to the
 //! next rank (cp_idx + 1) each step (Megatron-Core's p2p ring).
-inline int64_t CpRingSource(int64_t cp, int64_t cp_idx, int64_t step) { return (cp_idx - step % cp + cp) % cp; }
+inline int64_t CpRingSource(int64_t cp, int64_t cp_idx, int64_t step) {
+  return (cp_idx - step % cp + cp) % cp;
+}
 
 }  // namespace parallax

@@ -24,7 +24,7 @@ struct CpAttentionArgs {
   AttentionShape shape;
   DevPtr q{}, k{}, v{};
   DevPtr out{}, lse{};
-  DevPtr dout{};           //!< backward only
+  DevPtr dout{};            //!< backward only
   DevPtr dq{}, dk{}, dv{};  //!< backward only, overwritten
 };
 Status CpAttentionForward(RuntimeContext& ctx, int64_t layer, const CpAttentionArgs& a);

@@ -21,7 +21,6 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
     return BadInput(msg);
   }
   if (m.vocab % l.tp != 0) return BadInput("plan: tp=" + s(l.tp) + " does not divide vocab=" + s(m.vocab));
-  if (l.cp > 1) return BadInput("plan: cp=" + s(l.cp) + ": the executor does not run context parallelism yet");
   const int64_t stages = l.pp * l.virtual_stages;
   if (m.layers < stages) {
     return BadInput("plan: " + s(m.layers) + " layers cannot fill pp*virtual_stages=" + s(stages) + " stages");
@@ -30,8 +29,8 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
   if (seq > m.seq_len) return BadInput("training seq_len=" + s(seq) + " exceeds the model's seq_len=" + s(m.seq_len));
   if (const std::string cp = ContextParallelProblem(l, seq); !cp.empty()) return BadInput("plan: " + cp);
   if (l.sequence_parallel && l.tp > 1 && (seq / l.cp * l.micro_batch) % l.tp != 0) {
-    return BadInput("plan: sequence_parallel needs tp=" + s(l.tp) + " to divide the tokens of a micro-batch on a cp rank (" +
-                    s(seq / l.cp * l.micro_batch) + ")");
+    return BadInput("plan: sequence_parallel needs tp=" + s(l.tp) + " to divide the tokens of a micro-batch on a cp " +
+                    "rank (" + s(seq / l.cp * l.micro_batch) + ")");
   }
   if (m.head_dim() % 2 != 0 && m.position == PositionKind::kRotary) {
     return BadInput("model: rotary positions need an even head dimension");

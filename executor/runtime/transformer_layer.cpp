@@ -224,12 +224,15 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
     }
   }
   if (ctx.sp) c.ag.Reset();
-  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
+  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.local_seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
   PX_ASSIGN(c.ctx, ctx.Act(T * Q));
-  if (keep_stats) {
+  if (keep_stats || ctx.cp > 1) {  // ring attention's backward reads the merged statistics
     PX_ASSIGN(c.lse, ctx.F32(shape.stats_floats()));  // else rebuilt in backward
   }
-  {
+  if (ctx.cp > 1) {
+    PX_TRY(CpAttentionForward(ctx, layer_, {.shape = shape, .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(),
+                                            .out = c.ctx.ptr(), .lse = c.lse.ptr()}));
+  } else {
     auto s = rec.Op(OpKind::kAttnCore, layer_);
     be.AttentionForward(
         {.shape = shape, .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(), .lse = c.lse.ptr()});
@@ -399,8 +402,9 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
   PX_ASSIGN(Tensor dq, ctx.Act(T * Q));
   PX_ASSIGN(Tensor dk, ctx.Act(T * K));
   PX_ASSIGN(Tensor dv, ctx.Act(T * K));
+  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.local_seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
   PX_TRY(AttentionCoreGrad(ctx, c,
-                           {.shape = {.batch = ctx.batch, .seq = ctx.seq, .heads = nq, .kv_heads = nkv, .head_dim = D},
+                           {.shape = shape,
                             .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(), .dout = dctx.ptr(),
                             .dq = dq.ptr(), .dk = dk.ptr(), .dv = dv.ptr()}));
   dctx.Reset();
@@ -438,6 +442,10 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
 
 Status TransformerLayer::AttentionCoreGrad(RuntimeContext& ctx, LayerCache& c, AttentionBackwardArgs a) {
   Backend& be = *ctx.backend;
+  if (ctx.cp > 1) {
+    return CpAttentionBackward(ctx, layer_, {.shape = a.shape, .q = a.q, .k = a.k, .v = a.v, .out = a.out,
+                                             .lse = c.lse.ptr(), .dout = a.dout, .dq = a.dq, .dk = a.dk, .dv = a.dv});
+  }
   if (c.lse.empty()) {
     // Selective recompute: rebuild the attention statistics dropped in forward (the output is the
     // cache's already; the rerun's copy is scratch).

@@ -1,10 +1,10 @@
 // Context parallelism's causal load balance (model/cp_chunks.h): which positions a cp rank holds,
 // which (query chunk, key chunk) pairs attend, and the ring's order.
+#include "model/cp_chunks.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
-
-#include "model/cp_chunks.h"
 
 namespace parallax {
 namespace {
@@ -17,7 +17,8 @@ TEST(CpChunks, EveryPositionIsHeldByExactlyOneCpRankInChunksIAnd2cpMinus1MinusI)
       for (int64_t p = 0; p < seq / cp; ++p) held.insert(CpGlobalPosition(seq, cp, r, p));
     }
     EXPECT_EQ(held.size(), static_cast<size_t>(seq));
-    for (int64_t p = 0; p < seq; ++p) EXPECT_EQ(held.count(p), 1u) << "cp=" << cp << " position " << p;
+    for (int64_t p = 0; p < seq; ++p)
+      EXPECT_EQ(held.count(p), 1u) << "cp=" << cp << " position " << p;
   }
   // cp = 2, seq 16: rank 0 holds chunks 0 and 3 (positions 0-3, 12-15), rank 1 chunks 1 and 2.
   EXPECT_EQ(CpGlobalPosition(16, 2, 0, 4), 12);
