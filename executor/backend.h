@@ -444,8 +444,8 @@ struct CrossEntropyBackwardArgs {
 //! Ring attention's merge of one key block's partial attention (block_out, block_lse) into the
 //! running (out, lse) of the same query rows: lse' = log(exp(lse) + exp(block_lse)), out =
 //! exp(lse - lse') out + exp(block_lse - lse') block_out. out and block_out [rows, heads*head_dim]
-//! in the compute dtype, lse and block_lse fp32 [rows, heads]; a side at -inf (no key seen) adds
-//! nothing, and both at -inf leave out and lse as they are.
+//! in the compute dtype or fp32 (a running sum kept in fp32), lse and block_lse fp32 [rows, heads];
+//! a side at -inf (no key seen) adds nothing, and both at -inf leave out and lse as they are.
 struct AttentionMergeArgs {
   [[no_unique_address]] ByName by_name{};
   DevPtr out{}, lse{}, block_out{}, block_lse{};

@@ -93,9 +93,9 @@ Status CpAttentionForward(RuntimeContext& ctx, int64_t layer, const CpAttentionA
   }
   PX_ASSIGN(Tensor part, ctx.Act(q_chunk));
   PX_ASSIGN(Tensor part_lse, ctx.F32(lse_chunk, MemoryKind::kWorkspace));
+  PX_ASSIGN(Tensor acc, ctx.F32(sh.q_elements(), MemoryKind::kWorkspace));  // the merged out in fp32
   be.Copy({.dst = blocks[0].ptr(), .src = a.k, .n = kv});
   be.Copy({.dst = blocks[0].at(kv), .src = a.v, .n = kv});
-  be.Fill(a.out, sh.q_elements(), 0.0f);
   be.Fill(a.lse, sh.stats_floats(), -std::numeric_limits<float>::infinity());
   for (int64_t step = 0; step < ctx.cp; ++step) {
     const Tensor& held = blocks[Slot(step)];
@@ -111,7 +111,7 @@ Status CpAttentionForward(RuntimeContext& ctx, int64_t layer, const CpAttentionA
                            .v = k + kv,
                            .out = part.ptr(),
                            .lse = part_lse.ptr()});
-      be.AttentionMerge({.out = a.out + c.q_half * q_chunk,
+      be.AttentionMerge({.out = acc.at(c.q_half * q_chunk),
                          .lse = a.lse + c.q_half * lse_chunk,
                          .block_out = part.ptr(),
                          .block_lse = part_lse.ptr(),
@@ -119,6 +119,7 @@ Status CpAttentionForward(RuntimeContext& ctx, int64_t layer, const CpAttentionA
                          .heads = sh.heads,
                          .head_dim = sh.head_dim});
     }
+    if (step + 1 == ctx.cp) be.Copy({.dst = a.out, .src = acc.ptr(), .n = sh.q_elements()});
   }
   return {};
 }
@@ -129,19 +130,20 @@ Status CpAttentionBackward(RuntimeContext& ctx, int64_t layer, const CpAttention
   const int64_t kv = sh.kv_elements(), q_chunk = ChunkElements(ctx, sh.heads * sh.head_dim);
   const int64_t lse_chunk = ChunkElements(ctx, sh.heads),
                 k_chunk = ChunkElements(ctx, sh.kv_heads * sh.head_dim);
-  std::array<Tensor, 2> blocks, grads;  // [k | v] and the running [dk | dv] of the block held
+  // [k | v] of the block held, and its running [dk | dv] in fp32 (summed over up to cp ranks).
+  std::array<Tensor, 2> blocks, grads;
   for (Tensor& b : blocks) {
     PX_ASSIGN(b, ctx.Act(2 * kv));
   }
   for (Tensor& g : grads) {
-    PX_ASSIGN(g, ctx.Act(2 * kv));
+    PX_ASSIGN(g, ctx.F32(2 * kv, MemoryKind::kWorkspace));
   }
-  PX_ASSIGN(Tensor part, ctx.Act(2 * kv));
+  PX_ASSIGN(Tensor part, ctx.F32(2 * kv, MemoryKind::kWorkspace));
+  PX_ASSIGN(Tensor dq, ctx.F32(sh.q_elements(), MemoryKind::kWorkspace));  // fp32 sum over the steps
   PX_ASSIGN(Tensor dq_part, ctx.Act(q_chunk));
   PX_ASSIGN(Tensor dkv_part, ctx.Act(4 * k_chunk));  // at most two chunks of dk and of dv
   be.Copy({.dst = blocks[0].ptr(), .src = a.k, .n = kv});
   be.Copy({.dst = blocks[0].at(kv), .src = a.v, .n = kv});
-  be.Fill(a.dq, sh.q_elements(), 0.0f);
   for (int64_t step = 0; step < ctx.cp; ++step) {
     const Tensor& held = blocks[Slot(step)];
     PX_TRY(ctx.ComputeAfter(StreamKind::kCpComm));  // the block and its running gradient
@@ -163,7 +165,7 @@ Status CpAttentionBackward(RuntimeContext& ctx, int64_t layer, const CpAttention
                               .dq = dq_part.ptr(),
                               .dk = dkv_part.ptr(),
                               .dv = dkv_part.at(kn)});
-        be.Axpy({.y = a.dq + c.q_half * q_chunk, .x = dq_part.ptr(), .n = q_chunk});
+        be.Axpy({.y = dq.at(c.q_half * q_chunk), .x = dq_part.ptr(), .n = q_chunk});
         be.Axpy({.y = part.at(c.k_first_half * k_chunk), .x = dkv_part.ptr(), .n = kn});
         be.Axpy({.y = part.at(kv + c.k_first_half * k_chunk), .x = dkv_part.at(kn), .n = kn});
       }
@@ -175,6 +177,8 @@ Status CpAttentionBackward(RuntimeContext& ctx, int64_t layer, const CpAttention
   }
   // After cp hops every block's gradient is back with its owner.
   PX_TRY(ctx.ComputeAfter(StreamKind::kCpComm));
+  auto s = ctx.rec->Op(OpKind::kAttnCore, layer);
+  be.Copy({.dst = a.dq, .src = dq.ptr(), .n = sh.q_elements()});
   be.Copy({.dst = a.dk, .src = grads[Slot(ctx.cp)].ptr(), .n = kv});
   be.Copy({.dst = a.dv, .src = grads[Slot(ctx.cp)].at(kv), .n = kv});
   return {};

@@ -28,8 +28,8 @@ struct CpAttentionArgs {
   DevPtr dq{}, dk{}, dv{};  //!< backward only, overwritten
 };
 Status CpAttentionForward(RuntimeContext& ctx, int64_t layer, const CpAttentionArgs& a);
-//! Backward from the merged out and lse: K/V circulate again, each block's dK/dV travel with it and
-//! are summed on the way back to their owner; dQ is summed locally.
+//! Backward from the merged out and lse: K/V circulate again, each block's dK/dV travel with it
+//! (fp32) and are summed on the way back to their owner; dQ is summed locally (fp32).
 Status CpAttentionBackward(RuntimeContext& ctx, int64_t layer, const CpAttentionArgs& a);
 
 }  // namespace parallax::executor
