@@ -47,6 +47,7 @@ const char* ToString(StreamKind s) {
     case StreamKind::kTpComm: return "tp-comm";
     case StreamKind::kDpComm: return "dp-comm";
     case StreamKind::kPpComm: return "pp-comm";
+    case StreamKind::kCpComm: return "cp-comm";
   }
   return "?";
 }

@@ -93,9 +93,10 @@ class Tensor {
   int64_t block_bytes_ = 0;
 };
 
-//! The four streams of a rank; each is one track of the trace.
-enum class StreamKind { kCompute, kTpComm, kDpComm, kPpComm };
-inline constexpr int kStreamKinds = 4;
+//! The streams of a rank; each is one track of the trace. kCpComm carries context parallelism's
+//! ring exchanges, so they overlap the attention blocks on the compute stream.
+enum class StreamKind { kCompute, kTpComm, kDpComm, kPpComm, kCpComm };
+inline constexpr int kStreamKinds = 5;
 const char* ToString(StreamKind s);
 
 //! A backend's stream (implementation-specific; the runtime names streams by StreamKind).
@@ -363,6 +364,7 @@ struct RotaryArgs {
   [[no_unique_address]] ByName by_name{};
   DevPtr x{};
   int64_t seq = 0, batch = 0, heads = 0, head_dim = 0;
+  int64_t first_position = 0;  //!< the position of x's first row block (a context-parallel chunk's start)
   bool inverse = false;  //!< rotate by -theta: the backward pass
 };
 
@@ -484,6 +486,17 @@ struct Fp8ScaleUpdateArgs {
   int64_t count = 0;
   Fp8Format format = Fp8Format::kE4M3;
   DelayedScaling recipe{};
+};
+
+//! Ring attention's merge of one key block's partial attention (block_out, block_lse) into the
+//! running (out, lse) of the same query rows: lse' = log(exp(lse) + exp(block_lse)), out =
+//! exp(lse - lse') out + exp(block_lse - lse') block_out. out and block_out [rows, heads*head_dim]
+//! in the compute dtype or fp32 (a running sum kept in fp32), lse and block_lse fp32 [rows, heads];
+//! a side at -inf (no key seen) adds nothing, and both at -inf leave out and lse as they are.
+struct AttentionMergeArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr out{}, lse{}, block_out{}, block_lse{};
+  int64_t rows = 0, heads = 0, head_dim = 0;
 };
 
 class Backend {
@@ -608,6 +621,9 @@ class Backend {
   virtual void CrossEntropyCombine(const CrossEntropyCombineArgs& a) = 0;
   //! dlogits = (softmax - onehot(target)) * scale with the global max and sum_exp.
   virtual void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) = 0;
+
+  //! Merges a key block's partial attention into the running one (AttentionMergeArgs).
+  virtual void AttentionMerge(const AttentionMergeArgs& a) = 0;
 
   //! AdamW with decoupled weight decay (Loshchilov & Hutter 2019) and bias correction over many
   //! tensors in one launch.

@@ -6,7 +6,7 @@
 namespace parallax {
 namespace {
 
-constexpr std::array<std::pair<OpKind, const char*>, 26> kOpNames{{
+constexpr std::array<std::pair<OpKind, const char*>, 27> kOpNames{{
     {OpKind::kEmbedding, "embedding"},
     {OpKind::kAttnNorm, "attn_norm"},
     {OpKind::kQkv, "qkv"},
@@ -33,6 +33,7 @@ constexpr std::array<std::pair<OpKind, const char*>, 26> kOpNames{{
     {OpKind::kShardCopy, "shard_copy"},
     {OpKind::kGradFold, "grad_fold"},
     {OpKind::kGradAccum, "grad_accum"},
+    {OpKind::kCpSendRecv, "cp_sendrecv"},
 }};
 
 constexpr std::array<std::pair<Phase, const char*>, 5> kPhaseNames{{
@@ -83,6 +84,7 @@ bool IsCommunication(OpKind k) {
     case OpKind::kDpAllReduce:
     case OpKind::kDpReduceScatter:
     case OpKind::kDpAllGather:
+    case OpKind::kCpSendRecv:
       return true;
     default:
       return false;

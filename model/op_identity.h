@@ -44,9 +44,12 @@ enum class OpKind {
   //! implementation's grad_accumulation; Megatron-LM v2/v3's main_grad.add_ hook). Planner
   //! only: our executor accumulates inside the weight-gradient GEMM.
   kGradAccum,
+  //! Context parallelism: one ring step's exchange of K/V (forward) or K/V and dK/dV (backward)
+  //! blocks with the cp neighbours, a grouped send + receive on the cp stream.
+  kCpSendRecv,
 };
 //! The last OpKind (tables indexed by kind size themselves with it).
-inline constexpr OpKind kLastOpKind = OpKind::kGradAccum;
+inline constexpr OpKind kLastOpKind = OpKind::kCpSendRecv;
 //! The memory passes (grad_zero, shard_copy, grad_fold, grad_accum): one kernel family each, an op
 //! described by the bytes it carries.
 constexpr bool IsMemoryPass(OpKind k) { return k >= OpKind::kGradZero && k <= OpKind::kGradAccum; }

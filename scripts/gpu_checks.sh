@@ -16,9 +16,10 @@
 #           gpu-carry/bundle.tgz when it is not there yet)
 #   WORK    where logs are written (default /tmp/gpu-checks)
 #   SECONDS the deadline for the whole pass (default 450)
-#   STEP    env probe ops gpu cli bench side cudnn calibrate calibrate_generic cupti fidelity profile
-#           dram fp8 (default: all but calibrate_generic and dram, in this order: the gpu-label tests and
-#           the cross-backend op test first, what does not fit the deadline is skipped and listed)
+#   STEP    env probe ops cp_attention gpu cli bench side cudnn calibrate calibrate_generic cupti
+#           fidelity profile dram fp8 (default: all but calibrate_generic and dram, in this order: the
+#           gpu-label tests and the cross-backend op test first, what does not fit the deadline is
+#           skipped and listed)
 # The CUDA libraries (cuBLAS, cuBLASLt, cuDNN, NCCL, CUPTI, the runtime) are looked up on the GPU
 # machine itself: its toolkit under /usr/local/cuda and the NVIDIA wheels of its Python.
 set -u
@@ -30,7 +31,7 @@ budget=${3:-450}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] && shift
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(env probe ops gpu cli bench side cudnn calibrate cupti fidelity profile fp8)
+[ ${#steps[@]} -eq 0 ] && steps=(env probe ops cp_attention gpu cli bench side cudnn calibrate cupti fidelity profile fp8)
 if [ ! -x "$b/cli/parallax" ] && [ -f gpu-carry/bundle.tgz ]; then
   tar -xzf gpu-carry/bundle.tgz || { echo "gpu_checks: cannot unpack gpu-carry/bundle.tgz" >&2; exit 1; }
 fi
@@ -138,6 +139,12 @@ for st in "${steps[@]}"; do
       step probe 30 "$b/tests/executor/executor_cuda_probe_test" ;;
     ops)
       step ops 90 "$b/tests/executor/executor_backend_ops_test" --gtest_filter='*cuda*' ;;
+    # ---- context parallelism (issue 36) -------------------------------------------------------
+    # Ring attention's building blocks in one process: one attention split into 2 and 3 key blocks,
+    # merged forward (AttentionMerge, log-sum-exp rule) and summed backward, against the unsplit kernel.
+    cp_attention)
+      step cp_attention 60 "$b/tests/executor/executor_backend_ops_test" --gtest_filter='*RingAttentionOps*cuda*' ;;
+    # ---- end context parallelism -----------------------------------------------------------------
     gpu)
       # The memory outside the allocator first, in a process of its own (nothing earlier held).
       step gpu_reserve 40 "$b/tests/executor/executor_cuda_gpu_test" --gtest_filter='*MemoryOutside*'

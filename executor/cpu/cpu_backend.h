@@ -78,6 +78,7 @@ class CpuBackend : public Backend {
   void CrossEntropyStats(const CrossEntropyStatsArgs& a) override;
   void CrossEntropyCombine(const CrossEntropyCombineArgs& a) override;
   void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) override;
+  void AttentionMerge(const AttentionMergeArgs& a) override;
   void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;
   void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) override;
   //! FP8 emulated exactly (fp8_kernels.cpp).
@@ -117,7 +118,8 @@ class CpuBackend : public Backend {
   void GeluBackward(const float* x, const float* dy, float* dx, int64_t n);
   void SwigluForward(const float* gate, const float* up, float* y, int64_t n);
   void SwigluBackward(const float* gate, const float* up, const float* dy, float* dgate, float* dup, int64_t n);
-  void Rotary(float* x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse);
+  void Rotary(float* x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, int64_t first_position,
+              bool inverse);
 
   //! fp32 attention (Backend::AttentionForward's contract; lse: AttentionShape::stats_floats()).
   void AttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v, float* out,

@@ -88,6 +88,7 @@ class CudaBackend final : public Backend {
   void CrossEntropyStats(const CrossEntropyStatsArgs& a) override;
   void CrossEntropyCombine(const CrossEntropyCombineArgs& a) override;
   void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) override;
+  void AttentionMerge(const AttentionMergeArgs& a) override;
   void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;
   void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) override;
   //! FP8 (fp8_ops.cpp): casts and the scale update on any GPU; GEMMs through cuBLASLt on

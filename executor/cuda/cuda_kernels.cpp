@@ -95,7 +95,7 @@ void CudaBackend::SwigluBackward(const SwigluBackwardArgs& a) {
 }
 
 void CudaBackend::Rotary(const RotaryArgs& a) {
-  PX_CUDA_RECORD(gpu::LaunchRotary(K(a.x), a.seq, a.batch, a.heads, a.head_dim, a.inverse, Compute()));
+  PX_CUDA_RECORD(gpu::LaunchRotary(K(a.x), a.seq, a.batch, a.heads, a.head_dim, a.first_position, a.inverse, Compute()));
 }
 
 namespace {
@@ -301,6 +301,15 @@ void CudaBackend::CrossEntropyBackward(const CrossEntropyBackwardArgs& a) {
   if (a.targets.dtype != DType::kI32) return Fail(Misuse("CrossEntropyBackward: targets must be int32"));
   PX_CUDA_RECORD(gpu::LaunchCrossEntropyBackward(K(a.logits), a.rows, a.cols, K(a.row_max), K(a.sum_exp),
                                                  Ints(a.targets), a.vocab_begin, a.scale, K(a.dlogits), Compute()));
+}
+
+void CudaBackend::AttentionMerge(const AttentionMergeArgs& a) {
+  if (a.lse.dtype != DType::kF32 || a.block_lse.dtype != DType::kF32) {
+    return Fail(Misuse("AttentionMerge: lse and block_lse must be fp32"));
+  }
+  PX_CUDA_RECORD(gpu::LaunchAttentionMerge(K(a.out), static_cast<float*>(a.lse.ptr), K(a.block_out),
+                                           static_cast<const float*>(a.block_lse.ptr), a.rows, a.heads, a.head_dim,
+                                           Compute()));
 }
 
 void CudaBackend::MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) {

@@ -48,8 +48,8 @@ cudaError_t LaunchGelu(KPtr x, KPtr y, int64_t n, cudaStream_t s);
 cudaError_t LaunchGeluBackward(KPtr x, KPtr dy, KPtr dx, int64_t n, cudaStream_t s);
 cudaError_t LaunchSwiglu(KPtr gate, KPtr up, KPtr y, int64_t n, cudaStream_t s);
 cudaError_t LaunchSwigluBackward(KPtr gate, KPtr up, KPtr dy, KPtr dgate, KPtr dup, int64_t n, cudaStream_t s);
-cudaError_t LaunchRotary(KPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse,
-                         cudaStream_t s);
+cudaError_t LaunchRotary(KPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, int64_t first_position,
+                         bool inverse, cudaStream_t s);
 
 // ---- norms (norm_kernels.cu) -----------------------------------------------------------------
 cudaError_t LaunchLayerNormForward(KPtr x, KPtr gamma, KPtr beta, KPtr y, KPtr mean, KPtr rstd, int64_t rows,
@@ -111,6 +111,10 @@ cudaError_t LaunchCrossEntropyCombine(KPtr stats, int64_t rows, int64_t parts, K
 cudaError_t LaunchCrossEntropyBackward(KPtr logits, int64_t rows, int64_t cols, KPtr row_max, KPtr sum_exp,
                                        const int32_t* targets, int64_t vocab_begin, float scale, KPtr dlogits,
                                        cudaStream_t s);
+
+//! Backend::AttentionMerge (attention_merge_kernels.cu): lse and block_lse fp32 [rows, heads].
+cudaError_t LaunchAttentionMerge(KPtr out, float* lse, KPtr block_out, const float* block_lse, int64_t rows,
+                                 int64_t heads, int64_t head_dim, cudaStream_t s);
 
 // ---- multi-tensor optimizer and norm (optimizer_kernels.cu) ------------------------------------
 struct AdamWItem {

@@ -22,15 +22,16 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
     return BadInput(msg);
   }
   if (m.vocab % l.tp != 0) return BadInput("plan: tp=" + s(l.tp) + " does not divide vocab=" + s(m.vocab));
-  if (l.cp > 1) return BadInput("plan: cp=" + s(l.cp) + ": the executor does not run context parallelism yet");
   const int64_t stages = l.pp * l.virtual_stages;
   if (m.layers < stages) {
     return BadInput("plan: " + s(m.layers) + " layers cannot fill pp*virtual_stages=" + s(stages) + " stages");
   }
   const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : m.seq_len;
   if (seq > m.seq_len) return BadInput("training seq_len=" + s(seq) + " exceeds the model's seq_len=" + s(m.seq_len));
-  if (l.sequence_parallel && l.tp > 1 && (seq * l.micro_batch) % l.tp != 0) {
-    return BadInput("plan: sequence_parallel needs tp=" + s(l.tp) + " to divide seq_len=" + s(seq));
+  if (const std::string cp = ContextParallelProblem(l, seq); !cp.empty()) return BadInput("plan: " + cp);
+  if (l.sequence_parallel && l.tp > 1 && (seq / l.cp * l.micro_batch) % l.tp != 0) {
+    return BadInput("plan: sequence_parallel needs tp=" + s(l.tp) + " to divide the tokens of a micro-batch on a cp " +
+                    "rank (" + s(seq / l.cp * l.micro_batch) + ")");
   }
   if (m.head_dim() % 2 != 0 && m.position == PositionKind::kRotary) {
     return BadInput("model: rotary positions need an even head dimension");
@@ -65,7 +66,10 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
   if (c.layout.dp * c.layout.cp == 1) c.layout.zero_stage = 0;
   c.seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
   c.batch = plan.layout.micro_batch;
-  c.tokens = c.seq * c.batch;
+  c.cp = plan.layout.cp;
+  c.cp_idx = t->groups_.coords.cp_idx;
+  c.local_seq = c.seq / c.cp;
+  c.tokens = c.local_seq * c.batch;
   c.tp = plan.layout.tp;
   c.sp = plan.layout.sequence_parallel && c.tp > 1;
   c.local_tokens = c.sp ? c.tokens / c.tp : c.tokens;
@@ -91,7 +95,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
     // this layout (our executor's implementation profile).
     OpShapeKey key;
     key.micro_batch = c.batch;
-    key.seq_len = c.seq;
+    key.seq_len = c.local_seq;  // the tokens this rank runs (cp: its two chunks)
     key.tp = c.tp;
     key.sequence_parallel = c.sp;
     key.recompute = plan.layout.recompute;

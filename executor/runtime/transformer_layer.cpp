@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "executor/runtime/cp_attention.h"
 #include "executor/runtime/tp_ops.h"
 
 namespace parallax::executor {
@@ -229,17 +230,20 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
     LinearForward(be, {.x = in, .w = P(ix_.wv), .bias = P(ix_.bv), .y = c.v.ptr(), .rows = T, .n = K, .k = H,
                        .fp8 = F8(ix_.wv)});
     if (m.position == PositionKind::kRotary) {
-      be.Rotary({.x = c.q.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nq, .head_dim = D});
-      be.Rotary({.x = c.k.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nkv, .head_dim = D});
+      RotaryOnChunks(ctx, c.q.ptr(), nq, D, false);
+      RotaryOnChunks(ctx, c.k.ptr(), nkv, D, false);
     }
   }
   if (ctx.sp) c.ag.Reset();
-  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
+  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.local_seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
   PX_ASSIGN(c.ctx, ctx.Act(T * Q));
-  if (keep_stats) {
+  if (keep_stats || ctx.cp > 1) {  // ring attention's backward reads the merged statistics
     PX_ASSIGN(c.lse, ctx.F32(shape.stats_floats()));  // else rebuilt in backward
   }
-  {
+  if (ctx.cp > 1) {
+    PX_TRY(CpAttentionForward(ctx, layer_, {.shape = shape, .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(),
+                                            .out = c.ctx.ptr(), .lse = c.lse.ptr()}));
+  } else {
     auto s = rec.Op(OpKind::kAttnCore, layer_);
     be.AttentionForward(
         {.shape = shape, .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(), .lse = c.lse.ptr()});
@@ -411,8 +415,9 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
   PX_ASSIGN(Tensor dq, ctx.Act(T * Q));
   PX_ASSIGN(Tensor dk, ctx.Act(T * K));
   PX_ASSIGN(Tensor dv, ctx.Act(T * K));
+  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.local_seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
   PX_TRY(AttentionCoreGrad(ctx, c,
-                           {.shape = {.batch = ctx.batch, .seq = ctx.seq, .heads = nq, .kv_heads = nkv, .head_dim = D},
+                           {.shape = shape,
                             .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(), .dout = dctx.ptr(),
                             .dq = dq.ptr(), .dk = dk.ptr(), .dv = dv.ptr()}));
   dctx.Reset();
@@ -424,8 +429,8 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
   {
     auto s = rec.Op(OpKind::kQkv, layer_);
     if (m.position == PositionKind::kRotary) {
-      be.Rotary({.x = dq.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nq, .head_dim = D, .inverse = true});
-      be.Rotary({.x = dk.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nkv, .head_dim = D, .inverse = true});
+      RotaryOnChunks(ctx, dq.ptr(), nq, D, true);
+      RotaryOnChunks(ctx, dk.ptr(), nkv, D, true);
     }
     const DevPtr in = c.ag.ptr();
     LinearBackward(be, {.dy = dq.ptr(), .x = in, .w = P(ix_.wq), .dw = G(ix_.wq), .dbias = G(ix_.bq),
@@ -450,6 +455,10 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
 
 Status TransformerLayer::AttentionCoreGrad(RuntimeContext& ctx, LayerCache& c, AttentionBackwardArgs a) {
   Backend& be = *ctx.backend;
+  if (ctx.cp > 1) {
+    return CpAttentionBackward(ctx, layer_, {.shape = a.shape, .q = a.q, .k = a.k, .v = a.v, .out = a.out,
+                                             .lse = c.lse.ptr(), .dout = a.dout, .dq = a.dq, .dk = a.dk, .dv = a.dv});
+  }
   if (c.lse.empty()) {
     // Selective recompute: rebuild the attention statistics dropped in forward (the output is the
     // cache's already; the rerun's copy is scratch).

@@ -115,6 +115,10 @@ OpDescription PricedOps::Describe(const OpIdentity& id, int64_t predicted_bytes)
                           : id.op == OpKind::kDpAllGather ? CollectiveKind::kAllGather
                                                           : CollectiveKind::kReduceScatter,
                           predicted_bytes, PlaceReduction(l, plan_.cluster, ReducedOver(ParamGroupKind::kLayer)));
+    case OpKind::kCpSendRecv:
+      out.not_sampled = "the planner prices the cp ring's K/V exchange inside the attention core "
+                        "(planner/cost/cp_costs.cpp), not as an op of its own";
+      return out;
     case OpKind::kGradClip:
       out.not_sampled = "the measured slice is the grad-norm read plus the world all-reduce, waiting for the "
                         "slowest rank included";

@@ -36,9 +36,11 @@ std::vector<double> ReplicaFactors(const Plan& plan) {
   std::vector<double> f(static_cast<size_t>(l.dp), 1.0);
   for (int64_t d = 0; d < l.dp; ++d) {
     for (int64_t t = 0; t < l.tp; ++t) {
-      for (int64_t p = 0; p < l.pp; ++p) {
-        f[static_cast<size_t>(d)] = std::max(f[static_cast<size_t>(d)],
-                                             plan.cluster.stragglers.FactorOf(GlobalRank(l, t, d, p), plan.cluster.gpus_per_node));
+      for (int64_t c = 0; c < l.cp; ++c) {
+        for (int64_t p = 0; p < l.pp; ++p) {
+          f[static_cast<size_t>(d)] = std::max(
+              f[static_cast<size_t>(d)], plan.cluster.stragglers.FactorOf(GlobalRank(l, t, c, d, p), plan.cluster.gpus_per_node));
+        }
       }
     }
   }

@@ -124,6 +124,52 @@ INSTANTIATE_TEST_SUITE_P(Executor, Layouts,
                                   std::get<1>(param_info.param) + "_" + ToString(std::get<2>(param_info.param));
                          });
 
+// Context parallelism (issue 36): ring attention with the causal load balance, alone and with the
+// other dimensions, under every recompute mode. Names end in cp2/cp4 so the filters of the cases
+// above (*/Layouts.*/<name>_<recompute>_<precision>) select none of them.
+const Case kCpCases[] = {
+    {"cp2", "cp=2,micro_batch=2"},
+    {"cp4", "cp=4,micro_batch=2"},
+    {"tp2_sp_cp2", "cp=2,tp=2,micro_batch=2,sequence_parallel=1"},
+    {"dp2_zero1_cp2", "cp=2,dp=2,micro_batch=2,zero=1"},
+    {"dp2_zero3_cp2", "cp=2,dp=2,micro_batch=2,zero=3"},
+    {"pp2_cp2", "cp=2,pp=2,micro_batch=2"},
+};
+
+INSTANTIATE_TEST_SUITE_P(ContextParallel, Layouts,
+                         ::testing::Combine(::testing::ValuesIn(kCpCases),
+                                            ::testing::Values("none", "selective", "full"),
+                                            ::testing::Values(Precision::kFp32, Precision::kBf16)),
+                         [](const auto& param_info) {
+                           return std::string(std::get<0>(param_info.param).name) + "_" +
+                                  std::get<1>(param_info.param) + "_" + ToString(std::get<2>(param_info.param));
+                         });
+
+// Rotary positions follow each cp rank's chunks; grouped-query heads travel as K/V blocks.
+TEST(ContextParallel, LlamaStyleModelMatchesItsSingleProcessReference) {
+  auto llama = [](const std::string& layout) {
+    Plan p = TinyPlan(layout, kGlobalBatch);
+    p.model.name = "llama-tiny";
+    p.model.norm = NormKind::kRmsNorm;
+    p.model.mlp = MlpKind::kSwiglu;
+    p.model.position = PositionKind::kRotary;
+    p.model.bias = false;
+    p.model.tie_embeddings = false;
+    p.model.kv_heads = 2;
+    p.model.ffn_hidden = 128;
+    return p;
+  };
+  const Plan plan = llama("cp=" + std::to_string(g_world->size()) + ",micro_batch=2");
+  auto r = Train(plan, *g_world, kSteps);
+  ASSERT_TRUE(r) << r.error().message;
+  auto local = LocalCommunicator();
+  auto ref = Train(llama("micro_batch=2"), *local, kSteps);
+  ASSERT_TRUE(ref) << ref.error().message;
+  EXPECT_LT(MaxRelDiff(r->losses, ref->losses), 1e-4);
+  EXPECT_LT(MaxRelDiff(r->grad_norms, ref->grad_norms), 1e-4);
+  EXPECT_LT(ref->losses[9], ref->losses[0] - 0.05);
+}
+
 // Memory truth on multi-rank layouts: the planner's estimate for every rank's pipeline rank is an
 // upper bound on its measured peak, at most 15% above it.
 class MemoryTruthMultiRank : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
