@@ -348,22 +348,24 @@ void Attention(benchmark::State& state) {
   const AttentionShape s{8, 128, 4, 4, 64};
   const int64_t qn = s.seq * s.batch * s.heads * s.head_dim;
   const Vec q = Random(qn, 1), k = Random(qn, 2), v = Random(qn, 3), dout = Random(qn, 4);
-  Vec out(static_cast<size_t>(qn)), probs(static_cast<size_t>(s.probs_floats()));
-  Vec dq(out.size()), dk(out.size()), dv(out.size());
+  Vec out(static_cast<size_t>(qn)), probs(static_cast<size_t>(s.batch * s.heads * s.seq * s.seq));
+  Vec lse(static_cast<size_t>(s.stats_floats())), dq(out.size()), dk(out.size()), dv(out.size());
   CpuBackend be;
-  be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(), probs.data());
+  be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(), lse.data());
   for (auto _ : state) {
     if (mode == 0) {
       ScalarAttentionForward(s, q.data(), k.data(), v.data(), out.data(), probs.data());
     } else if (mode == 1) {
-      be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(), probs.data());
+      be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(), lse.data());
     } else {
-      be.AttentionBackward(s, q.data(), k.data(), v.data(), probs.data(), dout.data(), dq.data(), dk.data(), dv.data());
+      be.AttentionBackward(s, {.q = q.data(), .k = k.data(), .v = v.data(), .out = out.data(), .lse = lse.data(),
+                               .dout = dout.data(), .dq = dq.data(), .dk = dk.data(), .dv = dv.data()});
     }
     benchmark::DoNotOptimize(out.data());
     benchmark::DoNotOptimize(dq.data());
   }
-  // Useful (causal) FLOPs: forward 2 GEMMs of S(S+1)/2 x D each; backward 4.
+  // Useful (causal) FLOPs: forward 2 GEMMs of S(S+1)/2 x D each; backward 4 (plus the recomputed
+  // scores, not counted).
   const double causal = static_cast<double>(s.batch * s.heads) * static_cast<double>(s.seq * (s.seq + 1)) / 2 *
                         static_cast<double>(s.head_dim);
   state.counters["GFLOPs"] = benchmark::Counter((mode == 2 ? 8.0 : 4.0) * causal * 1e-9,
@@ -393,7 +395,7 @@ void KernelThreads(benchmark::State& state) {
                               : kTokens * kFfn;
   const Vec x = Random(n, 1), k = Random(n, 2), v = Random(n, 3), dout = Random(n, 4);
   const Vec gamma = Random(kHidden, 5), beta = Random(kHidden, 6);
-  Vec y(x.size()), mean(kTokens), rstd(kTokens), probs(op == 2 ? static_cast<size_t>(s.probs_floats()) : 0);
+  Vec y(x.size()), mean(kTokens), rstd(kTokens), lse(op == 2 ? static_cast<size_t>(s.stats_floats()) : 0);
   Vec dq(x.size()), dk(x.size()), dv(x.size());
   for (auto _ : state) {
     if (op == 0) {
@@ -402,9 +404,9 @@ void KernelThreads(benchmark::State& state) {
       be.LayerNormForward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), kTokens, kHidden,
                           1e-5f);
     } else if (op == 2) {
-      be.AttentionForward(s, x.data(), k.data(), v.data(), y.data(), probs.data());
-      be.AttentionBackward(s, x.data(), k.data(), v.data(), probs.data(), dout.data(), dq.data(), dk.data(),
-                           dv.data());
+      be.AttentionForward(s, x.data(), k.data(), v.data(), y.data(), lse.data());
+      be.AttentionBackward(s, {.q = x.data(), .k = k.data(), .v = v.data(), .out = y.data(), .lse = lse.data(),
+                               .dout = dout.data(), .dq = dq.data(), .dk = dk.data(), .dv = dv.data()});
     } else if (op == 3) {  // [tokens x hidden] x [hidden x ffn]
       be.Gemm(Trans::kNo, Trans::kNo, kTokens, kFfn, kHidden, 1.0f, x.data(), kHidden, k.data(), kFfn, 0.0f,
               y.data(), kFfn);

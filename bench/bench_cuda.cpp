@@ -165,18 +165,20 @@ void AttentionForwardBackward(benchmark::State& state) {
   auto dq = be->Allocate(qn, DType::kBf16, MemoryKind::kActivations);
   auto dk = be->Allocate(qn, DType::kBf16, MemoryKind::kActivations);
   auto dv = be->Allocate(qn, DType::kBf16, MemoryKind::kActivations);
-  if (!q || !o || !dq || !dk || !dv) return state.SkipWithError("allocation failed");
+  auto lse = be->Allocate(s.stats_floats(), DType::kF32, MemoryKind::kActivations);
+  if (!q || !o || !dq || !dk || !dv || !lse) return state.SkipWithError("allocation failed");
   be->Fill(q->ptr(), qn, 0.05f);
   be->Fill(o->ptr(), qn, 0.01f);
   const cudaStream_t st = Cuda(*be)->raw_stream(StreamKind::kCompute);
   double fwd_ms = 0, bwd_ms = 0;
   for (auto _ : state) {
     const double f = TimeMs(st, 3, [&] {
-      be->AttentionForward({.shape = s, .q = q->ptr(), .k = q->ptr(), .v = q->ptr(), .out = o->ptr()});
+      be->AttentionForward(
+          {.shape = s, .q = q->ptr(), .k = q->ptr(), .v = q->ptr(), .out = o->ptr(), .lse = lse->ptr()});
     });
     const double b = TimeMs(st, 3, [&] {
-      be->AttentionBackward({.shape = s, .q = q->ptr(), .k = q->ptr(), .v = q->ptr(), .dout = o->ptr(),
-                             .dq = dq->ptr(), .dk = dk->ptr(), .dv = dv->ptr()});
+      be->AttentionBackward({.shape = s, .q = q->ptr(), .k = q->ptr(), .v = q->ptr(), .out = o->ptr(),
+                             .lse = lse->ptr(), .dout = o->ptr(), .dq = dq->ptr(), .dk = dk->ptr(), .dv = dv->ptr()});
     });
     fwd_ms += f;
     bwd_ms += b;

@@ -62,5 +62,30 @@ void BM_PlanDeepSeekV3On1024H100(benchmark::State& state) {
 }
 BENCHMARK(BM_PlanDeepSeekV3On1024H100)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
+// Issue 36's long-sequence search: Llama 3.1 405B at 131072 tokens on 16,384 H100s (2048 DGX
+// nodes), the megatron-core profile, the global batch searched (4-32 sequences: 0.5M-4M tokens),
+// cp in the space. Target: under 2 s on a 2-core machine.
+void BM_PlanLlama405bSeq128kOn16384Gpus(benchmark::State& state) {
+  ModelSpec m = *ModelPreset("llama3-405b");
+  m.seq_len = 131072;
+  ClusterSpec c = *ClusterPreset("dgx-h100");
+  c.nodes = 2048;
+  TrainingSpec t;
+  SearchOptions o;
+  o.implementation = *ImplementationPreset("megatron-core");
+  int64_t searched = 0, best_cp = 0;
+  for (auto _ : state) {
+    auto r = Search(m, c, t, o);
+    searched = r->searched;
+    best_cp = r->plans.empty() ? 0 : r->plans.front().layout.cp;
+    benchmark::DoNotOptimize(r->plans.size());
+  }
+  state.counters["layouts"] = static_cast<double>(searched);
+  state.counters["best_cp"] = static_cast<double>(best_cp);
+  state.counters["layouts_per_s"] =
+      benchmark::Counter(static_cast<double>(searched) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PlanLlama405bSeq128kOn16384Gpus)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
 }  // namespace
 }  // namespace parallax::planner

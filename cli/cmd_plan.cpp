@@ -10,7 +10,9 @@
 #include "cli/format.h"
 #include "cli/inputs.h"
 #include "cli/search_report.h"
+#include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
+#include "planner/estimate/sync_modes.h"
 #include "planner/export/deepspeed.h"
 #include "planner/export/megatron.h"
 #include "planner/memory/memory_model.h"
@@ -21,14 +23,58 @@
 namespace parallax::cli {
 namespace {
 
+//! The classic mode's estimate (throughput, waits, staleness) and, with a failure rate, the goodput
+//! and Young/Daly checkpoint interval; null when neither the plan nor the cluster asks for them.
+Json ClassicJson(const Plan& plan, const CostDb* db) {
+  const bool mode = !plan.layout.sync.is_default() || !plan.cluster.stragglers.empty();
+  if (!mode && plan.cluster.failures.empty()) return nullptr;
+  planner::CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
+  const planner::PlanCosts pc = planner::CostPlan(ctx, plan);
+  const planner::StepTime ar = planner::EstimateStepTime(plan, pc);
+  const planner::ModeEstimate e = planner::EstimateSyncMode(plan, pc, ar, db);
+  Json j = Json::object();
+  if (mode) {
+    j["sync_mode"] = planner::ModeEstimateToJson(e);
+    j["sync_mode"]["layout"] = LayoutToString(plan.layout);
+  }
+  if (!plan.cluster.failures.empty()) {
+    const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
+    j["goodput"] = planner::GoodputToJson(planner::EstimateGoodput(
+        plan, mode ? e.step_time_s : ar.step_time_s, static_cast<double>(plan.layout.global_batch * seq)));
+  }
+  return j;
+}
+
+//! The text form of ClassicJson.
+void PrintClassic(const Json& c) {
+  if (c.is_null()) return;
+  if (c.contains("sync_mode")) {
+    const Json& m = c["sync_mode"];
+    std::printf("classic mode     %s: step %s (all-reduce %s), compute %s, exchange %s, wait %s",
+                m["layout"].get<std::string>().c_str(), HumanSeconds(m["step_time_s"].get<double>()).c_str(),
+                HumanSeconds(m["allreduce_step_time_s"].get<double>()).c_str(), HumanSeconds(m["compute_s"].get<double>()).c_str(),
+                HumanSeconds(m["exchange_s"].get<double>()).c_str(), HumanSeconds(m["wait_s"].get<double>()).c_str());
+    if (m.contains("mean_staleness")) std::printf(", mean staleness %.2f", m["mean_staleness"].get<double>());
+    std::printf("\n");
+  }
+  if (c.contains("goodput")) {
+    const Json& g = c["goodput"];
+    std::printf("failures         job MTBF %s, checkpoint every %s (Young/Daly; write %s, restore %s): goodput %.1f%%\n",
+                HumanSeconds(g["job_mtbf_s"].get<double>()).c_str(), HumanSeconds(g["checkpoint_interval_s"].get<double>()).c_str(),
+                HumanSeconds(g["checkpoint_write_s"].get<double>()).c_str(), HumanSeconds(g["checkpoint_restore_s"].get<double>()).c_str(),
+                100 * g["goodput"].get<double>());
+  }
+}
+
 //! What `simulate` says beside a prediction of a layout outside what it searches: a TP group across
 //! nodes, a ZeRO stage the plan's implementation does not run (its max_zero_stage fact).
 std::vector<std::string> SimulateNotes(const Plan& plan) {
   std::vector<std::string> notes;
   if (TpSpansNodes(plan.layout, plan.cluster)) {
+    const bool nodes = plan.cluster.domain_size() == plan.cluster.gpus_per_node;
     notes.push_back("tp=" + std::to_string(plan.layout.tp) + " spans " +
-                    std::to_string(plan.layout.tp / plan.cluster.gpus_per_node) +
-                    " nodes: TP collectives are costed over the inter-node links");
+                    std::to_string(plan.layout.tp / plan.cluster.domain_size()) +
+                    (nodes ? " nodes" : " NVLink domains") + ": TP collectives are costed over the inter-node links");
   }
   const int64_t max = MaxZeroStage(plan.implementation, plan.layout.pp);
   if (plan.layout.zero_stage > max && plan.layout.dp > 1) {
@@ -65,13 +111,14 @@ void AddCommon(CLI::App* cmd, CommonOptions& o, bool model_required) {
   cmd->add_option("--nodes", o.in.nodes, "Node count for a preset cluster")->check(AtLeast(1));
   cmd->add_option("--global-batch", o.in.global_batch, "Sequences per step (default: searched / from the plan)")
       ->check(AtLeast(1));
+  AddSeqLenOption(cmd, o.in);
   cmd->add_option("--precision", o.in.precision,
-                  "Training precision: bf16, fp16 or fp32 (default: the plan's; for a new plan fp32 on a CPU "
+                  "Training precision: bf16, fp16, fp32 or fp8 (default: the plan's; for a new plan fp32 on a CPU "
                   "device, bf16 on a GPU)")
       ->check(PrecisionCheck());
   cmd->add_option("--costdb", o.in.costdb, "Measured costs (parallax calibrate / nccl-tests import)");
   cmd->add_option("--implementation", o.in.implementation,
-                  "What runs the plan: parallax, megatron-core, megatron-2021, megatron-2022, deepspeed, or a profile JSON");
+                  "What runs the plan: parallax, megatron-core, megatron-2021, megatron-2022, deepspeed, pytorch, or a profile JSON");
   cmd->add_flag("--json", o.json, "Print one JSON object");
 }
 
@@ -97,8 +144,8 @@ void PrintBreakdownRow(int rank, const Layout& l, const planner::Prediction& p, 
   const std::string experts = l.ep != 1 || l.etp != 0 ? "  ep=" + std::to_string(l.ep) + " etp=" +
                                                             std::to_string(l.expert_tp())
                                                       : "";
-  std::printf("%3d  dp=%-3lld tp=%-2lld pp=%-3lld zero=%lld mb=%-2lld gb=%-5lld %-9s %-11s v=%-2lld sp=%d  %9s %10s %7.1f %6s %10s%s\n",
-              rank, (long long)l.dp, (long long)l.tp, (long long)l.pp, (long long)l.zero_stage, (long long)l.micro_batch,
+  std::printf("%3d  dp=%-3lld tp=%-2lld pp=%-3lld cp=%-3lld zero=%lld mb=%-2lld gb=%-5lld %-9s %-11s v=%-2lld sp=%d  %9s %10s %7.1f %6s %10s%s\n",
+              rank, (long long)l.dp, (long long)l.tp, (long long)l.pp, (long long)l.cp, (long long)l.zero_stage, (long long)l.micro_batch,
               (long long)l.global_batch, ToString(l.recompute), ToString(l.schedule), (long long)l.virtual_stages,
               l.sequence_parallel ? 1 : 0, HumanSeconds(p.step_time_s).c_str(), HumanCount(p.tokens_per_s).c_str(),
               p.model_tflops_per_gpu, MfuText(mfu).c_str(), HumanBytes(p.peak_memory_bytes).c_str(), experts.c_str());
@@ -136,6 +183,9 @@ int PrintExport(const std::string& kind, const Plan& best, bool json) {
     return 0;
   }
   Json ds = planner::ExportDeepSpeed(best);
+  if (ds["parallax"].contains("warning")) {
+    std::fprintf(stderr, "parallax plan: deepspeed export: %s\n", ds["parallax"]["warning"].get<std::string>().c_str());
+  }
   ds["parallax_implementation"] = best.implementation.name;  // the profile the prediction used
   PrintJson(ds);
   return 0;
@@ -188,6 +238,7 @@ int RunPlan(const PlanOptions& o) {
     for (const auto& p : r->plans) plans.push_back(EntryJson(p.layout, p.prediction, mfu(p.prediction)));
     Json j = RejectedJson(*r);
     j["plans"] = plans;
+    if (Json c = ClassicJson(best, db); !c.is_null()) j["classic"] = c;
     j["search_time_s"] = r->search_time_s;
     AddPrecisionJson(j, in->precision);
     PrintJson(j);
@@ -195,17 +246,21 @@ int RunPlan(const PlanOptions& o) {
   }
   const ModelSpec& model = in->model;
   const ClusterSpec& cluster = in->cluster;
-  std::printf("%s on %lld x %s (%s), %lld layouts searched in %s\n\n", model.name.c_str(),
+  std::printf("%s on %lld x %s (%s), %lld layouts searched in %s\n", model.name.c_str(),
               (long long)cluster.total_gpus(), cluster.device.name.c_str(), cluster.name.c_str(),
               (long long)r->searched, HumanSeconds(r->search_time_s).c_str());
-  std::printf("%3s  %-66s  %9s %10s %7s %6s %10s\n", "#", "layout", "step", "tokens/s", "TFLOP/s", "MFU", "memory");
+  std::printf("step times: the simulator's (as `simulate` prints them) for the top %zu by the closed form\n\n",
+              r->plans.size());
+  std::printf("%3s  %-73s  %9s %10s %7s %6s %10s\n", "#", "layout", "step", "tokens/s", "TFLOP/s", "MFU", "memory");
   int i = 1;
   for (const auto& p : r->plans) PrintBreakdownRow(i++, p.layout, p.prediction, mfu(p.prediction));
   std::printf("\nbest: ");
   PrintPrediction(r->plans.front().prediction, mfu(r->plans.front().prediction));
-  std::printf("\nrejected:");
-  for (const auto& [k, v] : r->rejected) std::printf(" %s %lld;", k.c_str(), (long long)v);
-  std::printf("\n");
+  PrintClassic(ClassicJson(best, db));
+  std::printf("\nrejected, by rule:%s\n", r->rejected.empty() ? " none" : "");
+  for (const auto& [k, v] : r->rejected) {
+    std::printf("  %6lld %s: %s\n", (long long)v, k.c_str(), RejectionInWords(k, *in).c_str());
+  }
   if (!o.output.empty()) std::printf("wrote %s\n", o.output.c_str());
   return 0;
 }
@@ -215,6 +270,9 @@ int RunSimulate(const SimulateOptions& o) {
   if (!in) return ReportError(in.error(), o.json);
   const Plan& plan = in->plan;
   if (Status st = ValidateLayout(plan.layout, plan.model, plan.cluster); !st) return ReportError(st.error(), o.json);
+  if (const std::string cp = CpCommTypeProblem(plan.layout, plan.model, plan.implementation); !cp.empty()) {
+    return ReportError(BadInput("plan: " + cp), o.json);
+  }
   const CostDb* db = in->db ? &*in->db : nullptr;
   planner::SimOptions so;
   so.record_trace = !o.trace.empty();
@@ -227,8 +285,10 @@ int RunSimulate(const SimulateOptions& o) {
   }
   const auto& p = sim->prediction;
   const auto mfu = ShownMfu(p, plan.cluster, plan.training.precision, db);
+  const Json classic = ClassicJson(plan, db);
   if (o.json) {
     Json j = EntryJson(plan.layout, p, mfu);
+    if (!classic.is_null()) j["classic"] = classic;
     Json mem = Json::array();
     for (int64_t r = 0; r < plan.layout.pp; ++r) {
       const auto b = planner::EstimateRankMemory(plan, r);
@@ -248,6 +308,7 @@ int RunSimulate(const SimulateOptions& o) {
   std::printf("%s on %lld x %s: %s\n", plan.model.name.c_str(), (long long)plan.cluster.total_gpus(),
               plan.cluster.device.name.c_str(), LayoutToString(plan.layout).c_str());
   PrintPrediction(p, mfu);
+  PrintClassic(classic);
   std::printf("implementation   %s\n", plan.implementation.name.c_str());
   for (const std::string& n : SimulateNotes(plan)) std::printf("note             %s\n", n.c_str());
   for (int64_t r = 0; r < plan.layout.pp; ++r) {
@@ -273,7 +334,7 @@ void RegisterPlanCommands(CLI::App& root, CliState& state) {
   SetExample(plan, "parallax plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 256 -o plan.json");
   AddCommon(plan, *po, true);
   plan->add_option("--top", po->top, "How many plans to list")->capture_default_str()->check(AtLeast(1));
-  plan->add_option("--fix", po->fix, "Pin dimensions: k=v,... (dp, tp, pp, zero, micro_batch, global_batch, "
+  plan->add_option("--fix", po->fix, "Pin dimensions: k=v,... (dp, tp, pp, cp, zero, micro_batch, global_batch, "
                                       "recompute, schedule, virtual_stages, sequence_parallel)");
   plan->add_option("-o,--output", po->output, "Write the best plan (self-contained JSON)");
   plan->add_option("--export", po->export_kind, "Print the best plan as Megatron-LM arguments or a DeepSpeed config")

@@ -126,7 +126,7 @@ std::vector<ReportOpError> OpErrors(const traces::TraceDiff& before, const std::
 std::string StepsNote(const traces::TraceDiff& d) {
   std::string steps;
   for (int64_t s : d.measured_steps) steps += (steps.empty() ? "" : ",") + std::to_string(s);
-  return "Measured: the mean step span of measured step(s) " + (steps.empty() ? std::string("?") : steps) +
+  return "Measured: the median (slowest rank's) step span of measured step(s) " + (steps.empty() ? std::string("?") : steps) +
          " (the first step, the warm-up, is left out when there are more), as parallax trace diff reports it. "
          "Predicted: the simulator's step time for the plan (parallax simulate).";
 }

@@ -37,6 +37,7 @@ struct RunOptions {
   int64_t threads = 0;
   std::string grad_reduce = "fp32";
   bool no_cupti = false;
+  std::string inject_slow;
 };
 
 //! {"weights": bytes, ...} in MemoryKind order (the names simulate's memory_per_pp_rank uses).
@@ -107,6 +108,7 @@ int Run(const RunOptions& o) {
   ro.resume = o.resume;
   ro.trace_path = o.trace;
   ro.threads = o.threads;
+  ro.inject_slow = o.inject_slow;
   ro.activity = activity.get();
   ro.trainer.data.file = o.data;
   ro.trainer.data.seed = plan.training.seed;
@@ -144,8 +146,20 @@ int Run(const RunOptions& o) {
   }
   if (root) {
     if (o.json) {
+      Json classic = Json::object();
+      if (!l.sync.is_default()) {
+        classic = Json{{"sync", SyncToString(l.sync)},
+                       {"compression", CompressionToString(l.sync)},
+                       {"data", DataToString(l.sync)},
+                       {"wall_clock_s", report->wall_clock_s},
+                       {"staleness_histogram", report->staleness_histogram},
+                       {"dropped_gradients", report->dropped_gradients}};
+      }
       PrintJson(Json{{"losses", report->losses},
+                     {"classic", classic},
                      {"step_times_s", report->step_times_s},
+                     {"step_time_s", report->step_time_s()},
+                     {"step_time_rule", kMeasuredStepRule},
                      {"grad_norms", report->grad_norms},
                      {"skipped_steps", report->skipped},
                      {"loss_scale", report->loss_scale},
@@ -181,8 +195,8 @@ int Run(const RunOptions& o) {
                   static_cast<long long>(report->intra_op_threads), ht.source.c_str(),
                   static_cast<long long>(ht.cpus), static_cast<long long>(ht.ranks_on_node),
                   ht.oversubscribed ? "; more ranks than CPUs: waits yield" : "");
-      std::printf("mean step time %.1f ms (after the first step), peak memory %.2f MiB per rank (max)\n",
-                  report->mean_step_time_s() * 1e3,
+      std::printf("step time %.1f ms (%s), peak memory %.2f MiB per rank (max)\n",
+                  report->step_time_s() * 1e3, kMeasuredStepRule,
                   static_cast<double>(report->peak_memory_bytes) / (1024.0 * 1024.0));
       if (!o.trace.empty()) {
         const executor::ProfilingReport& p = report->profiling;
@@ -214,12 +228,13 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   o->in.cluster = "local-cpu";
   cmd->add_option("--cluster", o->in.cluster, "Cluster preset or JSON for an inline plan")->capture_default_str();
   cmd->add_option("--global-batch", o->in.global_batch, "Sequences per step (overrides the plan)")->check(AtLeast(1));
+  AddSeqLenOption(cmd, o->in);
   cmd->add_option("--steps", o->steps, "Training steps to run")->capture_default_str();
   cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "Write sharded checkpoints here (after the last step)");
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "Also checkpoint every N steps");
   cmd->add_flag("--resume", o->resume, "Resume from the latest checkpoint in --checkpoint-dir");
-  cmd->add_flag("--json", o->json, "Print one JSON object: losses, step_times_s, peak_memory_bytes (and peak_memory_by_kind), layout");
+  cmd->add_flag("--json", o->json, "Print one JSON object: losses, step_times_s, step_time_s (the run's step time: median after the first step), peak_memory_bytes (and peak_memory_by_kind), layout");
   cmd->add_option("--trace", o->trace,
                   "Write the measured trace of every rank's ops (Chrome JSON, .gz ok); with --backend cuda, CUPTI "
                   "times them on the GPU and adds kernels, host launches and launch->kernel flows");
@@ -228,11 +243,13 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--seed", o->seed, "Seed for weights and data (default: the plan's)");
   cmd->add_option("--lr", o->lr, "Learning rate (default: the plan's)");
   cmd->add_option("--precision", o->in.precision,
-                  "Training precision: bf16, fp16 or fp32 (default: the plan's; for an inline plan fp32 on a CPU "
+                  "Training precision: bf16, fp16, fp32 or fp8 (default: the plan's; for an inline plan fp32 on a CPU "
                   "device, bf16 on a GPU)")
       ->check(PrecisionCheck());
   cmd->add_option("--grad-reduce", o->grad_reduce, "Element type of DP gradient reduction: fp32 or bf16")
       ->capture_default_str();
+  cmd->add_option("--inject-slow", o->inject_slow,
+                  "rank=R,factor=F: rank R computes F times slower (a straggler, for the classic modes' tests)");
   cmd->add_option("--threads", o->threads,
                   "Intra-op threads per rank (default 0: share each node's CPUs among its ranks)")
       ->check(AtLeast(0));

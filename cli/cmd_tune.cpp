@@ -111,7 +111,7 @@ void RegisterTuneCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--rounds", o->rounds, "At most this many plan-run-refine rounds")->capture_default_str();
   cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
   cmd->add_option("--precision", o->in.precision,
-                  "Training precision: bf16, fp16 or fp32 (default: fp32 on a CPU device, bf16 on a GPU)")
+                  "Training precision: bf16, fp16, fp32 or fp8 (default: fp32 on a CPU device, bf16 on a GPU)")
       ->check(PrecisionCheck());
   cmd->add_option("--timeout", o->timeout_s, "Seconds a rank waits for a peer before naming it lost")
       ->capture_default_str();

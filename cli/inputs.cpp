@@ -62,6 +62,7 @@ Result<SearchInputs> ResolveSearchInputs(const InputArgs& args) {
   auto model = ResolveModel(args.model);
   if (!model) return model.error();
   in.model = std::move(*model);
+  if (args.seq_len > 0) in.model.seq_len = args.seq_len;
   auto cluster = ResolveCluster(args.cluster, args.nodes);
   if (!cluster) return cluster.error();
   in.cluster = std::move(*cluster);
@@ -75,6 +76,7 @@ Result<SearchInputs> ResolveSearchInputs(const InputArgs& args) {
   if (!given) return given.error();
   in.precision = given->value_or(DevicePrecision(in.cluster));
   in.training.precision = in.precision.precision;
+  if (Status st = CheckPrecisionOnDevice(in.training.precision, in.cluster.device); !st) return st.error();
   in.training.global_batch = args.global_batch;
   auto impl = ResolveImplementation(args.implementation);
   if (!impl) return impl.error();
@@ -103,12 +105,17 @@ Result<PlanInputs> ResolvePlanInputs(const InputArgs& args) {
   if (!plan) return plan.error();
   PlanInputs in;
   in.plan = std::move(*plan);
+  if (args.seq_len > 0) {
+    in.plan.model.seq_len = args.seq_len;
+    in.plan.training.seq_len = 0;  // the model's, now N
+  }
   if (*given) {
     in.plan.training.precision = precision.precision;
   } else if (!inline_plan) {
     precision = {in.plan.training.precision, "the plan's"};
   }
   in.precision = precision;
+  if (Status st = CheckPrecisionOnDevice(in.plan.training.precision, in.plan.cluster.device); !st) return st.error();
   if (!args.implementation.empty()) {
     auto impl = ResolveImplementation(args.implementation);
     if (!impl) return impl.error();
@@ -131,12 +138,17 @@ void AddPrecisionJson(Json& j, const PrecisionChoice& choice) {
   j["precision_source"] = choice.source;
 }
 
+void AddSeqLenOption(CLI::App* cmd, InputArgs& in) {
+  cmd->add_option("--seq-len", in.seq_len, "Tokens per sequence (default: the model's seq_len, which this overrides)")
+      ->check(AtLeast(1));
+}
+
 CLI::Validator PrecisionCheck() {
   return {[](std::string& s) {
             auto p = PrecisionFromString(s);
             return p ? std::string() : p.error().message;
           },
-          "bf16|fp16|fp32", "PRECISION"};
+          "bf16|fp16|fp32|fp8", "PRECISION"};
 }
 
 CLI::Validator AtLeast(int64_t min) {

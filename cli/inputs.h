@@ -27,6 +27,7 @@ struct InputArgs {
   int64_t nodes = 0;           //!< > 0: the cluster's node count
   std::string plan;            //!< plan JSON or inline layout (simulate, refine, run)
   int64_t global_batch = 0;    //!< > 0: overrides the plan's / fixes the search's
+  int64_t seq_len = 0;         //!< > 0: overrides the model's seq_len (and a plan's training seq_len)
   std::string precision;       //!< bf16, fp16 or fp32; empty: the plan's or the device's default
   std::string implementation;  //!< profile preset or JSON; empty: the plan's or parallax
   std::string costdb;          //!< cost database file; empty: none
@@ -78,6 +79,9 @@ Result<PlanInputs> ResolvePlanInputs(const InputArgs& args);
 void NotePrecision(const PrecisionChoice& choice, bool json);
 //! "precision" and "precision_source" in a --json object.
 void AddPrecisionJson(Json& j, const PrecisionChoice& choice);
+
+//! `--seq-len N` on a command (plan, simulate, run): sequences of N tokens, overriding the model's.
+void AddSeqLenOption(CLI::App* cmd, InputArgs& in);
 
 //! --precision's check: one of PrecisionFromString's values, its message otherwise.
 CLI::Validator PrecisionCheck();

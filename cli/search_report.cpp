@@ -12,7 +12,11 @@ namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
-//! A search rejection reason (planner/search/search.cpp's keys) as a rule, with the model's numbers.
+//! "a node", or "an NVLink domain" where the cluster's domain is not a node.
+std::string DomainNoun(const ClusterSpec& c) { return c.domain_size() == c.gpus_per_node ? "a node" : "an NVLink domain"; }
+
+}  // namespace
+
 std::string RejectionInWords(const std::string& reason, const SearchInputs& in) {
   const ModelSpec& m = in.model;
   if (reason == "tp_does_not_divide_heads") {
@@ -20,11 +24,12 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
            ") and the ffn hidden size (" + Str(m.ffn_hidden) + ")";
   }
   if (reason == "tp_does_not_tile_the_nodes") {
-    return "tp must divide the devices of a node (" + Str(in.cluster.gpus_per_node) + ") or be a multiple of it, and divide all " +
+    return "tp must divide the devices of " + DomainNoun(in.cluster) + " (" + Str(in.cluster.domain_size()) +
+           ") or be a multiple of it, and divide all " +
            Str(in.cluster.total_gpus());
   }
   if (reason == "tp_spans_nodes") {
-    return "a tensor-parallel group larger than a node (" + Str(in.cluster.gpus_per_node) +
+    return "a tensor-parallel group larger than " + DomainNoun(in.cluster) + " (" + Str(in.cluster.domain_size()) +
            " devices) is not searched (simulate predicts one)";
   }
   if (reason == "pp_exceeds_layers") return "pp must not exceed the layers (" + Str(m.layers) + ")";
@@ -36,19 +41,36 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
     return "the implementation " + in.implementation.name + " does not run that ZeRO stage";
   }
   if (reason == "sequence_parallel_needs_tp_dividing_seq_len") {
-    return "sequence parallelism needs tp to divide the sequence length (" + Str(m.seq_len) + ")";
+    return "sequence parallelism needs tp (x cp) to divide the sequence length (" + Str(m.seq_len) + ")";
+  }
+  if (reason == "cp_needs_seq_len_divisible_by_2cp") {
+    return "context parallelism needs 2 x cp to divide the sequence length (" + Str(m.seq_len) +
+           "): each cp rank holds two of 2 cp chunks (causal load balance)";
+  }
+  if (reason == "cp_beyond_implementation") {
+    return "the implementation " + in.implementation.name + " does not run context parallelism (cp_comm_type " +
+           ToString(in.implementation.cp_comm_type.value) + ")";
+  }
+  if (reason == "cp_a2a_needs_tp_cp_dividing_heads") {
+    return "all-to-all context parallelism needs tp x cp to divide the attention heads (" + Str(m.heads) + ")";
+  }
+  if (reason == "out_of_memory") {
+    char gib[32];
+    std::snprintf(gib, sizeof gib, "%.1f", in.cluster.device.memory_GiB);
+    return std::string("the layout does not fit in device memory (") + gib + " GiB per " + in.cluster.device.name + ")";
   }
   if (reason == "moe_tp_needs_sequence_parallel") {
     return "an MoE model with tp > 1 needs sequence parallelism (Megatron-Core's rule: each rank routes its "
            "sequence shard)";
   }
   if (reason == "expert_groups_do_not_tile_the_stage") {
-    return "ep x etp must divide a pipeline stage's tp x dp ranks (expert groups are carved from them) and etp the "
+    return "ep x etp must divide a pipeline stage's tp x cp x dp ranks (expert groups are carved from them) and etp the "
            "experts' ffn size (" + Str(m.moe_ffn_hidden) + ")";
   }
-  if (reason == "out_of_memory") return "the layout does not fit in device memory";
   return reason;
 }
+
+namespace {
 
 //! What rules out the pinned dp / tp / pp before any layout is searched (tp=3 on 32 heads), by the
 //! layout rules of model/plan.h: the model's first (heads, layers), then the cluster's (GPU count,
@@ -58,7 +80,8 @@ std::optional<std::string> PinnedRuleOut(const SearchInputs& in, const planner::
   Layout l;
   l.tp = fix.tp.value_or(1);
   l.pp = fix.pp.value_or(1);
-  l.dp = fix.dp.value_or(std::max<int64_t>(world / (l.tp * l.pp), 1));
+  l.cp = fix.cp.value_or(1);
+  l.dp = fix.dp.value_or(std::max<int64_t>(world / (l.tp * l.cp * l.pp), 1));
   l.global_batch = l.dp * l.pp;  // enough micro-batches for any schedule's pipeline
   Status st = ValidateLayout(l, in.model, in.cluster, l.world_size());
   if (st) st = ValidateLayout(l, in.model, in.cluster);
@@ -74,7 +97,7 @@ std::optional<std::string> PinnedRuleOut(const SearchInputs& in, const planner::
 std::optional<double> ShownMfu(const planner::Prediction& p, const ClusterSpec& cluster, Precision precision,
                                const CostDb* db) {
   if (p.mfu > 0) return p.mfu;
-  const DType dtype = planner::ComputeDType(precision);
+  const DType dtype = planner::MfuDType(precision);
   if (cluster.device.peak_tflops.For(dtype) > 0) return p.mfu;
   if (db == nullptr) return std::nullopt;
   const double peak = profiler::MeasuredDevice(cluster.device, *db).peak_tflops.For(dtype);

@@ -29,5 +29,8 @@ Error NoLayoutError(const SearchInputs& in, const planner::Constraints& fix, con
 Json RejectedJson(const planner::SearchResult& r);
 //! " reason count; reason count" in the reasons' order (" none" when nothing was rejected).
 std::string RejectedText(const planner::SearchResult& r);
+//! A search rejection reason (planner/search/search.cpp's keys) as a rule, with the model's and the
+//! cluster's numbers.
+std::string RejectionInWords(const std::string& reason, const SearchInputs& in);
 
 }  // namespace parallax::cli

@@ -1,5 +1,7 @@
 #include "executor/backend.h"
 
+#include "executor/mailbox.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -8,6 +10,12 @@
 #include <map>
 
 namespace parallax::executor {
+
+Result<std::unique_ptr<Mailbox>> Communicator::OpenMailbox() {
+  return Error{"this communicator has no host mailbox: the classic modes (parameter servers, async, backup workers) "
+               "run under MPI with the cpu backend",
+               ErrorKind::kBadInput};
+}
 
 const char* ToString(MemoryKind k) {
   switch (k) {
@@ -27,6 +35,8 @@ const char* ToString(DType t) {
     case DType::kF16: return "fp16";
     case DType::kI32: return "int32";
     case DType::kF64: return "fp64";
+    case DType::kE4M3: return "fp8_e4m3";
+    case DType::kE5M2: return "fp8_e5m2";
   }
   return "?";
 }
@@ -37,6 +47,7 @@ const char* ToString(StreamKind s) {
     case StreamKind::kTpComm: return "tp-comm";
     case StreamKind::kDpComm: return "dp-comm";
     case StreamKind::kPpComm: return "pp-comm";
+    case StreamKind::kCpComm: return "cp-comm";
   }
   return "?";
 }
@@ -221,6 +232,18 @@ void Backend::ResetPeak() {
 }
 
 // ---- fused chains: generic defaults from the unfused kernels ---------------------------------
+
+void Backend::Fp8Cast(const Fp8CastArgs& /*a*/) {
+  Fail(Error{name() + " backend: no FP8 casts", ErrorKind::kInternal});
+}
+
+void Backend::Fp8Gemm(const Fp8GemmArgs& /*g*/) {
+  Fail(Error{name() + " backend: no FP8 GEMMs", ErrorKind::kInternal});
+}
+
+void Backend::Fp8ScaleUpdate(const Fp8ScaleUpdateArgs& /*a*/) {
+  Fail(Error{name() + " backend: no FP8 scale update", ErrorKind::kInternal});
+}
 
 void Backend::BiasGeluForward(const BiasGeluArgs& a) {
   if (a.bias) AddBias({.y = a.x, .bias = a.bias, .rows = a.rows, .cols = a.cols});

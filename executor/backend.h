@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "executor/dtype.h"
+#include "executor/fp8.h"
 #include "model/result.h"
 #include "model/training_spec.h"
 
@@ -44,6 +45,7 @@ struct HostThreads;
 
 class Backend;
 class LaunchContext;
+class Mailbox;
 
 //! What a tensor holds, for the per-rank memory breakdown (compared with the planner's model).
 enum class MemoryKind { kWeights, kGradients, kOptimizer, kActivations, kWorkspace };
@@ -91,9 +93,10 @@ class Tensor {
   int64_t block_bytes_ = 0;
 };
 
-//! The four streams of a rank; each is one track of the trace.
-enum class StreamKind { kCompute, kTpComm, kDpComm, kPpComm };
-inline constexpr int kStreamKinds = 4;
+//! The streams of a rank; each is one track of the trace. kCpComm carries context parallelism's
+//! ring exchanges, so they overlap the attention blocks on the compute stream.
+enum class StreamKind { kCompute, kTpComm, kDpComm, kPpComm, kCpComm };
+inline constexpr int kStreamKinds = 5;
 const char* ToString(StreamKind s);
 
 //! A backend's stream (implementation-specific; the runtime names streams by StreamKind).
@@ -155,6 +158,9 @@ class Communicator {
   virtual Result<std::unique_ptr<Communicator>> Split(const std::vector<int>& ranks) = 0;
   //! Ends the whole job after an unrecoverable per-rank error (MPI_Abort); no-op locally.
   virtual void Abort(int exit_code) = 0;
+  //! Collective: host-plane messages between the members (executor/mailbox.h), for the classic
+  //! modes; a communicator without them says so.
+  virtual Result<std::unique_ptr<Mailbox>> OpenMailbox();
 };
 
 enum class Trans { kNo, kYes };
@@ -180,15 +186,40 @@ struct GemmArgs {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
-//! Causal self-attention of one micro-batch on this rank's heads. q: [S*B, heads*D],
-//! k and v: [S*B, kv_heads*D] (grouped-query: head h reads kv head h / (heads/kv_heads)).
+//! Softmax attention of one micro-batch on this rank's heads: `seq` query positions against
+//! `kv_seq` key/value positions (0: the same `seq`; ring attention passes one key block). q and out:
+//! [seq*batch, heads*D]; k and v: [kv_seq*batch, kv_heads*D], rows sequence-major as every token
+//! tensor (grouped-query: head h reads kv head h / (heads/kv_heads)).
+//!
+//! Visibility: with `causal`, query row i sees key j when j <= i + causal_offset; without it, every
+//! key. causal_offset is the query block's first position minus the key block's first position, so
+//! ring attention (context parallelism) runs each (query chunk, key chunk) pair as one call:
+//!   - the diagonal block (same chunk):              causal, causal_offset = 0;
+//!   - a key chunk wholly before the query chunk:    causal = false (fully visible);
+//!   - a key chunk wholly after it:                  masked, skip the call (it contributes nothing);
+//!   - any other alignment (a half chunk, unequal sizes) follows from the offset.
+//! A row that sees no key gets out = 0 and lse = -inf (the identity of the merge below).
 struct AttentionShape {
   int64_t batch = 1;
-  int64_t seq = 1;
+  int64_t seq = 1;  //!< query positions
   int64_t heads = 1;
   int64_t kv_heads = 1;
   int64_t head_dim = 1;
-  int64_t probs_floats() const { return batch * heads * seq * seq; }
+  int64_t kv_seq = 0;  //!< key/value positions; 0: seq
+  bool causal = true;
+  int64_t causal_offset = 0;  //!< query i sees key j when j <= i + causal_offset (causal only)
+
+  int64_t keys() const { return kv_seq > 0 ? kv_seq : seq; }
+  int64_t q_elements() const { return seq * batch * heads * head_dim; }
+  int64_t kv_elements() const { return keys() * batch * kv_heads * head_dim; }
+  //! fp32 log-sum-exp statistics: one per (query row, head), [seq*batch, heads] like q's rows.
+  int64_t stats_floats() const { return seq * batch * heads; }
+  //! Keys query row i sees: [0, VisibleKeys(i)).
+  int64_t VisibleKeys(int64_t i) const {
+    if (!causal) return keys();
+    const int64_t n = i + causal_offset + 1;
+    return n < 0 ? 0 : (n > keys() ? keys() : n);
+  }
 };
 
 struct AdamWParams {
@@ -333,22 +364,33 @@ struct RotaryArgs {
   [[no_unique_address]] ByName by_name{};
   DevPtr x{};
   int64_t seq = 0, batch = 0, heads = 0, head_dim = 0;
+  int64_t first_position = 0;  //!< the position of x's first row block (a context-parallel chunk's start)
   bool inverse = false;  //!< rotate by -theta: the backward pass
 };
 
-//! Attention forward: out from q, k, v; probs (optional) keeps the softmax for backward.
+//! Attention forward (flash-attention style: keeps statistics, not probabilities). Writes out and
+//! lse, lse[t, h] = log sum_j exp(scale q_t,h . k_j) over the keys row t sees (scale 1/sqrt(D)), fp32
+//! [seq*batch, heads] (AttentionShape::stats_floats), -inf where the row sees none. lse is optional:
+//! null when the caller keeps no statistics (selective recompute reruns the forward in backward).
+//! Blocks merge exactly (ring attention): for the (out_i, lse_i) of key blocks i of one query block,
+//! lse = log sum_i exp(lse_i) and out = sum_i exp(lse_i - lse) out_i is the attention over their union.
 struct AttentionArgs {
   [[no_unique_address]] ByName by_name{};
   AttentionShape shape;
   DevPtr q{}, k{}, v{};
-  DevPtr out{}, probs{};
+  DevPtr out{}, lse{};
 };
 
-//! Attention backward: dq, dk, dv from dout; probs null: recomputed from q and k.
+//! Attention backward from q, k, v, the forward's out and lse, and dout (Dao 2023, FlashAttention-2
+//! algorithm 2): P = exp(scale q k^T - lse) is recomputed per key block, delta = rowsum(dout * out),
+//! dS = P (dout v^T - delta) scale. dq, dk, dv are overwritten.
+//! Ring attention passes the merged out and lse of the whole query row (not the block's own), with
+//! one key block's k and v and that block's shape: each call then yields the exact gradient
+//! contributions of that block (dq's part, and dk, dv of the block), which the caller sums.
 struct AttentionBackwardArgs {
   [[no_unique_address]] ByName by_name{};
   AttentionShape shape;
-  DevPtr q{}, k{}, v{}, probs{}, dout{};
+  DevPtr q{}, k{}, v{}, out{}, lse{}, dout{};
   DevPtr dq{}, dk{}, dv{};
 };
 
@@ -402,6 +444,59 @@ struct CrossEntropyBackwardArgs {
   DevPtr dlogits{};
   int64_t rows = 0, cols = 0, vocab_begin = 0;
   float scale = 1;
+};
+
+// ---- FP8 (executor/fp8.h: formats, casts, Transformer Engine's delayed scaling) -----------------
+// A scaled FP8 tensor is its codes (kE4M3 or kE5M2) plus one fp32 scale in backend memory:
+// codes = cast(x * scale), x ~ codes * scale_inv. Scales stay in backend memory so a delayed-scaling
+// step never waits for the host (Transformer Engine's and cuBLASLt's convention).
+
+//! y = FP8 cast of x * scale[0] (round to nearest even, saturating); amax[0] (optional, fp32) =
+//! max(amax[0], max |x|), NaN-propagating (executor/fp8.h AmaxBits).
+struct Fp8CastArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr x{};      //!< fp32, bf16 or fp16
+  DevPtr scale{};  //!< one fp32
+  DevPtr y{};      //!< kE4M3 or kE5M2
+  DevPtr amax{};   //!< optional, one fp32
+  int64_t n = 0;
+};
+
+//! C = alpha * (a_scale_inv[0] * b_scale_inv[0]) * op(A) op(B) + beta * C, row-major as GemmArgs,
+//! A and B FP8 (E4M3 x E4M3, E4M3 x E5M2 or E5M2 x E4M3: cuBLASLt has no E5M2 x E5M2), products
+//! accumulated in fp32, C fp32, bf16 or fp16. CPU: emulated exactly (FP8 products are exact in
+//! fp32). CUDA: cuBLASLt FP8 matmul (compute capability 8.9 or newer; older GPUs fail with an
+//! error saying so), the operands transposed into scratch where cuBLASLt's "TN" rule needs it.
+struct Fp8GemmArgs {
+  [[no_unique_address]] ByName by_name{};
+  Trans ta = Trans::kNo, tb = Trans::kNo;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1, beta = 0;
+  DevPtr a{}, b{}, c{};
+  DevPtr a_scale_inv{}, b_scale_inv{};  //!< one fp32 each: the operands' dequantization factors
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+
+//! The end-of-step delayed-scaling update of `count` tensors of one format (executor/fp8.h
+//! DelayedScalingUpdate): amax_history [recipe.amax_history_len, count] fp32 with this step's amax in
+//! row 0; scale and scale_inv `count` fp32, updated.
+struct Fp8ScaleUpdateArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr amax_history{}, scale{}, scale_inv{};
+  int64_t count = 0;
+  Fp8Format format = Fp8Format::kE4M3;
+  DelayedScaling recipe{};
+};
+
+//! Ring attention's merge of one key block's partial attention (block_out, block_lse) into the
+//! running (out, lse) of the same query rows: lse' = log(exp(lse) + exp(block_lse)), out =
+//! exp(lse - lse') out + exp(block_lse - lse') block_out. out and block_out [rows, heads*head_dim]
+//! in the compute dtype or fp32 (a running sum kept in fp32), lse and block_lse fp32 [rows, heads];
+//! a side at -inf (no key seen) adds nothing, and both at -inf leave out and lse as they are.
+struct AttentionMergeArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr out{}, lse{}, block_out{}, block_lse{};
+  int64_t rows = 0, heads = 0, head_dim = 0;
 };
 
 class Backend {
@@ -499,10 +594,10 @@ class Backend {
   //! Rotary position embedding in place (rotate-half form, base 10000, Su et al. 2021).
   virtual void Rotary(const RotaryArgs& a) = 0;
 
-  //! Causal softmax attention. `probs` (optional, probs_floats()) keeps the softmax for backward;
-  //! every row is written in full (zeros above the diagonal), so it needs no zero-fill.
+  //! Softmax attention (AttentionShape: causal by default, or one ring-attention block): out and the
+  //! fp32 row log-sum-exp, never the s x s probabilities (AttentionArgs says how blocks merge).
   virtual void AttentionForward(const AttentionArgs& a) = 0;
-  //! dq, dk, dv are overwritten. `probs` null: recomputed from q and k (selective recompute).
+  //! dq, dk, dv (overwritten) from out, lse and dout; the probabilities are recomputed from q and k.
   virtual void AttentionBackward(const AttentionBackwardArgs& a) = 0;
 
   //! out[t, :] (+)= table[index[t] - vocab_begin, :] when the index is in [vocab_begin,
@@ -527,12 +622,22 @@ class Backend {
   //! dlogits = (softmax - onehot(target)) * scale with the global max and sum_exp.
   virtual void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) = 0;
 
+  //! Merges a key block's partial attention into the running one (AttentionMergeArgs).
+  virtual void AttentionMerge(const AttentionMergeArgs& a) = 0;
+
   //! AdamW with decoupled weight decay (Loshchilov & Hutter 2019) and bias correction over many
   //! tensors in one launch.
   virtual void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) = 0;
   //! out (one kF64) += sum of squares of every span, in one launch. Non-finite inputs make it
   //! non-finite (fp16 overflow detection relies on this).
   virtual void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) = 0;
+
+  // ---- FP8 (compute stream; the structs above say what each does) ------------------------------
+  // Defaults fail with an error naming the backend: a backend without FP8 refuses fp8 plans at the
+  // first kernel instead of computing something else.
+  virtual void Fp8Cast(const Fp8CastArgs& a);
+  virtual void Fp8Gemm(const Fp8GemmArgs& g);
+  virtual void Fp8ScaleUpdate(const Fp8ScaleUpdateArgs& a);
 
   // ---- fused chains (compute stream) --------------------------------------------------------
   // Elementwise chains the runtime runs back to back. Each has a generic default composed from

@@ -7,13 +7,17 @@
 
 namespace parallax::executor {
 
-enum class DType : uint8_t { kF32, kBf16, kF16, kI32, kF64 };
+//! kE4M3 / kE5M2: 8-bit floating point (OCP FP8, executor/fp8.h); FP8 tensors hold codes whose
+//! scale lives beside them (Fp8CastArgs, Fp8GemmArgs). A plain cast to or from them is unscaled.
+enum class DType : uint8_t { kF32, kBf16, kF16, kI32, kF64, kE4M3, kE5M2 };
 
 inline constexpr int64_t SizeOf(DType t) {
   switch (t) {
     case DType::kBf16:
     case DType::kF16: return 2;
     case DType::kF64: return 8;
+    case DType::kE4M3:
+    case DType::kE5M2: return 1;
     case DType::kF32:
     case DType::kI32: return 4;
   }
@@ -21,6 +25,7 @@ inline constexpr int64_t SizeOf(DType t) {
 }
 const char* ToString(DType t);
 inline constexpr bool IsHalf(DType t) { return t == DType::kBf16 || t == DType::kF16; }
+inline constexpr bool IsFp8(DType t) { return t == DType::kE4M3 || t == DType::kE5M2; }
 
 //! A typed address in backend memory (not owned). `+ n` moves by n elements of its dtype.
 struct DevPtr {

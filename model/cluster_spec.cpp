@@ -26,6 +26,9 @@ Result<ClusterSpec> ClusterFromJson(const Json& j, const std::string& file, cons
     PX_ASSIGN(c.device, DeviceFromJson(r.Raw("device"), file, r.PathOf("device")));
     c.intra_node = ReadLink(r.Object("intra_node"));
     c.inter_node = ReadLink(r.Object("inter_node"));
+    c.nvlink_domain = r.Has("nvlink_domain") ? r.PositiveInt("nvlink_domain") : 0;
+    if (r.Has("stragglers")) c.stragglers = StragglersFromJson(r.Object("stragglers"));
+    if (r.Has("failures")) c.failures = FailuresFromJson(r.Object("failures"));
     r.Finish();
     return c;
   });
@@ -35,14 +38,19 @@ Json ClusterToJson(const ClusterSpec& c) {
   auto link = [](const LinkSpec& l) {
     return Json{{"bandwidth_GBps", l.bandwidth_GBps}, {"latency_us", l.latency_us}};
   };
-  return Json{{"kind", "cluster"},
-              {"version", kClusterVersion},
-              {"name", c.name},
-              {"nodes", c.nodes},
-              {"gpus_per_node", c.gpus_per_node},
-              {"device", DeviceToJson(c.device)},
-              {"intra_node", link(c.intra_node)},
-              {"inter_node", link(c.inter_node)}};
+  Json j{{"kind", "cluster"},
+         {"version", kClusterVersion},
+         {"name", c.name},
+         {"nodes", c.nodes},
+         {"gpus_per_node", c.gpus_per_node},
+         {"device", DeviceToJson(c.device)},
+         {"intra_node", link(c.intra_node)},
+         {"inter_node", link(c.inter_node)}};
+  // Written only where it differs from the default, so files of node-sized domains stay as they were.
+  if (c.domain_size() != c.gpus_per_node) j["nvlink_domain"] = c.nvlink_domain;
+  if (!c.stragglers.empty()) j["stragglers"] = StragglersToJson(c.stragglers);
+  if (!c.failures.empty()) j["failures"] = FailuresToJson(c.failures);
+  return j;
 }
 
 Result<ClusterSpec> LoadClusterFile(const std::string& path) {

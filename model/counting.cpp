@@ -136,7 +136,7 @@ double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute reco
 
 ActivationOptions ForImplementation(ActivationOptions o, const ImplementationProfile& impl) {
   o.dropout = impl.applies_dropout.value;
-  o.flash_attention = impl.attention.value == AttentionKernel::kFlash;
+  o.attention_keeps_statistics = AttentionKeepsStatistics(impl);
   o.fp32_cross_entropy = impl.fp32_cross_entropy.value;
   return o;
 }
@@ -173,7 +173,7 @@ int64_t LayerActivationBytes(const ModelSpec& m, int64_t layer, const Activation
   int64_t tp_sharded = attn_saved + mlp_saved;
   if (o.recompute == Recompute::kNone) {
     const int64_t as2b = m.heads * s * AttendedKeys(m, layer, s) * b;
-    if (o.flash_attention) {
+    if (o.attention_keeps_statistics) {
       tp_sharded += 4 * m.heads * s * b;  // fp32 log-sum-exp per query row; dropout replayed from its RNG state
     } else {
       tp_sharded += e * as2b + drop * (as2b + e * as2b);  // softmax out, dropout mask, dropout out
@@ -213,7 +213,7 @@ int64_t RecomputeWorkingBytes(const ModelSpec& m, const ActivationOptions& o) {
   ActivationOptions none = o;
   none.recompute = Recompute::kNone;
   const int64_t whole = ActivationBytesPerLayer(m, none);
-  // Selective: only what it dropped (the attention core's probabilities) comes back, one layer at a time.
+  // Selective: only what it dropped (the attention core's probabilities or statistics) comes back, one layer at a time.
   return o.recompute == Recompute::kSelective ? whole - ActivationBytesPerLayer(m, o) : whole;
 }
 

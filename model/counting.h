@@ -82,7 +82,9 @@ struct ActivationOptions {
   int64_t bytes_per_element = 2;  //!< 2 for bf16/fp16 activations, 4 for fp32
   // What the implementation keeps (ImplementationProfile; ForImplementation fills these):
   bool dropout = true;             //!< the model's dropout masks are kept (false: no dropout applied)
-  bool flash_attention = false;    //!< attention keeps the fp32 row log-sum-exp, not the s x s probabilities
+  //! attention keeps the fp32 row log-sum-exp, not the s x s probabilities (AttentionKeepsStatistics:
+  //! flash attention, and our executor's GEMM path)
+  bool attention_keeps_statistics = false;
   bool fp32_cross_entropy = true;  //!< the loss keeps an fp32 softmax beside the logits (else their gradient)
 };
 
@@ -113,7 +115,7 @@ int64_t ActivationBytesOfLayer(const ModelSpec& m, int64_t layer, const Activati
 
 //! The working set of one layer's recomputation, which re-materializes one layer at a time: full
 //! recompute the whole layer (ActivationBytesPerLayer with recompute none), selective only what it
-//! dropped (none minus selective: the attention core's probabilities); 0 without recompute.
+//! dropped (none minus selective: the attention core's probabilities or statistics); 0 without recompute.
 int64_t RecomputeWorkingBytes(const ModelSpec& m, const ActivationOptions& o);
 
 //! Activations kept by the first stage for the embedding output and by the last stage for the

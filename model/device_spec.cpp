@@ -51,6 +51,7 @@ Result<DeviceSpec> DeviceFromJson(const Json& j, const std::string& file, const 
     d.peak_tflops.bf16 = p.NonNegativeNumber("bf16", 0);
     d.peak_tflops.fp16 = p.NonNegativeNumber("fp16", 0);
     d.peak_tflops.fp8 = p.NonNegativeNumber("fp8", 0);
+    d.peak_tflops.fp4 = p.NonNegativeNumber("fp4", 0);
     p.Finish();
     if (d.peak_tflops.fp32 <= 0 && d.peak_tflops.bf16 <= 0 && d.peak_tflops.fp16 <= 0) {
       p.Fail("fp32", "at least one of fp32, bf16, fp16 must be > 0");
@@ -116,6 +117,7 @@ Json DeviceToJson(const DeviceSpec& d) {
                 {"fp8", d.peak_tflops.fp8}}},
               {"memory_GiB", d.memory_GiB},
               {"hbm_GBps", d.hbm_GBps}};
+  if (d.peak_tflops.fp4 > 0) j["peak_tflops"]["fp4"] = d.peak_tflops.fp4;  // only where a device has it
   const Microarch& m = d.arch;
   Json tiles = Json::array();
   for (const GemmTile& t : m.gemm_tiles) tiles.push_back({{"m", t.m}, {"n", t.n}, {"k", t.k}, {"stages", t.stages}});

@@ -18,6 +18,7 @@ struct PeakTflops {
   double bf16 = 0;
   double fp16 = 0;
   double fp8 = 0;
+  double fp4 = 0;  //!< dense FP4 (NVFP4 / MXFP4, Blackwell); informational: no precision computes in it
   double For(DType t) const;
 };
 

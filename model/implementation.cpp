@@ -17,7 +17,10 @@ ImplementationProfile Parallax() {
   p.name = "parallax";
   p.description = "this repository's executor (executor/runtime), whose costs `parallax calibrate`/`refine` measure";
   p.attention = {AttentionKernel::kUnfused,
-                 "executor/backend.h AttentionForward: causal softmax attention keeping the probabilities for backward"};
+                 "executor/cuda/cuda_kernels.cpp AttentionForward/Backward: strided-batched GEMMs around softmax "
+                 "kernels, the s x s scores of a chunk of heads in HBM"};
+  p.attention_keeps_statistics = {true, "executor/backend.h AttentionForward: keeps the fp32 row log-sum-exp; "
+                                        "AttentionBackward recomputes the probabilities from it"};
   p.fused_qkv_gemm = {false,
                       "executor/runtime/transformer_layer.cpp: the qkv op is three LinearForward calls (wq, wk, wv), "
                       "each a GEMM then Backend::AddBias, then Backend::Rotary on q and k for a rotary model; its "
@@ -77,6 +80,9 @@ ImplementationProfile Parallax() {
   p.moe_dispatcher = {MoeDispatcher::kAllToAll, "issue 37 item 5: the executor's dispatch is an all-to-all on the ep "
                                                 "group's stream (not built yet; priced as planned)"};
   p.moe_shared_expert_overlap = {false, "issue 37 item 5: no overlap planned for the executor's first MoE version"};
+  p.cp_comm_type = {CpCommType::kP2p, "issue 36 (docs/executor.md): ring attention with causal load balancing, K and V "
+                                      "blocks sent to the next cp rank while the previous block's attention computes, "
+                                      "as Megatron-Core's p2p"};
   return p;
 }
 
@@ -86,6 +92,7 @@ ImplementationProfile MegatronCore() {
   p.description = "Megatron-LM with Megatron-Core r0.8+ and Transformer Engine on Hopper (2024)";
   p.attention = {AttentionKernel::kFlash,
                  "transformer_engine/pytorch/attention.py DotProductAttention: cuDNN fused / flash-attn backend"};
+  p.attention_keeps_statistics = {true, "flash attention saves softmax_lse (Dao 2023, FlashAttention-2, algorithm 1)"};
   p.fused_qkv_gemm = {true, "megatron/core/transformer/attention.py SelfAttention: one linear_qkv (TE LayerNormLinear) "
                             "producing the mixed query/key/value layer"};
   p.fused_bias_activation = {true, "megatron/core/fusions/fused_bias_gelu.py, fused_bias_swiglu.py"};
@@ -153,6 +160,11 @@ ImplementationProfile MegatronCore() {
                                         "defaults to False"};
   p.pipeline_p2p = {P2pSemantics::kAsync, "megatron/core/pipeline_parallel/p2p_communication.py: batched "
                                           "isend/irecv, overlap_p2p_comm for the interleaved schedule"};
+  p.cp_comm_type = {CpCommType::kP2p,
+                    "megatron/training/arguments.py --cp-comm-type default ['p2p'], passed to Transformer Engine's "
+                    "DotProductAttention (transformer_engine/pytorch/attention.py AttnFuncWithCPAndKVP2P: K/V "
+                    "send/recv around the cp ring, each step overlapped with the previous block's attention); the "
+                    "published Llama 3.1 recipes keep the default"};
   return p;
 }
 
@@ -163,6 +175,8 @@ ImplementationProfile Megatron2021() {
   p.attention = {AttentionKernel::kUnfused,
                  "megatron/model/transformer.py ParallelAttention.forward (v2.5): baddbmm QK^T, "
                  "FusedScaleMaskSoftmax, attention_dropout, bmm with V"};
+  p.attention_keeps_statistics = {false, "megatron/model/transformer.py (v2.5): autograd saves attention_probs for the "
+                                         "bmm with V"};
   p.fused_qkv_gemm = {true, "megatron/model/transformer.py ParallelAttention: one ColumnParallelLinear query_key_value"};
   p.fused_bias_activation = {true, "megatron/model/fused_bias_gelu.py (--bias-gelu-fusion, on by default)"};
   p.fused_bias_dropout_add = {true, "megatron/model/transformer.py bias_dropout_add_fused_train (--bias-dropout-fusion)"};
@@ -210,6 +224,8 @@ ImplementationProfile Megatron2021() {
   p.moe_shared_expert_overlap = {false, "Megatron-LM v2.5 has no MoE layer"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "megatron/p2p_communication.py (v2.5): batch_isend_irecv, wait on "
                                              "every request, then torch.cuda.synchronize()"};
+  p.cp_comm_type = {CpCommType::kNone, "megatron/arguments.py (v2.5, v3.0): no context parallelism; "
+                                       "--context-parallel-size came with Megatron-Core (2023)"};
   return p;
 }
 
@@ -236,6 +252,8 @@ ImplementationProfile DeepSpeed() {
   p.description = "DeepSpeed ZeRO (stage 1-3) with Megatron-DeepSpeed models (2022-2023)";
   p.attention = {AttentionKernel::kUnfused,
                  "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention (flash only with --use-flash-attn)"};
+  p.attention_keeps_statistics = {false, "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention: autograd "
+                                         "saves attention_probs for the bmm with V"};
   p.fused_qkv_gemm = {true, "Megatron-DeepSpeed megatron/model/transformer.py ParallelAttention: one query_key_value GEMM"};
   p.fused_bias_activation = {true, "Megatron-DeepSpeed megatron/model/fused_bias_gelu.py"};
   p.fused_bias_dropout_add = {true, "Megatron-DeepSpeed megatron/model/transformer.py bias_dropout_add_fused_train"};
@@ -297,13 +315,22 @@ ImplementationProfile DeepSpeed() {
   p.moe_dispatcher = {MoeDispatcher::kAllToAll, "deepspeed/moe/sharded_moe.py MOELayer.forward: _AllToAll of the "
                                                 "dispatched tokens over the expert-parallel group"};
   p.moe_shared_expert_overlap = {false, "deepspeed/moe/layer.py: the residual (shared) expert runs after the all-to-all"};
+  p.cp_comm_type = {CpCommType::kNone,
+                    "DeepSpeed has no ring-attention context parallelism; DeepSpeed-Ulysses (deepspeed/sequence/"
+                    "layer.py DistributedAttention, all-to-alls over heads) is a different scheme, not in this profile"};
   return p;
 }
+
+}  // namespace
+
+ImplementationProfile PytorchEager();  // model/implementation_pytorch.cpp
+
+namespace {
 
 const std::map<std::string, ImplementationProfile>& Presets() {
   static const auto* presets = [] {
     auto* m = new std::map<std::string, ImplementationProfile>;  // NOLINT: immortal preset table
-    for (auto p : {Parallax(), MegatronCore(), Megatron2021(), Megatron2022(), DeepSpeed()}) m->emplace(p.name, p);
+    for (auto p : {Parallax(), MegatronCore(), Megatron2021(), Megatron2022(), DeepSpeed(), PytorchEager()}) m->emplace(p.name, p);
     return m;
   }();
   return *presets;
@@ -383,6 +410,17 @@ const char* ToString(SpGradReduction r) {
 const char* ToString(MoeDispatcher d) {
   return d == MoeDispatcher::kAllToAll ? "alltoall" : d == MoeDispatcher::kAllGather ? "allgather" : "deepep";
 }
+
+const char* ToString(CpCommType t) {
+  switch (t) {
+    case CpCommType::kNone: return "none";
+    case CpCommType::kP2p: return "p2p";
+    case CpCommType::kAllGather: return "all_gather";
+    case CpCommType::kA2a: return "a2a";
+    case CpCommType::kA2aP2p: return "a2a+p2p";
+  }
+  return "?";
+}
 const char* ToString(LossReduction r) { return r == LossReduction::kAllGather ? "all_gather" : "all_reduce"; }
 const char* ToString(GradAccumulation g) {
   return g == GradAccumulation::kInGemm ? "in_gemm" : g == GradAccumulation::kEveryMicrobatch ? "every_microbatch" : "after_first";
@@ -423,6 +461,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       ObjectReader facts = r.Object("facts");
       FactReader f(facts);
       f.Enum("attention", p.attention, {AttentionKernel::kUnfused, AttentionKernel::kFlash});
+      f.Bool("attention_keeps_statistics", p.attention_keeps_statistics);
       f.Bool("fused_qkv_gemm", p.fused_qkv_gemm);
       f.Bool("fused_bias_activation", p.fused_bias_activation);
       f.Bool("fused_bias_dropout_add", p.fused_bias_dropout_add);
@@ -451,6 +490,8 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Enum("pipeline_p2p", p.pipeline_p2p, {P2pSemantics::kAsync, P2pSemantics::kBlocking});
       f.Enum("moe_dispatcher", p.moe_dispatcher, {MoeDispatcher::kAllToAll, MoeDispatcher::kAllGather, MoeDispatcher::kDeepEp});
       f.Bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap);
+      f.Enum("cp_comm_type", p.cp_comm_type,
+             {CpCommType::kNone, CpCommType::kP2p, CpCommType::kAllGather, CpCommType::kA2a, CpCommType::kA2aP2p});
       facts.Finish();
     }
     r.Finish();
@@ -465,6 +506,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
               {"description", p.description},
               {"facts",
                {{"attention", EnumJson(p.attention)},
+                {"attention_keeps_statistics", FactJson(p.attention_keeps_statistics)},
                 {"fused_qkv_gemm", FactJson(p.fused_qkv_gemm)},
                 {"fused_bias_activation", FactJson(p.fused_bias_activation)},
                 {"fused_bias_dropout_add", FactJson(p.fused_bias_dropout_add)},
@@ -491,7 +533,8 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"mixed_precision_passes", FactJson(p.mixed_precision_passes)},
                 {"pipeline_p2p", EnumJson(p.pipeline_p2p)},
                 {"moe_dispatcher", EnumJson(p.moe_dispatcher)},
-                {"moe_shared_expert_overlap", FactJson(p.moe_shared_expert_overlap)}}}};
+                {"moe_shared_expert_overlap", FactJson(p.moe_shared_expert_overlap)},
+                {"cp_comm_type", EnumJson(p.cp_comm_type)}}}};
 }
 
 Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_file) {
@@ -504,8 +547,10 @@ Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_f
   return ImplementationPreset(name);
 }
 
-int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items) {
-  return std::clamp<int64_t>(kUnfusedAttentionChunkBytes / (seq * seq * 4), 1, std::max<int64_t>(items, 1));
+int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items) { return UnfusedAttentionChunkItems(seq, seq, items); }
+
+int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t keys, int64_t items) {
+  return std::clamp<int64_t>(kUnfusedAttentionChunkBytes / (seq * keys * 4), 1, std::max<int64_t>(items, 1));
 }
 
 int64_t DpBucketBytes(const ImplementationProfile& impl, int64_t layer_grad_bytes) {

@@ -54,6 +54,14 @@ enum class SpGradReduction { kPerParameter, kCoalesced };
 //! experts' share; a reduce-scatter combines), or DeepEP's fused all-to-all kernels ("flex").
 enum class MoeDispatcher { kAllToAll, kAllGather, kDeepEp };
 
+//! How context parallelism exchanges keys and values (Megatron-Core --cp-comm-type, passed to
+//! Transformer Engine's DotProductAttention): p2p, a ring of send/recv of K and V blocks overlapped
+//! with the attention of the previous block; all_gather, K and V gathered over the cp group before
+//! the attention (Llama 3's); a2a, Ulysses-style all-to-alls that trade the sequence split for a
+//! head split; a2a+p2p, a2a inside sub-groups and p2p across them (not modelled). none: the
+//! implementation has no context parallelism.
+enum class CpCommType { kNone, kP2p, kAllGather, kA2a, kA2aP2p };
+
 template <class T>
 struct Fact {
   T value{};
@@ -64,6 +72,10 @@ struct ImplementationProfile {
   std::string name;
   std::string description;
   Fact<AttentionKernel> attention;
+  //! The attention core keeps the fp32 row log-sum-exp for backward and recomputes the probabilities
+  //! there (flash attention always does; our executor's GEMM path too), not the s x s probabilities.
+  //! Memory only: what the kernels cost is `attention`'s. Read through AttentionKeepsStatistics.
+  Fact<bool> attention_keeps_statistics;
   //! Q, K and V come from one GEMM against the concatenated weight (bias in its epilogue), not from
   //! three GEMMs each followed by its bias add (and rotary embedding, when the model has one)
   Fact<bool> fused_qkv_gemm;
@@ -120,7 +132,13 @@ struct ImplementationProfile {
   //! The shared experts run while the dispatch and combine all-to-alls are in flight (Megatron-Core
   //! --moe-shared-expert-overlap): the all-to-all hides under the shared experts' GEMMs.
   Fact<bool> moe_shared_expert_overlap;
+  Fact<CpCommType> cp_comm_type;
 };
+
+//! Whether attention keeps statistics rather than probabilities for backward (a flash kernel always).
+inline bool AttentionKeepsStatistics(const ImplementationProfile& impl) {
+  return impl.attention.value == AttentionKernel::kFlash || impl.attention_keeps_statistics.value;
+}
 
 //! The one definition of a DP gradient bucket: bytes of unsharded gradient reduced (and staged)
 //! at once, for a layer whose gradient holds `layer_grad_bytes`. dp_bucket_MiB 0 means one bucket
@@ -134,6 +152,8 @@ int64_t DpBucketBytes(const ImplementationProfile& impl, int64_t layer_grad_byte
 //! (UnfusedAttentionWorkspaceBytes) and by the CUDA backend.
 inline constexpr int64_t kUnfusedAttentionChunkBytes = int64_t{256} << 20;
 int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t items);
+//! The same for `seq` queries against `keys` keys (one ring-attention block).
+int64_t UnfusedAttentionChunkItems(int64_t seq, int64_t keys, int64_t items);
 
 //! Built-in profiles: deepspeed, megatron-2021, megatron-2022, megatron-core, parallax.
 std::vector<std::string> ImplementationNames();
@@ -166,5 +186,7 @@ const char* ToString(GradAccumulation g);
 const char* ToString(LossReduction r);
 const char* ToString(SpGradReduction r);
 const char* ToString(MoeDispatcher d);
+//! Megatron-Core's value ("p2p", "all_gather", "a2a", "a2a+p2p"), or "none".
+const char* ToString(CpCommType t);
 
 }  // namespace parallax

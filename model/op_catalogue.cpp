@@ -41,16 +41,32 @@ class Catalogue {
     // A backward linear's (input gradient, weight gradient) pairs: the weight gradient adds into
     // the fp32 buffer in its GEMM where the implementation does so (not attention's products).
     const bool pairs = ph == Phase::kBwd && op != OpKind::kAttnCore && accumulate_wgrad_;
+    const bool fp8 = k_.fp8_linear && IsLinear(op);
+    double cast_bytes = 0;
+    int64_t casts = 0;
     for (const GemmShape& g : shapes) {
       o.gemms.push_back(g);
       o.gemms.back().accumulate = pairs && o.gemms.size() % 2 == 0;
+      o.gemms.back().fp8 = fp8;
       o.flops += g.flops();
       ++o.kernels;
+      // The FP8 cast + transpose of what this GEMM reads fresh: the forward's input (m x k), the
+      // backward's output gradient (an input-gradient GEMM's m x k; its weight-gradient partner
+      // reads the transposed copies already made).
+      if (fp8 && (ph != Phase::kBwd || o.gemms.size() % 2 == 1)) {
+        cast_bytes += 4.0 * static_cast<double>(g.m) * static_cast<double>(g.k);
+        ++casts;
+      }
     }
     o.executed_flops = o.flops;
-    o.bytes = extra_bytes;
-    o.kernels += extra_bytes > 0 ? extra_kernels : 0;
+    o.bytes = extra_bytes + cast_bytes;
+    o.kernels += (extra_bytes > 0 ? extra_kernels : 0) + casts;
     return o;
+  }
+  //! The linear layers Transformer Engine runs in FP8 (te.Linear / LayerNormLinear / LayerNormMLP
+  //! inside the layer; the embedding and the LM head stay 16-bit).
+  static bool IsLinear(OpKind op) {
+    return op == OpKind::kQkv || op == OpKind::kAttnOut || op == OpKind::kFc1 || op == OpKind::kFc2;
   }
   OpSpec Mem(OpKind op, Phase ph, double bytes, int64_t kernels = 1) const {
     OpSpec o;

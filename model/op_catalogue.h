@@ -29,6 +29,9 @@ struct GemmShape {
   //! accumulates it in the GEMM (ImplementationProfile::grad_accumulation kInGemm: cuBLAS beta = 1
   //! over the fp32 gradient, so the epilogue reads and writes 4-byte C).
   bool accumulate = false;
+  //! FP8 inputs (E4M3 / E5M2, per-tensor scaled) with a 16-bit output: a linear layer's GEMM under
+  //! the fp8 precision (OpShapeKey::fp8_linear), priced at the device's FP8 rate.
+  bool fp8 = false;
   double flops() const { return 2.0 * static_cast<double>(m) * n * k * batch; }
 };
 
@@ -74,7 +77,15 @@ struct OpShapeKey {
   int64_t tp = 1;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
-  int64_t element_bytes = 2;  //!< activation element size (2 for bf16/fp16, 4 for fp32)
+  int64_t element_bytes = 2;  //!< activation element size (2 for bf16/fp16/fp8, 4 for fp32)
+  //! Transformer Engine's FP8 linear layers (Precision::kFp8): qkv, attention output, fc1 and fc2
+  //! run FP8 GEMMs (GemmShape::fp8), and each casts what its GEMMs read to FP8 first: in the forward
+  //! pass the input, in the backward pass the output gradient, each with its transpose (the weight
+  //! gradient GEMM reads the transposed copies; TE's fused cast_transpose, which also records the
+  //! tensor's amax): read 2 B, write 1 + 1 B per element, one kernel per GEMM input. The weights'
+  //! FP8 copies are cast once per step (TE caches them over the micro-batches), priced with the
+  //! optimizer step (planner/cost/rank_ops.cpp), not here.
+  bool fp8_linear = false;
   // MoE layers (Layout ep, expert_tp, routing; ignored for a dense model):
   int64_t ep = 1;
   int64_t etp = 1;

@@ -6,7 +6,7 @@
 namespace parallax {
 namespace {
 
-constexpr std::array<std::pair<OpKind, const char*>, 34> kOpNames{{
+constexpr std::array<std::pair<OpKind, const char*>, 35> kOpNames{{
     {OpKind::kEmbedding, "embedding"},
     {OpKind::kAttnNorm, "attn_norm"},
     {OpKind::kQkv, "qkv"},
@@ -33,6 +33,7 @@ constexpr std::array<std::pair<OpKind, const char*>, 34> kOpNames{{
     {OpKind::kShardCopy, "shard_copy"},
     {OpKind::kGradFold, "grad_fold"},
     {OpKind::kGradAccum, "grad_accum"},
+    {OpKind::kCpSendRecv, "cp_sendrecv"},
     {OpKind::kRouter, "router"},
     {OpKind::kPermute, "permute"},
     {OpKind::kMoeDispatch, "moe_dispatch"},
@@ -93,6 +94,7 @@ bool IsCommunication(OpKind k) {
     case OpKind::kDpAllGather:
     case OpKind::kMoeDispatch:
     case OpKind::kMoeCombine:
+    case OpKind::kCpSendRecv:
       return true;
     default:
       return false;

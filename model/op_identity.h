@@ -44,6 +44,9 @@ enum class OpKind {
   //! implementation's grad_accumulation; Megatron-LM v2/v3's main_grad.add_ hook). Planner
   //! only: our executor accumulates inside the weight-gradient GEMM.
   kGradAccum,
+  //! Context parallelism: one ring step's exchange of K/V (forward) or K/V and dK/dV (backward)
+  //! blocks with the cp neighbours, a grouped send + receive on the cp stream.
+  kCpSendRecv,
   // A mixture-of-experts layer's MLP half (DESIGN.md "Mixture of experts"); its shared experts are fc1/act/fc2.
   kRouter,       //!< router scores (h x experts GEMM), top-k and their probabilities
   kPermute,      //!< each token copied to its k experts' order (the dispatch's send buffer)

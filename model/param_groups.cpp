@@ -46,7 +46,7 @@ int64_t ExpertParamsPerRank(const ModelSpec& m, const Layout& l) {
 
 int64_t ReductionGroupSize(const Layout& l, ReductionGroup g) {
   switch (g) {
-    case ReductionGroup::kDp: return l.dp;
+    case ReductionGroup::kDpCp: return l.dp * l.cp;
     case ReductionGroup::kExpertDp: return l.expert_dp();
   }
   return l.dp;
@@ -57,7 +57,7 @@ ZeroSharding ZeroShardingFor(int64_t zero_stage) {
 }
 
 ReductionGroup ReducedOver(ParamGroupKind kind) {
-  return kind == ParamGroupKind::kExperts ? ReductionGroup::kExpertDp : ReductionGroup::kDp;
+  return kind == ParamGroupKind::kExperts ? ReductionGroup::kExpertDp : ReductionGroup::kDpCp;
 }
 
 bool ParamGroupDef::Uses(ChunkPass p) const {

@@ -32,12 +32,13 @@ enum class ParamGroupKind { kWordEmbedding, kPositionEmbedding, kLayer, kHead, k
 //! The passes over one model chunk, in forward order; a backward runs them in reverse.
 enum class ChunkPass { kEmbedding, kLayer, kHead };
 
-//! The ranks a group's gradient is summed over, and its ZeRO shards split over: dense weights over
-//! the data-parallel group (dp x cp with context parallelism), routed experts over the expert
-//! data-parallel group (edp = tp x dp / (ep x etp) ranks of the stage, Megatron-Core's parallel
-//! folding: the ranks holding the same experts' same etp shard). Read wherever a group is reduced,
-//! sharded or gathered (planner/cost placement, the memory model, the executor's communicators).
-enum class ReductionGroup { kDp, kExpertDp };
+//! The ranks a group's gradient is summed over, and its ZeRO shards split over (model/rank_groups.h
+//! places it in the rank order): dense weights over dp x cp (the dp group when cp = 1: each cp rank
+//! saw its part of the same sequences), routed experts over the expert data-parallel group (edp =
+//! tp x cp x dp / (ep x etp) ranks of the stage, Megatron-Core's parallel folding: the ranks holding
+//! the same experts' same etp shard). Read wherever a group is reduced, sharded or gathered
+//! (planner/cost placement, the memory model, the executor's communicators).
+enum class ReductionGroup { kDpCp, kExpertDp };
 //! Ranks in `g` for layout `l`.
 int64_t ReductionGroupSize(const Layout& l, ReductionGroup g);
 
@@ -68,7 +69,7 @@ struct ParamGroupDef {
   //! The pass whose backward completes its gradient (the last to add to it): a gradient-accumulation
   //! pass of the group follows that pass's backward.
   ChunkPass grad_pass = ChunkPass::kLayer;
-  ReductionGroup reduced_over = ReductionGroup::kDp;
+  ReductionGroup reduced_over = ReductionGroup::kDpCp;
   ZeroSharding sharded;  //!< over `reduced_over`, by the layout's ZeRO stage
   //! Summed with the other pipeline end's copy of the tied word embedding after the DP reduction
   //! (Megatron's embedding group: the first stage's word embedding and the last stage's copy).
@@ -81,7 +82,7 @@ struct ParamGroupDef {
   bool Uses(ChunkPass p) const;
 };
 
-//! The group a kind's gradient is reduced over: kExpertDp for kExperts, kDp for the rest.
+//! The group a kind's gradient is reduced over: kExpertDp for kExperts, kDpCp for the rest.
 ReductionGroup ReducedOver(ParamGroupKind kind);
 
 //! Pipeline rank `pp_rank`'s groups in the order above. `impl` and `precision` change only bytes

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <sstream>
 
+#include "model/stage_split.h"
+
 namespace parallax {
 namespace {
 
@@ -24,6 +26,33 @@ Result<bool> ParseBool(const std::string& key, const std::string& v) {
 }
 
 }  // namespace
+
+std::string ContextParallelProblem(const Layout& l, int64_t seq_len) {
+  if (l.cp == 1 || seq_len % (2 * l.cp) == 0) return "";
+  return "cp=" + std::to_string(l.cp) + " needs seq_len=" + std::to_string(seq_len) + " to be divisible by 2*cp=" +
+         std::to_string(2 * l.cp) + " (causal load balance: each cp rank holds sequence chunks i and 2*cp-1-i)";
+}
+
+std::string CpCommTypeProblem(const Layout& l, const ModelSpec& m, const ImplementationProfile& impl) {
+  if (l.cp == 1) return "";
+  const auto s = [](int64_t v) { return std::to_string(v); };
+  switch (impl.cp_comm_type.value) {
+    case CpCommType::kNone:
+      return "cp=" + s(l.cp) + ": " + impl.name + " has no context parallelism (its cp_comm_type fact is none)";
+    case CpCommType::kA2aP2p:
+      return "cp=" + s(l.cp) + ": cp_comm_type a2a+p2p (hierarchical context parallelism) is not modelled";
+    case CpCommType::kA2a:
+      // Ulysses: an all-to-all trades the sequence split for a head split over tp*cp ranks.
+      if (m.heads % (l.tp * l.cp) != 0) {
+        return "cp=" + s(l.cp) + " with cp_comm_type a2a needs tp*cp = " + s(l.tp * l.cp) + " to divide heads=" +
+               s(m.heads) + " (the all-to-all splits the heads over tp*cp ranks)";
+      }
+      return "";
+    case CpCommType::kP2p:
+    case CpCommType::kAllGather: return "";  // heads and kv heads split over tp only
+  }
+  return "";
+}
 
 const char* ToString(Recompute r) {
   switch (r) {
@@ -80,10 +109,15 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
       PX_ASSIGN(field, ParseInt(key, v));
       return Status::Ok();
     };
+    if (auto sync = ParseSyncKey(key, v, &l.sync)) {
+      PX_TRY(*sync);
+      continue;
+    }
     Status st;
     if (key == "dp") st = set_int(l.dp);
     else if (key == "tp") st = set_int(l.tp);
     else if (key == "pp") st = set_int(l.pp);
+    else if (key == "cp") st = set_int(l.cp);
     else if (key == "zero" || key == "zero_stage") st = set_int(l.zero_stage);
     else if (key == "micro_batch" || key == "mb") st = set_int(l.micro_batch);
     else if (key == "global_batch") st = set_int(l.global_batch);
@@ -106,8 +140,8 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
       PX_ASSIGN(l.sequence_parallel, ParseBool(key, v));
     } else {
       return BadInput("plan: /" + key +
-                      ": unknown key (expected dp, tp, pp, zero, micro_batch, global_batch, recompute, "
-                      "schedule, virtual_stages, sequence_parallel, ep, etp, routing)");
+                      ": unknown key (expected dp, tp, pp, cp, zero, micro_batch, global_batch, recompute, "
+                      "schedule, virtual_stages, sequence_parallel, ep, etp, routing, sync, servers, compression, data)");
     }
     PX_TRY(st);
   }
@@ -121,6 +155,7 @@ Result<Layout> LayoutFromJson(const Json& j, const std::string& file, const std:
     l.dp = r.PositiveInt("dp", 1);
     l.tp = r.PositiveInt("tp", 1);
     l.pp = r.PositiveInt("pp", 1);
+    l.cp = r.PositiveInt("cp", 1);
     l.zero_stage = r.NonNegativeInt("zero_stage", 0);
     if (l.zero_stage > 3) r.Fail("zero_stage", "must be 0, 1, 2 or 3");
     l.micro_batch = r.PositiveInt("micro_batch", 1);
@@ -136,6 +171,7 @@ Result<Layout> LayoutFromJson(const Json& j, const std::string& file, const std:
       if (!routing) r.Fail("routing", routing.error().message);
       l.routing = *routing;
     }
+    l.sync = SyncModeFromJson(r);
     r.Finish();
     return l;
   });
@@ -143,71 +179,89 @@ Result<Layout> LayoutFromJson(const Json& j, const std::string& file, const std:
 
 Json LayoutToJson(const Layout& l) {
   Json j{{"dp", l.dp},
-              {"tp", l.tp},
-              {"pp", l.pp},
-              {"zero_stage", l.zero_stage},
-              {"micro_batch", l.micro_batch},
-              {"global_batch", l.global_batch},
-              {"recompute", ToString(l.recompute)},
-              {"schedule", ToString(l.schedule)},
-              {"virtual_stages", l.virtual_stages},
-              {"sequence_parallel", l.sequence_parallel}};
+         {"tp", l.tp},
+         {"pp", l.pp},
+         {"zero_stage", l.zero_stage},
+         {"micro_batch", l.micro_batch},
+         {"global_batch", l.global_batch},
+         {"recompute", ToString(l.recompute)},
+         {"schedule", ToString(l.schedule)},
+         {"virtual_stages", l.virtual_stages},
+         {"sequence_parallel", l.sequence_parallel}};
+  if (l.cp != 1) j["cp"] = l.cp;
   // Expert keys only where set: a dense layout's file is unchanged.
   if (l.ep != 1) j["ep"] = l.ep;
   if (l.etp != 0) j["etp"] = l.etp;
   if (l.routing != Routing{}) j["routing"] = ToString(l.routing);
+  SyncModeToJson(l.sync, &j);
   return j;
 }
 
 std::string LayoutToString(const Layout& l) {
   std::ostringstream o;
-  o << "dp=" << l.dp << ",tp=" << l.tp << ",pp=" << l.pp << ",zero=" << l.zero_stage
+  o << "dp=" << l.dp << ",tp=" << l.tp << ",pp=" << l.pp;
+  if (l.cp != 1) o << ",cp=" << l.cp;
+  o << ",zero=" << l.zero_stage
     << ",micro_batch=" << l.micro_batch << ",global_batch=" << l.global_batch
     << ",recompute=" << ToString(l.recompute) << ",schedule=" << ToString(l.schedule)
     << ",virtual_stages=" << l.virtual_stages << ",sequence_parallel=" << (l.sequence_parallel ? 1 : 0);
   if (l.ep != 1) o << ",ep=" << l.ep;
   if (l.etp != 0) o << ",etp=" << l.etp;
   if (l.routing != Routing{}) o << ",routing=" << ToString(l.routing);
+  o << SyncModeInlineSuffix(l.sync);
   return o.str();
+}
+
+Status CheckPrecisionOnDevice(Precision p, const DeviceSpec& d) {
+  if (p != Precision::kFp8 || !d.is_gpu() || d.peak_tflops.fp8 > 0) return Status::Ok();
+  return BadInput("precision fp8: device " + d.name +
+                  " has no FP8 tensor cores (its peak_tflops.fp8 is 0; FP8 GEMMs need Hopper, Ada or Blackwell)");
+}
+
+std::string DomainInWords(const ClusterSpec& c) {
+  if (c.domain_size() == c.gpus_per_node) return "gpus_per_node=" + std::to_string(c.gpus_per_node);
+  return "nvlink_domain=" + std::to_string(c.domain_size());
 }
 
 Status ValidateLayout(const Layout& l, const ModelSpec& m, const ClusterSpec& c, int64_t world_size) {
   auto fail = [](const std::string& what) { return Status(BadInput("plan: " + what)); };
   auto s = [](int64_t v) { return std::to_string(v); };
-  if (l.dp <= 0 || l.tp <= 0 || l.pp <= 0) return fail("dp, tp and pp must be > 0");
+  if (l.dp <= 0 || l.tp <= 0 || l.pp <= 0 || l.cp <= 0) return fail("dp, tp, pp and cp must be > 0");
   if (l.zero_stage < 0 || l.zero_stage > 3) return fail("zero_stage must be 0, 1, 2 or 3 (got " + s(l.zero_stage) + ")");
   if (l.micro_batch <= 0) return fail("micro_batch must be > 0");
   if (l.virtual_stages <= 0) return fail("virtual_stages must be > 0");
   const bool placed = world_size == 0;
   const int64_t world = placed ? c.total_gpus() : world_size;
-  if (l.world_size() != world) {
-    return fail("dp*tp*pp = " + s(l.dp) + "*" + s(l.tp) + "*" + s(l.pp) + " = " + s(l.world_size()) +
-                " does not equal the " + (placed ? "cluster's GPU count " : "world size ") + s(world));
+  if (l.job_ranks() != world) {
+    const std::string servers = l.sync.dedicated_servers() > 0 ? " + " + s(l.sync.dedicated_servers()) : "";
+    const std::string product = std::string(l.cp == 1 ? "dp*tp*pp" : "dp*tp*cp*pp") + (servers.empty() ? "" : " + servers") +
+                                " = " + s(l.dp) + "*" + s(l.tp) + (l.cp == 1 ? "" : "*" + s(l.cp)) + "*" + s(l.pp) + servers;
+    return fail(product + " = " + s(l.job_ranks()) + " does not equal the " +
+                (placed ? "cluster's GPU count " : "world size ") + s(world));
   }
+  PX_TRY(ValidateSyncMode(l.sync, l.dp, l.tp, l.pp, l.zero_stage));
   if (m.heads % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide heads=" + s(m.heads));
   if (m.kv_heads % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide kv_heads=" + s(m.kv_heads));
   if (m.ffn_hidden % l.tp != 0) return fail("tp=" + s(l.tp) + " does not divide ffn_hidden=" + s(m.ffn_hidden));
-  // A TP group larger than a node must span whole nodes (tp=16 on 8-GPU nodes runs, over the
-  // inter-node links); a smaller one must tile a node.
-  if (placed && l.tp > c.gpus_per_node && l.tp % c.gpus_per_node != 0) {
-    return fail("tp=" + s(l.tp) + " exceeds gpus_per_node=" + s(c.gpus_per_node) +
-                " and is not a multiple of it (a tensor-parallel group spans whole nodes)");
+  // A TP group larger than an NVLink domain must span whole domains (tp=16 on 8-GPU nodes runs,
+  // over the inter-node links); a smaller one must tile a domain.
+  if (placed && !TpTilesDomains(l.tp, c) && l.tp > c.domain_size()) {
+    return fail("tp=" + s(l.tp) + " exceeds " + DomainInWords(c) +
+                " and is not a multiple of it (a tensor-parallel group spans whole " +
+                (c.domain_size() == c.gpus_per_node ? "nodes)" : "NVLink domains)"));
   }
-  if (placed && l.tp <= c.gpus_per_node && c.gpus_per_node % l.tp != 0) {
-    return fail("tp=" + s(l.tp) + " does not divide gpus_per_node=" + s(c.gpus_per_node));
-  }
+  if (placed && !TpTilesDomains(l.tp, c)) return fail("tp=" + s(l.tp) + " does not divide " + DomainInWords(c));
   if (l.pp > m.layers) return fail("pp=" + s(l.pp) + " exceeds layers=" + s(m.layers));
-  if (l.schedule == ScheduleKind::kInterleaved && m.layers % (l.pp * l.virtual_stages) != 0) {
-    return fail("virtual_stages=" + s(l.virtual_stages) + " does not divide the layers per stage (" + s(m.layers) +
-                " layers over pp=" + s(l.pp) + ")");
-  }
+  if (const std::string split = StageSplitProblem(l, m.layers); !split.empty()) return fail(split);
   if (l.global_batch <= 0) return fail("global_batch must be > 0 (give it in the plan or with --global-batch)");
   if (l.global_batch % (l.dp * l.micro_batch) != 0) {
     return fail("global_batch=" + s(l.global_batch) + " is not divisible by dp*micro_batch=" +
                 s(l.dp * l.micro_batch));
   }
-  if (l.sequence_parallel && m.seq_len % l.tp != 0) {
-    return fail("sequence_parallel needs tp=" + s(l.tp) + " to divide seq_len=" + s(m.seq_len));
+  if (const std::string cp = ContextParallelProblem(l, m.seq_len); !cp.empty()) return fail(cp);
+  if (l.sequence_parallel && m.seq_len % (l.tp * l.cp) != 0) {
+    const std::string who = l.cp == 1 ? "tp=" + s(l.tp) : "tp*cp = " + s(l.tp) + "*" + s(l.cp) + " = " + s(l.tp * l.cp);
+    return fail("sequence_parallel needs " + who + " to divide seq_len=" + s(m.seq_len));
   }
   if (Status st = ValidateSchedule(l.schedule, l.pp, l.num_microbatches(), l.virtual_stages); !st) {
     return fail(st.error().message);
@@ -273,6 +327,9 @@ Result<Plan> PlanFromJson(const Json& j, const std::string& file) {
     r.Finish();
     if (Status s = ValidateLayout(p.layout, p.model, p.cluster); !s) {
       return BadInput(file + ": /layout: " + s.error().message.substr(6));
+    }
+    if (const std::string cp = CpCommTypeProblem(p.layout, p.model, p.implementation); !cp.empty()) {
+      return BadInput(file + ": /layout: " + cp);
     }
     return p;
   });

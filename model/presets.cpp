@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <tuple>
 
 namespace parallax {
 namespace {
@@ -145,6 +146,11 @@ const std::map<std::string, ModelSpec>& Models() {
     add(Llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192));
     add(Llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192));
     add(Llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192));
+    // Llama 3.1 405B (Llama Team 2024, "The Llama 3 Herd of Models", table 3: 126 layers, model
+    // dimension 16,384, FFN 53,248, 128 heads, 8 key/value heads, vocabulary 128,000 (128,256 in
+    // the released config.json); pre-trained at 8,192 tokens): the model llama3-405b describes,
+    // released as 3.1, under the name its users look for.
+    add(Llama("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256, 8192));
     AddMoePresets(add);
     return m;
   }();
@@ -303,6 +309,77 @@ Microarch Hopper() {
   return a;
 }
 
+// Blackwell (B200, GB200) and Blackwell Ultra (B300, GB300), each figure with its source; what no
+// public source gives is said so and left at what the model does without it.
+//   Dense peaks (NVIDIA lists sparse figures, "with sparsity"; dense is half, which NVIDIA's own
+//   per-GPU tables and the figures below agree with):
+//     B200 (HGX/DGX B200, 1000 W): NVIDIA HGX B200 specifications, "Individual Blackwell GPU": FP4 18,
+//       FP8/FP6 9, FP16/BF16 4.5, TF32 2.2 PFLOPS sparse, FP32 75 TFLOPS; 180 GB HBM3E at 7.7 TB/s
+//       (nvidia.com/en-us/data-center/hgx, the table beside GB200 NVL72's): dense FP4 9,000,
+//       FP8 4,500, BF16 2,250, TF32 1,100 TFLOPS. glennklockwood.com/garden/processors/B200 lists the
+//       same dense figures for the 1,000 W HGX part.
+//     GB200 (GB200 NVL72, 1200 W): the same NVIDIA table: FP4 20, FP8/FP6 10, FP16/BF16 5, TF32 2.5
+//       PFLOPS sparse, FP32 80 TFLOPS; 186 GB HBM3E at 8 TB/s (rack: 13.4 TB, 576 TB/s over 72 GPUs):
+//       dense FP4 10,000, FP8 5,000, BF16 2,500, TF32 1,250.
+//     B300 (HGX B300, Blackwell Ultra): NVIDIA HGX B300 specifications for 8 GPUs: FP4 108 PFLOPS
+//       dense, FP8/FP6 72, FP16/BF16 36, TF32 18 PFLOPS sparse, FP32 600 TFLOPS, up to 2.3 TB HBM3e
+//       (per GPU: FP4 13,500, FP8 4,500, BF16 2,250, TF32 1,125 dense, FP32 75; 288 GB). Others
+//       print 13,125 (glennklockwood.com/garden/processors/B300) and 14,000 (verda.com/blog/gb300-
+//       nvl72-architecture) dense FP4; only FP4, which no precision here computes in, differs.
+//       HBM 7.7 TB/s: verda.com/blog/gb300-nvl72-architecture, per-GPU table (B300: 270 GB shown by
+//       the driver, 7.7 TB/s).
+//     GB300 (GB300 NVL72): NVIDIA GB300 NVL72 specifications: FP4 1,080 PFLOPS dense per rack,
+//       FP8/FP6 720, FP16/BF16 360, TF32 180 PFLOPS sparse, 576 TB/s: per GPU FP4 15,000, FP8 5,000,
+//       BF16 2,500, TF32 1,250 dense, 8 TB/s; "Inside NVIDIA Blackwell Ultra" (developer.nvidia.com
+//       blog, 2025): 15 PFLOPS dense NVFP4, 288 GB HBM3E, 8 TB/s per GPU. FP32 80 (verda.com table).
+//   Memory_GiB is the datasheet capacity in GiB (180 GB = 167.6 GiB; 186 GB = 173.2; 288 GB = 268.2):
+//     what the driver reports is larger (an HGX B200 shows 179 GiB, docs.vultr.com HGX B200 hardware
+//     overview) but unpublished per product, and a smaller capacity keeps the memory model an upper
+//     bound of what fits.
+//   NVLink 5: 1.8 TB/s bidirectional per GPU, 18 links (NVIDIA HGX and NVL72 specifications), 900 GB/s
+//     per direction.
+//   SMs: B200 148 (two dies of 80 SMs with 74 enabled each: chipsandcheese.com, "Nvidia's B200:
+//     Keeping the CUDA Juggernaut Rolling", measured on a Verda 8x B200 instance), L2 126 MB (same
+//     article). Blackwell Ultra 160 SMs, 640 tensor cores ("Inside NVIDIA Blackwell Ultra"). GB200's
+//     GPU: NVIDIA publishes no SM count of its own; the B200 configuration (148) is assumed (the same
+//     Blackwell GPU at a higher power limit: its peaks are 2,500 / 2,250 = 1.11x B200's). L2 of
+//     Blackwell Ultra: not published; B200's 126 MB is taken (informational: no cost reads l2_MiB).
+//   GEMM tiles: tcgen05 MMA (PTX ISA, sm_100a) computes up to 128 x 256 per SM (cta_group::1: M 64 or
+//     128; cta_group::2: M 256 over an SM pair, 128 rows each), K 64 per stage for 16-bit and 8-bit
+//     inputs alike in CUTLASS's sm100 examples (MmaTileShape 256x128x64 2-SM and 128x128x64 1-SM,
+//     examples/70_blackwell_gemm, 71_blackwell_gemm_with_collective_builder, the FP8 example with
+//     amax output): per-SM tiles 128x256x64, 128x128x64 and 64x128x64. Stages 4: 228 KB of shared
+//     memory per SM (CUDA Programming Guide, compute capability 10.0) over the 48 KB per stage of
+//     the 128x256x64 16-bit tile (CUTLASS's StageCountAutoCarveout arithmetic).
+//   warp_specialized_mma: tcgen05.mma is asynchronous (issued by one thread, accumulating in tensor
+//     memory, completion signalled on an mbarrier; PTX ISA "tcgen05"), so softmax overlaps the MMAs
+//     as on Hopper.
+//   Not published, left at the model's default: peak and sustained clocks and a sustained (power-
+//     limited) matmul rate, so the tile model runs at the datasheet peak (no clock derating: the
+//     GEMM side is optimistic by what derating Hopper's 0.71 measured; calibrate / refine replace
+//     it); the special-function rate per SM and clock (NVIDIA gives 5 and 10.7 TeraExponentials/s
+//     for Blackwell and Blackwell Ultra, verda.com table, but without the clock it is priced free,
+//     as on a device with sfu_ops_per_clock_per_sm 0); NVLink SHARP: NCCL's NVLS model has an
+//     efficiency of 0.74 on Blackwell (NVIDIA/nccl src/graph/tuning.cc nvlsEfficiency) where this
+//     model's NVLS formula holds Hopper's 0.85, so NVLS is off and all-reduces inside a domain are
+//     priced as NCCL's rings (slower, conservative).
+//   Carried over from Hopper (not measured on Blackwell; the same software stack): dram_fraction 0.88,
+//     dram_latency 0.6 us, kernel overhead 2 us, 8 NCCL channels, context reserve 2821 MiB, cuBLAS
+//     workspace 32 MiB, the accumulating-epilogue fraction 0.8; no unfused-attention fractions.
+Microarch Blackwell(int64_t sm_count) {
+  Microarch a = Hopper();
+  a.sm_count = sm_count;
+  a.l2_MiB = 126e6 / (1024.0 * 1024.0);
+  a.gemm_tiles = {GemmTile{128, 256, 64, 4}, GemmTile{128, 128, 64, 4}, GemmTile{64, 128, 64, 4}};
+  a.peak_clock_MHz = 0;
+  a.sustained_clock_MHz = 0;
+  a.sustained_matmul_tflops = 0;
+  a.sfu_ops_per_clock_per_sm = 0;
+  a.warp_specialized_mma = true;
+  a.nvlink_sharp = false;
+  return a;
+}
+
 const std::map<std::string, DeviceSpec>& Devices() {
   static const auto* devices = [] {
     auto* d = new std::map<std::string, DeviceSpec>;  // NOLINT: immortal preset table
@@ -316,6 +393,12 @@ const std::map<std::string, DeviceSpec>& Devices() {
     d->emplace("a100-sxm-80g", with(Device("a100-sxm-80g", a100, 80, 2039), Ampere()));
     d->emplace("h100-sxm-80g", with(Device("h100-sxm-80g", h100, 80, 3350), Hopper()));
     d->emplace("h200-sxm-141g", with(Device("h200-sxm-141g", h100, 140.4, 4800), Hopper()));
+    // Blackwell: dense peaks per GPU, TFLOP/s {fp32, tf32, bf16, fp16, fp8, fp4}; sources above Blackwell().
+    constexpr double kGB = 1e9 / (1024.0 * 1024.0 * 1024.0);  // GiB per GB
+    d->emplace("b200", with(Device("b200", PeakTflops{75, 1100, 2250, 2250, 4500, 9000}, 180 * kGB, 7700), Blackwell(148)));
+    d->emplace("gb200", with(Device("gb200", PeakTflops{80, 1250, 2500, 2500, 5000, 10000}, 186 * kGB, 8000), Blackwell(148)));
+    d->emplace("b300", with(Device("b300", PeakTflops{75, 1125, 2250, 2250, 4500, 13500}, 288 * kGB, 7700), Blackwell(160)));
+    d->emplace("gb300", with(Device("gb300", PeakTflops{80, 1250, 2500, 2500, 5000, 15000}, 288 * kGB, 8000), Blackwell(160)));
     // One core of an AVX2 machine, the device one CPU rank runs on: 2.5 GHz x 32 fp32 FLOP/cycle
     // (two 8-lane FMA units: 2 x 8 x 2) = 0.08 TFLOP/s, and a core's share (half) of a two-channel
     // DDR4 host's nominal 20 GB/s; 8 GiB. Nominal figures, meant to be replaced by
@@ -362,6 +445,27 @@ const std::map<std::string, ClusterSpec>& Clusters() {
     c->emplace("dgx-a100", Cluster("dgx-a100", 8, "a100-sxm-80g", {300, 3}, {200, 5}));
     c->emplace("dgx-h100", Cluster("dgx-h100", 8, "h100-sxm-80g", {450, 3}, {400, 5}));
     c->emplace("dgx-h200", Cluster("dgx-h200", 8, "h200-sxm-141g", {450, 3}, {400, 5}));
+    // Blackwell: NVLink 5 at 900 GB/s per GPU per direction (1.8 TB/s bidirectional), the link
+    // latencies above (NVLink 5 and the NICs' are not published apart from them).
+    //   DGX B200: 8 GPUs on one NVLink 5 switch board; 8 single-port ConnectX-7 at 400 Gb/s
+    //     (NVIDIA DGX B200 datasheet): 400 GB/s per node.
+    //   GB200 NVL72: a node is one 1RU compute tray of 4 GPUs and 2 Grace CPUs; 18 trays and 9 NVLink
+    //     switch trays form one 72-GPU NVLink domain (NVIDIA Multi-Node NVLink tuning guide, "The 72x1
+    //     configuration"); each tray's GPUs reach the compute fabric through ConnectX-7 at 400 Gb/s,
+    //     one per GPU (same guide: "CX7" on the compute tray; NVIDIA GB200 NVL72 reference
+    //     architecture): 200 GB/s per tray. The preset is one rack (18 trays); a job given 16-tray
+    //     Slurm segments sets "nvlink_domain": 64.
+    //   GB300 NVL72: the same rack with Blackwell Ultra; 4 ConnectX-8 per tray (NVIDIA NVL72 AI
+    //     Factory enterprise reference architecture, "NVIDIA GB300 NVL Compute Tray") at 800 Gb/s:
+    //     400 GB/s per tray.
+    c->emplace("dgx-b200", Cluster("dgx-b200", 8, "b200", {900, 3}, {400, 5}));
+    for (const auto& [name, device, nic_GBps] : {std::tuple{"gb200-nvl72", "gb200", 200.0},
+                                                 std::tuple{"gb300-nvl72", "gb300", 400.0}}) {
+      ClusterSpec rack = Cluster(name, 4, device, {900, 3}, {nic_GBps, 5});
+      rack.nodes = 18;
+      rack.nvlink_domain = 72;
+      c->emplace(name, rack);
+    }
     // This host: one device per online core (one MPI rank each, over shared memory), each with its
     // share of the host's memory; a 10 GbE link between hosts. Compute and link figures stay nominal
     // until `parallax calibrate --cluster-out` measures them.

@@ -9,12 +9,13 @@ const char* ToString(Precision p) {
     case Precision::kBf16: return "bf16";
     case Precision::kFp16: return "fp16";
     case Precision::kFp32: return "fp32";
+    case Precision::kFp8: return "fp8";
   }
   return "?";
 }
 
 Result<Precision> PrecisionFromString(std::string_view s) {
-  constexpr Precision kAll[] = {Precision::kBf16, Precision::kFp16, Precision::kFp32};
+  constexpr Precision kAll[] = {Precision::kBf16, Precision::kFp16, Precision::kFp32, Precision::kFp8};
   std::string accepted;
   for (Precision p : kAll) {
     if (s == ToString(p)) return p;

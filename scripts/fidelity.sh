@@ -149,8 +149,8 @@ for line in open(os.path.join(out, "results.tsv")):
     model, layout, pred, run, name = line.rstrip("\n").split("\t")
     i = idx[model]; idx[model] += 1
     p = json.loads(pred)["step_time_s"]
-    steps = json.load(open(run))["step_times_s"][1:]
-    meas = statistics.median(steps)
+    r = json.load(open(run))
+    steps, meas = r["step_times_s"][1:], r["step_time_s"]  # run's step time: median after the first step
     after = json.load(open(os.path.join(out, f"after-{model}-{i}.json")))["step_time_s"]
     rows.append(dict(model=name, layout=layout, predicted_s=p, measured_s=meas, measured_min_s=min(steps),
                      error=(p - meas) / meas, predicted_after_s=after, error_after=(after - meas) / meas))

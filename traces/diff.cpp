@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "model/step_time.h"
+
 namespace parallax::traces {
 namespace {
 
@@ -200,7 +202,9 @@ TraceDiff DiffTraces(const Trace& predicted, const Trace& measured, const DiffOp
       hi = std::max(hi, s.end_ns());
     }
   };
-  std::map<int64_t, std::pair<Span, Span>> steps;
+  // Per (step, rank): ranks' clocks need not agree (other hosts, other time origins), so a step's
+  // span is its slowest rank's, as `run` times a step.
+  std::map<std::pair<int64_t, int64_t>, std::pair<Span, Span>> steps;
   std::vector<std::pair<int64_t, size_t>> by_abs;  // (|diff|, pair index)
   by_abs.reserve(al.pairs.size());
   for (size_t k = 0; k < al.pairs.size(); ++k) {
@@ -209,8 +213,9 @@ TraceDiff DiffTraces(const Trace& predicted, const Trace& measured, const DiffOp
     std::pair<std::string, std::string> key;
     if (al.mode == AlignMode::kIdentity) {
       key = {ToString(static_cast<OpKind>(ps.identity.op)), ToString(static_cast<Phase>(ps.identity.phase))};
-      steps[ms.identity.step].first.Add(ps);
-      steps[ms.identity.step].second.Add(ms);
+      auto& spans = steps[{ms.identity.step, ms.identity.rank}];
+      spans.first.Add(ps);
+      spans.second.Add(ms);
     } else {
       key = {std::string(predicted.Str(ps.name)), ""};
     }
@@ -231,18 +236,23 @@ TraceDiff DiffTraces(const Trace& predicted, const Trace& measured, const DiffOp
   });
 
   if (al.mode == AlignMode::kIdentity) {
-    int64_t ps = 0, ms = 0;
-    for (const auto& [step, spans] : steps) {
-      ps += spans.first.hi - spans.first.lo;
-      ms += spans.second.hi - spans.second.lo;
+    // The compared steps already leave the warm-up step out (StepPairs): their median span.
+    std::map<int64_t, std::pair<int64_t, int64_t>> slowest;  // step -> (predicted, measured) span
+    for (const auto& [key, spans] : steps) {
+      auto& [p, m] = slowest[key.first];
+      p = std::max(p, spans.first.hi - spans.first.lo);
+      m = std::max(m, spans.second.hi - spans.second.lo);
     }
-    d.steps = static_cast<int64_t>(steps.size());
-    for (const auto& [step, spans] : steps) d.measured_steps.push_back(step);
+    std::vector<int64_t> ps, ms;
+    for (const auto& [step, span] : slowest) {
+      ps.push_back(span.first);
+      ms.push_back(span.second);
+      d.measured_steps.push_back(step);
+    }
+    d.steps = static_cast<int64_t>(slowest.size());
     d.predicted_step = al.predicted_step;
-    if (d.steps > 0) {
-      d.predicted_step_ns = ps / d.steps;
-      d.measured_step_ns = ms / d.steps;
-    }
+    d.predicted_step_ns = Median(std::move(ps));
+    d.measured_step_ns = Median(std::move(ms));
   } else {
     d.steps = 1;
     d.predicted_step_ns = DeviceSpan(predicted);
@@ -304,7 +314,7 @@ std::string FormatDiff(const TraceDiff& d) {
                 static_cast<long long>(d.only_measured));
   out += line;
   std::snprintf(line, sizeof(line), "step time (%s, %lld step%s): predicted %.3f ms, measured %.3f ms, error %+.1f%%\n",
-                d.mode == AlignMode::kIdentity ? "mean step span" : "device span", static_cast<long long>(d.steps),
+                d.mode == AlignMode::kIdentity ? "median step span" : "device span", static_cast<long long>(d.steps),
                 d.steps == 1 ? "" : "s", static_cast<double>(d.predicted_step_ns) / 1e6,
                 static_cast<double>(d.measured_step_ns) / 1e6, 100.0 * d.step_time_error);
   out += line;

@@ -67,7 +67,7 @@ struct TraceDiff {
   int64_t steps = 0;           //!< steps compared (identity mode); 1 in name-order mode
   std::vector<int64_t> measured_steps;  //!< the measured step numbers compared (identity mode)
   int64_t predicted_step = -1;          //!< the predicted step when one is compared with several
-  int64_t predicted_step_ns = 0;  //!< mean step span (identity) or whole device span (name-order)
+  int64_t predicted_step_ns = 0;  //!< median over the compared steps of the slowest rank's step span (identity), or the whole device span (name-order)
   int64_t measured_step_ns = 0;
   double step_time_error = 0;     //!< (predicted - measured) / measured
   std::vector<Mismatch> largest;  //!< by |predicted - measured|

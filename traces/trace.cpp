@@ -8,7 +8,7 @@ namespace parallax::traces {
 namespace {
 
 constexpr const char* kStreamNames[] = {"compute", "tp-comm", "dp-comm", "pp-comm",
-                                        "host",    "comm",    "other"};
+                                        "host",    "comm",    "other",   "cp-comm"};
 
 uint64_t TrackKey(int64_t pid, int64_t tid) {
   const auto a = static_cast<uint64_t>(pid);
@@ -33,7 +33,8 @@ std::optional<Stream> StreamFromString(std::string_view s) {
 }
 
 bool IsCommStream(Stream s) {
-  return s == Stream::kTpComm || s == Stream::kDpComm || s == Stream::kPpComm || s == Stream::kComm;
+  return s == Stream::kTpComm || s == Stream::kDpComm || s == Stream::kPpComm || s == Stream::kComm ||
+         s == Stream::kCpComm;
 }
 
 bool PackedIdentity::Fits(const OpIdentity& id) {

@@ -21,10 +21,12 @@
 namespace parallax::traces {
 
 //! What a track runs. The first five are the rank streams of a parallax trace; kComm is
-//! communication of unknown parallel dimension (imported NCCL streams), kOther a free-form track.
-enum class Stream : uint8_t { kCompute, kTpComm, kDpComm, kPpComm, kHost, kComm, kOther };
+//! communication of unknown parallel dimension (imported NCCL streams), kOther a free-form track;
+//! kCpComm (last, so the earlier values keep their numbers) is a rank's context-parallel stream.
+enum class Stream : uint8_t { kCompute, kTpComm, kDpComm, kPpComm, kHost, kComm, kOther, kCpComm };
 
-const char* ToString(Stream s);  //!< "compute", "tp-comm", "dp-comm", "pp-comm", "host", "comm", "other"
+//! "compute", "tp-comm", "dp-comm", "pp-comm", "host", "comm", "other", "cp-comm"
+const char* ToString(Stream s);
 std::optional<Stream> StreamFromString(std::string_view s);
 bool IsCommStream(Stream s);
 

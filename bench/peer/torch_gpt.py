@@ -12,6 +12,9 @@ Used by scripts/bench_peer.sh. Mirrors, one for one:
   - the optimizer (executor/runtime/optimizer.cpp): global-norm clipping, then AdamW with decoupled weight
     decay on the weights and embeddings only (biases and norm gains undecayed), fp32 throughout.
 Prints one JSON object: losses and step_times_s (rank 0).
+With --profile FILE, --profile-steps steps from --profile-step run under the PyTorch profiler (CPU
+activities, shapes and modules where the build records them) and rank 0 writes their trace to FILE; their
+times are profiled_step_times_s and they are left out of step_times_s. `parallax refine --implementation pytorch` reads it.
 """
 import argparse
 import json
@@ -162,6 +165,8 @@ def train(rank, world, args):
         dist.init_process_group("gloo", rank=rank, world_size=world)
     with open(args.model) as f:
         spec = json.load(f)
+    if args.seq_len:
+        spec["seq_len"] = args.seq_len
     torch.manual_seed(args.seed)
     model = Gpt(spec)
     decay, no_decay = init_like_parallax(model, spec, args.seed)
@@ -174,7 +179,15 @@ def train(rank, world, args):
     data_key = param_key(args.seed, "data")
     per_rank = args.global_batch // world
     losses, times = [], []
+    profiled = []
+    prof = None
+    last_profiled = args.profile_step + args.profile_steps - 1
     for step in range(args.steps):
+        in_profile = bool(args.profile) and args.profile_step <= step <= last_profiled
+        if in_profile and step == args.profile_step:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
+                                          with_modules=True)
+            prof.__enter__()
         first = step * args.global_batch + rank * per_rank
         batch = np.stack([synthetic_sample(data_key, first + b, seq, vocab) for b in range(per_rank)])
         batch = torch.from_numpy(batch)
@@ -185,7 +198,11 @@ def train(rank, world, args):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         opt.step()
-        times.append(time.perf_counter() - t0)
+        (profiled if in_profile else times).append(time.perf_counter() - t0)
+        if in_profile and step == last_profiled:
+            prof.__exit__(None, None, None)
+            if rank == 0:
+                prof.export_chrome_trace(args.profile)
         lv = loss.detach().clone()
         if world > 1:
             dist.all_reduce(lv)
@@ -193,7 +210,7 @@ def train(rank, world, args):
         losses.append(float(lv))
     if rank == 0:
         print(json.dumps({"losses": losses, "step_times_s": times, "world_size": world, "threads": args.threads,
-                          "torch": torch.__version__}))
+                          "torch": torch.__version__, "profiled_step_times_s": profiled}))
         sys.stdout.flush()
     if world > 1:
         dist.destroy_process_group()
@@ -211,6 +228,10 @@ def main():
     ap.add_argument("--grad-clip", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--port", type=int, default=29533)
+    ap.add_argument("--seq-len", type=int, default=0, help="sequence length (default: the model's)")
+    ap.add_argument("--profile", default="", help="write a PyTorch profiler trace of one step here (rank 0)")
+    ap.add_argument("--profile-step", type=int, default=2, help="the first step profiled (0-based)")
+    ap.add_argument("--profile-steps", type=int, default=1, help="steps profiled")
     args = ap.parse_args()
     if args.world > 1:
         torch.multiprocessing.spawn(train, args=(args.world, args), nprocs=args.world, join=True)

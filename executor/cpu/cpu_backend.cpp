@@ -53,6 +53,8 @@ float LoadAsFloat(const void* p, DType t, int64_t i) {
     case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(p)[i]);
     case DType::kI32: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
     case DType::kF64: return static_cast<float>(static_cast<const double*>(p)[i]);
+    case DType::kE4M3:
+    case DType::kE5M2: return Fp8ToFloat(static_cast<const uint8_t*>(p)[i], Fp8FormatOf(t));
   }
   return 0;
 }
@@ -90,6 +92,10 @@ void ConvertElements(void* dst, DType dt, const void* src, DType st, int64_t n) 
         break;
       case DType::kF64:
         static_cast<double*>(dst)[i] = st == DType::kI32 ? static_cast<const int32_t*>(src)[i] : LoadAsFloat(src, st, i);
+        break;
+      case DType::kE4M3:
+      case DType::kE5M2:
+        static_cast<uint8_t*>(dst)[i] = FloatToFp8(LoadAsFloat(src, st, i), Fp8FormatOf(dt));
         break;
     }
   }

@@ -16,12 +16,20 @@
 
 namespace parallax::executor {
 
+//! The fp32 operands of CpuBackend's attention backward (AttentionBackwardArgs as host floats).
+struct AttentionGradOperands {
+  [[no_unique_address]] ByName by_name{};
+  const float *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr, *lse = nullptr, *dout = nullptr;
+  float *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+
 class CpuBackend : public Backend {
  public:
   //! Makes OpenBLAS single-threaded: GEMMs are split across the kernel threads instead (gemm.cpp).
   CpuBackend();
   ~CpuBackend() override { ReleaseCache(); }
   std::string name() const override { return "cpu"; }
+  //! FP8 (Transformer Engine's scaled GEMMs) is not emulated on the CPU yet.
   bool SupportsPrecision(Precision) const override { return true; }
   int64_t DeviceMemoryBytes() const override;
   Result<std::unique_ptr<Communicator>> ConnectWorld(LaunchContext& launch, double timeout_s) override;
@@ -70,8 +78,13 @@ class CpuBackend : public Backend {
   void CrossEntropyStats(const CrossEntropyStatsArgs& a) override;
   void CrossEntropyCombine(const CrossEntropyCombineArgs& a) override;
   void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) override;
+  void AttentionMerge(const AttentionMergeArgs& a) override;
   void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;
   void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) override;
+  //! FP8 emulated exactly (fp8_kernels.cpp).
+  void Fp8Cast(const Fp8CastArgs& a) override;
+  void Fp8Gemm(const Fp8GemmArgs& g) override;
+  void Fp8ScaleUpdate(const Fp8ScaleUpdateArgs& a) override;
   // Fused chains (fused_kernels.h) when every operand is fp32; bf16/fp16 take the base class's
   // composition of the typed kernels above.
   void BiasGeluForward(const BiasGeluArgs& a) override;
@@ -105,12 +118,13 @@ class CpuBackend : public Backend {
   void GeluBackward(const float* x, const float* dy, float* dx, int64_t n);
   void SwigluForward(const float* gate, const float* up, float* y, int64_t n);
   void SwigluBackward(const float* gate, const float* up, const float* dy, float* dgate, float* dup, int64_t n);
-  void Rotary(float* x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse);
+  void Rotary(float* x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, int64_t first_position,
+              bool inverse);
 
+  //! fp32 attention (Backend::AttentionForward's contract; lse: AttentionShape::stats_floats()).
   void AttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v, float* out,
-                        float* probs);
-  void AttentionBackward(const AttentionShape& s, const float* q, const float* k, const float* v, const float* probs,
-                         const float* dout, float* dq, float* dk, float* dv);
+                        float* lse);
+  void AttentionBackward(const AttentionShape& s, const AttentionGradOperands& g);
 
   void EmbeddingForward(const int32_t* tokens, int64_t n, const float* table, int64_t vocab_begin, int64_t table_rows,
                         int64_t hidden, float* out);

@@ -29,7 +29,8 @@ void CpuBackend::SwigluBackward(const float* gate, const float* up, const float*
               [&](int64_t b, int64_t e) { vec::SwigluGrad(gate + b, up + b, dy + b, dgate + b, dup + b, e - b); });
 }
 
-void CpuBackend::Rotary(float* x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse) {
+void CpuBackend::Rotary(float* x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim,
+                        int64_t first_position, bool inverse) {
   const int64_t half = head_dim / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int64_t j = 0; j < half; ++j) {
@@ -40,7 +41,7 @@ void CpuBackend::Rotary(float* x, int64_t seq, int64_t batch, int64_t heads, int
   std::vector<float> cos(static_cast<size_t>(half)), sin(static_cast<size_t>(half));
   for (int64_t pos = 0; pos < seq; ++pos) {
     for (int64_t j = 0; j < half; ++j) {
-      const float theta = static_cast<float>(pos) * inv_freq[static_cast<size_t>(j)];
+      const float theta = static_cast<float>(first_position + pos) * inv_freq[static_cast<size_t>(j)];
       cos[static_cast<size_t>(j)] = std::cos(theta);
       sin[static_cast<size_t>(j)] = sign * std::sin(theta);
     }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "executor/cpu/cpu_streams.h"
+#include "executor/cpu/mpi_mailbox.h"
 #include "executor/cpu/wait_policy.h"
 
 namespace parallax::executor {
@@ -69,8 +70,10 @@ Result<MPI_Datatype> TypeOf(DType t) {
     case DType::kBf16:
     case DType::kF16: return MPI_UINT16_T;
     case DType::kI32: return MPI_INT32_T;
+    case DType::kE4M3:
+    case DType::kE5M2: break;  // FP8 tensors are not communicated (their scale would be lost)
   }
-  return Error{"unsupported dtype", ErrorKind::kInternal};
+  return Error{std::string("unsupported dtype ") + ToString(t), ErrorKind::kInternal};
 }
 
 MPI_Op OpOf(DType t, ReduceOp op) {
@@ -367,5 +370,7 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::Split(const std::vector<i
 }
 
 void MpiCommunicator::Abort(int exit_code) { MPI_Abort(MPI_COMM_WORLD, exit_code); }
+
+Result<std::unique_ptr<Mailbox>> MpiCommunicator::OpenMailbox() { return MpiMailbox::Open(this, host_comm_); }
 
 }  // namespace parallax::executor

@@ -53,6 +53,7 @@ class MpiCommunicator final : public Communicator {
 
   Result<std::unique_ptr<Communicator>> Split(const std::vector<int>& ranks) override;
   void Abort(int exit_code) override;
+  Result<std::unique_ptr<Mailbox>> OpenMailbox() override;
 
   //! Polls `req` on the host until done or the watchdog fires; `peer` = -1 for collectives.
   Status Wait(MPI_Request* req, const char* what, int peer);

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "executor/cpu/cpu_backend.h"
+#include "executor/cpu/kernel_threads.h"
 
 namespace parallax::executor {
 
@@ -161,26 +162,26 @@ void CpuBackend::SwigluBackward(const SwigluBackwardArgs& a) {
 
 void CpuBackend::Rotary(const RotaryArgs& a) {
   F32Operands f(*this);
-  Rotary(f.Out(a.x, a.seq * a.batch * a.heads * a.head_dim, true), a.seq, a.batch, a.heads, a.head_dim, a.inverse);
+  Rotary(f.Out(a.x, a.seq * a.batch * a.heads * a.head_dim, true), a.seq, a.batch, a.heads, a.head_dim,
+         a.first_position, a.inverse);
 }
 
 void CpuBackend::AttentionForward(const AttentionArgs& a) {
   (void)streams_.Progress();
   F32Operands f(*this);
   const AttentionShape& s = a.shape;
-  const int64_t rows = s.seq * s.batch;
-  AttentionForward(s, f.In(a.q, rows * s.heads * s.head_dim), f.In(a.k, rows * s.kv_heads * s.head_dim),
-                   f.In(a.v, rows * s.kv_heads * s.head_dim), f.Out(a.out, rows * s.heads * s.head_dim),
-                   f.Out(a.probs, s.probs_floats()));
+  const int64_t qn = s.q_elements(), kn = s.kv_elements();
+  AttentionForward(s, f.In(a.q, qn), f.In(a.k, kn), f.In(a.v, kn), f.Out(a.out, qn), f.Out(a.lse, s.stats_floats()));
 }
 
 void CpuBackend::AttentionBackward(const AttentionBackwardArgs& a) {
   (void)streams_.Progress();
   F32Operands f(*this);
   const AttentionShape& s = a.shape;
-  const int64_t rows = s.seq * s.batch, qn = rows * s.heads * s.head_dim, kn = rows * s.kv_heads * s.head_dim;
-  AttentionBackward(s, f.In(a.q, qn), f.In(a.k, kn), f.In(a.v, kn), f.In(a.probs, s.probs_floats()),
-                    f.In(a.dout, qn), f.Out(a.dq, qn), f.Out(a.dk, kn), f.Out(a.dv, kn));
+  const int64_t qn = s.q_elements(), kn = s.kv_elements();
+  AttentionBackward(s, {.q = f.In(a.q, qn), .k = f.In(a.k, kn), .v = f.In(a.v, kn), .out = f.In(a.out, qn),
+                        .lse = f.In(a.lse, s.stats_floats()), .dout = f.In(a.dout, qn), .dq = f.Out(a.dq, qn),
+                        .dk = f.Out(a.dk, kn), .dv = f.Out(a.dv, kn)});
 }
 
 void CpuBackend::EmbeddingForward(const EmbeddingArgs& a) {
@@ -247,6 +248,25 @@ void CpuBackend::CrossEntropyBackward(const CrossEntropyBackwardArgs& a) {
   const float* se = f.In(a.sum_exp, a.rows);
   CrossEntropyBackward(l, a.rows, a.cols, mx, se, Ints(a.targets), a.vocab_begin, a.scale,
                        f.Out(a.dlogits, a.rows * a.cols));
+}
+
+void CpuBackend::AttentionMerge(const AttentionMergeArgs& a) {
+  F32Operands f(*this);
+  const int64_t D = a.head_dim, n = a.rows * a.heads * D;
+  float* out = f.Out(a.out, n, true);
+  const float* block = f.In(a.block_out, n);
+  auto* lse = static_cast<float*>(a.lse.ptr);
+  const auto* block_lse = static_cast<const float*>(a.block_lse.ptr);
+  ParallelFor(a.rows * a.heads, RowGrain(D), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float l = lse[i], b = block_lse[i], m = std::max(l, b);
+      if (m == -std::numeric_limits<float>::infinity()) continue;
+      const float merged = m + std::log(std::exp(l - m) + std::exp(b - m));
+      const float wa = std::exp(l - merged), wb = std::exp(b - merged);
+      for (int64_t d = 0; d < D; ++d) out[i * D + d] = wa * out[i * D + d] + wb * block[i * D + d];
+      lse[i] = merged;
+    }
+  });
 }
 
 void CpuBackend::MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) {

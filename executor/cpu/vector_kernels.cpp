@@ -299,19 +299,30 @@ HWY_INLINE int64_t RoundUpToLanes(int64_t n) {
   return (n + lanes - 1) / lanes * lanes;
 }
 
-void CausalSoftmaxRowsImpl(float* rows, int64_t ld, int64_t first_len, int64_t count, int64_t zero_to) {
+// Zeros of row columns [written, zero_to).
+HWY_INLINE void ZeroRowTail(float* x, int64_t written, int64_t zero_to) {
+  if (zero_to > written) std::memset(x + written, 0, static_cast<size_t>(zero_to - written) * sizeof(float));
+}
+
+void SoftmaxRowsLseImpl(float* rows, const ScoreRows& s, float* lse, int64_t lse_stride) {
   const D d;
-  for (int64_t r = 0; r < count; ++r) {
-    float* x = rows + r * ld;
-    const int64_t len = first_len + r, padded = RoundUpToLanes(len);
-    const bool room = padded <= ld;
+  for (int64_t r = 0; r < s.count; ++r) {
+    float* x = rows + r * s.ld;
+    const int64_t len = s.Len(r), padded = RoundUpToLanes(len);
+    if (len == 0) {
+      ZeroRowTail(x, 0, s.zero_to);
+      lse[r * lse_stride] = -INFINITY;
+      continue;
+    }
+    const bool room = padded <= s.ld;
     V m = hn::Set(d, x[0]);
     ForEach(len, [&](int64_t i, int64_t c) {
       const V v = LoadRow(x + i, c, room);
       m = c == static_cast<int64_t>(hn::Lanes(d)) ? hn::Max(m, v)
                                                    : hn::IfThenElse(hn::FirstN(d, static_cast<size_t>(c)), hn::Max(m, v), m);
     });
-    const V sh = hn::Set(d, hn::GetLane(hn::MaxOfLanes(d, m)));
+    const float max = hn::GetLane(hn::MaxOfLanes(d, m));
+    const V sh = hn::Set(d, max);
     const double sum = BlockSum(len, [&](int64_t i, int64_t c) {
       const V e = ZeroTail(hn::Exp(d, hn::Sub(LoadRow(x + i, c, room), sh)), c);
       StoreRow(e, x + i, c, room);
@@ -319,29 +330,42 @@ void CausalSoftmaxRowsImpl(float* rows, int64_t ld, int64_t first_len, int64_t c
     });
     const V inv = hn::Set(d, static_cast<float>(1.0 / sum));
     ForEach(len, [&](int64_t i, int64_t c) { StoreRow(hn::Mul(LoadRow(x + i, c, room), inv), x + i, c, room); });
-    const int64_t written = room ? padded : len;
-    if (zero_to > written) std::memset(x + written, 0, static_cast<size_t>(zero_to - written) * sizeof(float));
+    ZeroRowTail(x, room ? padded : len, s.zero_to);
+    lse[r * lse_stride] = max + static_cast<float>(std::log(sum));
   }
 }
 
-void CausalSoftmaxGradRowsImpl(const float* p, float* dp, int64_t ld, int64_t first_len, int64_t count,
-                               int64_t zero_to, float scale) {
+void ExpMinusLseRowsImpl(float* rows, const ScoreRows& s, const float* lse, int64_t lse_stride) {
+  const D d;
+  for (int64_t r = 0; r < s.count; ++r) {
+    float* x = rows + r * s.ld;
+    const int64_t len = s.Len(r), padded = RoundUpToLanes(len);
+    const bool room = padded <= s.ld;
+    const V sh = hn::Set(d, lse[r * lse_stride]);
+    if (len > 0) {
+      ForEach(len, [&](int64_t i, int64_t c) {
+        StoreRow(hn::Exp(d, hn::Sub(LoadRow(x + i, c, room), sh)), x + i, c, room);
+      });
+    }
+    ZeroRowTail(x, len > 0 && room ? padded : len, s.zero_to);
+  }
+}
+
+void SoftmaxGradDeltaRowsImpl(const float* p, float* dp, const ScoreRows& s, const float* delta, float scale) {
   const D d;
   const V sc = hn::Set(d, scale);
-  for (int64_t r = 0; r < count; ++r) {
-    const float* pr = p + r * ld;
-    float* g = dp + r * ld;
-    const int64_t len = first_len + r, padded = RoundUpToLanes(len);
-    const bool room = padded <= ld;
-    const float dot = static_cast<float>(BlockSum(len, [&](int64_t i, int64_t c) {
-      return ZeroTail(hn::Mul(LoadRow(pr + i, c, room), LoadRow(g + i, c, room)), c);
-    }));
-    const V dotv = hn::Set(d, dot);
-    ForEach(len, [&](int64_t i, int64_t c) {
-      StoreRow(hn::Mul(hn::Mul(LoadRow(pr + i, c, room), hn::Sub(LoadRow(g + i, c, room), dotv)), sc), g + i, c, room);
-    });
-    const int64_t written = room ? padded : len;
-    if (zero_to > written) std::memset(g + written, 0, static_cast<size_t>(zero_to - written) * sizeof(float));
+  for (int64_t r = 0; r < s.count; ++r) {
+    const float* pr = p + r * s.ld;
+    float* g = dp + r * s.ld;
+    const int64_t len = s.Len(r), padded = RoundUpToLanes(len);
+    const bool room = padded <= s.ld;
+    const V dv = hn::Set(d, delta[r]);
+    if (len > 0) {
+      ForEach(len, [&](int64_t i, int64_t c) {
+        StoreRow(hn::Mul(hn::Mul(LoadRow(pr + i, c, room), hn::Sub(LoadRow(g + i, c, room), dv)), sc), g + i, c, room);
+      });
+    }
+    ZeroRowTail(g, len > 0 && room ? padded : len, s.zero_to);
   }
 }
 
@@ -518,8 +542,9 @@ HWY_EXPORT(SumSquaresImpl);
 HWY_EXPORT(AddBiasImpl);
 HWY_EXPORT(BiasGradImpl);
 HWY_EXPORT(SoftmaxGradImpl);
-HWY_EXPORT(CausalSoftmaxRowsImpl);
-HWY_EXPORT(CausalSoftmaxGradRowsImpl);
+HWY_EXPORT(SoftmaxRowsLseImpl);
+HWY_EXPORT(ExpMinusLseRowsImpl);
+HWY_EXPORT(SoftmaxGradDeltaRowsImpl);
 HWY_EXPORT(LayerNormRowImpl);
 HWY_EXPORT(LayerNormGradRowImpl);
 HWY_EXPORT(RmsNormRowImpl);
@@ -561,12 +586,14 @@ double Dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPA
 void SoftmaxGrad(const float* p, float* dp, int64_t n, float scale) {
   HWY_DYNAMIC_DISPATCH(SoftmaxGradImpl)(p, dp, n, scale);
 }
-void CausalSoftmaxRows(float* rows, int64_t ld, int64_t first_len, int64_t count, int64_t zero_to) {
-  HWY_DYNAMIC_DISPATCH(CausalSoftmaxRowsImpl)(rows, ld, first_len, count, zero_to);
+void SoftmaxRowsLse(float* rows, const ScoreRows& s, float* lse, int64_t lse_stride) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxRowsLseImpl)(rows, s, lse, lse_stride);
 }
-void CausalSoftmaxGradRows(const float* p, float* dp, int64_t ld, int64_t first_len, int64_t count, int64_t zero_to,
-                           float scale) {
-  HWY_DYNAMIC_DISPATCH(CausalSoftmaxGradRowsImpl)(p, dp, ld, first_len, count, zero_to, scale);
+void ExpMinusLseRows(float* rows, const ScoreRows& s, const float* lse, int64_t lse_stride) {
+  HWY_DYNAMIC_DISPATCH(ExpMinusLseRowsImpl)(rows, s, lse, lse_stride);
+}
+void SoftmaxGradDeltaRows(const float* p, float* dp, const ScoreRows& s, const float* delta, float scale) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxGradDeltaRowsImpl)(p, dp, s, delta, scale);
 }
 void LayerNormRow(const float* x, const float* gamma, const float* beta, float* y, int64_t n, float eps, float* mean,
                   float* rstd) {

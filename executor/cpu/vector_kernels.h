@@ -7,6 +7,7 @@
 // Every function is elementwise or per row, so a result never depends on how a caller splits
 // its rows or elements (TP, ZeRO shards): the layout tests need exactly that.
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -38,14 +39,19 @@ void Scale(float* x, int64_t n, float s);
 double Dot(const float* a, const float* b, int64_t n);
 //! Softmax backward in place: dp[i] = p[i] * (dp[i] - sum_j p[j] dp[j]) * scale.
 void SoftmaxGrad(const float* p, float* dp, int64_t n, float scale);
-//! Causal softmax over `count` rows of a score block with leading dimension ld: row r (at rows + r
-//! ld) is softmaxed in place over its first first_len + r columns and zeroed from there to
-//! zero_to (one call per block instead of Max, ExpShiftSum, Scale and memset per row).
-void CausalSoftmaxRows(float* rows, int64_t ld, int64_t first_len, int64_t count, int64_t zero_to);
-//! SoftmaxGrad on the same rows: dp row r = p (dp - sum p dp) scale over first_len + r columns,
-//! zeroed from there to zero_to.
-void CausalSoftmaxGradRows(const float* p, float* dp, int64_t ld, int64_t first_len, int64_t count, int64_t zero_to,
-                           float scale);
+//! `count` rows of an attention score block, row r at rows + r ld: its first Len(r) = clamp(first_len
+//! + r, 0, cap) columns are the keys it sees (causal: one more per row; fully visible: first_len =
+//! cap), columns [Len(r), zero_to) are written as zeros so whole rows feed the next GEMM.
+struct ScoreRows {
+  int64_t ld = 0, first_len = 0, cap = 0, count = 0, zero_to = 0;
+  int64_t Len(int64_t r) const { return std::clamp<int64_t>(first_len + r, 0, cap); }
+};
+//! Softmax of each row in place; lse[r * lse_stride] = its log-sum-exp (-inf for an empty row).
+void SoftmaxRowsLse(float* rows, const ScoreRows& s, float* lse, int64_t lse_stride);
+//! rows = exp(rows - lse[r * lse_stride]): the probabilities again from the saved statistics.
+void ExpMinusLseRows(float* rows, const ScoreRows& s, const float* lse, int64_t lse_stride);
+//! dp = p (dp - delta[r]) scale, delta[r] = rowsum(dout * out) (FlashAttention-2's D).
+void SoftmaxGradDeltaRows(const float* p, float* dp, const ScoreRows& s, const float* delta, float scale);
 //! y += x
 void Add(float* y, const float* x, int64_t n);
 //! y += alpha * x (Backend::Axpy).

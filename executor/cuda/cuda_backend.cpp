@@ -69,9 +69,16 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device) {
   }
   auto gemm = gpu::LtGemm::Create();
   if (!gemm) return gemm.error();
+  int major = 0, minor = 0;
+  PX_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  PX_CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   auto b = std::unique_ptr<CudaBackend>(new CudaBackend(device, std::move(streams), std::move(gemm).value()));
+  b->compute_capability_ = 10 * major + minor;
   if (const char* tf32 = std::getenv("PARALLAX_CUDA_TF32"); tf32 != nullptr && std::string(tf32) == "1") {
     b->set_allow_tf32(true);
+  }
+  if (const char* attn = std::getenv("PARALLAX_ATTENTION"); attn != nullptr && std::string(attn) == "cudnn") {
+    b->set_cudnn_attention(true);
   }
   return b;
 }
@@ -81,11 +88,12 @@ CudaBackend::CudaBackend(int device, std::vector<std::unique_ptr<CudaStream>> st
     : device_(device),
       streams_(std::move(streams)),
       gemm_(std::move(gemm)),
-      scratch_(6),
+      scratch_(12),
       watchdog_(std::make_shared<gpu::CommWatchdog>(600.0)) {}
 
 CudaBackend::~CudaBackend() {
   (void)Synchronize();
+  cudnn_.reset();
   for (Tensor& t : scratch_) t.Reset();
   ReleaseCache();
 }

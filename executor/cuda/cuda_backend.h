@@ -16,6 +16,7 @@
 
 #include "executor/backend.h"
 #include "executor/cuda/comm_watchdog.h"
+#include "executor/cuda/cudnn_attention.h"
 #include "executor/cuda/cuda_handles.h"
 #include "executor/cuda/lt_gemm.h"
 
@@ -45,6 +46,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
+  //! FP8 GEMMs through cuBLASLt (scale pointers, amax) are not implemented yet.
   bool SupportsPrecision(Precision) const override { return true; }
   int64_t DeviceMemoryBytes() const override;
   Result<std::unique_ptr<Communicator>> ConnectWorld(LaunchContext& launch, double timeout_s) override;
@@ -86,8 +88,14 @@ class CudaBackend final : public Backend {
   void CrossEntropyStats(const CrossEntropyStatsArgs& a) override;
   void CrossEntropyCombine(const CrossEntropyCombineArgs& a) override;
   void CrossEntropyBackward(const CrossEntropyBackwardArgs& a) override;
+  void AttentionMerge(const AttentionMergeArgs& a) override;
   void MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) override;
   void MultiTensorSumSquares(std::span<const DevSpan> spans, DevPtr out) override;
+  //! FP8 (fp8_ops.cpp): casts and the scale update on any GPU; GEMMs through cuBLASLt on
+  //! compute capability 8.9 or newer.
+  void Fp8Cast(const Fp8CastArgs& a) override;
+  void Fp8Gemm(const Fp8GemmArgs& g) override;
+  void Fp8ScaleUpdate(const Fp8ScaleUpdateArgs& a) override;
 
   // ---- CUDA-specific ---------------------------------------------------------------------------
   int device() const { return device_; }
@@ -95,6 +103,14 @@ class CudaBackend final : public Backend {
   //! fp32 GEMMs may use TF32 tensor cores (off by default; PARALLAX_CUDA_TF32=1 turns it on).
   void set_allow_tf32(bool on) { allow_tf32_ = on; }
   bool allow_tf32() const { return allow_tf32_; }
+  //! Attention's forward through cuDNN's fused SDPA (cudnn_attention.h) where it takes the call
+  //! (bf16/fp16), else the GEMM path; PARALLAX_ATTENTION=cudnn turns it on. Backward stays the
+  //! GEMM path (it reads the statistics either forward wrote).
+  void set_cudnn_attention(bool on) { want_cudnn_ = on; }
+  //! Why cuDNN attention stopped being used (cuDNN missing, no engine for a shape); "" otherwise.
+  const std::string& cudnn_attention_off_reason() const { return cudnn_off_reason_; }
+  //! Whether the last AttentionForward ran on cuDNN.
+  bool last_attention_on_cudnn() const { return last_attention_cudnn_; }
   //! The first error since creation (ok while none).
   const Status& status() const { return failed_; }
   //! The watchdog shared with this backend's NCCL communicators.
@@ -118,17 +134,28 @@ class CudaBackend final : public Backend {
   //! A persistent scratch buffer (slot) of at least `numel` elements of `dtype`, grown on demand;
   //! kept across calls so no other stream can be handed its memory while a kernel still uses it.
   //! Slots: 0 cuBLASLt workspace, 1 column-sum partials, 2 reduction partials, 3 host staging,
-  //! 4 attention fp32 scores / dP, 5 attention P / dS (at most 256 MiB of fp32 scores per chunk).
+  //! 4 attention fp32 scores / dP, 5 attention P / dS (at most 256 MiB of fp32 scores per chunk),
+  //! 6 attention backward's delta, or the forward's statistics when the caller keeps none (fp32, one
+  //! per query row and head), 7 cuDNN's [b, h, s] statistics, 8 cuDNN's workspace, 9 and 10 FP8
+  //! GEMM operands transposed to K-major, 11 the FP8 fallback GEMM's fp32 product.
   Result<DevPtr> Scratch(int slot, int64_t numel, DType dtype);
   cudaEvent_t EventOf(Event e) const { return events_[static_cast<size_t>(e.id)].get(); }
+  //! AttentionForward on cuDNN when asked for and possible; false: the caller runs the GEMM path
+  //! (nothing was enqueued), the reason kept once in cudnn_off_reason_.
+  bool TryCudnnAttentionForward(const AttentionArgs& a);
 
   int device_;
+  int compute_capability_ = 0;  //!< 10 * major + minor, e.g. 90 for sm_90
   std::vector<std::unique_ptr<CudaStream>> streams_;
   std::unique_ptr<gpu::LtGemm> gemm_;
   std::vector<gpu::EventPtr> events_;
   std::vector<int64_t> free_events_;
   std::vector<Tensor> scratch_;
   bool allow_tf32_ = false;
+  bool want_cudnn_ = false;
+  bool last_attention_cudnn_ = false;
+  std::unique_ptr<gpu::CudnnAttention> cudnn_;
+  std::string cudnn_off_reason_;
   Status failed_;
   std::shared_ptr<gpu::CommWatchdog> watchdog_;
 };

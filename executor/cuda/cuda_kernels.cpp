@@ -95,7 +95,7 @@ void CudaBackend::SwigluBackward(const SwigluBackwardArgs& a) {
 }
 
 void CudaBackend::Rotary(const RotaryArgs& a) {
-  PX_CUDA_RECORD(gpu::LaunchRotary(K(a.x), a.seq, a.batch, a.heads, a.head_dim, a.inverse, Compute()));
+  PX_CUDA_RECORD(gpu::LaunchRotary(K(a.x), a.seq, a.batch, a.heads, a.head_dim, a.first_position, a.inverse, Compute()));
 }
 
 namespace {
@@ -104,6 +104,7 @@ std::string CheckAttention(const AttentionShape& s) {
   if (s.batch < 1 || s.seq < 1 || s.heads < 1 || s.head_dim < 1) {
     return "attention: batch, seq, heads and head_dim must be positive";
   }
+  if (s.kv_seq < 0) return "attention: kv_seq must be 0 (= seq) or positive";
   if (s.kv_heads < 1 || s.heads % s.kv_heads != 0) {
     return "attention: heads " + std::to_string(s.heads) + " is not a multiple of kv_heads " +
            std::to_string(s.kv_heads);
@@ -114,23 +115,31 @@ std::string CheckAttention(const AttentionShape& s) {
 // Attention as strided-batched GEMMs. The GEMMs of query head h = kvh * G + g (G = heads /
 // kv_heads) of sequence b form "item" j = b * kv_heads + kvh of group member g: q, out and dout of
 // item j start at (j G + g) D and step by G D, k and v at j D stepping by D (rows: ld = batch x
-// heads x D, resp. batch x kv_heads x D), and the probabilities [b][h][i][j] of the backend contract
-// at (j G + g) S^2, stepping by G S^2. Items go in chunks whose S x S fp32 scores fit 256 MiB
-// (UnfusedAttentionChunkItems, model/implementation.h: the working set the planner charges).
+// heads x D, resp. batch x kv_heads x D), and the row statistics (lse, delta: [seq*batch, heads])
+// of item j at j G + g, row i at i batch heads. Items go in chunks whose S x keys fp32 scores fit
+// 256 MiB (UnfusedAttentionChunkItems, model/implementation.h: the working set the planner charges).
 struct AttnGeometry {
-  int64_t S, D, G, items, ld_q, ld_kv, chunk;
+  int64_t S, Skv, D, G, items, ld_q, ld_kv, chunk;
   float scale;  //!< 1 / sqrt(head_dim), the CPU backend's ScaleOf
+  AttentionShape shape;
   explicit AttnGeometry(const AttentionShape& s)
       : S(s.seq),
+        Skv(s.keys()),
         D(s.head_dim),
         G(s.heads / s.kv_heads),
         items(s.batch * s.kv_heads),
         ld_q(s.batch * s.heads * s.head_dim),
         ld_kv(s.batch * s.kv_heads * s.head_dim),
-        chunk(UnfusedAttentionChunkItems(s.seq, s.batch * s.kv_heads)),
-        scale(1.0f / std::sqrt(static_cast<float>(s.head_dim))) {}
+        chunk(UnfusedAttentionChunkItems(s.seq, s.keys(), s.batch * s.kv_heads)),
+        scale(1.0f / std::sqrt(static_cast<float>(s.head_dim))),
+        shape(s) {}
   int64_t QOffset(int64_t j, int64_t g) const { return (j * G + g) * D; }
-  int64_t POffset(int64_t j, int64_t g) const { return (j * G + g) * S * S; }
+  int64_t StatOffset(int64_t j, int64_t g) const { return j * G + g; }
+  int64_t ScoreFloats() const { return S * Skv; }
+  gpu::AttnRowMask Mask() const {
+    return {.seq = S, .keys = Skv, .causal = shape.causal, .offset = shape.causal_offset,
+            .stat_row_stride = shape.batch * shape.heads, .stat_item_stride = G};
+  }
 };
 
 GemmArgs Batched(int64_t n_items, int64_t m, int64_t n, int64_t k) {
@@ -142,107 +151,120 @@ GemmArgs Batched(int64_t n_items, int64_t m, int64_t n, int64_t k) {
   return a;
 }
 
-//! scores = scale Q K^T (fp32, contiguous S x S per item) for items [j0, j0 + n) of member g.
+//! scores = scale Q K^T (fp32, contiguous S x Skv per item) for items [j0, j0 + n) of member g.
 GemmArgs ScoresGemm(const AttnGeometry& a, DevPtr q, DevPtr k, int64_t g, int64_t j0, int64_t n, DevPtr scores) {
-  GemmArgs qk = Batched(n, a.S, a.S, a.D);
+  GemmArgs qk = Batched(n, a.S, a.Skv, a.D);
   qk.tb = Trans::kYes;
   qk.alpha = a.scale;
   qk.a = q + a.QOffset(j0, g), qk.lda = a.ld_q, qk.stride_a = a.G * a.D;
   qk.b = k + j0 * a.D, qk.ldb = a.ld_kv, qk.stride_b = a.D;
-  qk.c = scores, qk.ldc = a.S, qk.stride_c = a.S * a.S;
+  qk.c = scores, qk.ldc = a.Skv, qk.stride_c = a.ScoreFloats();
   return qk;
+}
+
+//! C (+)= op(A) B over items [j0, j0 + n): A the chunk's contiguous S x Skv matrices, B and C rows of
+//! the token tensors (`b_off`/`c_off` the item's first element, `b_step`/`c_step` between items).
+struct ScoreProduct {
+  DevPtr scores, b, c;
+  int64_t ld_b, b_step, ld_c, c_step;
+};
+GemmArgs ProductGemm(const AttnGeometry& a, int64_t n, bool transpose_scores, const ScoreProduct& p, float beta) {
+  GemmArgs g = transpose_scores ? Batched(n, a.Skv, a.D, a.S) : Batched(n, a.S, a.D, a.Skv);
+  g.ta = transpose_scores ? Trans::kYes : Trans::kNo;
+  g.beta = beta;
+  g.a = p.scores, g.lda = a.Skv, g.stride_a = a.ScoreFloats();
+  g.b = p.b, g.ldb = p.ld_b, g.stride_b = p.b_step;
+  g.c = p.c, g.ldc = p.ld_c, g.stride_c = p.c_step;
+  return g;
 }
 
 }  // namespace
 
 void CudaBackend::AttentionForward(const AttentionArgs& args) {
-  const DevPtr q = args.q, k = args.k, v = args.v, out = args.out, probs = args.probs;
+  const DevPtr q = args.q, k = args.k, v = args.v, out = args.out;
   if (const std::string bad = CheckAttention(args.shape); !bad.empty()) return Fail(Misuse(bad));
+  if (args.lse && args.lse.dtype != DType::kF32) return Fail(Misuse("AttentionForward: lse must be fp32"));
+  last_attention_cudnn_ = want_cudnn_ && TryCudnnAttentionForward(args);
+  if (last_attention_cudnn_) return;
   const AttnGeometry a(args.shape);
-  const int64_t SS = a.S * a.S;
-  auto scores = Scratch(4, a.chunk * SS, DType::kF32);
+  auto scores = Scratch(4, a.chunk * a.ScoreFloats(), DType::kF32);
   if (!scores) return Fail(scores.error());
-  DevPtr pbuf;
-  if (!probs) {
-    auto b = Scratch(5, a.chunk * SS, q.dtype);
-    if (!b) return Fail(b.error());
-    pbuf = *b;
+  auto p = Scratch(5, a.chunk * a.ScoreFloats(), q.dtype);
+  if (!p) return Fail(p.error());
+  DevPtr lse_buf = args.lse;
+  if (!lse_buf) {  // statistics the caller does not keep
+    auto unkept = Scratch(6, args.shape.stats_floats(), DType::kF32);
+    if (!unkept) return Fail(unkept.error());
+    lse_buf = *unkept;
   }
+  float* lse = static_cast<float*>(lse_buf.ptr);
   for (int64_t g = 0; g < a.G; ++g) {
     for (int64_t j0 = 0; j0 < a.items; j0 += a.chunk) {
       const int64_t n = std::min(a.chunk, a.items - j0);
       Gemm(ScoresGemm(a, q, k, g, j0, n, *scores));
-      const DevPtr p = probs ? probs + a.POffset(j0, g) : pbuf;
-      const int64_t p_stride = probs ? a.G * SS : SS;
-      PX_CUDA_RECORD(gpu::LaunchCausalSoftmax(static_cast<const float*>(scores->ptr), K(p), p_stride, n, a.S,
-                                              Compute()));
+      PX_CUDA_RECORD(gpu::LaunchAttentionSoftmax(static_cast<const float*>(scores->ptr), K(*p), a.ScoreFloats(),
+                                                 lse + a.StatOffset(j0, g), n, a.Mask(), Compute()));
       // out = P V
-      GemmArgs pv = Batched(n, a.S, a.D, a.S);
-      pv.a = p, pv.lda = a.S, pv.stride_a = p_stride;
-      pv.b = v + j0 * a.D, pv.ldb = a.ld_kv, pv.stride_b = a.D;
-      pv.c = out + a.QOffset(j0, g), pv.ldc = a.ld_q, pv.stride_c = a.G * a.D;
-      Gemm(pv);
+      Gemm(ProductGemm(a, n, false,
+                       {.scores = *p, .b = v + j0 * a.D, .c = out + a.QOffset(j0, g), .ld_b = a.ld_kv, .b_step = a.D,
+                        .ld_c = a.ld_q, .c_step = a.G * a.D},
+                       0.0f));
     }
   }
 }
 
 void CudaBackend::AttentionBackward(const AttentionBackwardArgs& args) {
-  const DevPtr q = args.q, k = args.k, v = args.v, probs = args.probs, dout = args.dout;
+  const DevPtr q = args.q, k = args.k, v = args.v, dout = args.dout;
   const DevPtr dq = args.dq, dk = args.dk, dv = args.dv;
   if (const std::string bad = CheckAttention(args.shape); !bad.empty()) return Fail(Misuse(bad));
+  if (args.lse.dtype != DType::kF32) return Fail(Misuse("AttentionBackward: lse must be fp32"));
   const AttnGeometry a(args.shape);
-  const int64_t SS = a.S * a.S;
-  // Slot 4: fp32 scores, then dP. Slot 5: P (when not kept), then dS, in the activations' dtype.
-  auto f32 = Scratch(4, a.chunk * SS, DType::kF32);
+  // Slot 4: fp32 scores, then dP. Slot 5: P, then dS over it, in the activations' dtype. Slot 6: delta.
+  auto f32 = Scratch(4, a.chunk * a.ScoreFloats(), DType::kF32);
   if (!f32) return Fail(f32.error());
-  auto low = Scratch(5, a.chunk * SS, q.dtype);
+  auto low = Scratch(5, a.chunk * a.ScoreFloats(), q.dtype);
   if (!low) return Fail(low.error());
+  auto delta_buf = Scratch(6, args.shape.stats_floats(), DType::kF32);
+  if (!delta_buf) return Fail(delta_buf.error());
+  const float* lse = static_cast<const float*>(args.lse.ptr);
+  float* delta = static_cast<float*>(delta_buf->ptr);
+  PX_CUDA_RECORD(gpu::LaunchAttentionDelta(K(args.out), K(dout), delta, args.shape.stats_floats(), a.D, Compute()));
+  const gpu::AttnRowMask mask = a.Mask();
   for (int64_t g = 0; g < a.G; ++g) {
     const float acc = g == 0 ? 0.0f : 1.0f;  // dk and dv sum over the group's query heads
     for (int64_t j0 = 0; j0 < a.items; j0 += a.chunk) {
       const int64_t n = std::min(a.chunk, a.items - j0);
       const DevPtr q_g = q + a.QOffset(j0, g), do_g = dout + a.QOffset(j0, g);
-      DevPtr p = *low;
-      int64_t p_stride = SS;
-      if (probs) {
-        p = probs + a.POffset(j0, g);
-        p_stride = a.G * SS;
-      } else {  // recompute P = softmax(scale Q K^T)
-        Gemm(ScoresGemm(a, q, k, g, j0, n, *f32));
-        PX_CUDA_RECORD(gpu::LaunchCausalSoftmax(static_cast<const float*>(f32->ptr), K(p), SS, n, a.S, Compute()));
-      }
+      // P = exp(scale Q K^T - lse)
+      Gemm(ScoresGemm(a, q, k, g, j0, n, *f32));
+      PX_CUDA_RECORD(gpu::LaunchAttentionProbs(static_cast<const float*>(f32->ptr), K(*low), a.ScoreFloats(),
+                                               lse + a.StatOffset(j0, g), n, mask, Compute()));
       // dV (+)= P^T dO
-      GemmArgs dvg = Batched(n, a.S, a.D, a.S);
-      dvg.ta = Trans::kYes;
-      dvg.beta = acc;
-      dvg.a = p, dvg.lda = a.S, dvg.stride_a = p_stride;
-      dvg.b = do_g, dvg.ldb = a.ld_q, dvg.stride_b = a.G * a.D;
-      dvg.c = dv + j0 * a.D, dvg.ldc = a.ld_kv, dvg.stride_c = a.D;
-      Gemm(dvg);
+      Gemm(ProductGemm(a, n, true,
+                       {.scores = *low, .b = do_g, .c = dv + j0 * a.D, .ld_b = a.ld_q, .b_step = a.G * a.D,
+                        .ld_c = a.ld_kv, .c_step = a.D},
+                       acc));
       // dP = dO V^T (fp32)
-      GemmArgs dpg = Batched(n, a.S, a.S, a.D);
+      GemmArgs dpg = Batched(n, a.S, a.Skv, a.D);
       dpg.tb = Trans::kYes;
       dpg.a = do_g, dpg.lda = a.ld_q, dpg.stride_a = a.G * a.D;
       dpg.b = v + j0 * a.D, dpg.ldb = a.ld_kv, dpg.stride_b = a.D;
-      dpg.c = *f32, dpg.ldc = a.S, dpg.stride_c = SS;
+      dpg.c = *f32, dpg.ldc = a.Skv, dpg.stride_c = a.ScoreFloats();
       Gemm(dpg);
-      // dS = P (dP - rowsum(P dP)) scale, into slot 5 (over P itself when P lives there)
-      PX_CUDA_RECORD(gpu::LaunchCausalSoftmaxBackward(K(p), p_stride, static_cast<const float*>(f32->ptr), K(*low), SS,
-                                                      n, a.S, a.scale, Compute()));
+      // dS = P (dP - delta) scale, over P in slot 5
+      PX_CUDA_RECORD(gpu::LaunchAttentionSoftmaxBackward(K(*low), a.ScoreFloats(), static_cast<const float*>(f32->ptr),
+                                                         delta + a.StatOffset(j0, g), K(*low), a.ScoreFloats(), n,
+                                                         mask, a.scale, Compute()));
       // dQ = dS K
-      GemmArgs dqg = Batched(n, a.S, a.D, a.S);
-      dqg.a = *low, dqg.lda = a.S, dqg.stride_a = SS;
-      dqg.b = k + j0 * a.D, dqg.ldb = a.ld_kv, dqg.stride_b = a.D;
-      dqg.c = dq + a.QOffset(j0, g), dqg.ldc = a.ld_q, dqg.stride_c = a.G * a.D;
-      Gemm(dqg);
+      Gemm(ProductGemm(a, n, false,
+                       {.scores = *low, .b = k + j0 * a.D, .c = dq + a.QOffset(j0, g), .ld_b = a.ld_kv,
+                        .b_step = a.D, .ld_c = a.ld_q, .c_step = a.G * a.D},
+                       0.0f));
       // dK (+)= dS^T Q
-      GemmArgs dkg = Batched(n, a.S, a.D, a.S);
-      dkg.ta = Trans::kYes;
-      dkg.beta = acc;
-      dkg.a = *low, dkg.lda = a.S, dkg.stride_a = SS;
-      dkg.b = q_g, dkg.ldb = a.ld_q, dkg.stride_b = a.G * a.D;
-      dkg.c = dk + j0 * a.D, dkg.ldc = a.ld_kv, dkg.stride_c = a.D;
-      Gemm(dkg);
+      Gemm(ProductGemm(a, n, true,
+                       {.scores = *low, .b = q_g, .c = dk + j0 * a.D, .ld_b = a.ld_q, .b_step = a.G * a.D,
+                        .ld_c = a.ld_kv, .c_step = a.D},
+                       acc));
     }
   }
 }
@@ -279,6 +301,15 @@ void CudaBackend::CrossEntropyBackward(const CrossEntropyBackwardArgs& a) {
   if (a.targets.dtype != DType::kI32) return Fail(Misuse("CrossEntropyBackward: targets must be int32"));
   PX_CUDA_RECORD(gpu::LaunchCrossEntropyBackward(K(a.logits), a.rows, a.cols, K(a.row_max), K(a.sum_exp),
                                                  Ints(a.targets), a.vocab_begin, a.scale, K(a.dlogits), Compute()));
+}
+
+void CudaBackend::AttentionMerge(const AttentionMergeArgs& a) {
+  if (a.lse.dtype != DType::kF32 || a.block_lse.dtype != DType::kF32) {
+    return Fail(Misuse("AttentionMerge: lse and block_lse must be fp32"));
+  }
+  PX_CUDA_RECORD(gpu::LaunchAttentionMerge(K(a.out), static_cast<float*>(a.lse.ptr), K(a.block_out),
+                                           static_cast<const float*>(a.block_lse.ptr), a.rows, a.heads, a.head_dim,
+                                           Compute()));
 }
 
 void CudaBackend::MultiTensorAdamW(std::span<const AdamWTensor> tensors, const AdamWParams& p) {

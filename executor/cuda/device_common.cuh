@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -13,6 +14,15 @@
 
 namespace parallax::executor::gpu {
 
+// FP8 codes through the hardware casts: round to nearest even, saturating to the largest finite
+// value, NaN kept (CUDA's __NV_SATFINITE; the CPU backend's FloatToFp8 in executor/fp8.h).
+__device__ __forceinline__ float Fp8Load(__nv_fp8_storage_t code, DType t) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, t == DType::kE4M3 ? __NV_E4M3 : __NV_E5M2)));
+}
+__device__ __forceinline__ __nv_fp8_storage_t Fp8Store(float v, DType t) {
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, t == DType::kE4M3 ? __NV_E4M3 : __NV_E5M2);
+}
+
 __device__ __forceinline__ float Load(const KPtr& p, int64_t i) {
   switch (p.t) {
     case DType::kF32: return static_cast<const float*>(p.p)[i];
@@ -20,6 +30,8 @@ __device__ __forceinline__ float Load(const KPtr& p, int64_t i) {
     case DType::kF16: return __half2float(static_cast<const __half*>(p.p)[i]);
     case DType::kI32: return static_cast<float>(static_cast<const int32_t*>(p.p)[i]);
     case DType::kF64: return static_cast<float>(static_cast<const double*>(p.p)[i]);
+    case DType::kE4M3:
+    case DType::kE5M2: return Fp8Load(static_cast<const __nv_fp8_storage_t*>(p.p)[i], p.t);
   }
   return 0.0f;
 }
@@ -31,6 +43,8 @@ __device__ __forceinline__ void Store(const KPtr& p, int64_t i, float v) {
     case DType::kF16: static_cast<__half*>(p.p)[i] = __float2half_rn(v); break;
     case DType::kI32: static_cast<int32_t*>(p.p)[i] = static_cast<int32_t>(v); break;
     case DType::kF64: static_cast<double*>(p.p)[i] = static_cast<double>(v); break;
+    case DType::kE4M3:
+    case DType::kE5M2: static_cast<__nv_fp8_storage_t*>(p.p)[i] = Fp8Store(v, p.t); break;
   }
 }
 

@@ -124,11 +124,12 @@ __global__ void SwigluBackwardKernel(KPtr gate, KPtr up, KPtr dy, KPtr dgate, KP
 }
 
 // One thread per (row, head, pair j < half): (x1, x2) = (x1 c - x2 s, x2 c + x1 s).
-__global__ void RotaryKernel(KPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, float sign) {
+__global__ void RotaryKernel(KPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim,
+                             int64_t first_position, float sign) {
   const int64_t half = head_dim / 2;
   PX_GRID_STRIDE(i, seq * batch * heads * half) {
     const int64_t j = i % half, rh = i / half;  // rh = row * heads + head
-    const int64_t pos = rh / heads / batch;
+    const int64_t pos = first_position + rh / heads / batch;
     const float inv_freq = static_cast<float>(pow(10000.0, -2.0 * static_cast<double>(j) / static_cast<double>(head_dim)));
     const float theta = static_cast<float>(pos) * inv_freq;
     const float c = cosf(theta), s = sign * sinf(theta);
@@ -204,11 +205,12 @@ cudaError_t LaunchSwigluBackward(KPtr gate, KPtr up, KPtr dy, KPtr dgate, KPtr d
   return cudaGetLastError();
 }
 
-cudaError_t LaunchRotary(KPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse,
-                         cudaStream_t s) {
+cudaError_t LaunchRotary(KPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, int64_t first_position,
+                         bool inverse, cudaStream_t s) {
   const int64_t n = seq * batch * heads * (head_dim / 2);
   if (n <= 0) return cudaSuccess;
-  RotaryKernel<<<GridFor(n), kThreads, 0, s>>>(x, seq, batch, heads, head_dim, inverse ? -1.0f : 1.0f);
+  RotaryKernel<<<GridFor(n), kThreads, 0, s>>>(x, seq, batch, heads, head_dim, first_position,
+                                                inverse ? -1.0f : 1.0f);
   return cudaGetLastError();
 }
 

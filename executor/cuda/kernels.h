@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "executor/dtype.h"
+#include "executor/fp8.h"
 
 namespace parallax::executor::gpu {
 
@@ -47,8 +48,8 @@ cudaError_t LaunchGelu(KPtr x, KPtr y, int64_t n, cudaStream_t s);
 cudaError_t LaunchGeluBackward(KPtr x, KPtr dy, KPtr dx, int64_t n, cudaStream_t s);
 cudaError_t LaunchSwiglu(KPtr gate, KPtr up, KPtr y, int64_t n, cudaStream_t s);
 cudaError_t LaunchSwigluBackward(KPtr gate, KPtr up, KPtr dy, KPtr dgate, KPtr dup, int64_t n, cudaStream_t s);
-cudaError_t LaunchRotary(KPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, bool inverse,
-                         cudaStream_t s);
+cudaError_t LaunchRotary(KPtr x, int64_t seq, int64_t batch, int64_t heads, int64_t head_dim, int64_t first_position,
+                         bool inverse, cudaStream_t s);
 
 // ---- norms (norm_kernels.cu) -----------------------------------------------------------------
 cudaError_t LaunchLayerNormForward(KPtr x, KPtr gamma, KPtr beta, KPtr y, KPtr mean, KPtr rstd, int64_t rows,
@@ -64,13 +65,33 @@ cudaError_t LaunchRmsNormBackward(KPtr dy, KPtr x, KPtr gamma, KPtr rstd, KPtr d
                                   int64_t cols, float* partials, cudaStream_t s);
 
 // ---- attention (attention_kernels.cu; the GEMMs around them in cuda_kernels.cpp) -------------
-//! For `items` fp32 score matrices seq x seq (contiguous), the causal softmax of every row into
-//! p (item t at t * p_stride elements, rows of seq), zeros above the diagonal.
-cudaError_t LaunchCausalSoftmax(const float* scores, KPtr p, int64_t p_stride, int64_t items, int64_t seq,
-                                cudaStream_t s);
-//! dS = P (dP - rowsum(P dP)) scale, causal (zeros above the diagonal); dp fp32 contiguous. ds may be p.
-cudaError_t LaunchCausalSoftmaxBackward(KPtr p, int64_t p_stride, const float* dp, KPtr ds, int64_t ds_stride,
-                                        int64_t items, int64_t seq, float scale, cudaStream_t s);
+//! The score rows of a chunk of attention items (AttentionShape's visibility): `seq` rows of `keys`
+//! fp32 scores per item, row i seeing keys [0, Visible(i)) (causal: j <= i + offset). A row's fp32
+//! statistic (lse, delta) lies at stats[i * stat_row_stride + t * stat_item_stride] for item t.
+struct AttnRowMask {
+  int64_t seq = 0, keys = 0;
+  bool causal = true;
+  int64_t offset = 0;
+  int64_t stat_row_stride = 0, stat_item_stride = 0;
+};
+//! For `items` fp32 score matrices seq x keys (contiguous), the softmax of every row into p (item t at
+//! t * p_stride elements, rows of keys; zeros past the visible keys) and its log-sum-exp into lse
+//! (-inf for a row that sees no key).
+cudaError_t LaunchAttentionSoftmax(const float* scores, KPtr p, int64_t p_stride, float* lse, int64_t items,
+                                   const AttnRowMask& m, cudaStream_t s);
+//! p = exp(scores - lse): the probabilities again from the forward's statistics.
+cudaError_t LaunchAttentionProbs(const float* scores, KPtr p, int64_t p_stride, const float* lse, int64_t items,
+                                 const AttnRowMask& m, cudaStream_t s);
+//! dS = P (dP - delta) scale (zeros past the visible keys); dp fp32 contiguous. ds may be p.
+cudaError_t LaunchAttentionSoftmaxBackward(KPtr p, int64_t p_stride, const float* dp, const float* delta, KPtr ds,
+                                           int64_t ds_stride, int64_t items, const AttnRowMask& m, float scale,
+                                           cudaStream_t s);
+//! lse[(i * batch + b) * heads + h] = stats[(b * heads + h) * seq + i]: cuDNN's [b, h, s, 1] statistics
+//! in the seam's [seq*batch, heads] layout.
+cudaError_t LaunchStatsToTokenMajor(const float* stats, float* lse, int64_t batch, int64_t heads, int64_t seq,
+                                    cudaStream_t s);
+//! delta[w] = sum_c dout[w, c] out[w, c] over `rows` rows of head_dim (one per token and head).
+cudaError_t LaunchAttentionDelta(KPtr out, KPtr dout, float* delta, int64_t rows, int64_t head_dim, cudaStream_t s);
 
 // ---- embedding and loss (embedding_loss_kernels.cu) --------------------------------------------
 cudaError_t LaunchEmbeddingForward(const int32_t* index, int64_t n, KPtr table, int64_t vocab_begin,
@@ -90,6 +111,10 @@ cudaError_t LaunchCrossEntropyCombine(KPtr stats, int64_t rows, int64_t parts, K
 cudaError_t LaunchCrossEntropyBackward(KPtr logits, int64_t rows, int64_t cols, KPtr row_max, KPtr sum_exp,
                                        const int32_t* targets, int64_t vocab_begin, float scale, KPtr dlogits,
                                        cudaStream_t s);
+
+//! Backend::AttentionMerge (attention_merge_kernels.cu): lse and block_lse fp32 [rows, heads].
+cudaError_t LaunchAttentionMerge(KPtr out, float* lse, KPtr block_out, const float* block_lse, int64_t rows,
+                                 int64_t heads, int64_t head_dim, cudaStream_t s);
 
 // ---- multi-tensor optimizer and norm (optimizer_kernels.cu) ------------------------------------
 struct AdamWItem {
@@ -126,5 +151,19 @@ cudaError_t LaunchSumPartials(const double* partials, int64_t n, double* out, cu
 cudaError_t LaunchGemmFallback(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, KPtr a, int64_t lda,
                                int64_t stride_a, KPtr b, int64_t ldb, int64_t stride_b, float beta, KPtr c,
                                int64_t ldc, int64_t stride_c, int64_t batch, cudaStream_t s);
+
+// ---- FP8 (fp8_kernels.cu) ------------------------------------------------------------------------
+//! y (FP8) = x * scale[0], saturating; amax (optional, one fp32) = max(amax, max |x|), NaN first.
+cudaError_t LaunchFp8Cast(KPtr x, const float* scale, KPtr y, float* amax, int64_t n, cudaStream_t s);
+//! dst (cols x rows, packed) = the transpose of src (rows x cols, leading dimension ld), bytes.
+cudaError_t LaunchTransposeBytes(const uint8_t* src, int64_t rows, int64_t cols, int64_t ld, uint8_t* dst,
+                                 cudaStream_t s);
+//! c = alpha a_scale_inv[0] b_scale_inv[0] acc + beta c over m x n (acc packed fp32): the scaling
+//! of an FP8 GEMM that ran through LaunchGemmFallback with alpha 1 and beta 0.
+cudaError_t LaunchFp8Epilogue(const float* acc, int64_t m, int64_t n, float alpha, const float* a_scale_inv,
+                              const float* b_scale_inv, float beta, KPtr c, int64_t ldc, cudaStream_t s);
+//! executor/fp8.h DelayedScalingUpdate on the device, one thread per tensor.
+cudaError_t LaunchFp8ScaleUpdate(float* history, float* scale, float* scale_inv, int64_t count, Fp8Format f,
+                                 const DelayedScaling& recipe, cudaStream_t s);
 
 }  // namespace parallax::executor::gpu

@@ -24,6 +24,10 @@ class LtGemm {
   static Result<std::unique_ptr<LtGemm>> Create();
   //! Enqueues `g` on `stream`; `workspace` (bytes) is scratch for the chosen algorithm.
   Status Run(const GemmArgs& g, cudaStream_t stream, void* workspace, size_t workspace_bytes, bool allow_tf32);
+  //! Enqueues an FP8 GEMM (cuBLASLt FP8 matmul, fp32 compute, the operands' scale_inv as
+  //! CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER) whose operands are K-major: g.ta kNo, g.tb kYes.
+  //! false: cuBLASLt offers no algorithm for this shape (the caller runs the fallback).
+  Result<bool> RunFp8(const Fp8GemmArgs& g, cudaStream_t stream, void* workspace, size_t workspace_bytes);
   //! Shapes planned so far and those that fell back to the plain kernel (for tests and benchmarks).
   int64_t planned_shapes() const { return static_cast<int64_t>(plans_.size()); }
   int64_t fallback_shapes() const { return fallbacks_; }
@@ -38,6 +42,9 @@ class LtGemm {
     bool has_algo = false;
   };
   Result<Plan*> PlanFor(const Key& key, const GemmArgs& g, size_t workspace_bytes, bool allow_tf32, int alignment);
+  Result<Plan*> Fp8PlanFor(const Key& key, const Fp8GemmArgs& g, size_t workspace_bytes, int alignment);
+  //! The heuristic's first algorithm for p's descriptors (p.has_algo false when it offers none).
+  Status ChooseAlgorithm(Plan& p, size_t workspace_bytes, int alignment);
 
   LtHandlePtr handle_;
   std::map<Key, Plan> plans_;

@@ -21,6 +21,8 @@ Result<ncclDataType_t> NcclType(DType t) {
     case DType::kF16: return ncclFloat16;
     case DType::kF64: return ncclFloat64;
     case DType::kI32: return ncclInt32;
+    case DType::kE4M3:
+    case DType::kE5M2: break;  // FP8 tensors are not communicated (their scale would be lost)
   }
   return Error{"NCCL: unsupported dtype", ErrorKind::kInternal};
 }

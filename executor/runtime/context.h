@@ -38,11 +38,16 @@ struct RuntimeContext {
 
   DType compute = DType::kF32;      //!< weights read by the forward pass, and activations
   DType grad_reduce = DType::kF32;  //!< element type of DP gradient collectives (gradients stay fp32)
+  bool fp8 = false;                 //!< linear layers' GEMMs in FP8 (Precision::kFp8; runtime/fp8_linear.h)
+  DelayedScaling fp8_recipe;        //!< Transformer Engine's defaults
   LossScaler scaler;
 
   int64_t seq = 0;           //!< sequence length of a sample
   int64_t batch = 0;         //!< sequences per micro-batch (layout.micro_batch)
-  int64_t tokens = 0;        //!< seq * batch: rows of a full activation
+  int64_t cp = 1;            //!< context parallel ranks
+  int64_t cp_idx = 0;        //!< this rank's place in its cp group
+  int64_t local_seq = 0;     //!< positions of a sample on this rank: its two cp chunks (model/cp_chunks.h)
+  int64_t tokens = 0;        //!< local_seq * batch: rows of a full activation
   int64_t local_tokens = 0;  //!< rows of an activation between TP regions (tokens / tp with SP)
   bool sp = false;           //!< sequence parallelism on (and tp > 1)
   int64_t tp = 1;

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "executor/runtime/param_init.h"
+#include "model/cp_chunks.h"
 
 namespace parallax::executor {
 namespace {
@@ -80,6 +81,19 @@ void DataSource::Batch(int64_t first, int64_t batch, std::vector<int32_t>* input
       (*targets)[static_cast<size_t>(t * batch + b)] = sample[static_cast<size_t>(t + 1)];
     }
   }
+}
+
+void KeepCpRows(int64_t seq, int64_t batch, int64_t cp, int64_t cp_idx, std::vector<int32_t>* rows) {
+  if (cp == 1) return;
+  const int64_t local_seq = seq / cp;
+  std::vector<int32_t> kept(static_cast<size_t>(local_seq * batch));
+  for (int64_t p = 0; p < local_seq; ++p) {
+    const int64_t global = CpGlobalPosition(seq, cp, cp_idx, p);
+    for (int64_t b = 0; b < batch; ++b) {
+      kept[static_cast<size_t>(p * batch + b)] = (*rows)[static_cast<size_t>(global * batch + b)];
+    }
+  }
+  *rows = std::move(kept);
 }
 
 int64_t FirstSample(int64_t step, int64_t global_batch, int64_t dp, int64_t dp_idx, int64_t micro_batch,

@@ -37,6 +37,11 @@ class DataSource {
   int64_t seq_;
 };
 
+//! Keeps, of sequence-major `rows` (seq * batch), the rows of cp rank `cp_idx`'s two sequence
+//! chunks (model/cp_chunks.h), in local order: position p of the local sequence is row block p.
+//! No change when cp = 1.
+void KeepCpRows(int64_t seq, int64_t batch, int64_t cp, int64_t cp_idx, std::vector<int32_t>* rows);
+
 //! Global index of the first sample of micro-batch `microbatch` of DP replica `dp_idx` at `step`.
 int64_t FirstSample(int64_t step, int64_t global_batch, int64_t dp, int64_t dp_idx, int64_t micro_batch,
                     int64_t microbatch);

@@ -4,6 +4,7 @@
 
 #include "executor/runtime/tp_ops.h"
 #include "executor/runtime/transformer_layer.h"
+#include "model/cp_chunks.h"
 
 namespace parallax::executor {
 
@@ -71,10 +72,14 @@ Result<Tensor> Embedding::Forward(RuntimeContext& ctx, const std::vector<int32_t
   }
   PX_ASSIGN(Tensor local, LeaveRegion(ctx, std::move(e), H, -1));
   if (positions_ != nullptr) {
-    // Rows are sequence-major; under SP this rank holds positions [first, first + local/batch).
+    // Rows are sequence-major; under SP this rank holds local positions [first, first + local/batch),
+    // which are global positions of its cp chunks (model/cp_chunks.h).
     const int64_t first_row = ctx.sp ? ctx.groups->coords.tp_idx * ctx.local_tokens : 0;
     std::vector<int32_t> pos(static_cast<size_t>(ctx.local_tokens));
-    for (int64_t r = 0; r < ctx.local_tokens; ++r) pos[static_cast<size_t>(r)] = static_cast<int32_t>((first_row + r) / ctx.batch);
+    for (int64_t r = 0; r < ctx.local_tokens; ++r) {
+      pos[static_cast<size_t>(r)] =
+          static_cast<int32_t>(CpGlobalPosition(ctx.seq, ctx.cp, ctx.cp_idx, (first_row + r) / ctx.batch));
+    }
     PX_ASSIGN(cache.positions, ctx.Indices(pos));
     auto s = ctx.rec->Op(OpKind::kEmbedding, -1);
     be.EmbeddingForward({.index = cache.positions.ptr(), .table = positions_->param(0), .out = local.ptr(),

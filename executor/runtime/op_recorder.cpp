@@ -15,6 +15,7 @@ traces::Stream StreamOf(OpKind op) {
     case OpKind::kTpReduceScatter: return traces::Stream::kTpComm;
     case OpKind::kPpSend:
     case OpKind::kPpRecv: return traces::Stream::kPpComm;
+    case OpKind::kCpSendRecv: return traces::Stream::kCpComm;
     case OpKind::kDpAllReduce:
     case OpKind::kDpReduceScatter:
     case OpKind::kDpAllGather: return traces::Stream::kDpComm;
@@ -27,6 +28,7 @@ StreamKind StreamKindOf(OpKind op) {
     case traces::Stream::kTpComm: return StreamKind::kTpComm;
     case traces::Stream::kPpComm: return StreamKind::kPpComm;
     case traces::Stream::kDpComm: return StreamKind::kDpComm;
+    case traces::Stream::kCpComm: return StreamKind::kCpComm;
     default: return StreamKind::kCompute;
   }
 }

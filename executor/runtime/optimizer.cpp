@@ -45,7 +45,7 @@ Result<OptimizerResult> OptimizerStep(RuntimeContext& ctx, const std::vector<Par
       scaler.clean_steps = 0;
       return r;
     }
-    if (t.grad_clip > 0 && r.grad_norm > t.grad_clip) r.clip_scale = t.grad_clip / (r.grad_norm + 1e-6);
+    r.clip_scale = ClipScale(r.grad_norm, t.grad_clip);
   }
   {
     auto s = ctx.rec->OpAt(OpKind::kOptimizer, -1, -1, -1, Phase::kOptim);

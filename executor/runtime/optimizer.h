@@ -19,6 +19,12 @@ struct OptimizerResult {
   bool skipped = false;   //!< fp16 overflow: no update this step, loss scale halved
 };
 
+//! The factor global-norm clipping applies to gradients of norm `grad_norm` (1 when within `grad_clip`
+//! or clipping is off); parameter servers clip with it over all their shards' norm.
+inline double ClipScale(double grad_norm, double grad_clip) {
+  return grad_clip > 0 && grad_norm > grad_clip ? grad_clip / (grad_norm + 1e-6) : 1.0;
+}
+
 //! The gradient ranges this rank contributes to the global norm: its dp shard of each group,
 //! TP-replicated parameters only on tp rank 0, the tied embedding's second copy not at all.
 void AppendGradSquareSpans(RuntimeContext& ctx, const ParamGroup& g, std::vector<DevSpan>* spans);

@@ -14,21 +14,19 @@
 namespace parallax::executor {
 
 ZeroConfig ZeroConfigFor(const RuntimeContext& ctx, const ParamGroupDef& def) {
-  switch (def.reduced_over) {
-    case ReductionGroup::kDp:
-    case ReductionGroup::kExpertDp:  // never built: the trainer refuses MoE models (issue 37 item 5)
-      return {.stage = ctx.layout.zero_stage, .dp = ctx.layout.dp, .dp_idx = ctx.groups->coords.dp_idx,
-              .group = def.reduced_over};
-  }
-  return {};
+  const RankGroup g = RankGroupOf(def.reduced_over);
+  return {.stage = ctx.layout.zero_stage,
+          .dp = ShapeOf(ctx.layout, g).size,
+          .dp_idx = IndexInGroup(ctx.layout, ctx.groups->coords, g),
+          .group = def.reduced_over};
 }
 
 Communicator& ReductionComm(const RuntimeContext& ctx, ReductionGroup g) {
   switch (g) {
-    case ReductionGroup::kDp:
-    case ReductionGroup::kExpertDp: return ctx.dp_comm();  // never reached: MoE models are refused
+    case ReductionGroup::kDpCp: return ctx.groups->DpCp();
+    case ReductionGroup::kExpertDp: return ctx.groups->DpCp();  // never reached: MoE models are refused (issue 37 item 5)
   }
-  return ctx.dp_comm();
+  return ctx.groups->DpCp();
 }
 
 ParamGroup::ParamGroup(std::string name, std::vector<ParamSpec> params, int64_t tp, int64_t tp_idx)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "executor/backend.h"
+#include "executor/runtime/fp8_linear.h"
 #include "executor/runtime/op_recorder.h"
 #include "model/param_groups.h"
 
@@ -56,7 +57,7 @@ struct ZeroConfig {
   int64_t stage = 0;
   int64_t dp = 1;
   int64_t dp_idx = 0;
-  ReductionGroup group = ReductionGroup::kDp;
+  ReductionGroup group = ReductionGroup::kDpCp;
 };
 
 //! ZeroConfig of a group defined by `def` on this rank: the layout's ZeRO stage over the ranks of
@@ -72,6 +73,9 @@ class ParamGroup {
   const std::string& name() const { return name_; }
   const std::vector<ParamSpec>& params() const { return specs_; }
   const ParamSpec& spec(size_t i) const { return specs_[i]; }
+  //! The delayed-scaling state of the group's FP8 GEMMs (Precision::kFp8 layer groups), or null.
+  Fp8Scales* fp8() const { return fp8_.get(); }
+  void set_fp8(std::unique_ptr<Fp8Scales> s) { fp8_ = std::move(s); }
 
   //! Allocates and initialises this rank's storage from `seed` (counter-based, layout
   //! independent): model weights in `compute` dtype, and with a half `compute` a separate fp32
@@ -165,6 +169,7 @@ class ParamGroup {
   Tensor grads_;
   Tensor grad_temp_;
   Tensor m_, v_;
+  std::unique_ptr<Fp8Scales> fp8_;
 
   //! ZeRO-3: this rank's shard into the gathered buffer before its all-gather (a shard_copy op).
   void CopyShard(RuntimeContext& ctx, DevPtr dst, int64_t trace_layer);

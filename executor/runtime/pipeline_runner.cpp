@@ -175,6 +175,8 @@ void PipelineStep::LoadBatch(int64_t mb) {
   const Layout& l = layout_;
   data_.Batch(FirstSample(step_, l.global_batch, l.dp, ctx_.groups->coords.dp_idx, l.micro_batch, mb), l.micro_batch,
               &inputs_, &targets_);
+  KeepCpRows(ctx_.seq, l.micro_batch, ctx_.cp, ctx_.cp_idx, &inputs_);
+  KeepCpRows(ctx_.seq, l.micro_batch, ctx_.cp, ctx_.cp_idx, &targets_);
 }
 
 Status PipelineStep::ExchangeBefore(size_t next_round) {

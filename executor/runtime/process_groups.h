@@ -1,6 +1,6 @@
 #pragma once
-// Rank layout in Megatron order (DESIGN.md "Ranks and groups"):
-// rank = tp_idx + tp * (dp_idx + dp * pp_idx), and the communicators of this rank's groups.
+// This rank's communicators, one per group of model/rank_groups.h (the rank order and the groups
+// are defined there, beside GlobalRank).
 
 #include <cstdint>
 #include <memory>
@@ -8,23 +8,16 @@
 
 #include "executor/backend.h"
 #include "model/plan.h"
+#include "model/rank_groups.h"
 
 namespace parallax::executor {
 
-struct RankCoords {
-  int64_t tp_idx = 0;
-  int64_t dp_idx = 0;
-  int64_t pp_idx = 0;
-};
-
-RankCoords CoordsOf(const Layout& l, int64_t rank);
-int64_t RankOf(const Layout& l, const RankCoords& c);
-//! World ranks of the TP / DP / PP group that `rank` belongs to, in group order.
-std::vector<int> TpGroupRanks(const Layout& l, int64_t rank);
-std::vector<int> DpGroupRanks(const Layout& l, int64_t rank);
-std::vector<int> PpGroupRanks(const Layout& l, int64_t rank);
-//! First and last pipeline rank with the same (dp, tp) index: they hold the tied word embedding.
-std::vector<int> EmbeddingGroupRanks(const Layout& l, int64_t rank);
+//! World ranks of the TP / CP / DP / dp x cp / PP group that `rank` belongs to, in group order.
+inline std::vector<int> TpGroupRanks(const Layout& l, int64_t rank) { return GroupRanks(l, rank, RankGroup::kTp); }
+inline std::vector<int> CpGroupRanks(const Layout& l, int64_t rank) { return GroupRanks(l, rank, RankGroup::kCp); }
+inline std::vector<int> DpGroupRanks(const Layout& l, int64_t rank) { return GroupRanks(l, rank, RankGroup::kDp); }
+inline std::vector<int> DpCpGroupRanks(const Layout& l, int64_t rank) { return GroupRanks(l, rank, RankGroup::kDpCp); }
+inline std::vector<int> PpGroupRanks(const Layout& l, int64_t rank) { return GroupRanks(l, rank, RankGroup::kPp); }
 
 //! This rank's communicators. Created collectively by every rank of `world`.
 struct ProcessGroups {
@@ -34,6 +27,11 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> tp;
   std::unique_ptr<Communicator> dp;
   std::unique_ptr<Communicator> pp;
+  //! Context parallel and dp x cp (dense gradient reduction); both null when cp = 1, where the dp
+  //! group is the dp x cp group (DpCp()).
+  std::unique_ptr<Communicator> cp;
+  std::unique_ptr<Communicator> dp_cp;
+  Communicator& DpCp() const { return dp_cp ? *dp_cp : *dp; }
   std::unique_ptr<Communicator> embedding;  //!< null unless tied embeddings with pp > 1 on its ends
 };
 

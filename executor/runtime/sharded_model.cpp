@@ -51,6 +51,11 @@ Result<std::unique_ptr<ShardedModel>> ShardedModel::Build(RuntimeContext& ctx) {
       LayerParamIndex ix;
       ParamGroup* g = sm->AddGroup(ctx, def, SpecsOf(m, def, &ix));
       if (def.kind == ParamGroupKind::kLayer) {
+        if (ctx.fp8) {
+          PX_ASSIGN(auto scales, Fp8Scales::Create(*ctx.backend, static_cast<int64_t>(g->params().size()),
+                                                   ctx.fp8_recipe));
+          g->set_fp8(std::move(scales));
+        }
         ch.layers.emplace_back(def.layer, g, ix);
         continue;
       }

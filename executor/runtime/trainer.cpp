@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "executor/runtime/checkpoint.h"
+#include "executor/runtime/fp8_linear.h"
 #include "executor/runtime/grad_sync.h"
 #include "executor/runtime/optimizer.h"
 #include "executor/runtime/pipeline_runner.h"
@@ -27,8 +28,10 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
   }
   const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : m.seq_len;
   if (seq > m.seq_len) return BadInput("training seq_len=" + s(seq) + " exceeds the model's seq_len=" + s(m.seq_len));
-  if (l.sequence_parallel && l.tp > 1 && (seq * l.micro_batch) % l.tp != 0) {
-    return BadInput("plan: sequence_parallel needs tp=" + s(l.tp) + " to divide seq_len=" + s(seq));
+  if (const std::string cp = ContextParallelProblem(l, seq); !cp.empty()) return BadInput("plan: " + cp);
+  if (l.sequence_parallel && l.tp > 1 && (seq / l.cp * l.micro_batch) % l.tp != 0) {
+    return BadInput("plan: sequence_parallel needs tp=" + s(l.tp) + " to divide the tokens of a micro-batch on a cp " +
+                    "rank (" + s(seq / l.cp * l.micro_batch) + ")");
   }
   // Issue 37 item 5 (the executor's experts, MLA, local attention) is not built yet: refuse by name.
   if (m.moe() || m.mla() || m.attention_window > 0 || m.head_size > 0) {
@@ -48,8 +51,12 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
                                                  const TrainerOptions& options) {
   PX_TRY(ValidateForExecution(plan, world.size()));
   if (!backend.SupportsPrecision(plan.training.precision)) {
-    return BadInput(std::string("plan: precision ") + ToString(plan.training.precision) + " is not supported by the " +
-                    backend.name() + " backend");
+    std::string why = std::string("plan: precision ") + ToString(plan.training.precision) + " is not supported by the " +
+                      backend.name() + " backend";
+    if (plan.training.precision == Precision::kFp8) {
+      why += " (it has no scaled E4M3/E5M2 GEMMs yet; plan and simulate price fp8, run it in bf16 with --precision bf16)";
+    }
+    return BadInput(why);
   }
   auto t = std::unique_ptr<Trainer>(new Trainer(backend, world.rank()));
   t->options_ = options;
@@ -61,13 +68,16 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
   c.model = plan.model;
   c.training = plan.training;
   c.layout = plan.layout;
-  // ZeRO partitions over the data-parallel group: with one data-parallel rank there is nothing to
-  // shard, gather or reduce-scatter, so every stage runs as stage 0 (as the planner prices it: its
-  // ZeRO collectives and passes need dp > 1).
-  if (c.layout.dp == 1) c.layout.zero_stage = 0;
+  // ZeRO partitions over the dp x cp group: with one rank in it there is nothing to shard, gather
+  // or reduce-scatter, so every stage runs as stage 0 (as the planner prices it: its ZeRO
+  // collectives and passes need dp x cp > 1).
+  if (c.layout.dp * c.layout.cp == 1) c.layout.zero_stage = 0;
   c.seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
   c.batch = plan.layout.micro_batch;
-  c.tokens = c.seq * c.batch;
+  c.cp = plan.layout.cp;
+  c.cp_idx = t->groups_.coords.cp_idx;
+  c.local_seq = c.seq / c.cp;
+  c.tokens = c.local_seq * c.batch;
   c.tp = plan.layout.tp;
   c.sp = plan.layout.sequence_parallel && c.tp > 1;
   c.local_tokens = c.sp ? c.tokens / c.tp : c.tokens;
@@ -76,7 +86,9 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
     case Precision::kFp32: c.compute = DType::kF32; break;
     case Precision::kBf16: c.compute = DType::kBf16; break;
     case Precision::kFp16: c.compute = DType::kF16; break;
+    case Precision::kFp8: c.compute = DType::kBf16; break;  // refused above by backends without FP8 GEMMs
   }
+  c.fp8 = plan.training.precision == Precision::kFp8;
   c.grad_reduce = options.grad_reduce;
   c.init_threads = options.init_threads > 0 ? options.init_threads
                                             : std::max<int64_t>(1, std::thread::hardware_concurrency());
@@ -91,11 +103,12 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
     // this layout (our executor's implementation profile).
     OpShapeKey key;
     key.micro_batch = c.batch;
-    key.seq_len = c.seq;
+    key.seq_len = c.local_seq;  // the tokens this rank runs (cp: its two chunks)
     key.tp = c.tp;
     key.sequence_parallel = c.sp;
     key.recompute = plan.layout.recompute;
     key.element_bytes = plan.training.precision == Precision::kFp32 ? 4 : 2;
+    key.fp8_linear = plan.training.precision == Precision::kFp8;
     t->rec_.set_catalogue(BuildOpCatalogue(plan.model, key, DefaultImplementation()));
   }
   PX_ASSIGN(t->data_, DataSource::Create(options.data, plan.model.vocab, c.seq));
@@ -134,11 +147,20 @@ Result<double> Trainer::ComputeGradients() {
   return loss / static_cast<double>(ctx_.layout.global_batch * ctx_.seq);
 }
 
-Result<StepResult> Trainer::Step() {
+Result<StepResult> Trainer::Step(const GradientHook& hook) {
   Backend& be = *ctx_.backend;
   const Event begin = be.RecordEvent(StreamKind::kCompute);
   PX_ASSIGN(auto loss, ComputeGradients());
-  PX_ASSIGN(auto opt, OptimizerStep(ctx_, model_->groups(), step_ + 1));
+  bool optimize = true;
+  if (hook) {
+    PX_ASSIGN(optimize, hook(*this));
+  }
+  // The next step's FP8 scales from this step's amaxes (delayed scaling).
+  if (ctx_.fp8) PX_TRY(Fp8EndStep(ctx_, model_->groups()));
+  OptimizerResult opt;
+  if (optimize) {
+    PX_ASSIGN(opt, OptimizerStep(ctx_, model_->groups(), step_ + 1));
+  }
   PX_TRY(ctx_.EndStep());
   const Event end = be.RecordEvent(StreamKind::kCompute);
   const Event both[] = {begin, end};

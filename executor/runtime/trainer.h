@@ -7,6 +7,7 @@
 //   for (...) { auto r = (*t)->Step(); ... r->loss ... }
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -49,6 +50,12 @@ struct StepResult {
 //! executor needs beyond ValidateLayout (vocab divisible by tp, layers >= stages, seq_len).
 Status ValidateForExecution(const Plan& plan, int64_t world_size);
 
+class Trainer;
+//! Runs between a step's backward passes and its optimizer (the classic modes' gradient exchange,
+//! executor/runtime/classic/): returns whether the local optimizer still runs (false: the hook
+//! installed the step's new weights itself).
+using GradientHook = std::function<Result<bool>(Trainer&)>;
+
 class Trainer {
  public:
   static Result<std::unique_ptr<Trainer>> Create(const Plan& plan, Backend& backend, Communicator& world,
@@ -56,7 +63,7 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  Result<StepResult> Step();
+  Result<StepResult> Step(const GradientHook& hook = {});
   //! Collective: the forward and backward passes of the current step and the DP/embedding gradient
   //! sync, without the optimizer; returns the step's mean loss. Gradients stay in the groups.
   Result<double> ComputeGradients();
@@ -66,6 +73,10 @@ class Trainer {
   Status LoadCheckpoint(const std::string& dir);
 
   int64_t step() const { return step_; }
+  //! The next step's index (the classic modes' backup workers jump to the coordinator's step).
+  void set_step(int64_t step) { step_ = step; }
+  //! Replaces the data source (a classic-mode worker's own samples, executor/runtime/classic/worker_data.h).
+  void set_data(std::unique_ptr<DataSource> data) { data_ = std::move(data); }
   OpRecorder& recorder() { return rec_; }
   const ProcessGroups& groups() const { return groups_; }
   const RuntimeContext& context() const { return ctx_; }

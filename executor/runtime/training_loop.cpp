@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <thread>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
 #include "executor/runtime/checkpoint.h"
+#include "executor/runtime/classic/classic_modes.h"
 #include "executor/runtime/collective_status.h"
 #include "executor/runtime/device_timeline.h"
 #include "traces/chrome_writer.h"
@@ -27,14 +30,6 @@ void MaybeInjectFault(const std::string& spec, int rank, int64_t step) {
 
 }  // namespace
 
-double TrainingReport::mean_step_time_s() const {
-  if (step_times_s.empty()) return 0;
-  const size_t first = step_times_s.size() > 1 ? 1 : 0;
-  double sum = 0;
-  for (size_t i = first; i < step_times_s.size(); ++i) sum += step_times_s[i];
-  return sum / static_cast<double>(step_times_s.size() - first);
-}
-
 Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communicator& world,
                                    const TrainingRunOptions& o, const StartCallback& on_start,
                                    const StepCallback& on_step, bool* step_failed) {
@@ -50,6 +45,14 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
   backend.UseHostThreads(threads);
   double any_oversubscribed = threads.oversubscribed ? 1 : 0;
   PX_TRY(world.HostAllReduce(&any_oversubscribed, 1, ReduceOp::kMax));
+  if (!plan.layout.sync.is_default()) {
+    TrainingReport base;
+    base.host_threads = threads;
+    base.host_threads.oversubscribed = any_oversubscribed > 0;
+    base.intra_op_threads = backend.IntraOpThreads();
+    return RunClassicModes(plan, backend, world, o, std::move(base), on_start, on_step, step_failed);
+  }
+  PX_ASSIGN(const InjectSlow slow, ParseInjectSlow(o.inject_slow));
   TrainerOptions topt = o.trainer;
   topt.record_ops = topt.record_ops || !o.trace_path.empty();
   topt.init_threads = threads.threads;
@@ -75,9 +78,15 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
   report.data_description = t.data().Describe();
   if (on_start) on_start(t);
 
+  double own_step_s = 0;  // the straggler's own last step, its sleep excluded
   for (int64_t i = 0; i < o.steps; ++i) {
     MaybeInjectFault(fault, world.rank(), t.step());
+    if (slow.applies_to(world.rank())) {
+      std::this_thread::sleep_for(std::chrono::duration<double>((slow.factor - 1) * own_step_s));
+    }
+    const auto started = std::chrono::steady_clock::now();
     auto r = t.Step();
+    own_step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (!r) {
       *step_failed = true;
       return r.error();

@@ -13,6 +13,7 @@
 #include "executor/host_threads.h"
 #include "executor/runtime/trainer.h"
 #include "model/plan.h"
+#include "model/step_time.h"
 
 namespace parallax::executor {
 
@@ -27,6 +28,8 @@ struct TrainingRunOptions {
   //! the start of step S.
   //! Defaults to the PARALLAX_FAULT_INJECT environment variable.
   std::string fault_inject;
+  //! "rank=R,factor=F": rank R computes F times slower (a straggler; executor/runtime/classic/classic_modes.h).
+  std::string inject_slow;
   //! Intra-op threads per rank: > 0 forces the count; 0 shares the node's CPUs among its ranks
   //! (executor/host_threads.h; OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, when set, win).
   int64_t threads = 0;
@@ -61,8 +64,13 @@ struct TrainingReport {
   HostThreads host_threads;      //!< rank 0's decision; oversubscribed is true if any host is
   int64_t intra_op_threads = 1;  //!< what rank 0's backend runs kernels on after applying it
   ProfilingReport profiling;
-  //! Mean step time without the first (warm-up) step when there are several.
-  double mean_step_time_s() const;
+  //! The run's step time: MeasuredStepTime (model/step_time.h) of step_times_s.
+  double step_time_s() const { return MeasuredStepTime(step_times_s); }
+  //! Classic modes: seconds from the common start until every worker finished step i.
+  std::vector<double> wall_clock_s;
+  //! Async/SSP: pushes applied at each staleness (index = updates between pull and push).
+  std::vector<int64_t> staleness_histogram;
+  int64_t dropped_gradients = 0;  //!< backup workers: gradients that came too late
 };
 
 //! Called on every rank after each step (the CLI prints on rank 0).

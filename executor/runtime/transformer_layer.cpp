@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "executor/runtime/cp_attention.h"
 #include "executor/runtime/tp_ops.h"
 
 namespace parallax::executor {
@@ -113,12 +114,20 @@ void NormBackward(RuntimeContext& ctx, const NormBackwardArgs& a) {
 }
 
 void LinearForward(Backend& be, const LinearArgs& a) {
-  be.Gemm({.ta = Trans::kNo, .tb = Trans::kYes, .m = a.rows, .n = a.n, .k = a.k, .a = a.x, .b = a.w, .c = a.y,
-           .lda = a.k, .ldb = a.k, .ldc = a.n});
+  if (a.fp8.on()) {
+    Fp8LinearForward(be, a);
+  } else {
+    be.Gemm({.ta = Trans::kNo, .tb = Trans::kYes, .m = a.rows, .n = a.n, .k = a.k, .a = a.x, .b = a.w, .c = a.y,
+             .lda = a.k, .ldb = a.k, .ldc = a.n});
+  }
   if (a.bias) be.AddBias({.y = a.y, .bias = a.bias, .rows = a.rows, .cols = a.n});
 }
 
 void LinearBackward(Backend& be, const LinearBackwardArgs& a) {
+  if (a.fp8.on()) {
+    if (a.dbias) be.BiasBackward({.dy = a.dy, .dbias = a.dbias, .rows = a.rows, .cols = a.n});
+    return Fp8LinearBackward(be, a);
+  }
   // dW (fp32) += dy^T x
   be.Gemm({.ta = Trans::kYes, .m = a.n, .n = a.k, .k = a.rows, .beta = 1.0f, .a = a.dy, .b = a.x, .c = a.dw,
            .lda = a.n, .ldb = a.k, .ldc = a.k});
@@ -188,13 +197,13 @@ Result<Tensor> TransformerLayer::Forward(RuntimeContext& ctx, Tensor x, LayerCac
   return out;
 }
 
-Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& c, bool keep_probs) {
+Result<Tensor> TransformerLayer::Run(RuntimeContext& ctx, Tensor x, LayerCache& c, bool keep_stats) {
   c.x = std::move(x);
-  PX_ASSIGN(Tensor attn, AttentionBlockForward(ctx, c, keep_probs));
+  PX_ASSIGN(Tensor attn, AttentionBlockForward(ctx, c, keep_stats));
   return MlpBlockForward(ctx, c, std::move(attn));
 }
 
-Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, LayerCache& c, bool keep_probs) {
+Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, LayerCache& c, bool keep_stats) {
   Backend& be = *ctx.backend;
   OpRecorder& rec = *ctx.rec;
   const ModelSpec& m = ctx.model;
@@ -214,29 +223,35 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
   {
     auto s = rec.Op(OpKind::kQkv, layer_);
     const DevPtr in = c.ag.ptr();
-    LinearForward(be, {.x = in, .w = P(ix_.wq), .bias = P(ix_.bq), .y = c.q.ptr(), .rows = T, .n = Q, .k = H});
-    LinearForward(be, {.x = in, .w = P(ix_.wk), .bias = P(ix_.bk), .y = c.k.ptr(), .rows = T, .n = K, .k = H});
-    LinearForward(be, {.x = in, .w = P(ix_.wv), .bias = P(ix_.bv), .y = c.v.ptr(), .rows = T, .n = K, .k = H});
+    LinearForward(be, {.x = in, .w = P(ix_.wq), .bias = P(ix_.bq), .y = c.q.ptr(), .rows = T, .n = Q, .k = H,
+                       .fp8 = F8(ix_.wq)});
+    LinearForward(be, {.x = in, .w = P(ix_.wk), .bias = P(ix_.bk), .y = c.k.ptr(), .rows = T, .n = K, .k = H,
+                       .fp8 = F8(ix_.wk)});
+    LinearForward(be, {.x = in, .w = P(ix_.wv), .bias = P(ix_.bv), .y = c.v.ptr(), .rows = T, .n = K, .k = H,
+                       .fp8 = F8(ix_.wv)});
     if (m.position == PositionKind::kRotary) {
-      be.Rotary({.x = c.q.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nq, .head_dim = D});
-      be.Rotary({.x = c.k.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nkv, .head_dim = D});
+      RotaryOnChunks(ctx, c.q.ptr(), nq, D, false);
+      RotaryOnChunks(ctx, c.k.ptr(), nkv, D, false);
     }
   }
   if (ctx.sp) c.ag.Reset();
-  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
+  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.local_seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
   PX_ASSIGN(c.ctx, ctx.Act(T * Q));
-  if (keep_probs) {
-    PX_ASSIGN(c.probs, ctx.Act(shape.probs_floats()));  // AttentionForward writes every row in full
+  if (keep_stats || ctx.cp > 1) {  // ring attention's backward reads the merged statistics
+    PX_ASSIGN(c.lse, ctx.F32(shape.stats_floats()));  // else rebuilt in backward
   }
-  {
+  if (ctx.cp > 1) {
+    PX_TRY(CpAttentionForward(ctx, layer_, {.shape = shape, .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(),
+                                            .out = c.ctx.ptr(), .lse = c.lse.ptr()}));
+  } else {
     auto s = rec.Op(OpKind::kAttnCore, layer_);
-    be.AttentionForward({.shape = shape, .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(),
-                         .probs = keep_probs ? c.probs.ptr() : DevPtr{}});
+    be.AttentionForward(
+        {.shape = shape, .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(), .lse = c.lse.ptr()});
   }
   PX_ASSIGN(Tensor o, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kAttnOut, layer_);
-    LinearForward(be, {.x = c.ctx.ptr(), .w = P(ix_.wo), .y = o.ptr(), .rows = T, .n = H, .k = Q});
+    LinearForward(be, {.x = c.ctx.ptr(), .w = P(ix_.wo), .y = o.ptr(), .rows = T, .n = H, .k = Q, .fp8 = F8(ix_.wo)});
   }
   return LeaveRegion(ctx, std::move(o), H, layer_);
 }
@@ -266,10 +281,11 @@ Result<Tensor> TransformerLayer::MlpBlockForward(RuntimeContext& ctx, LayerCache
     auto s = rec.Op(OpKind::kFc1, layer_);
     // GELU: fc1's bias is added by the fused bias + GELU kernel (the act op).
     LinearForward(be, {.x = c.mg.ptr(), .w = P(ix_.fc1), .bias = swiglu ? P(ix_.b1) : DevPtr{}, .y = c.f1.ptr(),
-                       .rows = T, .n = F, .k = H});
+                       .rows = T, .n = F, .k = H, .fp8 = F8(ix_.fc1)});
     if (swiglu) {
       LinearForward(be,
-                    {.x = c.mg.ptr(), .w = P(ix_.up), .bias = P(ix_.bup), .y = c.up.ptr(), .rows = T, .n = F, .k = H});
+                    {.x = c.mg.ptr(), .w = P(ix_.up), .bias = P(ix_.bup), .y = c.up.ptr(), .rows = T, .n = F, .k = H,
+                     .fp8 = F8(ix_.up)});
     }
   }
   if (ctx.sp) c.mg.Reset();
@@ -286,7 +302,7 @@ Result<Tensor> TransformerLayer::MlpBlockForward(RuntimeContext& ctx, LayerCache
   PX_ASSIGN(Tensor y, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kFc2, layer_);
-    LinearForward(be, {.x = c.act.ptr(), .w = P(ix_.fc2), .y = y.ptr(), .rows = T, .n = H, .k = F});
+    LinearForward(be, {.x = c.act.ptr(), .w = P(ix_.fc2), .y = y.ptr(), .rows = T, .n = H, .k = F, .fp8 = F8(ix_.fc2)});
   }
   PX_ASSIGN(Tensor y2, LeaveRegion(ctx, std::move(y), H, layer_));
   PX_ASSIGN(Tensor out, ctx.Act(Tl * H));
@@ -333,7 +349,7 @@ Result<Tensor> TransformerLayer::MlpBlockGrad(RuntimeContext& ctx, LayerCache& c
   {
     auto s = rec.Op(OpKind::kFc2, layer_);
     LinearBackward(be, {.dy = dy.ptr(), .x = c.act.ptr(), .w = P(ix_.fc2), .dw = G(ix_.fc2), .dx = dact.ptr(),
-                        .rows = T, .n = H, .k = F});
+                        .rows = T, .n = H, .k = F, .fp8 = F8(ix_.fc2)});
   }
   dy.Reset();
   PX_ASSIGN(Tensor df, ctx.Act(T * F));
@@ -358,10 +374,11 @@ Result<Tensor> TransformerLayer::MlpBlockGrad(RuntimeContext& ctx, LayerCache& c
   {
     auto s = rec.Op(OpKind::kFc1, layer_);
     LinearBackward(be, {.dy = df.ptr(), .x = c.mg.ptr(), .w = P(ix_.fc1), .dw = G(ix_.fc1),
-                        .dbias = swiglu ? G(ix_.b1) : DevPtr{}, .dx = dmg.ptr(), .rows = T, .n = F, .k = H});
+                        .dbias = swiglu ? G(ix_.b1) : DevPtr{}, .dx = dmg.ptr(), .rows = T, .n = F, .k = H,
+                                                             .fp8 = F8(ix_.fc1)});
     if (swiglu) {
       LinearBackward(be, {.dy = dup.ptr(), .x = c.mg.ptr(), .w = P(ix_.up), .dw = G(ix_.up), .dbias = G(ix_.bup),
-                          .dx = dmg.ptr(), .rows = T, .n = F, .k = H, .accumulate_dx = true});
+                          .dx = dmg.ptr(), .rows = T, .n = F, .k = H, .accumulate_dx = true, .fp8 = F8(ix_.up)});
     }
   }
   df.Reset();
@@ -392,16 +409,17 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
   {
     auto s = rec.Op(OpKind::kAttnOut, layer_);
     LinearBackward(be, {.dy = dof.ptr(), .x = c.ctx.ptr(), .w = P(ix_.wo), .dw = G(ix_.wo), .dx = dctx.ptr(),
-                        .rows = T, .n = H, .k = Q});
+                        .rows = T, .n = H, .k = Q, .fp8 = F8(ix_.wo)});
   }
   dof.Reset();
   PX_ASSIGN(Tensor dq, ctx.Act(T * Q));
   PX_ASSIGN(Tensor dk, ctx.Act(T * K));
   PX_ASSIGN(Tensor dv, ctx.Act(T * K));
+  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.local_seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
   PX_TRY(AttentionCoreGrad(ctx, c,
-                           {.shape = {.batch = ctx.batch, .seq = ctx.seq, .heads = nq, .kv_heads = nkv, .head_dim = D},
-                            .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .dout = dctx.ptr(), .dq = dq.ptr(),
-                            .dk = dk.ptr(), .dv = dv.ptr()}));
+                           {.shape = shape,
+                            .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(), .dout = dctx.ptr(),
+                            .dq = dq.ptr(), .dk = dk.ptr(), .dv = dv.ptr()}));
   dctx.Reset();
   if (ctx.sp) {
     PX_ASSIGN(c.ag, Regather(ctx, c.ag_local, H, layer_));
@@ -411,16 +429,16 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
   {
     auto s = rec.Op(OpKind::kQkv, layer_);
     if (m.position == PositionKind::kRotary) {
-      be.Rotary({.x = dq.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nq, .head_dim = D, .inverse = true});
-      be.Rotary({.x = dk.ptr(), .seq = ctx.seq, .batch = ctx.batch, .heads = nkv, .head_dim = D, .inverse = true});
+      RotaryOnChunks(ctx, dq.ptr(), nq, D, true);
+      RotaryOnChunks(ctx, dk.ptr(), nkv, D, true);
     }
     const DevPtr in = c.ag.ptr();
     LinearBackward(be, {.dy = dq.ptr(), .x = in, .w = P(ix_.wq), .dw = G(ix_.wq), .dbias = G(ix_.bq),
-                        .dx = dag.ptr(), .rows = T, .n = Q, .k = H});
+                        .dx = dag.ptr(), .rows = T, .n = Q, .k = H, .fp8 = F8(ix_.wq)});
     LinearBackward(be, {.dy = dk.ptr(), .x = in, .w = P(ix_.wk), .dw = G(ix_.wk), .dbias = G(ix_.bk),
-                        .dx = dag.ptr(), .rows = T, .n = K, .k = H, .accumulate_dx = true});
+                        .dx = dag.ptr(), .rows = T, .n = K, .k = H, .accumulate_dx = true, .fp8 = F8(ix_.wk)});
     LinearBackward(be, {.dy = dv.ptr(), .x = in, .w = P(ix_.wv), .dw = G(ix_.wv), .dbias = G(ix_.bv),
-                        .dx = dag.ptr(), .rows = T, .n = K, .k = H, .accumulate_dx = true});
+                        .dx = dag.ptr(), .rows = T, .n = K, .k = H, .accumulate_dx = true, .fp8 = F8(ix_.wv)});
   }
   dq.Reset();
   dk.Reset();
@@ -437,16 +455,20 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
 
 Status TransformerLayer::AttentionCoreGrad(RuntimeContext& ctx, LayerCache& c, AttentionBackwardArgs a) {
   Backend& be = *ctx.backend;
-  if (c.probs.empty()) {
-    // Selective recompute: rebuild the attention probabilities dropped in forward.
-    RecomputePhase recompute(*ctx.rec);
-    PX_ASSIGN(c.probs, ctx.Act(a.shape.probs_floats()));
-    PX_ASSIGN(Tensor scratch, ctx.Act(ctx.tokens * a.shape.heads * a.shape.head_dim));
-    auto s = ctx.rec->Op(OpKind::kAttnCore, layer_);
-    be.AttentionForward(
-        {.shape = a.shape, .q = a.q, .k = a.k, .v = a.v, .out = scratch.ptr(), .probs = c.probs.ptr()});
+  if (ctx.cp > 1) {
+    return CpAttentionBackward(ctx, layer_, {.shape = a.shape, .q = a.q, .k = a.k, .v = a.v, .out = a.out,
+                                             .lse = c.lse.ptr(), .dout = a.dout, .dq = a.dq, .dk = a.dk, .dv = a.dv});
   }
-  a.probs = c.probs.ptr();
+  if (c.lse.empty()) {
+    // Selective recompute: rebuild the attention statistics dropped in forward (the output is the
+    // cache's already; the rerun's copy is scratch).
+    RecomputePhase recompute(*ctx.rec);
+    PX_ASSIGN(c.lse, ctx.F32(a.shape.stats_floats()));
+    PX_ASSIGN(Tensor scratch, ctx.Act(a.shape.q_elements()));
+    auto s = ctx.rec->Op(OpKind::kAttnCore, layer_);
+    be.AttentionForward({.shape = a.shape, .q = a.q, .k = a.k, .v = a.v, .out = scratch.ptr(), .lse = c.lse.ptr()});
+  }
+  a.lse = c.lse.ptr();
   auto s = ctx.rec->Op(OpKind::kAttnCore, layer_);
   be.AttentionBackward(a);
   return {};

@@ -3,8 +3,9 @@
 // (gate/up for SwiGLU), row-parallel output projection and fc2, each TP rank holding
 // heads/tp attention heads and ffn_hidden/tp MLP columns. Weights are [out, in] (y = x W^T).
 // Activation recompute (Korthikanti et al. 2022): none keeps everything; selective drops the
-// attention probabilities and recomputes them in backward; full keeps only the layer input and
-// reruns the forward pass (phase recompute) before the backward pass.
+// attention core's row statistics (its log-sum-exp: attention never keeps the probabilities) and
+// reruns its forward in backward; full keeps only the layer input and reruns the forward pass
+// (phase recompute) before the backward pass.
 
 #include <cstdint>
 #include <vector>
@@ -27,7 +28,7 @@ std::vector<ParamSpec> LayerParamSpecs(const ModelSpec& m, int64_t layer, LayerP
 //! Saved activations of one layer for one micro-batch.
 struct LayerCache {
   Tensor x;  //!< layer input [local_tokens, hidden] (kept under every recompute mode)
-  Tensor n1_mean, n1_rstd, ag, q, k, v, probs, ctx, h, n2_mean, n2_rstd, mg, f1, up, act;
+  Tensor n1_mean, n1_rstd, ag, q, k, v, lse, ctx, h, n2_mean, n2_rstd, mg, f1, up, act;
   //! Sequence parallel: the local [local_tokens, hidden] inputs of QKV and fc1, re-gathered for the
   //! weight gradients in backward instead of keeping the gathered [tokens, hidden] `ag`/`mg`.
   Tensor ag_local, mg_local;
@@ -48,9 +49,10 @@ class TransformerLayer {
   Result<Tensor> Backward(RuntimeContext& ctx, LayerCache& cache, Tensor dout);
 
  private:
-  Result<Tensor> Run(RuntimeContext& ctx, Tensor x, LayerCache& c, bool keep_probs);
+  Result<Tensor> Run(RuntimeContext& ctx, Tensor x, LayerCache& c, bool keep_stats);
   //! norm1, QKV, attention, output projection: returns the projection leaving the TP region.
-  Result<Tensor> AttentionBlockForward(RuntimeContext& ctx, LayerCache& c, bool keep_probs);
+  //! keep_stats false (selective recompute): the attention statistics are not kept.
+  Result<Tensor> AttentionBlockForward(RuntimeContext& ctx, LayerCache& c, bool keep_stats);
   //! The residual join with `attn` into norm2, fc1, activation, fc2 and the final residual add.
   Result<Tensor> MlpBlockForward(RuntimeContext& ctx, LayerCache& c, Tensor attn);
   Result<Tensor> Grad(RuntimeContext& ctx, LayerCache& c, Tensor dout);
@@ -59,11 +61,13 @@ class TransformerLayer {
   Result<Tensor> MlpBlockGrad(RuntimeContext& ctx, LayerCache& c, Tensor dout);
   //! Backward through the attention block from d(h): returns d(x).
   Result<Tensor> AttentionBlockGrad(RuntimeContext& ctx, LayerCache& c, Tensor dh);
-  //! The attention core's backward, `a` without probs: they are the cache's, or, dropped by
-  //! selective recompute, rebuilt first in phase recompute.
+  //! The attention core's backward, `a` without lse: the cache's, or, dropped by selective
+  //! recompute, rebuilt first in phase recompute.
   Status AttentionCoreGrad(RuntimeContext& ctx, LayerCache& c, AttentionBackwardArgs a);
   DevPtr P(int i) const { return i < 0 ? DevPtr{} : group_->param(static_cast<size_t>(i)); }
   DevPtr G(int i) const { return i < 0 ? DevPtr{} : group_->grad(static_cast<size_t>(i)); }
+  //! The FP8 scales of the GEMM whose weight is parameter i (off unless the group has FP8 state).
+  Fp8Linear F8(int i) const { return i < 0 || group_->fp8() == nullptr ? Fp8Linear{} : group_->fp8()->Linear(i); }
 
   int64_t layer_;
   ParamGroup* group_;
@@ -88,6 +92,7 @@ struct LinearArgs {
   DevPtr x{}, w{}, bias{};  //!< bias optional
   DevPtr y{};
   int64_t rows = 0, n = 0, k = 0;
+  Fp8Linear fp8{};  //!< set (on()): the GEMM in FP8 with these scales (runtime/fp8_linear.h)
 };
 void LinearForward(Backend& be, const LinearArgs& a);
 
@@ -99,6 +104,7 @@ struct LinearBackwardArgs {
   DevPtr dw{}, dbias{}, dx{};
   int64_t rows = 0, n = 0, k = 0;
   bool accumulate_dx = false;
+  Fp8Linear fp8{};  //!< as LinearArgs::fp8
 };
 void LinearBackward(Backend& be, const LinearBackwardArgs& a);
 

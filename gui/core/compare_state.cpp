@@ -60,10 +60,20 @@ void CompareState::SelectStep(int64_t measured_step) {
     }
     step_ = first == INT64_MAX ? -1 : first;
   }
+  // Slices without an identity (a framework's kernels beside the ops they were attributed to,
+  // `refine --attributed-trace`) show with the step whose ops' span holds their start.
+  int64_t step_begin = INT64_MAX, step_end = INT64_MIN;
+  measured_.slices().ForEach([&](const traces::Slice& s) {
+    auto id = measured_.identity(s);
+    if (!id || id->step != step_) return;
+    step_begin = std::min(step_begin, s.start_ns);
+    step_end = std::max(step_end, s.end_ns());
+  });
   auto in_step = [&](const traces::Slice& s) {
     if (mode_ != traces::AlignMode::kIdentity || step_ < 0) return true;
     auto id = measured_.identity(s);
-    return id && id->step == step_;
+    if (!id) return s.start_ns >= step_begin && s.start_ns < step_end;
+    return id->step == step_;
   };
 
   display_ = traces::Trace();

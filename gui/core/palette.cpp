@@ -74,6 +74,8 @@ OpFamily FamilyOfName(std::string_view name) {
       case OpKind::kPpSend:
       case OpKind::kPpRecv:
         return OpFamily::kPpComm;
+      case OpKind::kCpSendRecv:
+        return OpFamily::kComm;
       case OpKind::kOptimizer:
       case OpKind::kGradClip:
         return OpFamily::kOptimizer;

@@ -14,9 +14,13 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 ComputeModel::ComputeModel(const DeviceSpec& device, DType dtype, const CostDb* db)
     : traits_(TraitsFor(device)), dtype_(dtype), db_(db) {
   peak_flops_ = device.peak_tflops.For(dtype) * 1e12;
+  // A device without FP8 tensor cores (the CPU; Ampere is refused before pricing) runs FP8 GEMMs at
+  // its 16-bit rate.
+  if (peak_flops_ <= 0 && dtype == DType::kFp8) peak_flops_ = device.peak_tflops.For(DType::kBf16) * 1e12;
   if (peak_flops_ <= 0) peak_flops_ = device.peak_tflops.fp32 * 1e12;
   hbm_Bps_ = device.hbm_GBps * 1e9;
   element_bytes_ = (dtype == DType::kFp32 || dtype == DType::kTf32) ? 4 : (dtype == DType::kFp8 ? 1 : 2);
+  out_bytes_ = dtype == DType::kFp8 ? 2 : element_bytes_;  // an FP8 GEMM writes bf16 (Transformer Engine)
   if (db_ && db_->contention_factor > 1.0) {
     contention_ = db_->contention_factor;
   } else if (traits_.sm_count > 0) {
@@ -125,8 +129,9 @@ double ComputeModel::ScoreMemory(std::string_view op, double bytes, bool bwd) co
 
 double ComputeModel::RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t batch, double dram_fraction,
                                     bool accumulate) const {
-  // Operands in the compute dtype; C written in it, or read and written in fp32 when accumulating.
-  const double c_bytes = accumulate ? 8.0 : static_cast<double>(element_bytes_);
+  // Operands in the compute dtype; C written in its output dtype, or read and written in fp32 when
+  // accumulating.
+  const double c_bytes = accumulate ? 8.0 : static_cast<double>(out_bytes_);
   const double bytes = (static_cast<double>(element_bytes_) * (static_cast<double>(m) * k + static_cast<double>(k) * n) +
                         c_bytes * static_cast<double>(m) * n) *
                        static_cast<double>(batch);
@@ -134,7 +139,7 @@ double ComputeModel::RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t bat
   const double flops = 2.0 * static_cast<double>(m) * n * k * batch;
   const double sustained = peak_flops_ * traits_.mma_sustained_fraction;
   // The accumulating epilogue's extra C traffic the main loop does not hide (device figure).
-  const double epilogue_s = accumulate ? traits_.accumulate_epilogue_fraction * (c_bytes - static_cast<double>(element_bytes_)) *
+  const double epilogue_s = accumulate ? traits_.accumulate_epilogue_fraction * (c_bytes - static_cast<double>(out_bytes_)) *
                                              static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(batch) /
                                              (hbm_Bps_ * traits_.dram_fraction)
                                        : 0.0;

@@ -37,7 +37,9 @@ namespace parallax::planner {
 
 class ComputeModel {
  public:
-  //! `db` may be null (roofline only); it must outlive the model.
+  //! `db` may be null (roofline only); it must outlive the model. `dtype` kFp8: FP8 GEMM inputs
+  //! (1 B) at the device's FP8 rate with bf16 output, the tile model unchanged (the 16-bit CTA tiles
+  //! and sustained fraction: no public sustained FP8 rate to scale it by).
   ComputeModel(const DeviceSpec& device, DType dtype, const CostDb* db = nullptr);
 
   //! Seconds for `batch` independent GEMMs C[m,n] = A[m,k] B[k,n]; `accumulate`: C += A B into an
@@ -118,6 +120,7 @@ class ComputeModel {
   double peak_flops_ = 0;
   double hbm_Bps_ = 0;
   int64_t element_bytes_ = 2;
+  int64_t out_bytes_ = 2;  //!< bytes of a GEMM's output element (bf16 for FP8 inputs)
   double contention_ = 1.0;
   std::vector<GemmPoint> gemm_points_;                 // measured, this dtype, C written
   std::vector<GemmPoint> accumulate_points_;           // measured, this dtype, C += A B (fp32)

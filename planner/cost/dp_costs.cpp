@@ -7,6 +7,7 @@
 #include "model/param_groups.h"
 #include "planner/cost/placement.h"
 #include "planner/cost/plan_cost_phases.h"
+#include "model/rank_groups.h"
 
 namespace parallax::planner {
 namespace {
@@ -37,7 +38,7 @@ ZeroPasses ZeroPassesOf(const CostInputs& in, double params) {
   const ComputeModel& comp = in.ctx.compute();
   auto pass = [&](OpKind op, double bytes) { return NoisyMemoryTime(comp, MemoryFamily(op, Phase::kComm), bytes); };
   ZeroPasses z;
-  const double shard = params / static_cast<double>(l.dp);
+  const double shard = params / static_cast<double>(DenseReductionRanks(l));
   if (l.zero_stage == 3) {
     z.copy_bytes = 2.0 * in.param_e * shard;
     z.copy_s = pass(OpKind::kShardCopy, z.copy_bytes);

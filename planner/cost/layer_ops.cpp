@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "model/op_catalogue.h"
+#include "planner/cost/cp_costs.h"
 
 namespace parallax::planner {
 
@@ -46,9 +47,9 @@ namespace {
 
 class Pricer {
  public:
-  Pricer(const ComputeModel& c, const CollectiveModel& coll, const PlacedGroup& tp, const ImplementationProfile& impl,
-         const ExpertGroups& experts)
-      : c_(c), coll_(coll), tp_(tp), impl_(impl), experts_(experts) {
+  Pricer(const ComputeModel& c, const ComputeModel& fp8, const CollectiveModel& coll, const PlacedGroup& tp,
+         const ImplementationProfile& impl, const ExpertGroups& experts)
+      : c_(c), fp8_(fp8), coll_(coll), tp_(tp), impl_(impl), experts_(experts) {
     // A measured per-kernel host cost replaces the profile's (a CUDA launch figure).
     launch_s_ = c.measured_launch_overhead_s() > 0 ? c.measured_launch_overhead_s() : impl.launch_overhead_us.value * 1e-6;
     gap_s_ = c.measured_op_gap_s();
@@ -82,7 +83,8 @@ class Pricer {
       GemmPart part{static_cast<int64_t>(g.m), static_cast<int64_t>(g.n), static_cast<int64_t>(g.k),
                     static_cast<int64_t>(g.batch)};
       part.accumulate = g.accumulate;
-      part.time_s = scores ? c_.ScoreGemm(g.m, g.n, g.k, g.batch) : c_.Gemm(g.m, g.n, g.k, g.batch, g.accumulate);
+      const ComputeModel& gemm_model = g.fp8 ? fp8_ : c_;
+      part.time_s = scores ? c_.ScoreGemm(g.m, g.n, g.k, g.batch) : gemm_model.Gemm(g.m, g.n, g.k, g.batch, g.accumulate);
       o.time_s += part.time_s;
       o.gemms.push_back(part);  // refine samples measured times at these shapes
     }
@@ -225,6 +227,7 @@ class Pricer {
   }
 
   const ComputeModel& c_;
+  const ComputeModel& fp8_;  //!< prices GemmShape::fp8 GEMMs
   const CollectiveModel& coll_;
   const PlacedGroup& tp_;
   const ImplementationProfile& impl_;
@@ -237,10 +240,11 @@ class Pricer {
 
 UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const ComputeModel& compute,
                          const CollectiveModel& collectives, const PlacedGroup& tp_group,
-                         const ImplementationProfile& impl, const ExpertGroups& experts) {
+                         const PlacedGroup& cp_group, const ImplementationProfile& impl,
+                         const ComputeModel* fp8, const ExpertGroups& experts) {
   OpShapeKey k;
   k.micro_batch = key.micro_batch;
-  k.seq_len = key.seq_len;
+  k.seq_len = key.seq_len / key.cp;
   k.tp = key.tp;
   k.sequence_parallel = key.sequence_parallel;
   k.recompute = key.recompute;
@@ -249,8 +253,9 @@ UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const Compu
   k.etp = key.etp;
   k.expert_load = key.routing.LoadFactor();
   k.dispatcher = impl.moe_dispatcher.value;
+  k.fp8_linear = fp8 != nullptr;
   const OpCatalogue cat = BuildOpCatalogue(model, k, impl);
-  const Pricer p(compute, collectives, tp_group, impl, experts);
+  const Pricer p(compute, fp8 != nullptr ? *fp8 : compute, collectives, tp_group, impl, experts);
   UnitCosts u;
   auto price = [&](const UnitOpSpecs& specs, UnitOps& out) {
     out.fwd = p.PriceAll(specs.fwd);
@@ -271,6 +276,12 @@ UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const Compu
     }
     for (int64_t i = 0; i < model.layers; ++i) u.layer_kind.push_back(LayerKindOf(model, i));
   }
+  u.cp = PriceContextParallel(u.layer, model, key,
+                              CpPricing{.collectives = collectives,
+                                        .cp_group = cp_group,
+                                        .type = impl.cp_comm_type.value,
+                                        .contention = compute.contention_factor(),
+                                        .element_bytes = static_cast<double>(compute.element_bytes())});
   return u;
 }
 

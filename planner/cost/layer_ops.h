@@ -74,8 +74,9 @@ struct UnitOps {
 //! What the per-unit costs depend on (not dp, pp, ZeRO or schedule).
 struct UnitKey {
   int64_t tp = 1;
+  int64_t cp = 1;  //!< context parallel: the ops run s / cp tokens (planner/cost/cp_costs.h)
   int64_t micro_batch = 1;
-  int64_t seq_len = 0;
+  int64_t seq_len = 0;  //!< the whole sequence (a cp rank holds seq_len / cp of it)
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
   int64_t ep = 1, etp = 1;  //!< an MoE layer's expert groups (Layout ep, expert_tp)
@@ -86,6 +87,14 @@ struct UnitKey {
 //! The placed groups an MoE layer's collectives run over (model/op_catalogue.h CommGroup).
 struct ExpertGroups {
   PlacedGroup ep, etp;
+};
+
+//! Context parallelism's exchanges in one layer, one micro-batch (planner/cost/cp_costs.h):
+//! exposed seconds and bytes each rank moves, forward and backward (recompute included in the
+//! forward figures).
+struct CpExchange {
+  double fwd_exposed_s = 0, bwd_exposed_s = 0;
+  double fwd_bytes = 0, bwd_bytes = 0;
 };
 
 struct UnitCosts {
@@ -101,14 +110,19 @@ struct UnitCosts {
   }
   UnitOps embedding;  //!< first stage
   UnitOps head;       //!< last stage: final norm, LM head, loss
+  CpExchange cp;      //!< folded into layer's attention core ops; zero without cp
 };
 
-//! Costs every unit of `model` for `key` as `impl` runs it; `tp_group` is the placed TP group.
-//! The ops, shapes, FLOPs and bytes come from the op catalogue (model/op_catalogue.h); each op
-//! costs max(GPU time, kernels x the profile's host launch overhead) (a host-bound floor).
-//! `experts`: where an MoE layer's ep and etp groups sit (unused for a dense model).
+//! Costs every unit of `model` for `key` as `impl` runs it; `tp_group` and `cp_group` are the
+//! placed TP and CP groups. `fp8` non-null: the fp8 precision, whose linear layers' GEMMs it
+//! prices (OpShapeKey::fp8_linear). The ops, shapes, FLOPs and bytes come from the op catalogue
+//! (model/op_catalogue.h) at seq_len / cp tokens; each op costs max(GPU time, kernels x the
+//! profile's host launch overhead) (a host-bound floor); cp > 1 then prices the attention core as
+//! planner/cost/cp_costs.h says. `experts`: where an MoE layer's ep and etp groups sit (unused for
+//! a dense model).
 UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const ComputeModel& compute,
                          const CollectiveModel& collectives, const PlacedGroup& tp_group,
-                         const ImplementationProfile& impl, const ExpertGroups& experts = {});
+                         const PlacedGroup& cp_group, const ImplementationProfile& impl,
+                         const ComputeModel* fp8 = nullptr, const ExpertGroups& experts = {});
 
 }  // namespace parallax::planner

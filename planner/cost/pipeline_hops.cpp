@@ -16,8 +16,9 @@ void CostPipelineHops(const CostInputs& in, PlanCosts& pc) {
   // Send/recv between stages: Megatron's scatter/gather (Narayanan et al. SC'21, section 4.1)
   // sends 1/tp of the activation per TP rank, then all-gathers it over NVLink. Each boundary is
   // placed on its own: whether its rank pairs share a node depends on where the stages sit.
+  // With context parallelism each rank sends its s / cp tokens (the cp ranks of a stage send at once).
   const double e = static_cast<double>(in.ctx.compute().element_bytes());
-  const double act = e * static_cast<double>(l.micro_batch * in.seq_len * in.plan.model.hidden);
+  const double act = e * static_cast<double>(l.micro_batch * (in.seq_len / l.cp) * in.plan.model.hidden);
   const PlacedGroup tpg = PlaceGroup(l, in.ctx.cluster(), GroupKind::kTp);
   const double gather = l.tp > 1 && !l.sequence_parallel ? coll.Time(CollectiveKind::kAllGather, act, tpg) : 0.0;
   std::vector<double> hop_s(static_cast<size_t>(l.pp), 0.0);  // pipeline rank r -> (r + 1) % pp

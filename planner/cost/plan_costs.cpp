@@ -5,6 +5,7 @@
 #include "planner/cost/placement.h"
 #include "planner/cost/plan_cost_phases.h"
 #include "planner/memory/memory_model.h"
+#include "model/rank_groups.h"
 
 namespace parallax::planner {
 
@@ -13,9 +14,12 @@ DType ComputeDType(Precision p) {
     case Precision::kBf16: return DType::kBf16;
     case Precision::kFp16: return DType::kFp16;
     case Precision::kFp32: return DType::kFp32;
+    case Precision::kFp8: return DType::kBf16;  // all but the linear layers' GEMMs
   }
   return DType::kBf16;
 }
+
+DType MfuDType(Precision p) { return p == Precision::kFp8 ? DType::kFp8 : ComputeDType(p); }
 
 CostContext::CostContext(const ClusterSpec& cluster, Precision precision, const CostDb* db,
                          const ImplementationProfile* impl)
@@ -23,6 +27,7 @@ CostContext::CostContext(const ClusterSpec& cluster, Precision precision, const 
       precision_(precision),
       impl_(impl ? *impl : DefaultImplementation()),
       compute_(cluster.device, ComputeDType(precision), db),
+      fp8_(cluster.device, DType::kFp8, db),
       collectives_(cluster, db, impl_.dp_algorithm.value) {}
 
 const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int64_t seq_len) {
@@ -30,12 +35,12 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
     cache_.clear();
     cached_model_ = model;
   }
-  UnitKey key;
-  key.tp = l.tp;
-  key.micro_batch = l.micro_batch;
-  key.seq_len = seq_len;
-  key.sequence_parallel = l.sequence_parallel;
-  key.recompute = l.recompute;
+  UnitKey key{.tp = l.tp,
+              .cp = l.cp,
+              .micro_batch = l.micro_batch,
+              .seq_len = seq_len,
+              .sequence_parallel = l.sequence_parallel,
+              .recompute = l.recompute};
   if (model.moe()) {
     key.ep = l.ep;
     key.etp = l.expert_tp();
@@ -46,7 +51,8 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
   }
   const ExpertGroups experts{PlaceGroup(l, cluster_, GroupKind::kEp), PlaceEtpGroup(l, cluster_)};
   cache_.emplace_back(key, BuildUnitCosts(model, key, compute_, collectives_, PlaceGroup(l, cluster_, GroupKind::kTp),
-                                          impl_, experts));
+                                          PlaceGroup(l, cluster_, GroupKind::kCp), impl_,
+                                          precision_ == Precision::kFp8 ? &fp8_ : nullptr, experts));
   return cache_.back().second;
 }
 
@@ -69,7 +75,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
   pc.units = &in.units;
   pc.microbatches = l.num_microbatches();
   pc.contention = ctx.compute().contention_factor();
-  pc.dp_overlapped = l.dp > 1 && impl.overlap_dp_reduce.value;
+  pc.dp_overlapped = DenseReductionRanks(l) > 1 && impl.overlap_dp_reduce.value;
   pc.dp_after_backward = !impl.overlap_dp_reduce.value && l.zero_stage <= 1;
   pc.blocking_p2p = impl.pipeline_p2p.value == P2pSemantics::kBlocking;
   CostPipelineHops(in, pc);
@@ -79,7 +85,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
     CostChunks(in, r, rc);
     CostSequenceParallelGrads(in, rc);
     CostGradAccumulation(in, pc.microbatches, rc);
-    if (l.dp > 1) CostDp(in, rc);
+    if (DenseReductionRanks(l) > 1) CostDp(in, rc);
     CostTiedEmbedding(in, rc);
     CostOptimizerStep(in, rc);
     pc.grad_norm_s = std::max(pc.grad_norm_s, rc.grad_norm_s);

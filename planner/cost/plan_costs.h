@@ -43,6 +43,7 @@ class CostContext {
   Precision precision_;
   ImplementationProfile impl_;
   ComputeModel compute_;
+  ComputeModel fp8_;  //!< the linear layers' FP8 GEMMs (used only under Precision::kFp8)
   CollectiveModel collectives_;
   ModelSpec cached_model_;  //!< the model `cache_` holds unit costs of (all of it: the op catalogue reads every field)
   std::vector<std::pair<UnitKey, UnitCosts>> cache_;
@@ -213,6 +214,10 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan);
 
 //! DType that the compute runs in for a training precision.
 DType ComputeDType(Precision p);
+//! The peak MFU is measured against: the compute dtype's, fp8's own for fp8 (NVIDIA's
+//! dgxc-benchmarking reports FP8 runs' MFU against the FP8 peak: its Llama 3.1 8B FP8 rows on H100
+//! give 41% MFU at a rate that is 82% of the bf16 peak).
+DType MfuDType(Precision p);
 
 //! Bytes per optimizer-shard parameter of the profile's mixed_precision_passes (0 without them or in
 //! fp32): the gradient cast from a 16-bit buffer (its 2 B read + 4 written), the fp16 unscale (4 + 4)

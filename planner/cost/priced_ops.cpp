@@ -66,7 +66,7 @@ ComputeDescription PricedOps::Optimizer(int64_t pp_rank) const {
   // grad_clip op's (not sampled: its slice also waits in the all-reduce).
   const Layout& l = plan_.layout;
   const double params = static_cast<double>(RankParams(plan_.model, l, pp_rank));
-  const double shard = params / static_cast<double>(l.zero_stage >= 1 ? l.dp : 1);
+  const double shard = params / static_cast<double>(l.zero_stage >= 1 ? l.dp * l.cp : 1);
   const double bytes = OptimizerBytesPerParam(plan_.implementation, plan_.training.precision) * shard;
   ComputeDescription d;
   const auto& c = ctx_.compute();
@@ -97,7 +97,7 @@ OpDescription PricedOps::Describe(const OpIdentity& id, int64_t predicted_bytes)
       const int64_t peer = id.phase == Phase::kBwd ? (pp_rank - 1 + l.pp) % l.pp : (pp_rank + 1) % l.pp;
       CollectiveDescription c;
       c.kind = CollectiveKind::kSendRecv;
-      c.bytes = static_cast<int64_t>(e * static_cast<double>(l.micro_batch * seq * plan_.model.hidden) /
+      c.bytes = static_cast<int64_t>(e * static_cast<double>(l.micro_batch * (seq / l.cp) * plan_.model.hidden) /
                                      static_cast<double>(l.tp));
       c.group = PlacePipelineHop(l, plan_.cluster, pp_rank, peer);
       out.collective = c;
@@ -109,18 +109,22 @@ OpDescription PricedOps::Describe(const OpIdentity& id, int64_t predicted_bytes)
     case OpKind::kDpAllReduce:
     case OpKind::kDpReduceScatter:
     case OpKind::kDpAllGather:
-      // One bucket over the DP group (the tied embedding's first-last all-reduce carries no size):
+      // One bucket over the dp x cp group (the tied embedding's first-last all-reduce carries no size):
       // the in-run time of the collective, from when the rank issued it to when every part arrived.
       return CollectiveAt(id.op == OpKind::kDpAllReduce   ? CollectiveKind::kAllReduce
                           : id.op == OpKind::kDpAllGather ? CollectiveKind::kAllGather
                                                           : CollectiveKind::kReduceScatter,
-                          predicted_bytes, PlaceGroup(l, plan_.cluster, GroupKind::kDp));
+                          predicted_bytes, PlaceReduction(l, plan_.cluster, ReducedOver(ParamGroupKind::kLayer)));
+    case OpKind::kCpSendRecv:
+      out.not_sampled = "the planner prices the cp ring's K/V exchange inside the attention core "
+                        "(planner/cost/cp_costs.cpp), not as an op of its own";
+      return out;
     case OpKind::kGradClip:
       out.not_sampled = "the measured slice is the grad-norm read plus the world all-reduce, waiting for the "
                         "slowest rank included";
       return out;
     case OpKind::kOptimizer:
-      out.compute = Optimizer(id.rank / (l.tp * l.dp));
+      out.compute = Optimizer(CoordsOf(l, id.rank).pp_idx);
       return out;
     case OpKind::kGradZero:
     case OpKind::kShardCopy:

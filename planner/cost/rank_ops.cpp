@@ -8,6 +8,7 @@
 #include "planner/cost/placement.h"
 #include "planner/cost/plan_cost_phases.h"
 #include "planner/memory/memory_model.h"
+#include "model/rank_groups.h"
 
 namespace parallax::planner {
 namespace {
@@ -36,6 +37,19 @@ double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision prec
   const double unscale = precision == Precision::kFp16 ? 4 + 4 : 0;
   return cast_grads + unscale + 4 + 2;
 }
+
+namespace {
+
+//! Bytes of the FP8 weight copies and transposes of the rank's layers under fp8 (the memory model's
+//! Fp8WeightCopyBytes over the rank's chunks), else 0.
+int64_t CopiesOfRank(const CostInputs& in, const RankCost& rc) {
+  if (in.plan.training.precision != Precision::kFp8) return 0;
+  int64_t layers = 0;
+  for (const ChunkCost& cc : rc.chunks) layers += cc.layers.count;
+  return 2 * layers * static_cast<int64_t>(in.layer_params);
+}
+
+}  // namespace
 
 double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision precision) {
   // Per-tensor AdamW (no multi-tensor kernel) re-reads each moment in its own pass: ~2x the bytes.
@@ -146,8 +160,9 @@ void CostOptimizerStep(const CostInputs& in, RankCost& rc) {
   const ZeroSharding sharded = ZeroShardingFor(l.zero_stage);
   // AdamW: mixed reads grad 2 + master 4 + m 4 + v 4, writes master, m, v and the 16-bit copy
   // (28 B/param); fp32 reads 4 x 4 and writes 3 x 4 (28 B/param). Grad-norm reads the grads once.
-  double shard = static_cast<double>(rc.params) / static_cast<double>(sharded.optimizer ? l.dp : 1);
-  double grad_shard = static_cast<double>(rc.params) / static_cast<double>(sharded.gradients ? l.dp : 1);
+  const int64_t ranks = DenseReductionRanks(l);
+  double shard = static_cast<double>(rc.params) / static_cast<double>(sharded.optimizer ? ranks : 1);
+  double grad_shard = static_cast<double>(rc.params) / static_cast<double>(sharded.gradients ? ranks : 1);
   if (in.plan.model.moe()) {  // experts shard over their own group
     shard = OptimizerShardParams(l, rc.groups, sharded.optimizer);
     grad_shard = OptimizerShardParams(l, rc.groups, sharded.gradients);
@@ -156,6 +171,12 @@ void CostOptimizerStep(const CostInputs& in, RankCost& rc) {
   rc.grad_zero_step_bytes = 4.0 * grad_shard;
   rc.grad_zero_step_s = NoisyMemoryTime(comp, MemoryFamily(OpKind::kGradZero, Phase::kComm), rc.grad_zero_step_bytes);
   rc.optimizer_s = NoisyMemoryTime(comp, "optimizer", adam_bytes * shard);
+  // fp8: the updated weights' FP8 copies and transposes, cast once per step before the first
+  // micro-batch's forward (Transformer Engine's weight cache): read 2 B, write 1 + 1 B per layer
+  // parameter, i.e. twice the bytes the copies hold.
+  if (const int64_t copies = CopiesOfRank(in, rc); copies > 0) {
+    rc.optimizer_s += NoisyMemoryTime(comp, "fp8_weight_cast", 2.0 * static_cast<double>(copies));
+  }
   rc.grad_norm_s = NoisyMemoryTime(comp, "grad_clip", in.grad_e * grad_shard);
 }
 
@@ -164,7 +185,7 @@ void CostGradNormSync(const CostInputs& in, PlanCosts& pc) {
   PlacedGroup world;
   world.size = l.world_size();
   world.gpus_per_node = in.ctx.cluster().gpus_per_node;
-  world.ranks_per_node = std::min(world.size, world.gpus_per_node);
+  world.ranks_per_node = std::min(world.size, in.ctx.cluster().domain_size());
   world.nodes = (world.size + world.ranks_per_node - 1) / world.ranks_per_node;
   pc.clip_sync_s = in.ctx.collectives().Time(CollectiveKind::kAllReduce, 4.0, world);
   // System noise at the step's one world-wide synchronization (the grad-norm all-reduce): each TP
@@ -176,7 +197,7 @@ void CostGradNormSync(const CostInputs& in, PlanCosts& pc) {
   for (const RankCost& rc : pc.ranks) {
     step_compute = std::max(step_compute, static_cast<double>(pc.microbatches) * (rc.fwd_s + rc.bwd_s) + rc.grad_norm_s);
   }
-  pc.clip_sync_noise_s = comp.noise().SyncExcess(step_compute, l.dp * l.pp);
+  pc.clip_sync_noise_s = comp.noise().SyncExcess(step_compute, l.dp * l.cp * l.pp);
   pc.clip_sync_s += pc.clip_sync_noise_s;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "planner/estimate/step_phases.h"
+#include "model/rank_groups.h"
 
 namespace parallax::planner {
 namespace {
@@ -96,9 +97,9 @@ double RankDpTail(const Plan& plan, const PlanCosts& pc, const std::vector<RankW
   const RankCost& rc = pc.ranks[static_cast<size_t>(r)];
   const RankWork& w = work[static_cast<size_t>(r)];
   double tail = 0;
-  if (l.dp > 1 && pc.dp_after_backward) {
+  if (DenseReductionRanks(l) > 1 && pc.dp_after_backward) {
     tail = AfterBackwardTail(rc);
-  } else if (l.dp > 1 && l.zero_stage <= 2) {
+  } else if (DenseReductionRanks(l) > 1 && l.zero_stage <= 2) {
     const int64_t trailing = TrailingBackwards(l, r, pc.microbatches);
     double dp_end = BucketReleaseEnd(plan, pc, rc, w.bwd_s / static_cast<double>(l.virtual_stages), trailing);
     if (l.zero_stage == 2) dp_end = std::max(dp_end, Zero2Backlog(plan, pc, rc, w, trailing));

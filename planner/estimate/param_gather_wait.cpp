@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "planner/estimate/step_phases.h"
+#include "model/rank_groups.h"
 
 namespace parallax::planner {
 namespace {
@@ -136,7 +137,7 @@ void AddZero3Waits(const Plan& plan, const PlanCosts& pc, const RankCost& rc, Ra
 }
 
 double OverlappedGatherDelay(const Plan& plan, const PlanCosts& pc, const std::vector<RankWork>& work) {
-  if (plan.layout.dp <= 1) return 0;  // gather_overlapped: ZeRO-1/2 with dp > 1 only
+  if (DenseReductionRanks(plan.layout) <= 1) return 0;  // gather_overlapped: ZeRO-1/2 with dp x cp > 1 only
   const int64_t p = plan.layout.pp;
   const double v = static_cast<double>(plan.layout.virtual_stages);
   // The gather runs on the DP stream from the step's start, after the gradient zero-fill.

@@ -20,7 +20,7 @@ Prediction FinishPrediction(const Plan& plan, double step_time_s, const Breakdow
     p.model_tflops_per_gpu = model_flops / step_time_s / gpus / 1e12;
     p.hardware_tflops_per_gpu = hw_flops / step_time_s / gpus / 1e12;
   }
-  const double peak = plan.cluster.device.peak_tflops.For(ComputeDType(plan.training.precision));
+  const double peak = plan.cluster.device.peak_tflops.For(MfuDType(plan.training.precision));
   p.mfu = peak > 0 ? p.model_tflops_per_gpu / peak : 0;
   p.peak_memory_bytes = PeakMemoryBytes(plan);
   p.fits = p.peak_memory_bytes <= plan.cluster.device.memory_bytes();
@@ -35,6 +35,7 @@ Json PredictionToJson(const Prediction& p) {
               {"mfu", p.mfu},
               {"peak_memory_bytes", p.peak_memory_bytes},
               {"fits", p.fits},
+              {"step_time_source", p.simulated ? "simulator" : "closed_form"},
               {"breakdown",
                {{"compute_s", p.breakdown.compute_s},
                 {"tp_comm_s", p.breakdown.tp_comm_s},

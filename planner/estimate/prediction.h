@@ -27,6 +27,10 @@ struct Prediction {
   int64_t peak_memory_bytes = 0;
   bool fits = false;
   Breakdown breakdown;
+  //! step_time_s is the simulator's (planner/sim), else the closed form's (planner/estimate). The
+  //! predicted step time users see is the simulator's (model/step_time.h); the search ranks every
+  //! layout by the closed form, then its top layouts by the simulator.
+  bool simulated = false;
 };
 
 //! Fills the throughput and memory fields from step_time_s and the breakdown.

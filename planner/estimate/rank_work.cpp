@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "planner/estimate/step_phases.h"
+#include "model/rank_groups.h"
 
 namespace parallax::planner {
 namespace {
@@ -86,9 +87,9 @@ std::vector<RankWork> RankWorkOf(const Plan& plan, const PlanCosts& pc) {
     RankWork& work = out[static_cast<size_t>(r)];
     work.fwd_s = rc.fwd_s;
     work.bwd_s = rc.bwd_s;
-    if (l.dp > 1 && l.zero_stage == 3) {
+    if (DenseReductionRanks(l) > 1 && l.zero_stage == 3) {
       AddZero3Waits(plan, pc, rc, work);
-    } else if (l.dp > 1 && l.zero_stage == 2) {
+    } else if (DenseReductionRanks(l) > 1 && l.zero_stage == 2) {
       AddZero2Waits(plan, pc, rc, work);
     }
     if (pc.blocking_p2p && l.pp > 1) AddBlockingSends(l, pc, rc, work);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "planner/estimate/step_phases.h"
+#include "planner/estimate/sync_modes.h"
 
 namespace parallax::planner {
 namespace {
@@ -44,7 +45,7 @@ Result<Prediction> Estimate(const Plan& plan, const CostDb* db) {
   PX_TRY(ValidateLayout(plan.layout, plan.model, plan.cluster));
   CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
   const PlanCosts pc = CostPlan(ctx, plan);
-  const StepTime st = EstimateStepTime(plan, pc);
+  const StepTime st = WithSyncMode(plan, pc, EstimateStepTime(plan, pc), db);
   return FinishPrediction(plan, st.step_time_s, st.breakdown);
 }
 

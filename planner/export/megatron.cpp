@@ -1,5 +1,6 @@
 #include "planner/export/megatron.h"
 
+#include "model/stage_split.h"
 #include "planner/export/moe_export.h"
 
 namespace parallax::planner {
@@ -9,6 +10,54 @@ std::string MegatronArgs::CommandLine() const {
   for (const auto& a : args) out += (out.empty() ? "" : " ") + a;
   return out;
 }
+
+namespace {
+
+//! --context-parallel-size and --cp-comm-type (Megatron's values: p2p, all_gather, a2a, a2a+p2p;
+//! megatron/training/arguments.py, passed to Transformer Engine) when cp > 1.
+void AddContextParallel(const Plan& plan, MegatronArgs& out) {
+  const Layout& l = plan.layout;
+  if (l.cp <= 1) return;
+  out.args.insert(out.args.end(), {"--context-parallel-size", std::to_string(l.cp)});
+  const CpCommType type = plan.implementation.cp_comm_type.value;
+  if (type == CpCommType::kNone) {
+    out.warnings.push_back("cp=" + std::to_string(l.cp) + ": the profile " + plan.implementation.name +
+                           " has no context parallelism; predicted as if it ran Megatron-Core's p2p ring");
+    return;
+  }
+  out.args.insert(out.args.end(), {"--cp-comm-type", ToString(type)});
+}
+
+//! The layers per stage: --num-layers-per-virtual-pipeline-stage for an even interleaved split;
+//! Megatron-Core's embedding-and-loss split (model/stage_split.h) with its two flags (and
+//! --num-virtual-stages-per-pipeline-rank when interleaved).
+void AddPipelineSplit(const Plan& plan, MegatronArgs& out) {
+  const Layout& l = plan.layout;
+  const bool interleaved = l.schedule == ScheduleKind::kInterleaved && l.virtual_stages > 1;
+  switch (StageSplitOf(plan.model.layers, ModelStages(l))) {
+    case StageSplit::kEven:
+      if (interleaved) {
+        out.args.insert(out.args.end(), {"--num-layers-per-virtual-pipeline-stage",
+                                         std::to_string(plan.model.layers / ModelStages(l))});
+      }
+      return;
+    case StageSplit::kEmbeddingAndLossAsLayers:
+      out.args.insert(out.args.end(), {"--account-for-embedding-in-pipeline-split",
+                                       "--account-for-loss-in-pipeline-split"});
+      if (interleaved) {
+        out.args.insert(out.args.end(),
+                        {"--num-virtual-stages-per-pipeline-rank", std::to_string(l.virtual_stages)});
+      }
+      return;
+    case StageSplit::kLaterStagesTakeOneMore:
+      out.warnings.push_back(std::to_string(plan.model.layers) + " layers over pp=" + std::to_string(l.pp) +
+                             ": the last stages take one layer more; give Megatron-LM the split with "
+                             "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers");
+      return;
+  }
+}
+
+}  // namespace
 
 MegatronArgs ExportMegatron(const Plan& plan) {
   const ModelSpec& m = plan.model;
@@ -26,9 +75,8 @@ MegatronArgs ExportMegatron(const Plan& plan) {
   const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : m.seq_len;
   add("--tensor-model-parallel-size", l.tp);
   add("--pipeline-model-parallel-size", l.pp);
-  if (l.schedule == ScheduleKind::kInterleaved && l.virtual_stages > 1) {
-    add("--num-layers-per-virtual-pipeline-stage", m.layers / (l.pp * l.virtual_stages));
-  }
+  AddContextParallel(plan, out);
+  AddPipelineSplit(plan, out);
   if (l.schedule == ScheduleKind::kGpipe) out.warnings.push_back("Megatron-LM has no GPipe schedule; it runs 1F1B");
   if (l.sequence_parallel) flag("--sequence-parallel");
   add("--micro-batch-size", l.micro_batch);
@@ -56,6 +104,15 @@ MegatronArgs ExportMegatron(const Plan& plan) {
     case Precision::kBf16: flag("--bf16"); break;
     case Precision::kFp16: flag("--fp16"); break;
     case Precision::kFp32: break;
+    case Precision::kFp8:
+      // Transformer Engine's delayed-scaling recipe as Megatron-LM exposes it: E4M3 forward, E5M2
+      // gradients ("hybrid"), an amax history of 1024 reduced by max (TE's DelayedScaling defaults;
+      // Megatron-LM's own defaults are a history of 1, "most_recent").
+      flag("--bf16");
+      add("--fp8-format", std::string("hybrid"));
+      add("--fp8-amax-history-len", 1024);
+      add("--fp8-amax-compute-algo", std::string("max"));
+      break;
   }
   if (l.recompute == Recompute::kFull) {
     add("--recompute-granularity", std::string("full"));

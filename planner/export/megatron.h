@@ -1,7 +1,8 @@
 #pragma once
 // `parallax plan --export megatron`: the Megatron-LM (core_r0.x) pretrain_gpt.py arguments
 // for a plan. ZeRO-1 maps to --use-distributed-optimizer; ZeRO-2/3 have no Megatron-LM
-// equivalent and are reported in `warnings`.
+// equivalent and are reported in `warnings`. cp > 1 writes --context-parallel-size and the
+// profile's --cp-comm-type; Megatron-Core's uneven pipeline split its two account-for flags.
 
 #include <string>
 #include <type_traits>

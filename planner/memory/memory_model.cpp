@@ -5,6 +5,7 @@
 #include "model/counting.h"
 #include "model/param_groups.h"
 #include "model/stage_split.h"
+#include "model/rank_groups.h"
 
 namespace parallax::planner {
 namespace {
@@ -63,12 +64,12 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   const Layout& l = plan.layout;
   const StateBytes sb = BytesPerParam(plan.training.precision, plan.implementation);
   const int64_t e = BytesPerElement(plan.training.precision);
-  // Dense groups shard over dp, routed experts over the expert data-parallel group (model/param_groups.h).
+  // Dense groups shard over dp x cp, routed experts over the expert data-parallel group (model/param_groups.h).
   int64_t phi = 0, phi_experts = 0;
   for (const ParamGroupDef& g : RankParamGroups(plan, pp_rank)) {
     (g.reduced_over == ReductionGroup::kExpertDp ? phi_experts : phi) += g.params;
   }
-  const int64_t dp = l.dp, edp = ReductionGroupSize(l, ReductionGroup::kExpertDp);
+  const int64_t dp = DenseReductionRanks(l), edp = ReductionGroupSize(l, ReductionGroup::kExpertDp);
   auto shard = [&](int64_t bytes, bool sharded, int64_t n) { return sharded ? (bytes + n - 1) / n : bytes; };
   const ZeroSharding sharded = ZeroShardingFor(l.zero_stage);
 
@@ -80,7 +81,7 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
 
   ActivationOptions ao;
   ao.micro_batch = l.micro_batch;
-  ao.seq_len = SeqLen(plan);
+  ao.seq_len = SeqLen(plan) / l.cp;  // a cp rank keeps the activations of its s / cp tokens
   ao.tp = l.tp;
   ao.sequence_parallel = l.sequence_parallel;
   ao.recompute = l.recompute;
@@ -116,6 +117,7 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
     r.activations += last ? std::max<int64_t>(0, working - HeadActivationBytes(m, ao)) : working;
   }
 
+  r.weights += Fp8WeightCopyBytes(plan, pp_rank);
   const int64_t sbh = ao.seq_len * l.micro_batch * m.hidden;
   int64_t transient = 2 * e * sbh;  // activation gradient in/out of the layer being differentiated
   const int64_t layer_params = LayerParamsPerTpRank(m, l.tp);
@@ -153,13 +155,25 @@ int64_t MoeDispatchWorkspaceBytes(const Plan& plan) {
                                                          BytesPerElement(plan.training.precision)));
 }
 
+int64_t Fp8WeightCopyBytes(const Plan& plan, int64_t pp_rank) {
+  if (plan.training.precision != Precision::kFp8) return 0;
+  const Layout& l = plan.layout;
+  int64_t layers = 0;
+  for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
+    layers += StageLayers(plan.model.layers, ModelStages(l), ModelStage(l.pp, pp_rank, chunk)).count;
+  }
+  // Every parameter of the layer (norms too: an upper bound), 1 B for the copy and 1 B for its
+  // transpose, held whole even under ZeRO-3 (also an upper bound).
+  return 2 * layers * LayerParamsPerTpRank(plan.model, l.tp);
+}
+
 int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan) {
   if (plan.implementation.attention.value != AttentionKernel::kUnfused) return 0;
   // A CPU device (no SMs): the CPU backend's attention streams blocks of rows through host scratch
   // (executor/cpu/attention_kernels.cpp, O(64 S) floats per thread), never S x S scores.
   if (!plan.cluster.device.is_gpu()) return 0;
   const Layout& l = plan.layout;
-  const int64_t s = SeqLen(plan);
+  const int64_t s = SeqLen(plan) / l.cp;  // one cp block's scores: its s / cp queries and keys at most
   const int64_t chunk = UnfusedAttentionChunkItems(s, l.micro_batch * std::max<int64_t>(plan.model.kv_heads / l.tp, 1));
   return chunk * s * s * (4 + BytesPerElement(plan.training.precision));
 }
@@ -168,8 +182,10 @@ int64_t RuntimeReserveBytes(const Plan& plan) {
   const Microarch& a = plan.cluster.device.arch;
   const Layout& l = plan.layout;
   constexpr double kMiB = 1024.0 * 1024.0;
-  // Communicators this rank joins: TP, DP, the two pipeline neighbours, the world (grad-norm).
-  int64_t comms = (l.tp > 1 ? 1 : 0) + (l.dp > 1 ? 1 : 0) + (l.pp > 1 ? 2 : 0) + (l.world_size() > 1 ? 1 : 0);
+  // Communicators this rank joins: TP, DP, the two pipeline neighbours, the world (grad-norm); with
+  // context parallelism the cp and dp x cp groups too.
+  int64_t comms = (l.tp > 1 ? 1 : 0) + (l.dp > 1 ? 1 : 0) + (l.pp > 1 ? 2 : 0) + (l.world_size() > 1 ? 1 : 0) +
+                  (l.cp > 1 ? 2 : 0);
   const double nccl = static_cast<double>(comms * a.nccl_channels * 2) * kNcclBuffMiB;  // send + recv per channel
   return static_cast<int64_t>((a.context_reserve_MiB + a.blas_workspace_MiB + nccl) * kMiB);
 }

@@ -47,6 +47,11 @@ int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan);
 //! An MoE layer's all-to-all send buffer (k permuted copies of the rank's tokens, times the routing's
 //! load factor), transient beside the kept receive buffer; 0 for a dense model.
 int64_t MoeDispatchWorkspaceBytes(const Plan& plan);
+//! Under the fp8 precision, the FP8 copies of the rank's layer weights and their transposes that
+//! Transformer Engine caches over a step's micro-batches (the forward GEMM reads W, the input-gradient
+//! GEMM W^T), counted with the weights; 0 otherwise. The activations stay counted in bf16 although TE
+//! saves FP8 copies of the linear layers' inputs: the memory model stays an upper bound.
+int64_t Fp8WeightCopyBytes(const Plan& plan, int64_t pp_rank);
 //! NCCL_BUFFSIZE default: 4 MiB per channel and direction (NCCL docs, Environment Variables).
 inline constexpr double kNcclBuffMiB = 4.0;
 //! Max of EstimateRankMemory(plan, r).total over the pipeline ranks.

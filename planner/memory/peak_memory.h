@@ -9,7 +9,8 @@
 namespace parallax::planner {
 
 //! Peak bytes over the pipeline ranks that can hold it: rank 0 (embedding, most micro-batches in
-//! flight), the first rank with an extra layer (uneven splits), the last (LM head).
+//! flight), the first rank holding more layers than the one before it (uneven splits), the last
+//! (LM head).
 int64_t FastPeakMemory(const Plan& plan);
 
 }  // namespace parallax::planner

@@ -5,7 +5,7 @@
 namespace parallax::planner {
 
 bool Constraints::Admits(const Layout& l) const {
-  return (!dp || *dp == l.dp) && (!tp || *tp == l.tp) && (!pp || *pp == l.pp) &&
+  return (!dp || *dp == l.dp) && (!tp || *tp == l.tp) && (!pp || *pp == l.pp) && (!cp || *cp == l.cp) &&
          (!zero_stage || *zero_stage == l.zero_stage) && (!micro_batch || *micro_batch == l.micro_batch) &&
          (!global_batch || *global_batch == l.global_batch) && (!virtual_stages || *virtual_stages == l.virtual_stages) &&
          (!recompute || *recompute == l.recompute) && (!schedule || *schedule == l.schedule) &&
@@ -29,6 +29,7 @@ Result<Constraints> ParseConstraints(const std::string& text) {
     if (key == "dp") c.dp = l.dp;
     else if (key == "tp") c.tp = l.tp;
     else if (key == "pp") c.pp = l.pp;
+    else if (key == "cp") c.cp = l.cp;
     else if (key == "zero" || key == "zero_stage") c.zero_stage = l.zero_stage;
     else if (key == "micro_batch" || key == "mb") c.micro_batch = l.micro_batch;
     else if (key == "global_batch") c.global_batch = l.global_batch;
@@ -39,9 +40,10 @@ Result<Constraints> ParseConstraints(const std::string& text) {
     else if (key == "ep") c.ep = l.ep;
     else if (key == "etp") c.etp = l.etp;
     else if (key == "routing") c.routing = l.routing;
+    else (void)ParseSyncKey(key, item.substr(eq + 1), &c.sync);  // its value was checked by ParseInlineLayout
   }
   const std::pair<const char*, const std::optional<int64_t>*> sizes[] = {
-      {"dp", &c.dp}, {"tp", &c.tp}, {"pp", &c.pp}, {"micro_batch", &c.micro_batch},
+      {"dp", &c.dp}, {"tp", &c.tp}, {"pp", &c.pp}, {"cp", &c.cp}, {"micro_batch", &c.micro_batch},
       {"global_batch", &c.global_batch}, {"virtual_stages", &c.virtual_stages}, {"ep", &c.ep}, {"etp", &c.etp}};
   for (const auto& [name, v] : sizes) {
     if (*v && **v <= 0) return BadInput("--fix: " + std::string(name) + " must be > 0 (got " + std::to_string(**v) + ")");

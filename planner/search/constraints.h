@@ -10,11 +10,13 @@
 namespace parallax::planner {
 
 struct Constraints {
-  std::optional<int64_t> dp, tp, pp, zero_stage, micro_batch, global_batch, virtual_stages, ep, etp;
+  std::optional<int64_t> dp, tp, pp, cp, zero_stage, micro_batch, global_batch, virtual_stages, ep, etp;
   std::optional<Routing> routing;
   std::optional<Recompute> recompute;
   std::optional<ScheduleKind> schedule;
   std::optional<bool> sequence_parallel;
+  //! Classic mode every searched layout takes (sync, servers, compression, data keys); default: all-reduce.
+  SyncMode sync;
 
   bool Admits(const Layout& l) const;
 };

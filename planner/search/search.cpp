@@ -8,9 +8,13 @@
 #include <thread>
 #include <vector>
 
+#include "model/rank_groups.h"
+#include "model/stage_split.h"
 #include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
+#include "planner/estimate/sync_modes.h"
 #include "planner/memory/peak_memory.h"
+#include "planner/sim/simulator.h"
 
 namespace parallax::planner {
 namespace {
@@ -69,7 +73,7 @@ struct Sched {
 };
 
 //! The schedules of pipeline `l` (dp, tp, pp and batch chosen) with `micro` micro-batches: GPipe,
-//! 1F1B and every interleaved depth that divides the layers.
+//! 1F1B and every interleaved depth that splits the layers (model/stage_split.h).
 std::vector<Sched> Schedules(LayoutWalk& w, const Layout& l, int64_t micro) {
   if (l.pp == 1) return {{ScheduleKind::kOneFOneB, 1}};
   std::vector<Sched> scheds{{ScheduleKind::kGpipe, 1}, {ScheduleKind::kOneFOneB, 1}};
@@ -77,7 +81,10 @@ std::vector<Sched> Schedules(LayoutWalk& w, const Layout& l, int64_t micro) {
   const int64_t v_last = w.o.fix.virtual_stages ? *w.o.fix.virtual_stages : w.m.layers / l.pp;
   for (int64_t v = v_first; v <= v_last; ++v) {
     if (w.o.fix.schedule && *w.o.fix.schedule != ScheduleKind::kInterleaved) break;
-    if (w.m.layers % (l.pp * v) != 0) continue;
+    Layout split = l;
+    split.schedule = ScheduleKind::kInterleaved;
+    split.virtual_stages = v;
+    if (!StageSplitProblem(split, w.m.layers).empty()) continue;
     if (micro % l.pp != 0) {
       Layout rejected = l;
       rejected.schedule = ScheduleKind::kInterleaved;
@@ -123,7 +130,7 @@ void AddExpertVariants(LayoutWalk& w, const Layout& l) {
 
 //! Every ZeRO stage, recompute and sequence-parallel variant of `base` under schedule `s`.
 void AddVariants(LayoutWalk& w, const Layout& base, const Sched& s) {
-  for (int64_t zero = 0; zero <= (base.dp > 1 ? 3 : 0); ++zero) {
+  for (int64_t zero = 0; zero <= (DenseReductionRanks(base) > 1 ? 3 : 0); ++zero) {
     for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
       for (int sp = 0; sp <= (base.tp > 1 ? 1 : 0); ++sp) {
         Layout l = base;
@@ -133,16 +140,21 @@ void AddVariants(LayoutWalk& w, const Layout& base, const Sched& s) {
         l.virtual_stages = s.v;
         l.sequence_parallel = sp == 1;
         if (w.o.fix.routing) l.routing = *w.o.fix.routing;
+        l.sync = w.o.fix.sync;
         Layout probe = l;  // the expert dimensions are chosen below (AddExpertVariants)
         if (w.o.fix.ep) probe.ep = *w.o.fix.ep;
         if (w.o.fix.etp) probe.etp = *w.o.fix.etp;
         if (!w.o.fix.Admits(probe)) continue;
+        if (!ValidateSyncMode(l.sync, l.dp, l.tp, l.pp, l.zero_stage)) {
+          w.Reject("sync_mode_does_not_combine", l);
+          continue;
+        }
         if (zero > MaxZeroStage(w.o.implementation, l.pp)) {
           // The implementation cannot run this stage (its max_zero_stage facts).
           w.Reject("zero_stage_beyond_implementation", l);
           continue;
         }
-        if (l.sequence_parallel && w.seq % l.tp != 0) {
+        if (l.sequence_parallel && w.seq % (l.tp * l.cp) != 0) {
           w.Reject("sequence_parallel_needs_tp_dividing_seq_len", l);
           continue;
         }
@@ -169,28 +181,56 @@ void WalkBatches(LayoutWalk& w, const Layout& base) {
   }
 }
 
-//! Every pipeline depth of tensor-parallel width `tp` over `world` devices, dp taking the rest.
-void WalkPipelines(LayoutWalk& w, int64_t world, int64_t tp) {
-  for (int64_t pp = 1; pp <= world / tp; ++pp) {
-    if ((world / tp) % pp != 0) continue;
+//! Every pipeline depth of tensor-parallel width `tp` and context-parallel width `cp` over `world`
+//! devices, dp taking the rest.
+void WalkPipelines(LayoutWalk& w, int64_t world, int64_t tp, int64_t cp) {
+  const int64_t rest = world / (tp * cp);
+  for (int64_t pp = 1; pp <= rest; ++pp) {
+    if (rest % pp != 0) continue;
     if (w.o.fix.pp && *w.o.fix.pp != pp) continue;
     Layout l;
     l.tp = tp;
+    l.cp = cp;
     l.pp = pp;
     if (pp > w.m.layers) {
       w.Reject("pp_exceeds_layers", l);
       continue;
     }
-    l.dp = world / (tp * pp);
+    l.dp = rest / pp;
     if (w.o.fix.dp && *w.o.fix.dp != l.dp) continue;
     WalkBatches(w, l);
+  }
+}
+
+//! Every context-parallel width of tensor-parallel width `tp`: the divisors of world / tp that the
+//! sequence and the implementation admit (cp 1 only when its cp_comm_type is none, unless --fix
+//! asks for more: then counted as a rejection).
+void WalkContextParallel(LayoutWalk& w, int64_t world, int64_t tp) {
+  const bool runs_cp = w.o.implementation.cp_comm_type.value != CpCommType::kNone;
+  for (int64_t cp = 1; cp <= world / tp; ++cp) {
+    if ((world / tp) % cp != 0 || (w.o.fix.cp && *w.o.fix.cp != cp)) continue;
+    if (cp > 1 && !runs_cp && !w.o.fix.cp) break;
+    Layout l;
+    l.tp = tp;
+    l.cp = cp;
+    if (!ContextParallelProblem(l, w.seq).empty()) {
+      w.Reject("cp_needs_seq_len_divisible_by_2cp", l);
+      continue;
+    }
+    if (!CpCommTypeProblem(l, w.m, w.o.implementation).empty()) {
+      const bool heads = w.o.implementation.cp_comm_type.value == CpCommType::kA2a;
+      w.Reject(heads ? "cp_a2a_needs_tp_cp_dividing_heads" : "cp_beyond_implementation", l);
+      continue;
+    }
+    WalkPipelines(w, world, tp, cp);
   }
 }
 
 //! Every layout the space holds, with the divisibility rejections counted on the way.
 std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const TrainingSpec& t,
                                  const SearchOptions& o, Rejections& rej, int64_t& searched) {
-  const int64_t world = c.total_gpus();
+  // Dedicated parameter servers take their ranks before the workers are laid out.
+  const int64_t world = c.total_gpus() - o.fix.sync.dedicated_servers();
   // A fixed dimension is enumerated at exactly its value, whatever the default grid holds.
   LayoutWalk w{.m = m,
                .o = o,
@@ -204,7 +244,7 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
   if (o.fix.tp) {
     // A pinned tp the walk below would never reach is counted with its reason, not skipped unseen.
     const int64_t tp = *o.fix.tp;
-    const bool tiles = tp <= c.gpus_per_node ? c.gpus_per_node % tp == 0 : tp % c.gpus_per_node == 0;
+    const bool tiles = TpTilesDomains(tp, c);
     Layout l;
     l.tp = tp;
     if (world % tp != 0 || !tiles) {
@@ -216,17 +256,18 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
       return {};
     }
   }
-  // Tensor parallelism across nodes (tp a multiple of gpus_per_node above it) runs and `simulate`
-  // predicts it, but the search does not enumerate it: counted as a rejection.
-  for (int64_t tp = 2 * c.gpus_per_node; tp <= world; tp += c.gpus_per_node) {
-    if (world % tp != 0 || tp % c.gpus_per_node != 0 || (o.fix.tp && *o.fix.tp != tp)) continue;
+  // Tensor parallelism across NVLink domains (tp a multiple of the domain above it) runs and
+  // `simulate` predicts it, but the search does not enumerate it: counted as a rejection.
+  const int64_t domain = c.domain_size();
+  for (int64_t tp = 2 * domain; tp <= world; tp += domain) {
+    if (world % tp != 0 || tp % domain != 0 || (o.fix.tp && *o.fix.tp != tp)) continue;
     if (!TpDividesHeads(m, tp)) continue;
     Layout l;
     l.tp = tp;
     w.Reject("tp_spans_nodes", l);
   }
-  for (int64_t tp = 1; tp <= c.gpus_per_node; ++tp) {
-    if (c.gpus_per_node % tp != 0 || world % tp != 0) continue;
+  for (int64_t tp = 1; tp <= domain; ++tp) {
+    if (domain % tp != 0 || world % tp != 0) continue;
     if (o.fix.tp && *o.fix.tp != tp) continue;
     if (!TpDividesHeads(m, tp)) {
       Layout l;
@@ -234,7 +275,7 @@ std::vector<Candidate> Enumerate(const ModelSpec& m, const ClusterSpec& c, const
       w.Reject("tp_does_not_divide_heads", l);
       continue;
     }
-    WalkPipelines(w, world, tp);
+    WalkContextParallel(w, world, tp);
   }
   return std::move(w.out);
 }
@@ -259,6 +300,46 @@ struct Scored {
 //! Faster first; equal speeds in enumeration order.
 bool Ranks(const Scored& a, const Scored& b) {
   return a.tokens_per_s != b.tokens_per_s ? a.tokens_per_s > b.tokens_per_s : a.index < b.index;
+}
+
+//! The closed form's top layouts (best first) priced and re-ranked by the simulator, whose step
+//! time is the one `plan`, `simulate` and the report show (model/step_time.h); ties keep the
+//! closed form's order.
+std::vector<RankedPlan> SimulateTop(const std::vector<Scored>& top, const Plan& base, const CostDb* db, int threads) {
+  std::vector<RankedPlan> out(top.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    Plan plan = base;
+    for (size_t i = next++; i < top.size(); i = next++) {
+      plan.layout = top[i].layout;
+      plan.training.global_batch = top[i].layout.global_batch;
+      out[i].layout = top[i].layout;
+      if (auto sim = Simulate(plan, db)) {
+        out[i].prediction = sim->prediction;
+        if (!plan.layout.sync.is_default() || !plan.cluster.stragglers.empty()) {
+          // The simulator runs the all-reduce family without stragglers; the mode's exchange and
+          // waits come from its estimate (planner/estimate/sync_modes.h) on the simulated step.
+          CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
+          const StepTime st = WithSyncMode(plan, CostPlan(ctx, plan),
+                                           StepTime{sim->prediction.step_time_s, sim->prediction.breakdown}, db);
+          out[i].prediction = FinishPrediction(plan, st.step_time_s, st.breakdown);
+        }
+      } else {  // the search validated the layout: not expected, but the closed form still holds
+        CostContext ctx(plan.cluster, plan.training.precision, db, &plan.implementation);
+        const PlanCosts pc = CostPlan(ctx, plan);
+        const StepTime st = WithSyncMode(plan, pc, EstimateStepTime(plan, pc), db);
+        out[i].prediction = FinishPrediction(plan, st.step_time_s, st.breakdown);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int>(threads, static_cast<int>(top.size())); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  std::stable_sort(out.begin(), out.end(), [](const RankedPlan& a, const RankedPlan& b) {
+    return a.prediction.tokens_per_s > b.prediction.tokens_per_s;
+  });
+  return out;
 }
 
 }  // namespace
@@ -308,7 +389,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
         if (options.record_candidates) local_evaluated.push_back({i, {plan.layout, "out_of_memory", peak, std::nullopt}});
       } else {
         const PlanCosts pc = CostPlan(ctx, plan);
-        const StepTime st = EstimateStepTime(plan, pc);
+        const StepTime st = WithSyncMode(plan, pc, EstimateStepTime(plan, pc), options.db);
         const double tps = static_cast<double>(plan.layout.global_batch * seq) / st.step_time_s;
         local.push_back({plan.layout, tps, i});
         if (options.record_candidates) {
@@ -343,14 +424,7 @@ Result<SearchResult> Search(const ModelSpec& model, const ClusterSpec& cluster, 
   for (auto& e : evaluated) result.candidates.push_back(std::move(e.second));
   std::sort(best.begin(), best.end(), Ranks);
   if (best.size() > keep) best.resize(keep);
-  Plan plan = BasePlan(model, cluster, training, options);
-  CostContext ctx(cluster, training.precision, options.db, &options.implementation);
-  for (const Scored& s : best) {
-    plan.layout = s.layout;
-    plan.training.global_batch = s.layout.global_batch;
-    const StepTime st = EstimateStepTime(plan, CostPlan(ctx, plan));
-    result.plans.push_back({s.layout, FinishPrediction(plan, st.step_time_s, st.breakdown)});
-  }
+  result.plans = SimulateTop(best, BasePlan(model, cluster, training, options), options.db, threads);
   result.rejected = rej.counts;
   if (shortfall != std::numeric_limits<int64_t>::max()) {
     result.smallest_shortfall_bytes = shortfall;

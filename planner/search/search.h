@@ -1,10 +1,12 @@
 #pragma once
-// Layout search (DESIGN.md "planner"): every dp x tp x pp factorization of the GPU count (tp
-// inside a node and dividing heads / kv heads / ffn; pp up to the layer count, uneven splits
+// Layout search (DESIGN.md "planner"): every dp x tp x cp x pp factorization of the GPU count (tp
+// inside a node and dividing heads / kv heads / ffn; cp splitting the sequence into 2 cp chunks,
+// where the implementation runs context parallelism; pp up to the layer count, uneven splits
 // costed), ZeRO 0-3, micro-batch sizes, GPipe / 1F1B / interleaved with virtual stages,
 // recompute none / selective / full, sequence parallel on/off, the global batch given or
-// searched over a range. Memory pruning first, then the closed-form step time, on all cores.
-// Ranked by tokens per second.
+// searched over a range. Memory pruning first, then the closed-form step time, on all cores;
+// the closed form's top_k layouts are then simulated and ranked by the simulator's tokens per
+// second (the predicted step time users see, model/step_time.h).
 
 #include <cstdint>
 #include <functional>

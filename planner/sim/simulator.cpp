@@ -9,6 +9,7 @@
 #include "planner/cost/placement.h"
 #include "planner/cost/plan_costs.h"
 #include "planner/sim/trace_recorder.h"
+#include "model/rank_groups.h"
 
 namespace parallax::planner {
 namespace {
@@ -98,7 +99,7 @@ class StepSimulator {
         s.t += rc.sp_grad_coalesced_s;
       }
       pipe_end[static_cast<size_t>(r)] = s.t;
-      if (pc_.dp_after_backward && plan_.layout.dp > 1) {
+      if (pc_.dp_after_backward && DenseReductionRanks(plan_.layout) > 1) {
         // One reduction of the whole gradient buffer once the backward is over (no overlap).
         int64_t layers = 0;
         bool outer = false;
@@ -142,7 +143,9 @@ class StepSimulator {
     b.pp_comm_s = s0.pp_wait_s;
     b.dp_comm_s = s0.dp_wait_s + (step - pipe_end[0] - pc_.ranks[0].grad_norm_s - pc_.ranks[0].optimizer_s);
     b.bubble_s = std::max(0.0, step - b.compute_s - b.tp_comm_s - b.pp_comm_s - b.dp_comm_s);
-    return FinishPrediction(plan_, step, b);
+    Prediction p = FinishPrediction(plan_, step, b);
+    p.simulated = true;
+    return p;
   }
 
   int64_t Events() const { return events_; }
@@ -368,7 +371,7 @@ class StepSimulator {
     const int64_t zero = plan_.layout.zero_stage;
     // ZeRO-0/1 reduce once, after the last backward (or after the whole pipeline: dp_after_backward).
     const bool grads_now = zero >= 2 || (last_bwd && !pc_.dp_after_backward);
-    const bool dp = plan_.layout.dp > 1;
+    const bool dp = DenseReductionRanks(plan_.layout) > 1;
     const int64_t n = cc.layers.count;
     const Phase pass = fwd ? Phase::kFwd : Phase::kBwd;
     const bool zero3 = dp && zero == 3;

@@ -21,8 +21,8 @@ namespace parallax::planner {
 
 struct SimOptions {
   bool record_trace = false;
-  //! Trace every global rank (tp x dp copies of each pipeline rank's timeline); otherwise only
-  //! rank GlobalRank(0, 0, pp_rank) of each pipeline rank.
+  //! Trace every global rank (tp x cp x dp copies of each pipeline rank's timeline); otherwise only
+  //! rank GlobalRank(0, 0, 0, pp_rank) of each pipeline rank.
   bool all_ranks = false;
   int64_t step = 0;  //!< OpIdentity::step of the recorded slices
 };

@@ -27,11 +27,13 @@ TraceRecorder::TraceRecorder(const Plan& plan, const SimOptions& options) : trac
   ranks_.resize(static_cast<size_t>(l.pp));
   for (int64_t p = 0; p < l.pp; ++p) {
     if (!options.all_ranks) {
-      ranks_[static_cast<size_t>(p)].push_back(GlobalRank(l, 0, 0, p));
+      ranks_[static_cast<size_t>(p)].push_back(GlobalRank(l, 0, 0, 0, p));
       continue;
     }
     for (int64_t d = 0; d < l.dp; ++d) {
-      for (int64_t t = 0; t < l.tp; ++t) ranks_[static_cast<size_t>(p)].push_back(GlobalRank(l, t, d, p));
+      for (int64_t c = 0; c < l.cp; ++c) {
+        for (int64_t t = 0; t < l.tp; ++t) ranks_[static_cast<size_t>(p)].push_back(GlobalRank(l, t, c, d, p));
+      }
     }
   }
 }

@@ -60,7 +60,7 @@ int64_t ProbeShape::FootprintBytes() const {
     case ProbeKind::kAttentionBwd: {
       const auto& a = attention;
       const int64_t tok = a.seq * a.batch;
-      return e * (2 * tok * a.heads * a.head_dim + 2 * tok * a.kv_heads * a.head_dim + a.probs_floats()) *
+      return (e * (2 * tok * a.heads * a.head_dim + 2 * tok * a.kv_heads * a.head_dim) + 4 * a.stats_floats()) *
              (kind == ProbeKind::kAttentionBwd ? 2 : 1);
     }
     case ProbeKind::kQkvEpilogueFwd:
@@ -226,7 +226,7 @@ Status KernelProbe::AddQkvEpilogueInputs(executor::Backend& backend) {
   return {};
 }
 
-// q, k, v, out, probs [, dout, dq, dk, dv]
+// q, k, v, out, lse (fp32) [, dout, dq, dk, dv]
 Status KernelProbe::AddAttentionInputs(executor::Backend& backend) {
   const ProbeShape& p = shape_;
   const DType d = p.dtype;
@@ -234,10 +234,10 @@ Status KernelProbe::AddAttentionInputs(executor::Backend& backend) {
   const int64_t tok = a.seq * a.batch;
   PX_TRY(AddQkvInputs(backend));
   PX_TRY(AddInput(backend, tok * a.heads * a.head_dim, d, false));
-  PX_TRY(AddInput(backend, a.probs_floats(), d, false));
+  PX_TRY(AddInput(backend, a.stats_floats(), DType::kF32, false));
   if (p.kind == ProbeKind::kAttentionBwd) {
-    backend.AttentionForward(  // real probabilities
-        {.shape = a, .q = T(0), .k = T(1), .v = T(2), .out = T(3), .probs = T(4)});
+    backend.AttentionForward(  // the real output and statistics
+        {.shape = a, .q = T(0), .k = T(1), .v = T(2), .out = T(3), .lse = T(4)});
     PX_TRY(AddInput(backend, tok * a.heads * a.head_dim, d));
     PX_TRY(AddInput(backend, tok * a.heads * a.head_dim, d, false));
     PX_TRY(AddInput(backend, tok * a.kv_heads * a.head_dim, d, false));
@@ -502,11 +502,11 @@ Status KernelProbe::Run(executor::Backend& be) {
     case ProbeKind::kQkvEpilogueFwd:
     case ProbeKind::kQkvEpilogueBwd: RunQkvEpilogue(be); break;
     case ProbeKind::kAttentionFwd:
-      be.AttentionForward({.shape = p.attention, .q = T(0), .k = T(1), .v = T(2), .out = T(3), .probs = T(4)});
+      be.AttentionForward({.shape = p.attention, .q = T(0), .k = T(1), .v = T(2), .out = T(3), .lse = T(4)});
       break;
     case ProbeKind::kAttentionBwd:
-      be.AttentionBackward({.shape = p.attention, .q = T(0), .k = T(1), .v = T(2), .probs = T(4), .dout = T(5),
-                            .dq = T(6), .dk = T(7), .dv = T(8)});
+      be.AttentionBackward({.shape = p.attention, .q = T(0), .k = T(1), .v = T(2), .out = T(3), .lse = T(4),
+                            .dout = T(5), .dq = T(6), .dk = T(7), .dv = T(8)});
       break;
     case ProbeKind::kEmbeddingFwd:
       be.EmbeddingForward(

@@ -64,7 +64,15 @@ void FitAndMerge(const traces::Trace& predicted, const traces::Trace& measured, 
   const planner::PricedOps priced(r.plan, &db_in);
   const std::optional<double> trace_k = TraceContention(predicted, measured, al);
   FittedSamples fitted = FitSamples(priced, instances, std::max(db_in.contention_factor, trace_k.value_or(1.0)));
-  if (auto k = trace_k; k && (!fitted.contention_factor || *k > *fitted.contention_factor)) {
+  r.run_op_times = fitted.run_op_times;
+  if (RunDisturbed(fitted.run_op_times)) {
+    // What a disturbance adds to the waits and the op times' tail is not this machine's: refuse
+    // both, and read the DP windows with the database's contention alone.
+    r.disturbed.refused = true;
+    r.disturbed.trace_contention = std::max(trace_k.value_or(0.0), fitted.contention_factor.value_or(0.0));
+    fitted = FitSamples(priced, instances, db_in.contention_factor, false);
+    fitted.run_op_times = RunOpTimes{};
+  } else if (auto k = trace_k; k && (!fitted.contention_factor || *k > *fitted.contention_factor)) {
     fitted.contention_factor = *k;
     fitted.contention.source = "refine";
   }
@@ -72,7 +80,6 @@ void FitAndMerge(const traces::Trace& predicted, const traces::Trace& measured, 
   r.not_sampled = fitted.not_sampled;
   r.db = db_in;
   r.merged = MergeSamples(fitted, r.db);
-  r.run_op_times = fitted.run_op_times;
   r.contention_refitted = r.merged.contention_raised;
 }
 

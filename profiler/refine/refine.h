@@ -36,10 +36,19 @@ struct OpFamilyError {
 };
 
 //! A run whose op times averaged more than this over their medians was disturbed (another
-//! process, throttling, a slower minute of a shared machine): refine still charges the ratio to
-//! every compute op it predicts, and says so (`run_op_times.disturbed`, a warning line).
+//! process, throttling, a slower minute of a shared machine). Refine then refuses the two figures
+//! a disturbance inflates most, and says so (`disturbed`, a warning line): the contention sample
+//! (waits beside the gradient reductions, and overlapped over alone op times) and the op-time
+//! charge (mean over median). The database keeps its own. Per-op medians are still sampled: a
+//! median ignores a minority of slowed instances.
 inline constexpr double kDisturbedRunRatio = 1.25;
 inline bool RunDisturbed(const RunOpTimes& t) { return t.mean_over_median > kDisturbedRunRatio; }
+
+//! What refine refused from a disturbed run.
+struct DisturbedRefusal {
+  bool refused = false;
+  double trace_contention = 0;  //!< the contention sample it would have taken (0: none)
+};
 
 struct RefineResult {
   CostDb db;  //!< the refined database
@@ -54,8 +63,9 @@ struct RefineResult {
   //! as what they cost (WindowedCollectiveTime), not as their length.
   bool collectives_polled = false;
   //! This trace's op times over their medians (not measured: the database's earlier figure, if
-  //! any, is kept and not reported as this run's)
+  //! any, is kept and not reported as this run's; disturbed: reported, not applied)
   RunOpTimes run_op_times;
+  DisturbedRefusal disturbed;  //!< set when RunDisturbed(run_op_times)
   OpGap op_gap;  //!< this trace's host gap between ops (CostDb::op_gap_us when enough pairs)
 };
 

@@ -47,7 +47,13 @@ Json RefineToJson(const RefineResult& r) {
   if (r.run_op_times.measured()) {
     out["run_op_times"] = {{"mean_over_median", r.run_op_times.mean_over_median},
                            {"instances", r.run_op_times.instances},
-                           {"disturbed", RunDisturbed(r.run_op_times)}};
+                           {"disturbed", RunDisturbed(r.run_op_times)},
+                           {"applied", !r.disturbed.refused}};
+  }
+  if (r.disturbed.refused) {
+    out["disturbed"] = {{"refused", {"contention", "run_op_times"}},
+                        {"trace_contention", r.disturbed.trace_contention},
+                        {"kept_contention_factor", r.db.contention_factor}};
   }
   out["op_gap"] = {{"mean_us", r.op_gap.mean_s * 1e6}, {"pairs", r.op_gap.pairs},
                    {"applied", r.op_gap.applied()}};
@@ -56,7 +62,7 @@ Json RefineToJson(const RefineResult& r) {
 
 std::string FormatRefine(const RefineResult& r) {
   std::string out;
-  char buf[256];
+  char buf[640];
   const double meas = static_cast<double>(r.before.measured_step_ns) * 1e-9;
   std::snprintf(buf, sizeof buf, "refine %s on %zu measured step(s)\n", LayoutToString(r.plan.layout).c_str(),
                 r.before.measured_steps.size());
@@ -76,7 +82,8 @@ std::string FormatRefine(const RefineResult& r) {
   char ratio[160];
   std::snprintf(ratio, sizeof ratio, "the trace's contention %.3f", m.contention_ratio);
   const std::string contention_note =
-      m.contention_ratio <= 0 ? std::string("unchanged: no op ran both overlapped and alone")
+      r.disturbed.refused   ? std::string("kept: the disturbed run's sample was refused, see the warning below")
+      : m.contention_ratio <= 0 ? std::string("unchanged: no op ran both overlapped and alone")
       : m.contention_raised   ? std::string("raised to ") + ratio
                               : std::string("kept: ") + ratio + " is a lower bound of the end-to-end factor";
   std::snprintf(buf, sizeof buf,
@@ -101,17 +108,22 @@ std::string FormatRefine(const RefineResult& r) {
     out += "\n";
   }
   if (r.run_op_times.measured()) {
-    std::snprintf(buf, sizeof buf,
-                  "op times in the run: mean %.3f x median over %lld instances (samples are medians; a compute op "
-                  "is charged (ratio - 1) x its time instead of the calibrated noise's mean excess)\n",
-                  r.run_op_times.mean_over_median, static_cast<long long>(r.run_op_times.instances));
-    out += buf;
-    if (RunDisturbed(r.run_op_times)) {
+    if (!r.disturbed.refused) {
       std::snprintf(buf, sizeof buf,
-                    "warning: the run was disturbed (op times %.2fx their medians on average, above %.2f: another "
-                    "process, throttling, a slower minute); that charge now applies to every compute op this "
-                    "database predicts: refine again on a trace of a quiet run\n",
-                    r.run_op_times.mean_over_median, kDisturbedRunRatio);
+                    "op times in the run: mean %.3f x median over %lld instances (samples are medians; a compute op "
+                    "is charged (ratio - 1) x its time instead of the calibrated noise's mean excess)\n",
+                    r.run_op_times.mean_over_median, static_cast<long long>(r.run_op_times.instances));
+      out += buf;
+    } else {
+      char sample[64] = "none";
+      if (r.disturbed.trace_contention > 0) std::snprintf(sample, sizeof sample, "%.3f", r.disturbed.trace_contention);
+      std::snprintf(buf, sizeof buf,
+                    "warning: the run was disturbed (op times %.2fx their medians on average over %lld instances, "
+                    "above %.2f: another process, throttling, a slower minute). Refused: its contention sample (%s) "
+                    "and its op-time charge; the database keeps contention %.3f and its own noise. Kept: the per-op "
+                    "medians (a median ignores a minority of slowed ops). Refine on a quiet run to update the rest\n",
+                    r.run_op_times.mean_over_median, static_cast<long long>(r.run_op_times.instances),
+                    kDisturbedRunRatio, sample, r.db.contention_factor);
       out += buf;
     }
   }

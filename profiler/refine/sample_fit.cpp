@@ -226,13 +226,14 @@ double WindowedCollectiveTime(double window_s, double uncovered_s, double comput
   return std::min(window_s, cost * contention / (contention - 1.0));
 }
 
-FittedSamples FitSamples(const planner::PricedOps& priced, const std::vector<OpInstance>& instances, double contention) {
+FittedSamples FitSamples(const planner::PricedOps& priced, const std::vector<OpInstance>& instances, double contention,
+                         bool fit_contention) {
   FittedSamples out;
   const std::map<std::string, Group> groups = GroupInstances(priced, instances, out);
   ComputeEstimates est = EstimateCompute(groups, out);
   AddPooledSamples(est, priced.dtype(), out);
   AddRunRatios(est.families, priced.dtype(), out);
-  FitContention(std::move(est.ratios), out);
+  if (fit_contention) FitContention(std::move(est.ratios), out);
   AddCollectiveSamples(groups, std::max(contention, out.contention_factor.value_or(1.0)), out);
   return out;
 }

@@ -72,8 +72,10 @@ struct FittedSamples {
 };
 
 //! `contention`: the factor the refined database will hold at least (the database's, the trace's
-//! end-to-end one); the instances' own overlapped/alone ratio may raise it. DP slices become
-//! collective points through WindowedCollectiveTime with it.
-FittedSamples FitSamples(const planner::PricedOps& priced, const std::vector<OpInstance>& instances, double contention = 1.0);
+//! end-to-end one); the instances' own overlapped/alone ratio may raise it unless
+//! `fit_contention` is false (a disturbed run's: refine.h). DP slices become collective points
+//! through WindowedCollectiveTime with it.
+FittedSamples FitSamples(const planner::PricedOps& priced, const std::vector<OpInstance>& instances,
+                         double contention = 1.0, bool fit_contention = true);
 
 }  // namespace parallax::profiler

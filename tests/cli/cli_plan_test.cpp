@@ -43,8 +43,63 @@ TEST(CliPlan, JsonContractBestFirst) {
     EXPECT_GE(p["step_time_s"].get<double>(), prev);
     prev = p["step_time_s"].get<double>();
     const Json& l = p["layout"];
-    EXPECT_EQ(l["dp"].get<int64_t>() * l["tp"].get<int64_t>() * l["pp"].get<int64_t>(), 16);
+    EXPECT_EQ(l["dp"].get<int64_t>() * l["tp"].get<int64_t>() * l.value("cp", int64_t{1}) * l["pp"].get<int64_t>(), 16);
   }
+}
+
+// One predicted step time (model/step_time.h): each ranked plan's is what `simulate` prints for
+// its layout, and says so.
+TEST(CliPlan, TheRankedStepTimesAreTheSimulators) {
+  const std::string where = "--model gpt-1.3b --cluster dgx-a100 --nodes 2 --global-batch 128";
+  auto r = RunParallax("plan " + where + " --top 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json plans = StdoutJson(r)["plans"];
+  ASSERT_EQ(plans.size(), 3u);
+  for (const Json& p : plans) {
+    EXPECT_EQ(p["step_time_source"], "simulator");
+    auto s = RunParallax("simulate " + where + " --plan " + p["layout_inline"].get<std::string>() + " --json");
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    EXPECT_DOUBLE_EQ(StdoutJson(s)["step_time_s"].get<double>(), p["step_time_s"].get<double>());
+  }
+}
+
+TEST(CliPlan, SeqLenOverridesTheModelsSequenceLength) {
+  auto r = RunParallax("simulate --model gpt-1.3b --cluster dgx-h100 --nodes 2 --plan dp=4,tp=2,cp=2,global_batch=64 "
+                       "--seq-len 4096 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = StdoutJson(r);
+  EXPECT_EQ(j["layout"]["cp"], 2);
+  EXPECT_NEAR(j["tokens_per_s"].get<double>() * j["step_time_s"].get<double>(), 64.0 * 4096, 1e-6 * 64 * 4096);
+  // 2*cp = 4 does not divide 4098: the layout is rejected with the rule.
+  auto bad = RunParallax("simulate --model gpt-1.3b --cluster dgx-h100 --nodes 2 --plan dp=4,tp=2,cp=2,global_batch=64 "
+                         "--seq-len 4098 --json");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE((bad.out + bad.err).find("cp=2 needs seq_len=4098 to be divisible by 2*cp=4"), std::string::npos) << bad.out;
+}
+
+TEST(CliPlan, ExportsSayHowEachFrameworkRunsContextParallelism) {
+  auto mc = RunParallax("plan --model llama3-405b --cluster dgx-h100 --nodes 64 --global-batch 256 "
+                        "--implementation megatron-core --fix tp=8,pp=8,cp=2,vp=8,mb=1,zero=1 --export megatron");
+  ASSERT_EQ(mc.exit_code, 0) << mc.err;
+  for (const char* arg : {"--context-parallel-size 2", "--cp-comm-type p2p", "--account-for-embedding-in-pipeline-split",
+                          "--account-for-loss-in-pipeline-split", "--num-virtual-stages-per-pipeline-rank 8"}) {
+    EXPECT_NE(mc.out.find(arg), std::string::npos) << arg << " in " << mc.out;
+  }
+  EXPECT_EQ(mc.out.find("--num-layers-per-virtual-pipeline-stage"), std::string::npos);
+  auto ds = RunParallax("plan --model llama3-8b --cluster dgx-h100 --nodes 1 --global-batch 128 --fix cp=2 "
+                        "--export deepspeed");
+  ASSERT_EQ(ds.exit_code, 0) << ds.err;
+  EXPECT_EQ(StdoutJson(ds)["parallax"]["cp"], 2);
+  EXPECT_NE(ds.err.find("DeepSpeed has no ring-attention context parallelism"), std::string::npos) << ds.err;
+}
+
+TEST(CliPlan, FixedContextParallelWidthIsSearchedAtALongSequence) {
+  auto r = RunParallax("plan --model llama3-8b --cluster dgx-h100 --nodes 2 --global-batch 16 --seq-len 32768 "
+                       "--fix cp=4 --top 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json plans = StdoutJson(r)["plans"];
+  ASSERT_EQ(plans.size(), 3u);
+  for (const Json& p : plans) EXPECT_EQ(p["layout"]["cp"], 4) << p.dump();
 }
 
 TEST(CliPlan, FixConstrainsTheSearch) {

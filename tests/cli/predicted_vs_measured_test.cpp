@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -23,6 +24,7 @@ struct Case {
   int np;
   const char* layout;  // for a local-cpu cluster of np ranks
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.layout << " on " << c.np << " ranks"; }  // ctest's listing
 
 class PredictedVsMeasured : public ::testing::TestWithParam<Case> {};
 

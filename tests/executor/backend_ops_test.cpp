@@ -104,7 +104,7 @@ class OpsTest : public ::testing::TestWithParam<std::tuple<std::string, DType>> 
     ++checked_;
   }
 
-  //! Forward (with and without kept probabilities) and backward against a double reference.
+  //! Forward (with and without kept statistics) and backward against a double reference.
   void CheckAttentionAgainstReference(const AttentionShape& s);
 
   std::unique_ptr<Backend> be_;
@@ -479,20 +479,22 @@ TEST_P(OpsTest, AKernelThatCannotRunFailsTheNextSynchronize) {
 }
 
 void OpsTest::CheckAttentionAgainstReference(const AttentionShape& s) {
-  const int64_t rows = s.seq * s.batch, qn = rows * s.heads * s.head_dim, kn = rows * s.kv_heads * s.head_dim;
+  const int64_t qn = s.q_elements(), kn = s.kv_elements();
   const Vec q = Random(qn, dt_), k = Random(kn, dt_), v = Random(kn, dt_), dout = Random(qn, dt_);
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
   Vec out(static_cast<size_t>(qn), 0.0), dq(static_cast<size_t>(qn), 0.0), dk(static_cast<size_t>(kn), 0.0),
-      dv(static_cast<size_t>(kn), 0.0);
+      dv(static_cast<size_t>(kn), 0.0), lse(static_cast<size_t>(s.stats_floats()), 0.0);
   auto qi = [&](int64_t t, int64_t b, int64_t h, int64_t e) { return static_cast<size_t>(((t * s.batch + b) * s.heads + h) * s.head_dim + e); };
   auto ki = [&](int64_t t, int64_t b, int64_t h, int64_t e) { return static_cast<size_t>(((t * s.batch + b) * s.kv_heads + h) * s.head_dim + e); };
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       const int64_t kh = h / (s.heads / s.kv_heads);
       for (int64_t i = 0; i < s.seq; ++i) {
-        Vec p(static_cast<size_t>(i + 1));
+        const int64_t n = s.VisibleKeys(i);
+        ASSERT_GT(n, 0) << "every row sees a key here (the statistics' -inf is checked on the CPU)";
+        Vec p(static_cast<size_t>(n));
         double mx = -1e300, sum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < n; ++j) {
           double dot = 0;
           for (int64_t e = 0; e < s.head_dim; ++e) dot += q[qi(i, b, h, e)] * k[ki(j, b, kh, e)];
           p[static_cast<size_t>(j)] = dot * scale;
@@ -500,10 +502,11 @@ void OpsTest::CheckAttentionAgainstReference(const AttentionShape& s) {
         }
         for (double& x : p) sum += (x = std::exp(x - mx));
         for (double& x : p) x /= sum;
+        lse[static_cast<size_t>((i * s.batch + b) * s.heads + h)] = mx + std::log(sum);
         // forward and the softmax backward for this row
         Vec dp(p.size(), 0.0);
         double dot_pdp = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < n; ++j) {
           for (int64_t e = 0; e < s.head_dim; ++e) {
             out[qi(i, b, h, e)] += p[static_cast<size_t>(j)] * v[ki(j, b, kh, e)];
             dv[ki(j, b, kh, e)] += p[static_cast<size_t>(j)] * dout[qi(i, b, h, e)];
@@ -511,7 +514,7 @@ void OpsTest::CheckAttentionAgainstReference(const AttentionShape& s) {
           }
           dot_pdp += p[static_cast<size_t>(j)] * dp[static_cast<size_t>(j)];
         }
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < n; ++j) {
           const double ds = p[static_cast<size_t>(j)] * (dp[static_cast<size_t>(j)] - dot_pdp) * scale;
           for (int64_t e = 0; e < s.head_dim; ++e) {
             dq[qi(i, b, h, e)] += ds * k[ki(j, b, kh, e)];
@@ -522,28 +525,38 @@ void OpsTest::CheckAttentionAgainstReference(const AttentionShape& s) {
     }
   }
   Tensor Q = Dev(q, dt_), K = Dev(k, dt_), V = Dev(v, dt_), O = Dev(Vec(out.size(), 0.0), dt_);
-  Tensor P = Dev(Vec(static_cast<size_t>(s.probs_floats()), 0.0), dt_);
-  be_->AttentionForward({.shape = s, .q = Q.ptr(), .k = K.ptr(), .v = V.ptr(), .out = O.ptr(), .probs = P.ptr()});
+  Tensor L = Dev(Vec(lse.size(), 0.0), DType::kF32);
+  be_->AttentionForward({.shape = s, .q = Q.ptr(), .k = K.ptr(), .v = V.ptr(), .out = O.ptr(), .lse = L.ptr()});
   Expect("attention", O, out, dt_);
+  Expect("attention lse", L, lse, dt_);  // fp32, from scores of dt_ products
   Tensor O2 = Dev(Vec(out.size(), 0.0), dt_);
   be_->AttentionForward({.shape = s, .q = Q.ptr(), .k = K.ptr(), .v = V.ptr(), .out = O2.ptr()});
-  Expect("attention (no probs kept)", O2, out, dt_);
-  for (bool keep : {true, false}) {
-    Tensor DO = Dev(dout, dt_), DQ = Dev(Vec(dq.size(), 0.0), dt_), DK = Dev(Vec(dk.size(), 0.0), dt_),
-           DV = Dev(Vec(dv.size(), 0.0), dt_);
-    be_->AttentionBackward({.shape = s, .q = Q.ptr(), .k = K.ptr(), .v = V.ptr(), .probs = keep ? P.ptr() : DevPtr{},
-                            .dout = DO.ptr(), .dq = DQ.ptr(), .dk = DK.ptr(), .dv = DV.ptr()});
-    Expect(keep ? "attention dq" : "attention dq (recomputed probs)", DQ, dq, dt_);
-    Expect("attention dk", DK, dk, dt_);
-    Expect("attention dv", DV, dv, dt_);
-  }
+  Expect("attention (no statistics kept)", O2, out, dt_);
+  Tensor DO = Dev(dout, dt_), DQ = Dev(Vec(dq.size(), 0.0), dt_), DK = Dev(Vec(dk.size(), 0.0), dt_),
+         DV = Dev(Vec(dv.size(), 0.0), dt_);
+  be_->AttentionBackward({.shape = s, .q = Q.ptr(), .k = K.ptr(), .v = V.ptr(), .out = O.ptr(), .lse = L.ptr(),
+                          .dout = DO.ptr(), .dq = DQ.ptr(), .dk = DK.ptr(), .dv = DV.ptr()});
+  Expect("attention dq", DQ, dq, dt_);
+  Expect("attention dk", DK, dk, dt_);
+  Expect("attention dv", DV, dv, dt_);
 }
 
-TEST_P(OpsTest, CausalGroupedQueryAttention) { CheckAttentionAgainstReference(AttentionShape{2, 6, 4, 2, 8}); }
+TEST_P(OpsTest, CausalGroupedQueryAttention) {
+  CheckAttentionAgainstReference({.batch = 2, .seq = 6, .heads = 4, .kv_heads = 2, .head_dim = 8});
+}
 
 // Rows longer than a block's threads and not a multiple of any tile, a real head size, GQA.
 TEST_P(OpsTest, CausalGroupedQueryAttentionLongRows) {
-  CheckAttentionAgainstReference(AttentionShape{2, 300, 4, 2, 64});
+  CheckAttentionAgainstReference({.batch = 2, .seq = 300, .heads = 4, .kv_heads = 2, .head_dim = 64});
+}
+
+// Ring attention's blocks (backend.h AttentionShape): a query chunk against a longer key range whose
+// end it reaches causally, and a fully visible key chunk of another length.
+TEST_P(OpsTest, AttentionOnOneKeyBlockWithACausalOffsetOrFullyVisible) {
+  CheckAttentionAgainstReference(
+      {.batch = 2, .seq = 40, .heads = 4, .kv_heads = 2, .head_dim = 16, .kv_seq = 90, .causal_offset = 50});
+  CheckAttentionAgainstReference(
+      {.batch = 2, .seq = 40, .heads = 2, .kv_heads = 1, .head_dim = 16, .kv_seq = 24, .causal = false});
 }
 
 TEST_P(OpsTest, EmbeddingAndVocabParallelCrossEntropy) {

@@ -198,16 +198,20 @@ TEST_F(CpuKernels, RotaryMatchesFormulaAndInverts) {
   }
 }
 
-// Reference attention in double, straight from the definition.
-Vec ReferenceAttention(const AttentionShape& s, const Vec& q, const Vec& k, const Vec& v) {
-  Vec out(static_cast<size_t>(s.seq * s.batch * s.heads * s.head_dim));
+// Reference attention in double, straight from the definition, over the keys each row sees
+// (AttentionShape::VisibleKeys); lse (optional) gets each row's log-sum-exp, -inf when it sees none.
+Vec ReferenceAttention(const AttentionShape& s, const Vec& q, const Vec& k, const Vec& v, Vec* lse = nullptr) {
+  Vec out(static_cast<size_t>(s.q_elements()), 0.0f);
+  if (lse) lse->assign(static_cast<size_t>(s.stats_floats()), -INFINITY);
   const int64_t group = s.heads / s.kv_heads;
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       for (int64_t i = 0; i < s.seq; ++i) {
-        std::vector<double> sc(static_cast<size_t>(i + 1));
+        const int64_t n = s.VisibleKeys(i);
+        if (n == 0) continue;
+        std::vector<double> sc(static_cast<size_t>(n));
         double mx = -1e300, sum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < n; ++j) {
           double dot = 0;
           for (int64_t e = 0; e < s.head_dim; ++e) {
             dot += q[((i * s.batch + b) * s.heads + h) * s.head_dim + e] *
@@ -217,9 +221,10 @@ Vec ReferenceAttention(const AttentionShape& s, const Vec& q, const Vec& k, cons
           mx = std::max(mx, sc[j]);
         }
         for (auto& x : sc) sum += (x = std::exp(x - mx));
+        if (lse) (*lse)[(i * s.batch + b) * s.heads + h] = static_cast<float>(mx + std::log(sum));
         for (int64_t e = 0; e < s.head_dim; ++e) {
           double o = 0;
-          for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t j = 0; j < n; ++j) {
             o += sc[j] / sum * v[((j * s.batch + b) * s.kv_heads + h / group) * s.head_dim + e];
           }
           out[((i * s.batch + b) * s.heads + h) * s.head_dim + e] = static_cast<float>(o);
@@ -230,29 +235,36 @@ Vec ReferenceAttention(const AttentionShape& s, const Vec& q, const Vec& k, cons
   return out;
 }
 
+//! Forward then backward of the CPU kernels on one shape (dout given).
+struct AttentionRun {
+  Vec out, lse, dq, dk, dv;
+};
+AttentionRun RunAttention(CpuBackend& be, const AttentionShape& s, const Vec& q, const Vec& k, const Vec& v,
+                          const Vec& dout) {
+  AttentionRun r{Vec(q.size()), Vec(static_cast<size_t>(s.stats_floats())), Vec(q.size()), Vec(k.size()),
+                 Vec(v.size())};
+  be.AttentionForward(s, q.data(), k.data(), v.data(), r.out.data(), r.lse.data());
+  be.AttentionBackward(s, {.q = q.data(), .k = k.data(), .v = v.data(), .out = r.out.data(), .lse = r.lse.data(),
+                           .dout = dout.data(), .dq = r.dq.data(), .dk = r.dk.data(), .dv = r.dv.data()});
+  return r;
+}
+
 TEST_F(CpuKernels, AttentionForwardBackwardWithGroupedQueries) {
-  const AttentionShape s{2, 5, 4, 2, 3};
-  const size_t qn = static_cast<size_t>(s.seq * s.batch * s.heads * s.head_dim);
-  const size_t kn = static_cast<size_t>(s.seq * s.batch * s.kv_heads * s.head_dim);
+  const AttentionShape s{.batch = 2, .seq = 5, .heads = 4, .kv_heads = 2, .head_dim = 3};
+  const size_t qn = static_cast<size_t>(s.q_elements()), kn = static_cast<size_t>(s.kv_elements());
   Vec q = Random(qn, rng), k = Random(kn, rng), v = Random(kn, rng), w = Random(qn, rng);
-  Vec out(qn), probs(static_cast<size_t>(s.probs_floats()));
-  be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(), probs.data());
-  EXPECT_LT(MaxRelError(out, ReferenceAttention(s, q, k, v)), 1e-5);
+  const AttentionRun r = RunAttention(be, s, q, k, v, w);
+  Vec ref_lse;
+  EXPECT_LT(MaxRelError(r.out, ReferenceAttention(s, q, k, v, &ref_lse)), 1e-5);
+  EXPECT_LT(MaxRelError(r.lse, ref_lse), 1e-5);
   auto loss = [&] {
-    Vec o(qn);
-    be.AttentionForward(s, q.data(), k.data(), v.data(), o.data(), nullptr);
+    Vec o(qn), l(static_cast<size_t>(s.stats_floats()));
+    be.AttentionForward(s, q.data(), k.data(), v.data(), o.data(), l.data());
     return Dot(o, w);
   };
-  Vec dq(qn), dk(kn), dv(kn), dq2(qn), dk2(kn), dv2(kn);
-  be.AttentionBackward(s, q.data(), k.data(), v.data(), probs.data(), w.data(), dq.data(), dk.data(), dv.data());
-  EXPECT_LT(MaxRelError(dq, NumericGrad(q, loss)), 3e-3);
-  EXPECT_LT(MaxRelError(dk, NumericGrad(k, loss)), 3e-3);
-  EXPECT_LT(MaxRelError(dv, NumericGrad(v, loss)), 3e-3);
-  // Without saved probabilities (selective recompute) the result is the same.
-  be.AttentionBackward(s, q.data(), k.data(), v.data(), nullptr, w.data(), dq2.data(), dk2.data(), dv2.data());
-  EXPECT_LT(MaxRelError(dq2, dq), 1e-6);
-  EXPECT_LT(MaxRelError(dk2, dk), 1e-6);
-  EXPECT_LT(MaxRelError(dv2, dv), 1e-6);
+  EXPECT_LT(MaxRelError(r.dq, NumericGrad(q, loss)), 3e-3);
+  EXPECT_LT(MaxRelError(r.dk, NumericGrad(k, loss)), 3e-3);
+  EXPECT_LT(MaxRelError(r.dv, NumericGrad(v, loss)), 3e-3);
 }
 
 TEST_F(CpuKernels, VocabParallelEmbeddingAndCrossEntropyMatchFullVocabulary) {
@@ -541,10 +553,11 @@ TEST_F(CpuKernels, NormsOnLongRowsMatchDoubleLoops) {
   EXPECT_LT(MaxRelError(rms_dgamma, ref_dgamma), 2e-6);
 }
 
-// Attention backward in double, straight from the definition (dS = P (dP - rowsum(P dP)) / sqrt(d)).
+// Attention backward in double, straight from the definition (dS = P (dP - rowsum(P dP)) / sqrt(d)),
+// over the keys each row sees.
 void ReferenceAttentionBackward(const AttentionShape& s, const Vec& q, const Vec& k, const Vec& v, const Vec& dout,
                                 Vec* dq, Vec* dk, Vec* dv) {
-  const int64_t group = s.heads / s.kv_heads, d = s.head_dim, S = s.seq;
+  const int64_t group = s.heads / s.kv_heads, d = s.head_dim;
   dq->assign(q.size(), 0.0f);
   dk->assign(k.size(), 0.0f);
   dv->assign(v.size(), 0.0f);
@@ -553,10 +566,12 @@ void ReferenceAttentionBackward(const AttentionShape& s, const Vec& q, const Vec
   const double scale = 1 / std::sqrt(static_cast<double>(d));
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
-      for (int64_t i = 0; i < S; ++i) {
-        std::vector<double> p(static_cast<size_t>(i + 1)), dp(static_cast<size_t>(i + 1));
+      for (int64_t i = 0; i < s.seq; ++i) {
+        const int64_t n = s.VisibleKeys(i);
+        if (n == 0) continue;
+        std::vector<double> p(static_cast<size_t>(n)), dp(static_cast<size_t>(n));
         double mx = -1e300, sum = 0, pdp = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < n; ++j) {
           double dot = 0, dd = 0;
           for (int64_t e = 0; e < d; ++e) {
             dot += static_cast<double>(q[qi(i, b, h) + e]) * k[kj(j, b, h) + e];
@@ -567,8 +582,8 @@ void ReferenceAttentionBackward(const AttentionShape& s, const Vec& q, const Vec
           mx = std::max(mx, p[j]);
         }
         for (auto& x : p) sum += (x = std::exp(x - mx));
-        for (int64_t j = 0; j <= i; ++j) pdp += (p[j] /= sum) * dp[j];
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < n; ++j) pdp += (p[j] /= sum) * dp[j];
+        for (int64_t j = 0; j < n; ++j) {
           const double ds = p[j] * (dp[j] - pdp) * scale;
           for (int64_t e = 0; e < d; ++e) {
             (*dq)[qi(i, b, h) + e] += static_cast<float>(ds * k[kj(j, b, h) + e]);
@@ -581,53 +596,96 @@ void ReferenceAttentionBackward(const AttentionShape& s, const Vec& q, const Vec
   }
 }
 
-TEST_F(CpuKernels, BlockedAttentionMatchesDefinitionAcrossBlocks) {
-  for (const AttentionShape s : {AttentionShape{2, 150, 4, 2, 16}, AttentionShape{1, 64, 2, 2, 8},
-                                 AttentionShape{3, 65, 2, 1, 5}}) {
-    const size_t qn = static_cast<size_t>(s.seq * s.batch * s.heads * s.head_dim);
-    const size_t kn = static_cast<size_t>(s.seq * s.batch * s.kv_heads * s.head_dim);
+// Causal, with blocks of 64 rows and GQA; then one ring-attention block of each kind: queries
+// against a longer key range (offset 40), a fully visible block, and an offset that leaves the first
+// rows with no key (out 0, lse -inf, zero gradients).
+TEST_F(CpuKernels, BlockedAttentionMatchesDefinitionForEveryMask) {
+  const std::vector<AttentionShape> shapes = {
+      {.batch = 2, .seq = 150, .heads = 4, .kv_heads = 2, .head_dim = 16},
+      {.batch = 1, .seq = 64, .heads = 2, .kv_heads = 2, .head_dim = 8},
+      {.batch = 3, .seq = 65, .heads = 2, .kv_heads = 1, .head_dim = 5},
+      {.batch = 2, .seq = 70, .heads = 2, .kv_heads = 1, .head_dim = 8, .kv_seq = 110, .causal_offset = 40},
+      {.batch = 2, .seq = 70, .heads = 2, .kv_heads = 2, .head_dim = 8, .kv_seq = 50, .causal = false},
+      {.batch = 1, .seq = 90, .heads = 2, .kv_heads = 1, .head_dim = 8, .kv_seq = 90, .causal_offset = -70},
+  };
+  for (const AttentionShape& s : shapes) {
+    const std::string name = "seq " + std::to_string(s.seq) + " keys " + std::to_string(s.keys()) + " offset " +
+                             std::to_string(s.causal_offset) + (s.causal ? "" : " full");
+    const size_t qn = static_cast<size_t>(s.q_elements()), kn = static_cast<size_t>(s.kv_elements());
     Vec q = Random(qn, rng), k = Random(kn, rng), v = Random(kn, rng), dout = Random(qn, rng);
-    Vec out(qn), out2(qn), probs(static_cast<size_t>(s.probs_floats()), 7.0f);
-    be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(), probs.data());
-    be.AttentionForward(s, q.data(), k.data(), v.data(), out2.data(), nullptr);
-    EXPECT_LT(MaxRelError(out, ReferenceAttention(s, q, k, v)), 2e-6) << "seq " << s.seq;
-    EXPECT_EQ(out, out2);
-    // Saved probabilities (the buffer started as 7s): every row of every (sequence, head) sums to
-    // one over its causal prefix and is zero after it, so the runtime needs no zero-fill.
-    int bad = 0;
-    for (int64_t bh = 0; bh < s.batch * s.heads; ++bh) {
-      for (int64_t i = 0; i < s.seq; ++i) {
-        const float* row = probs.data() + (bh * s.seq + i) * s.seq;
-        double sum = 0;
-        for (int64_t j = 0; j <= i; ++j) sum += row[j];
-        if (std::abs(sum - 1.0) > 1e-5) ++bad;
-        for (int64_t j = i + 1; j < s.seq; ++j) bad += row[j] != 0.0f;
-      }
+    const AttentionRun r = RunAttention(be, s, q, k, v, dout);
+    Vec ref_lse, rdq, rdk, rdv;
+    EXPECT_LT(MaxRelError(r.out, ReferenceAttention(s, q, k, v, &ref_lse)), 2e-6) << name;
+    int lse_bad = 0;
+    for (size_t i = 0; i < ref_lse.size(); ++i) {
+      const bool empty = std::isinf(ref_lse[i]);
+      lse_bad += empty ? r.lse[i] != ref_lse[i] : std::abs(r.lse[i] - ref_lse[i]) > 1e-5f * (1 + std::abs(ref_lse[i]));
     }
-    EXPECT_EQ(bad, 0) << "seq " << s.seq;
-    Vec dq(qn), dk(kn), dv(kn), dq2(qn), dk2(kn), dv2(kn), rdq, rdk, rdv;
-    be.AttentionBackward(s, q.data(), k.data(), v.data(), probs.data(), dout.data(), dq.data(), dk.data(), dv.data());
-    be.AttentionBackward(s, q.data(), k.data(), v.data(), nullptr, dout.data(), dq2.data(), dk2.data(), dv2.data());
+    EXPECT_EQ(lse_bad, 0) << name;
     ReferenceAttentionBackward(s, q, k, v, dout, &rdq, &rdk, &rdv);
-    EXPECT_LT(MaxRelError(dq, rdq), 1e-5) << "seq " << s.seq;
-    EXPECT_LT(MaxRelError(dk, rdk), 1e-5) << "seq " << s.seq;
-    EXPECT_LT(MaxRelError(dv, rdv), 1e-5) << "seq " << s.seq;
-    EXPECT_EQ(dq, dq2);
-    EXPECT_EQ(dk, dk2);
-    EXPECT_EQ(dv, dv2);
+    EXPECT_LT(MaxRelError(r.dq, rdq), 1e-5) << name;
+    EXPECT_LT(MaxRelError(r.dk, rdk), 1e-5) << name;
+    EXPECT_LT(MaxRelError(r.dv, rdv), 1e-5) << name;
   }
 }
 
-// One call per block equals the per-row Max / ExpShiftSum / Scale calls bit for bit, and the
-// per-row SoftmaxGrad calls to rounding (the compiler may contract the dot product's multiply and
-// add differently), with and without room for a full-width tail (ld 150, and ld = the last row's
-// length 77, which is no multiple of the vector width).
-TEST_F(CpuKernels, CausalSoftmaxRowsEqualThePerRowLoops) {
+// Ring attention's contract (backend.h AttentionArgs): the queries of chunk 1 (positions [S, 2S))
+// against key chunk 0 (fully visible) and chunk 1 (the diagonal) give (out, lse) pairs that merge into
+// the attention over both chunks; backward of each block from the merged out and lse gives dq parts
+// that sum to the whole dq, and each chunk's dk, dv.
+TEST_F(CpuKernels, AttentionBlocksMergeIntoTheWholeAndBackwardSplitsByBlock) {
+  const int64_t S = 70, B = 2, H = 4, KVH = 2, D = 8;
+  const AttentionShape whole{.batch = B, .seq = S, .heads = H, .kv_heads = KVH, .head_dim = D, .kv_seq = 2 * S,
+                             .causal_offset = S};
+  const AttentionShape before{.batch = B, .seq = S, .heads = H, .kv_heads = KVH, .head_dim = D, .causal = false};
+  const AttentionShape diagonal{.batch = B, .seq = S, .heads = H, .kv_heads = KVH, .head_dim = D};
+  const size_t qn = static_cast<size_t>(whole.q_elements()), kn = static_cast<size_t>(whole.kv_elements());
+  Vec q = Random(qn, rng), k = Random(kn, rng), v = Random(kn, rng), dout = Random(qn, rng);
+  const AttentionRun all = RunAttention(be, whole, q, k, v, dout);
+  const size_t half = kn / 2;  // keys are sequence-major: chunk 0 is the first half of the rows
+  const auto mid = static_cast<std::ptrdiff_t>(half);
+  const Vec k0(k.begin(), k.begin() + mid), k1(k.begin() + mid, k.end());
+  const Vec v0(v.begin(), v.begin() + mid), v1(v.begin() + mid, v.end());
+  Vec o0(qn), o1(qn), l0(static_cast<size_t>(whole.stats_floats())), l1(l0.size());
+  be.AttentionForward(before, q.data(), k0.data(), v0.data(), o0.data(), l0.data());
+  be.AttentionForward(diagonal, q.data(), k1.data(), v1.data(), o1.data(), l1.data());
+  Vec out(qn), lse(l0.size());
+  for (size_t r = 0; r < lse.size(); ++r) {
+    const double m = std::max(l0[r], l1[r]);
+    const double w0 = std::exp(l0[r] - m), w1 = std::exp(l1[r] - m);
+    lse[r] = static_cast<float>(m + std::log(w0 + w1));
+    for (int64_t e = 0; e < D; ++e) {
+      const size_t i = r * static_cast<size_t>(D) + static_cast<size_t>(e);
+      out[i] = static_cast<float>((w0 * o0[i] + w1 * o1[i]) / (w0 + w1));
+    }
+  }
+  EXPECT_LT(MaxRelError(out, all.out), 1e-5);
+  EXPECT_LT(MaxRelError(lse, all.lse), 1e-5);
+  Vec dq0(qn), dq1(qn), dk0(half), dk1(half), dv0(half), dv1(half);
+  be.AttentionBackward(before, {.q = q.data(), .k = k0.data(), .v = v0.data(), .out = out.data(), .lse = lse.data(),
+                                .dout = dout.data(), .dq = dq0.data(), .dk = dk0.data(), .dv = dv0.data()});
+  be.AttentionBackward(diagonal, {.q = q.data(), .k = k1.data(), .v = v1.data(), .out = out.data(), .lse = lse.data(),
+                                  .dout = dout.data(), .dq = dq1.data(), .dk = dk1.data(), .dv = dv1.data()});
+  Vec dq(qn), dk = dk0, dv = dv0;
+  for (size_t i = 0; i < qn; ++i) dq[i] = dq0[i] + dq1[i];
+  dk.insert(dk.end(), dk1.begin(), dk1.end());
+  dv.insert(dv.end(), dv1.begin(), dv1.end());
+  EXPECT_LT(MaxRelError(dq, all.dq), 1e-5);
+  EXPECT_LT(MaxRelError(dk, all.dk), 1e-5);
+  EXPECT_LT(MaxRelError(dv, all.dv), 1e-5);
+}
+
+// One call per block equals the per-row Max / ExpShiftSum / Scale calls bit for bit and gives their
+// log-sum-exp; the probabilities rebuilt from it and the gradient from delta = rowsum(p dp) equal the
+// per-row SoftmaxGrad calls to rounding. With and without room for a full-width tail (ld 150, and ld
+// = the last row's length 77, which is no multiple of the vector width), and zeros past each row.
+TEST_F(CpuKernels, ScoreRowsEqualThePerRowLoops) {
   for (const int64_t ld : {int64_t{150}, int64_t{77}}) {
     const int64_t first = 13, count = ld - first + 1;
+    const vec::ScoreRows rows{.ld = ld, .first_len = first, .cap = ld, .count = count, .zero_to = ld};
     const size_t n = static_cast<size_t>(count * ld);
     Vec x = Random(n, rng), g = Random(n, rng);
-    Vec want = x, got = x, gwant = g, ggot = g;
+    Vec want = x, got = x, rebuilt = x, gwant = g, ggot = g, lse_want(static_cast<size_t>(count)), delta = lse_want;
     for (int64_t r = 0; r < count; ++r) {
       float* row = want.data() + r * ld;
       const int64_t len = first + r;
@@ -635,16 +693,25 @@ TEST_F(CpuKernels, CausalSoftmaxRowsEqualThePerRowLoops) {
       const double sum = vec::ExpShiftSum(row, len, mx);
       vec::Scale(row, len, static_cast<float>(1.0 / sum));
       std::fill(row + len, row + ld, 0.0f);
+      lse_want[static_cast<size_t>(r)] = mx + static_cast<float>(std::log(sum));
+      delta[static_cast<size_t>(r)] = static_cast<float>(vec::Dot(row, g.data() + r * ld, len));
       float* grow = gwant.data() + r * ld;
       vec::SoftmaxGrad(row, grow, len, 0.125f);
       std::fill(grow + len, grow + ld, 0.0f);
     }
-    vec::CausalSoftmaxRows(got.data(), ld, first, count, ld);
-    vec::CausalSoftmaxGradRows(got.data(), ggot.data(), ld, first, count, ld, 0.125f);
+    Vec lse(static_cast<size_t>(count));
+    vec::SoftmaxRowsLse(got.data(), rows, lse.data(), 1);
     EXPECT_EQ(got, want) << "ld " << ld;
+    EXPECT_EQ(lse, lse_want) << "ld " << ld;
+    vec::ExpMinusLseRows(rebuilt.data(), rows, lse.data(), 1);
+    EXPECT_LT(MaxRelError(rebuilt, want), 1e-5) << "ld " << ld;
+    vec::SoftmaxGradDeltaRows(got.data(), ggot.data(), rows, delta.data(), 0.125f);
     EXPECT_LT(MaxRelError(ggot, gwant), 1e-5) << "ld " << ld;
-    for (int64_t r = 0; r < count; ++r) {  // zeros past the causal prefix exactly
-      for (int64_t j = first + r; j < ld; ++j) EXPECT_EQ(ggot[static_cast<size_t>(r * ld + j)], 0.0f);
+    for (int64_t r = 0; r < count; ++r) {  // zeros past the visible keys exactly
+      for (int64_t j = first + r; j < ld; ++j) {
+        EXPECT_EQ(ggot[static_cast<size_t>(r * ld + j)], 0.0f);
+        EXPECT_EQ(rebuilt[static_cast<size_t>(r * ld + j)], 0.0f);
+      }
     }
   }
 }
@@ -822,10 +889,8 @@ TEST_F(CpuKernels, EveryCompiledInstructionSetAgrees) {
     a.step = 5;
     be.AdamW(p.data(), grad.data(), mm.data(), vv.data(), n, a);
     add(p), add(mm), add(vv);
-    Vec out(static_cast<size_t>(qn)), probs(static_cast<size_t>(s.probs_floats())), dq(out.size()), dk(kn), dv(kn);
-    be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(), probs.data());
-    be.AttentionBackward(s, q.data(), k.data(), v.data(), nullptr, dout.data(), dq.data(), dk.data(), dv.data());
-    add(out), add(dq), add(dk), add(dv);
+    const AttentionRun r = RunAttention(be, s, q, k, v, dout);
+    add(r.out), add(r.lse), add(r.dq), add(r.dk), add(r.dv);
     Vec rot = x;
     be.Rotary(rot.data(), 3, 1, 1, cols - 1, false);  // 3 rows of 262 = 3 x 263 - 3 floats
     add(rot);

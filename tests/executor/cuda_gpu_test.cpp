@@ -3,7 +3,11 @@
 // fp32, memory truth against the planner, out of memory and kernel misuse as errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -202,13 +206,64 @@ TEST(CudaGpu, OutOfMemoryIsAnErrorNamingTheBytes) {
 TEST(CudaGpu, KernelMisuseBecomesTheNextSynchronizeError) {
   auto be = CreateBackend("cuda");
   ASSERT_TRUE(be) << be.error().message;
-  const AttentionShape s{1, 4, 3, 2, 64};  // 3 query heads cannot share 2 kv heads
+  const AttentionShape s{.batch = 1, .seq = 4, .heads = 3, .kv_heads = 2, .head_dim = 64};  // 3 cannot share 2
   auto q = (*be)->Allocate(int64_t{4} * 3 * 64, DType::kF32, MemoryKind::kActivations);
   ASSERT_TRUE(q);
   (*be)->AttentionForward({.shape = s, .q = q->ptr(), .k = q->ptr(), .v = q->ptr(), .out = q->ptr()});
   Status st = (*be)->Synchronize();
   ASSERT_FALSE(st);
   EXPECT_NE(st.error().message.find("not a multiple of kv_heads"), std::string::npos) << st.error().message;
+}
+
+// cuDNN's fused SDPA forward (PARALLAX_ATTENTION=cudnn) against the GEMM path, bf16, GPT-1.3B's heads
+// (16 x 128) and a GQA ring-attention block with an offset: the same output and statistics within
+// bf16 rounding, and the GEMM backward from cuDNN's statistics gives the same gradients.
+TEST(CudaGpu, CudnnAttentionForwardMatchesTheGemmPath) {
+  auto created = CudaBackend::Create(0);
+  ASSERT_TRUE(created) << created.error().message;
+  CudaBackend& be = **created;
+  for (const AttentionShape s :
+       {AttentionShape{.batch = 2, .seq = 512, .heads = 16, .kv_heads = 16, .head_dim = 128},
+        AttentionShape{.batch = 2, .seq = 256, .heads = 8, .kv_heads = 2, .head_dim = 64, .kv_seq = 384,
+                       .causal_offset = 128}}) {
+    const int64_t qn = s.q_elements(), kn = s.kv_elements(), ln = s.stats_floats();
+    std::vector<float> host(static_cast<size_t>(std::max(qn, kn)));
+    auto fill = [&](int64_t n, float scale, unsigned seed) {
+      auto t = be.Allocate(n, DType::kBf16, MemoryKind::kActivations);
+      EXPECT_TRUE(t);
+      for (int64_t i = 0; i < n; ++i) {
+        host[static_cast<size_t>(i)] = scale * static_cast<float>((i * 7919 + seed) % 97) / 97.0f - scale / 2;
+      }
+      be.CopyToDevice(t->ptr(), host.data(), DType::kF32, n);
+      return std::move(t).value();
+    };
+    Tensor q = fill(qn, 2.0f, 1), k = fill(kn, 2.0f, 2), v = fill(kn, 1.0f, 3);
+    auto run = [&](bool cudnn) {
+      be.set_cudnn_attention(cudnn);
+      auto o = be.Allocate(qn, DType::kBf16, MemoryKind::kActivations);
+      auto l = be.Allocate(ln, DType::kF32, MemoryKind::kActivations);
+      be.AttentionForward({.shape = s, .q = q.ptr(), .k = k.ptr(), .v = v.ptr(), .out = o->ptr(), .lse = l->ptr()});
+      std::vector<float> out(static_cast<size_t>(qn)), lse(static_cast<size_t>(ln));
+      be.CopyToHost(out.data(), DType::kF32, o->ptr(), qn);
+      be.CopyToHost(lse.data(), DType::kF32, l->ptr(), ln);
+      return std::pair{out, lse};
+    };
+    const auto [gemm_out, gemm_lse] = run(false);
+    const auto [dnn_out, dnn_lse] = run(true);
+    if (!be.last_attention_on_cudnn()) GTEST_SKIP() << "cuDNN attention not used: " << be.cudnn_attention_off_reason();
+    ASSERT_TRUE(be.Synchronize());
+    double worst_out = 0, worst_lse = 0;
+    for (size_t i = 0; i < gemm_out.size(); ++i) {
+      worst_out = std::max(worst_out, static_cast<double>(std::abs(gemm_out[i] - dnn_out[i])));
+    }
+    for (size_t i = 0; i < gemm_lse.size(); ++i) {
+      worst_lse = std::max(worst_lse, static_cast<double>(std::abs(gemm_lse[i] - dnn_lse[i])));
+    }
+    std::printf("cuDNN vs GEMM attention, seq %lld keys %lld: max |out| diff %.3g, max |lse| diff %.3g\n",
+                static_cast<long long>(s.seq), static_cast<long long>(s.keys()), worst_out, worst_lse);
+    EXPECT_LT(worst_out, 2e-2);  // bf16 outputs of values within [-0.5, 0.5]
+    EXPECT_LT(worst_lse, 1e-2);
+  }
 }
 
 TEST(CudaGpu, EventsTimeAKernelOnTheComputeStream) {

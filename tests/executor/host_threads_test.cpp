@@ -2,6 +2,8 @@
 // explicit counts that win over them, and the CPU backend applying the decision to its BLAS.
 #include <gtest/gtest.h>
 
+#include <ostream>
+
 #include "executor/cpu/cpu_backend.h"
 #include "executor/launch.h"
 #include "executor/cpu/wait_policy.h"
@@ -25,6 +27,7 @@ struct ShareCase {
   double share;
   bool oversubscribed;
 };
+void PrintTo(const ShareCase& c, std::ostream* os) { *os << c.name; }  // ctest lists the case by it
 
 class ShareHostCpusTable : public ::testing::TestWithParam<ShareCase> {};
 

@@ -173,18 +173,17 @@ TEST_F(KernelThreadsTest, KernelsGiveTheSameBitsWithOneThreadOrSeveral) {
     be.AdamW(p.data(), dy.data(), m.data(), v.data(), n, ap);
     return std::vector<Vec>{p, m, v};
   });
-  for (const bool saved : {true, false}) {
-    const AttentionShape s{3, 150, 4, 2, 16};  // grouped queries; 150 rows: a partial block
-    const size_t qn = static_cast<size_t>(s.seq * s.batch * s.heads * s.head_dim);
-    const size_t kvn = static_cast<size_t>(s.seq * s.batch * s.kv_heads * s.head_dim);
+  for (const bool kept : {true, false}) {
+    const AttentionShape s{.batch = 3, .seq = 150, .heads = 4, .kv_heads = 2, .head_dim = 16};  // a partial block
+    const size_t qn = static_cast<size_t>(s.q_elements()), kvn = static_cast<size_t>(s.kv_elements());
     const Vec q = Random(qn, 9), k = Random(kvn, 10), v = Random(kvn, 11), dout = Random(qn, 12);
-    ExpectSameWithThreads(saved ? "attention, saved probabilities" : "attention, recomputed", [&] {
-      Vec out(qn), probs(static_cast<size_t>(s.probs_floats())), dq(qn), dk(kvn), dv(kvn);
-      be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(),
-                          saved ? probs.data() : nullptr);
-      be.AttentionBackward(s, q.data(), k.data(), v.data(), saved ? probs.data() : nullptr,
-                           dout.data(), dq.data(), dk.data(), dv.data());
-      return std::vector<Vec>{out, probs, dq, dk, dv};
+    ExpectSameWithThreads(kept ? "attention" : "attention, statistics not kept", [&] {
+      Vec out(qn), lse(static_cast<size_t>(s.stats_floats())), dq(qn), dk(kvn), dv(kvn);
+      be.AttentionForward(s, q.data(), k.data(), v.data(), out.data(), kept ? lse.data() : nullptr);
+      if (!kept) return std::vector<Vec>{out};
+      be.AttentionBackward(s, {.q = q.data(), .k = k.data(), .v = v.data(), .out = out.data(), .lse = lse.data(),
+                               .dout = dout.data(), .dq = dq.data(), .dk = dk.data(), .dv = dv.data()});
+      return std::vector<Vec>{out, lse, dq, dk, dv};
     });
   }
 }

@@ -4,6 +4,7 @@
 // naming both.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "executor/cpu/cpu_backend.h"
@@ -44,6 +45,28 @@ TEST(MixedPrecision, Bf16FollowsFp32After50StepsOnGptTiny) {
 
 TEST(MixedPrecision, Bf16FollowsFp32After50StepsOn6x256) {
   ExpectBf16FollowsFp32(testing::WidePlan("micro_batch=4", 8), 50);
+}
+
+// FP8 (the linear layers' GEMMs in E4M3/E5M2 with delayed scaling, the rest bf16) against bf16 on
+// gpt-tiny over 50 steps, by the bar issue 38 sets: the final loss within 2% of bf16's, which is
+// the bar bf16 meets against fp32 here; and, as for bf16, at least 90% of bf16's progress.
+TEST(MixedPrecision, Fp8FollowsBf16After50StepsOnGptTiny) {
+  auto world = LocalCommunicator();
+  Plan plan = testing::TinyPlan("micro_batch=4", 8);
+  plan.training.precision = Precision::kBf16;
+  auto bf16 = testing::Train(plan, *world, 50);
+  plan.training.precision = Precision::kFp8;
+  auto fp8 = testing::Train(plan, *world, 50);
+  ASSERT_TRUE(bf16) << bf16.error().message;
+  ASSERT_TRUE(fp8) << fp8.error().message;
+  const double a = bf16->losses.back(), b = fp8->losses.back(), first = bf16->losses.front();
+  const double progress = (first - b) / (first - a);
+  std::printf("gpt-tiny after 50 steps: bf16 loss %.5f, fp8 loss %.5f (%+.3f%%), fp8 made %.1f%% of bf16's progress\n",
+              a, b, 100.0 * (b - a) / a, 100.0 * progress);
+  EXPECT_LT(a, first - 0.05) << "bf16 does not learn; the comparison would be weak";
+  EXPECT_LT(std::abs(b - a) / a, 0.02);
+  EXPECT_GT(progress, 0.9);
+  EXPECT_NE(fp8->losses, bf16->losses);  // it really ran the FP8 GEMMs
 }
 
 class Fp32OnlyBackend final : public CpuBackend {

@@ -35,6 +35,7 @@ TEST(ProcessGroups, MegatronRankOrder) {
   std::set<int64_t> seen;
   for (int64_t r = 0; r < l.world_size(); ++r) {
     const RankCoords c = CoordsOf(l, r);
+    EXPECT_EQ(c.cp_idx, 0);
     EXPECT_EQ(r, c.tp_idx + l.tp * (c.dp_idx + l.dp * c.pp_idx));
     EXPECT_EQ(RankOf(l, c), r);
     seen.insert(r);
@@ -45,6 +46,49 @@ TEST(ProcessGroups, MegatronRankOrder) {
   EXPECT_EQ(PpGroupRanks(l, 5), (std::vector<int>{1, 5, 9}));
   EXPECT_EQ(EmbeddingGroupRanks(l, 9), (std::vector<int>{1, 9}));
   EXPECT_EQ(EmbeddingGroupRanks(l, 5), (std::vector<int>{5}));
+  // Without context parallelism the dp x cp group is the dp group.
+  for (int64_t r = 0; r < l.world_size(); ++r) EXPECT_EQ(DpCpGroupRanks(l, r), DpGroupRanks(l, r));
+}
+
+TEST(ProcessGroups, WithoutContextParallelNoCpCommunicatorIsCreated) {
+  auto world = LocalCommunicator();
+  Layout l;
+  auto g = CreateProcessGroups(l, *world, false);
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_EQ(g->cp, nullptr);
+  EXPECT_EQ(g->dp_cp, nullptr);
+  EXPECT_EQ(&g->DpCp(), g->dp.get());
+}
+
+// Megatron-Core's order with cp (parallel_state.initialize_model_parallel, order "tp-cp-ep-dp-pp"):
+// tp fastest, then cp, dp, pp; dp x cp groups join the cp and dp ranks of one (tp, pp) place.
+TEST(ProcessGroups, ContextParallelRanksFollowTensorParallelInTheOrder) {
+  Layout l;
+  l.tp = 2;
+  l.cp = 2;
+  l.dp = 2;
+  l.pp = 2;
+  for (int64_t r = 0; r < l.world_size(); ++r) {
+    const RankCoords c = CoordsOf(l, r);
+    EXPECT_EQ(r, c.tp_idx + 2 * (c.cp_idx + 2 * (c.dp_idx + 2 * c.pp_idx)));
+    EXPECT_EQ(RankOf(l, c), r);
+  }
+  EXPECT_EQ(TpGroupRanks(l, 13), (std::vector<int>{12, 13}));
+  EXPECT_EQ(CpGroupRanks(l, 13), (std::vector<int>{13, 15}));
+  EXPECT_EQ(DpGroupRanks(l, 13), (std::vector<int>{9, 13}));
+  EXPECT_EQ(DpCpGroupRanks(l, 13), (std::vector<int>{9, 11, 13, 15}));
+  EXPECT_EQ(PpGroupRanks(l, 13), (std::vector<int>{5, 13}));
+  EXPECT_EQ(EmbeddingGroupRanks(l, 13), (std::vector<int>{5, 13}));
+  // Every rank lies in exactly one group of each kind, at the index IndexInGroup gives.
+  for (RankGroup g : {RankGroup::kTp, RankGroup::kCp, RankGroup::kDp, RankGroup::kDpCp, RankGroup::kPp}) {
+    std::set<int> covered;
+    for (int64_t r = 0; r < l.world_size(); ++r) {
+      const std::vector<int> members = GroupRanks(l, r, g);
+      EXPECT_EQ(members[static_cast<size_t>(IndexInGroup(l, CoordsOf(l, r), g))], r);
+      covered.insert(members.begin(), members.end());
+    }
+    EXPECT_EQ(covered.size(), 16u);
+  }
 }
 
 TEST(ShardedModel, StageLayersCoverEveryLayerOnce) {

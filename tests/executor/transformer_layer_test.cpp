@@ -37,8 +37,8 @@ Tensor Filled(RuntimeContext& ctx, int64_t n, float scale) {
   return std::move(t).value();
 }
 
-// Selective recompute rebuilds the attention probabilities in backward, full recompute reruns the
-// whole forward pass; both in phase recompute. Memory refused there for the probabilities fails the
+// Selective recompute rebuilds the attention statistics in backward, full recompute reruns the
+// whole forward pass; both in phase recompute. Memory refused there for the statistics fails the
 // backward pass, and the recorder is back in the backward phase it was in.
 TEST(TransformerLayer, AnErrorInsideRecomputeLeavesTheRecorderInItsFormerPhase) {
   for (Recompute mode : {Recompute::kSelective, Recompute::kFull}) {
@@ -68,7 +68,7 @@ TEST(TransformerLayer, AnErrorInsideRecomputeLeavesTheRecorderInItsFormerPhase) 
     rec.set_where(backward);
     const AttentionShape shape{.batch = ctx.batch, .seq = ctx.seq, .heads = ctx.model.heads,
                                .kv_heads = ctx.model.kv_heads, .head_dim = ctx.model.head_dim()};
-    be.refuse_bytes = (shape.probs_floats() * 4 + 511) / 512 * 512;  // the allocator's block for them
+    be.refuse_bytes = (shape.stats_floats() * 4 + 511) / 512 * 512;  // the allocator's block for them
     Phase refused_in = Phase::kOptim;
     be.on_refuse = [&] { refused_in = rec.where().phase; };
     auto dx = layer.Backward(ctx, cache, Filled(ctx, n, 0.01f));

@@ -14,6 +14,7 @@
 #include "gui_test_data.h"
 #include "traces/chrome_reader.h"
 #include "traces/stats.h"
+#include "traces/tracer.h"
 
 using namespace parallax;
 using namespace parallax::gui;
@@ -403,6 +404,32 @@ class TstGuiCore : public QObject {
     QCOMPARE(ErrorColor(7.0), ErrorColor(100.0));                  // saturated at 8x
     QCOMPARE(ErrorColor(-0.875), ErrorColor(-0.99));               // 1/8 and below
     QVERIFY((ErrorColor(1.0) & 0xff) < (ErrorColor(0.1) & 0xff));  // 2x is redder than 1.1x
+  }
+
+  // refine --attributed-trace: a framework's kernels carry no identity; compare shows those of the
+  // selected step beside its ops and leaves the other steps' out.
+  void compareShowsAFrameworksKernelsOfTheSelectedStep() {
+    traces::Tracer pt("predicted");
+    OpIdentity id;
+    id.op = OpKind::kQkv;
+    pt.Record(pt.Track(0, traces::Stream::kCompute), pt.OpName(OpKind::kQkv), 0, 100, id);
+    traces::Tracer mt("measured");
+    const traces::TrackId kernels = mt.CustomTrack(0, 100, "framework kernels 7", 0, traces::Stream::kOther);
+    for (int64_t step : {0, 1}) {
+      id.step = step;
+      mt.Record(mt.Track(0, traces::Stream::kCompute), mt.OpName(OpKind::kQkv), 1000 * step, 90, id);
+      mt.Record(kernels, mt.Intern(step == 0 ? "gemm of step 0" : "gemm of step 1"), 1000 * step + 10, 50);
+    }
+    CompareState cs(pt.Take(), mt.Take());
+    QCOMPARE(cs.selected_step(), int64_t{1});
+    int shown0 = 0, shown1 = 0;
+    for (uint32_t i = 0; i < cs.display().slices().size(); ++i) {
+      const std::string_view n = cs.display().Str(cs.display().slice(i).name);
+      shown0 += n == "gemm of step 0" ? 1 : 0;
+      shown1 += n == "gemm of step 1" ? 1 : 0;
+    }
+    QCOMPARE(shown0, 0);
+    QCOMPARE(shown1, 1);
   }
 
   void compareHighlightsWorstOp() {

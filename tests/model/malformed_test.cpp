@@ -88,8 +88,8 @@ std::vector<std::pair<Case, std::string>> Cases() {
       Cluster("", R"("intra_node":{"bandwidth_GBps":300,"latency_us":3,"bw":1},"inter_node":{"bandwidth_GBps":200,"latency_us":5})"),
       "m.json: /intra_node/bw: unknown key");
   add("cluster_unknown_device_preset", Kind::kCluster,
-      R"({"kind":"cluster","version":1,"name":"c","nodes":1,"gpus_per_node":8,"device":"b300",)" + std::string(kLinks) + "}",
-      "m.json: /device: unknown device preset \"b300\"");
+      R"({"kind":"cluster","version":1,"name":"c","nodes":1,"gpus_per_node":8,"device":"x900",)" + std::string(kLinks) + "}",
+      "m.json: /device: unknown device preset \"x900\"");
   add("cluster_device_zero_memory", Kind::kCluster,
       R"({"kind":"cluster","version":1,"name":"c","nodes":1,"gpus_per_node":8,"device":{"name":"x","peak_tflops":{"bf16":100},"memory_GiB":0,"hbm_GBps":1000},)" +
           std::string(kLinks) + "}",

@@ -49,7 +49,7 @@ TEST(ParamGroups, OneStageListsEmbeddingLayersThenHead) {
   EXPECT_FALSE(g[0].tied_pair);
   for (const ParamGroupDef& d : g) {
     EXPECT_TRUE(d.counts_in_norm) << d.name;
-    EXPECT_EQ(d.reduced_over, ReductionGroup::kDp) << d.name;
+    EXPECT_EQ(d.reduced_over, ReductionGroup::kDpCp) << d.name;
     EXPECT_EQ(d.layer >= 0, d.kind == ParamGroupKind::kLayer) << d.name;
   }
   EXPECT_EQ(g[2].layer, 0);

@@ -37,7 +37,9 @@ TEST(Layout, NamesTheBrokenRule) {
   EXPECT_EQ(Check("dp=1,tp=16,pp=1,global_batch=64"), "plan: tp=16 does not divide kv_heads=8");
   EXPECT_EQ(Check("dp=2,tp=1,pp=8,global_batch=64", "gpt-tiny"), "plan: pp=8 exceeds layers=4");
   EXPECT_EQ(Check("dp=1,tp=4,pp=4,global_batch=64,schedule=interleaved,virtual_stages=3"),
-            "plan: virtual_stages=3 does not divide the layers per stage (32 layers over pp=4)");
+            "plan: virtual_stages=3 does not divide the layers per stage (32 layers over pp=4), nor does "
+            "pp*virtual_stages=12 divide 34 (the layers with the embedding and the loss counted as one each, "
+            "Megatron-Core's account_for_embedding/loss_in_pipeline_split)");
   EXPECT_EQ(Check("dp=2,tp=8,pp=1,micro_batch=3,global_batch=64"),
             "plan: global_batch=64 is not divisible by dp*micro_batch=6");
   EXPECT_EQ(Check("dp=2,tp=8,pp=1"), "plan: global_batch must be > 0 (give it in the plan or with --global-batch)");

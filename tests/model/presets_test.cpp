@@ -45,11 +45,16 @@ TEST(Presets, MegatronTableSizesMatchTheirPublishedParameterCounts) {
 
 TEST(Presets, EveryIssueNamedPresetExists) {
   for (const char* m : {"gpt-tiny", "gpt-1.3b", "gpt3-175b", "llama-7b", "llama-13b", "llama-33b", "llama-65b",
-                        "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b"}) {
+                        "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b", "llama3.1-405b"}) {
     EXPECT_TRUE(ModelPreset(m)) << m;
   }
-  for (const char* d : {"a100-sxm-40g", "a100-sxm-80g", "h100-sxm-80g", "h200-sxm-141g", "cpu"}) EXPECT_TRUE(DevicePreset(d)) << d;
-  for (const char* c : {"dgx-a100", "dgx-h100", "dgx-h200", "local-cpu"}) EXPECT_TRUE(ClusterPreset(c)) << c;
+  for (const char* d : {"a100-sxm-40g", "a100-sxm-80g", "h100-sxm-80g", "h200-sxm-141g", "cpu", "b200", "gb200", "b300",
+                        "gb300"}) {
+    EXPECT_TRUE(DevicePreset(d)) << d;
+  }
+  for (const char* c : {"dgx-a100", "dgx-h100", "dgx-h200", "local-cpu", "dgx-b200", "gb200-nvl72", "gb300-nvl72"}) {
+    EXPECT_TRUE(ClusterPreset(c)) << c;
+  }
   const auto tiny = *ModelPreset("gpt-tiny");
   EXPECT_EQ(tiny.layers, 4);
   EXPECT_EQ(tiny.hidden, 64);
@@ -71,12 +76,53 @@ TEST(Presets, DatasheetFigures) {
   EXPECT_DOUBLE_EQ(h100.inter_node.bandwidth_GBps, 400);  // 8 x 400 Gb/s
 }
 
+TEST(Presets, BlackwellDevicesCarryTheirDatasheetFiguresDense) {
+  // NVIDIA's tables give sparse rates; the presets hold half of them (model/presets.cpp).
+  struct Row {
+    const char* name;
+    double bf16, fp8, fp4, memory_GB, hbm_GBps;
+    int64_t sms;
+  };
+  for (const Row& r : {Row{"b200", 2250, 4500, 9000, 180, 7700, 148}, Row{"gb200", 2500, 5000, 10000, 186, 8000, 148},
+                       Row{"b300", 2250, 4500, 13500, 288, 7700, 160}, Row{"gb300", 2500, 5000, 15000, 288, 8000, 160}}) {
+    const auto d = DevicePreset(r.name);
+    ASSERT_TRUE(d) << r.name;
+    EXPECT_DOUBLE_EQ(d->peak_tflops.bf16, r.bf16) << r.name;
+    EXPECT_DOUBLE_EQ(d->peak_tflops.fp16, r.bf16) << r.name;
+    EXPECT_DOUBLE_EQ(d->peak_tflops.fp8, r.fp8) << r.name;
+    EXPECT_DOUBLE_EQ(d->peak_tflops.fp4, r.fp4) << r.name;
+    EXPECT_NEAR(d->memory_GiB * 1024.0 * 1024.0 * 1024.0 / 1e9, r.memory_GB, 1e-9) << r.name;
+    EXPECT_DOUBLE_EQ(d->hbm_GBps, r.hbm_GBps) << r.name;
+    EXPECT_EQ(d->arch.sm_count, r.sms) << r.name;
+    EXPECT_TRUE(d->is_gpu());
+    EXPECT_FALSE(d->arch.gemm_tiles.empty());
+  }
+}
+
+TEST(Presets, BlackwellClustersDescribeTheirNvlinkDomains) {
+  const auto dgx = *ClusterPreset("dgx-b200");
+  EXPECT_EQ(dgx.gpus_per_node, 8);
+  EXPECT_EQ(dgx.domain_size(), 8);  // the node is the domain
+  EXPECT_DOUBLE_EQ(dgx.intra_node.bandwidth_GBps, 900);  // NVLink 5: 1.8 TB/s both directions
+  EXPECT_DOUBLE_EQ(dgx.inter_node.bandwidth_GBps, 400);  // 8 x ConnectX-7 400 Gb/s
+  for (const char* name : {"gb200-nvl72", "gb300-nvl72"}) {
+    const auto rack = *ClusterPreset(name);
+    EXPECT_EQ(rack.gpus_per_node, 4) << name;  // a compute tray
+    EXPECT_EQ(rack.nodes, 18) << name;         // one rack
+    EXPECT_EQ(rack.domain_size(), 72) << name;
+    EXPECT_EQ(rack.total_gpus(), 72) << name;
+    EXPECT_DOUBLE_EQ(rack.intra_node.bandwidth_GBps, 900) << name;
+  }
+  EXPECT_DOUBLE_EQ(ClusterPreset("gb200-nvl72")->inter_node.bandwidth_GBps, 200);  // 4 x ConnectX-7
+  EXPECT_DOUBLE_EQ(ClusterPreset("gb300-nvl72")->inter_node.bandwidth_GBps, 400);  // 4 x ConnectX-8
+}
+
 TEST(Presets, UnknownNamesListTheKnownOnes) {
   auto m = ResolveModel("gpt-5");
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("unknown model \"gpt-5\""), std::string::npos);
   EXPECT_NE(m.error().message.find("llama3-8b"), std::string::npos);
-  auto c = ResolveCluster("dgx-b200");
+  auto c = ResolveCluster("dgx-x900");
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("dgx-h100"), std::string::npos);
 }

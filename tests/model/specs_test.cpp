@@ -64,6 +64,30 @@ TEST(Specs, ClusterDeviceByPresetName) {
   EXPECT_DOUBLE_EQ(c->device.peak_tflops.For(DType::kFp8), 1978.9);
 }
 
+TEST(Specs, ClusterNvlinkDomainDefaultsToTheNodeAndRoundTrips) {
+  const char* base = R"({"kind":"cluster","version":1,"name":"x","nodes":36,"gpus_per_node":4,
+      "device":"gb200","intra_node":{"bandwidth_GBps":900,"latency_us":3},
+      "inter_node":{"bandwidth_GBps":200,"latency_us":5})";
+  auto plain = ClusterFromJson(Json::parse(std::string(base) + "}"), "x.json");
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(plain->domain_size(), 4);
+  EXPECT_FALSE(ClusterToJson(*plain).contains("nvlink_domain"));  // files of node-sized domains unchanged
+  auto segment = ClusterFromJson(Json::parse(std::string(base) + R"(,"nvlink_domain":64})"), "x.json");
+  ASSERT_TRUE(segment) << segment.error().message;
+  EXPECT_EQ(segment->domain_size(), 64);
+  EXPECT_EQ(segment->DomainOf(63), 0);
+  EXPECT_EQ(segment->DomainOf(64), 1);
+  EXPECT_EQ(segment->DomainOf(143), 2);  // 144 GPUs: domains of 64, 64 and a partial 16
+  EXPECT_EQ(ClusterToJson(*segment)["nvlink_domain"], 64);
+  auto back = ClusterFromJson(ClusterToJson(*segment), "x.json");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->domain_size(), 64);
+  auto bad = ClusterFromJson(Json::parse(std::string(base) + R"(,"nvlink_domain":0})"), "x.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("x.json"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("/nvlink_domain"), std::string::npos) << bad.error().message;
+}
+
 TEST(Specs, PlanRoundTripsThroughAFile) {
   Plan p;
   p.model = *ModelPreset("gpt-tiny");

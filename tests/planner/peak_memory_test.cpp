@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "model/presets.h"
+#include "model/stage_split.h"
 #include "planner/memory/memory_model.h"
 #include "planner/memory/peak_memory.h"
 
@@ -67,6 +68,32 @@ TEST(PeakMemory, FastPeakEqualsThePeakOverEveryRankForEvenAndUnevenSplits) {
   EXPECT_GT(interleaved, 0);
   EXPECT_GT(inner_peak, 0) << "no plan whose peak is on a rank other than the first and the last";
   EXPECT_GT(plans, uneven + interleaved);
+}
+
+// Megatron-Core's embedding-and-loss split (model/stage_split.h): the first and last stages hold a
+// layer fewer, so the rank after the first is the inner peak; with and without context parallelism.
+TEST(PeakMemory, FastPeakEqualsThePeakOverEveryRankForTheEmbeddingAndLossSplit) {
+  int64_t plans = 0;
+  for (int64_t layers : {30, 62, 126}) {
+    for (auto [pp, v] : {std::pair<int64_t, int64_t>{4, 8}, {8, 1}, {4, 1}, {8, 8}, {16, 2}}) {
+      for (int64_t cp : {1, 2}) {
+        Layout l;
+        l.dp = 1;
+        l.cp = cp;
+        l.pp = pp;
+        l.zero_stage = 1;
+        l.schedule = v > 1 ? ScheduleKind::kInterleaved : ScheduleKind::kOneFOneB;
+        l.virtual_stages = v;
+        l.global_batch = 4 * pp;
+        const Plan plan = MakePlan("gpt-1.3b", layers, l);
+        if (!ValidateLayout(plan.layout, plan.model, plan.cluster)) continue;
+        if (StageSplitOf(layers, pp * v) != StageSplit::kEmbeddingAndLossAsLayers) continue;
+        ++plans;
+        EXPECT_EQ(FastPeakMemory(plan), PeakMemoryBytes(plan)) << layers << " layers, pp " << pp << " v " << v;
+      }
+    }
+  }
+  EXPECT_GE(plans, 8);
 }
 
 }  // namespace

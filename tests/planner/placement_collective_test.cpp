@@ -25,7 +25,100 @@ TEST(Placement, MegatronOrderGroupsAndNodeSpans) {
   PlacedGroup dp4 = PlaceGroup(L(4, 2, 2), c, GroupKind::kDp);
   EXPECT_EQ(dp4.ranks_per_node, 4);
   EXPECT_FALSE(dp4.spans_nodes());
-  EXPECT_EQ(GlobalRank(L(4, 2, 2), 1, 3, 1), 1 + 2 * (3 + 4 * 1));
+  EXPECT_EQ(GlobalRank(L(4, 2, 2), 1, 0, 3, 1), 1 + 2 * (3 + 4 * 1));
+}
+
+TEST(Placement, ContextParallelSitsBetweenTensorAndDataParallelInTheRankOrder) {
+  const ClusterSpec c = *ResolveCluster("dgx-h100", 4);  // 32 GPUs, 8 per node
+  const Layout l = L(2, 4, 2, 2);                         // tp 4, cp 2, dp 2, pp 2
+  EXPECT_EQ(GlobalRank(l, 3, 1, 1, 1), 3 + 4 * (1 + 2 * (1 + 2 * 1)));
+  // A cp group is tp ranks apart: {0, 4} inside one node.
+  const PlacedGroup cp = PlaceGroup(l, c, GroupKind::kCp);
+  EXPECT_EQ(cp.size, 2);
+  EXPECT_FALSE(cp.spans_nodes());
+  // dp alone strides tp*cp = 8 ranks: one per node; dp x cp is 4 ranks, 4 apart, over two nodes.
+  const PlacedGroup dp = PlaceGroup(l, c, GroupKind::kDp);
+  EXPECT_EQ(dp.ranks_per_node, 1);
+  EXPECT_EQ(dp.nodes, 2);
+  const PlacedGroup dense = PlaceReduction(l, c, ReductionGroup::kDpCp);
+  EXPECT_EQ(dense.size, 4);
+  EXPECT_EQ(dense.ranks_per_node, 2);
+  EXPECT_EQ(dense.nodes, 2);
+  // A pipeline hop joins ranks tp*cp*dp = 16 apart: across nodes.
+  EXPECT_TRUE(PlacePipelineHop(l, c, 0, 1).spans_nodes());
+}
+
+TEST(Placement, WithoutContextParallelTheDenseReductionGroupIsTheDataParallelGroup) {
+  const ClusterSpec c = *ResolveCluster("dgx-a100", 4);
+  for (const Layout& l : {L(4, 2, 4), L(2, 8, 2), L(32, 1, 1)}) {
+    const PlacedGroup dp = PlaceGroup(l, c, GroupKind::kDp);
+    const PlacedGroup dense = PlaceReduction(l, c, ReductionGroup::kDpCp);
+    EXPECT_EQ(dense.size, dp.size);
+    EXPECT_EQ(dense.ranks_per_node, dp.ranks_per_node);
+    EXPECT_EQ(dense.nodes, dp.nodes);
+  }
+}
+
+TEST(Placement, NvlinkDomainNotTheNodeDecidesWhetherAGroupCrossesNics) {
+  const ClusterSpec rack = *ResolveCluster("gb200-nvl72", 72);  // 288 GPUs: 4 racks of 18 four-GPU trays
+  // tp=8 spans two trays but one NVLink domain: all NVLink.
+  EXPECT_FALSE(PlaceGroup(L(36, 8, 1), rack, GroupKind::kTp).spans_nodes());
+  // dp=9 groups of stride 8 fill one 72-GPU domain; dp=36 spans all four racks, 9 ranks in each.
+  EXPECT_FALSE(PlaceGroup(L(9, 8, 4), rack, GroupKind::kDp).spans_nodes());
+  const PlacedGroup dp = PlaceGroup(L(36, 8, 1), rack, GroupKind::kDp);
+  EXPECT_EQ(dp.nodes, 4);
+  EXPECT_EQ(dp.ranks_per_node, 9);
+  EXPECT_EQ(dp.gpus_per_node, 4);  // the NIC share is still per tray
+  // A pipeline hop between stages of 72 ranks leaves the rack; one between stages of 36 may not.
+  EXPECT_TRUE(PlacePipelineHop(L(9, 8, 4), rack, 0, 1).spans_nodes());
+  EXPECT_FALSE(PlacePipelineHop(L(9, 4, 8), rack, 0, 1).spans_nodes());
+  // The same layout on node-sized domains (the tray as its own fabric) crosses NICs.
+  ClusterSpec trays = rack;
+  trays.nvlink_domain = 0;
+  EXPECT_TRUE(PlaceGroup(L(36, 8, 1), trays, GroupKind::kTp).spans_nodes());
+}
+
+TEST(Placement, APartialLastDomainPlacesItsGroupsByTheirRanks) {
+  ClusterSpec c = *ResolveCluster("gb200-nvl72", 24);  // 96 GPUs: domains of 72 and a partial 24
+  EXPECT_EQ(c.DomainOf(95), 1);
+  // dp=12 groups of stride 8: ranks 0..88 put 9 in the first domain and 3 in the partial one.
+  const PlacedGroup dp = PlaceGroup(L(12, 8, 1), c, GroupKind::kDp);
+  EXPECT_EQ(dp.nodes, 2);
+  EXPECT_EQ(dp.ranks_per_node, 3);
+  // Eight ranks from 72 on: inside the partial domain.
+  EXPECT_FALSE(PlaceRanks(c, 72, 8, 1).spans_nodes());
+  EXPECT_TRUE(PlaceRanks(c, 68, 8, 1).spans_nodes());
+}
+
+TEST(Placement, NodeSizedDomainsPlaceAsBefore) {
+  // With nvlink_domain unset the domain is the node: every H100 / A100 placement is unchanged.
+  const ClusterSpec c = *ResolveCluster("dgx-h100", 4);
+  ClusterSpec explicit_domain = c;
+  explicit_domain.nvlink_domain = 8;
+  for (const Layout& l : {L(4, 8, 1), L(8, 4, 1), L(2, 2, 8), L(16, 2, 1)}) {
+    for (GroupKind k : {GroupKind::kTp, GroupKind::kDp, GroupKind::kPp}) {
+      const PlacedGroup a = PlaceGroup(l, c, k), b = PlaceGroup(l, explicit_domain, k);
+      EXPECT_EQ(a.nodes, b.nodes);
+      EXPECT_EQ(a.ranks_per_node, b.ranks_per_node);
+    }
+  }
+  EXPECT_EQ(PlaceGroup(L(4, 8, 1), c, GroupKind::kDp).nodes, 4);
+}
+
+TEST(Collective, AGroupInsideAnNvl72RackRunsAtNvlinkSpeed) {
+  const ClusterSpec rack = *ResolveCluster("gb200-nvl72", 36);  // two racks
+  const CollectiveModel model(rack);
+  ClusterSpec trays = rack;
+  trays.nvlink_domain = 0;
+  const CollectiveModel tray_model(trays);
+  // A 64-rank all-to-all (an expert-parallel group) inside one rack vs the same over the trays' NICs.
+  const PlacedGroup in_rack = PlaceRanks(rack, 0, 64, 1);
+  const PlacedGroup over_nics = PlaceRanks(trays, 0, 64, 1);
+  EXPECT_FALSE(in_rack.spans_nodes());
+  EXPECT_TRUE(over_nics.spans_nodes());
+  const double bytes = 256e6;
+  EXPECT_LT(model.Time(CollectiveKind::kAllToAll, bytes, in_rack) * 3,
+            tray_model.Time(CollectiveKind::kAllToAll, bytes, over_nics));
 }
 
 TEST(Collective, NcclTestsBusFactors) {

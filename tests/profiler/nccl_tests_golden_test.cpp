@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <string>
 
 #include "planner/cost/collective.h"
@@ -29,6 +30,7 @@ struct Golden {
   double last_oop_time_us, last_ip_time_us;
   double last_busbw_oop, last_busbw_ip;  // awk: size / time_us / 1e3 x factor(n)
 };
+void PrintTo(const Golden& g, std::ostream* os) { *os << g.file; }  // ctest lists the case by it
 
 class NcclTestsGolden : public ::testing::TestWithParam<Golden> {};
 

@@ -248,30 +248,52 @@ TEST(RefineRunFactors, OpTimesBelowTheirMediansAreChargedTheirMean) {
 }
 
 // A run in which a quarter of every op group's instances took 5x their time (another process on
-// the machine) averages about 2x its medians: refine charges that and warns that the run was
-// disturbed, in JSON and in its text.
-TEST(RefineRunFactors, ADisturbedRunIsSaidToBe) {
+// the machine) averages about 2x its medians: refine says the run was disturbed, in JSON and in
+// its text, and refuses what the disturbance inflated (the op-time charge, the contention sample):
+// the database it writes predicts what the same run refined undisturbed predicts, since the per-op
+// medians are the same. Charged, the disturbance would have doubled every compute op.
+TEST(RefineRunFactors, ADisturbedRunIsSaidToBeAndMovesNeitherTheOpChargeNorTheContention) {
   const test::Scratch scratch("disturbed");
   const fs::path& dir = scratch.dir;
   const std::string plan = "tp=2,micro_batch=2,global_batch=8";
   const std::string db = TwiceTheRooflineDb(dir);
+  auto refine_args = [&](const std::string& measured, const std::string& out) {
+    return "refine --model gpt-tiny --precision bf16 --cluster " + scratch.cluster + " --plan " + plan +
+           " --trace " + measured + " --costdb " + db + " -o " + (dir / out).string();
+  };
+  const std::string quiet = MeasuredFromPrediction(dir, scratch.cluster, plan, db, [](const Json&) { return 1.0; });
+  ASSERT_FALSE(quiet.empty());
+  auto q = test::RunParallax(refine_args(quiet, "refined_quiet.json"));
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+
   const std::string measured = MeasuredFromPrediction(dir, scratch.cluster, plan, db, [](const Json& e) {
     const Json& a = e["args"];
     const int64_t slot = a["layer"].get<int64_t>() + 2 * a["mb"].get<int64_t>() + a["rank"].get<int64_t>();
     return (slot % 4 + 4) % 4 == 3 ? 5.0 : 1.0;
   });
   ASSERT_FALSE(measured.empty());
-  const std::string args = "refine --model gpt-tiny --precision bf16 --cluster " + scratch.cluster +
-                           " --plan " + plan + " --trace " + measured + " --costdb " + db + " -o " +
-                           (dir / "refined.json").string();
+  const std::string args = refine_args(measured, "refined.json");
   auto j = test::RunParallax(args + " --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
   const Json out = Json::parse(j.out);
   EXPECT_GT(out["run_op_times"]["mean_over_median"].get<double>(), 1.5);
   EXPECT_TRUE(out["run_op_times"]["disturbed"].get<bool>());
+  EXPECT_FALSE(out["run_op_times"]["applied"].get<bool>());
+  EXPECT_EQ(out["disturbed"]["refused"], Json({"contention", "run_op_times"}));
   auto text = test::RunParallax(args);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("warning: the run was disturbed"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("Refused: its contention sample"), std::string::npos) << text.out;
+
+  const Json input_db = Json::parse(std::ifstream(db));
+  const Json refined_db = Json::parse(std::ifstream(dir / "refined.json"));
+  EXPECT_EQ(refined_db.contains("run_op_times"), input_db.contains("run_op_times"));
+  EXPECT_EQ(refined_db.value("contention_factor", 1.0), input_db.value("contention_factor", 1.0));
+  const std::string sim = "--cluster " + scratch.cluster + " --plan " + plan + " --costdb ";
+  const double quiet_s = ComputeSeconds(sim + (dir / "refined_quiet.json").string());
+  const double disturbed_s = ComputeSeconds(sim + (dir / "refined.json").string());
+  ASSERT_GT(quiet_s, 0);
+  EXPECT_NEAR(disturbed_s / quiet_s, 1.0, 0.02);
 }
 
 // The executor's host time between two ops (the device idles meanwhile) is measured from the

@@ -50,6 +50,34 @@ Trace MakeTrace(const char* kind, double scale_qkv, double scale_fc1, bool rever
   return tr.Take();
 }
 
+// The measured step time (model/step_time.h): the median over the compared steps of the slowest
+// rank's span. Two ranks whose clocks start 30 us apart (two hosts, or two processes' own time
+// origins) do not stretch a step, and one step another process slowed 5x does not move it.
+TEST(Diff, TheStepTimeIsTheMedianOfTheSlowestRanksSpans) {
+  auto trace = [](const char* kind, int64_t steps, int64_t slow_step, int64_t rank1_offset) {
+    Tracer tr(kind);
+    for (int64_t rank = 0; rank < 2; ++rank) {
+      const TrackId c = tr.Track(rank, Stream::kCompute);
+      for (int64_t step = 0; step < steps; ++step) {
+        int64_t t = step * 100000 + (rank == 1 ? rank1_offset : 0);
+        const int64_t dur = (step == slow_step ? 5 : 1) * (rank == 1 ? 300 : 200);
+        for (int64_t layer = 0; layer < 2; ++layer) {
+          tr.Record(c, tr.OpName(OpKind::kFc1), t, dur, Id(step, rank, 0, layer, OpKind::kFc1, Phase::kFwd));
+          t += dur;
+        }
+      }
+    }
+    return tr.Take();
+  };
+  const Trace p = trace("predicted", 1, -1, 0);
+  const Trace m = trace("measured", 5, 2, 30000);
+  const TraceDiff d = DiffTraces(p, m);
+  EXPECT_EQ(d.measured_steps, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(d.measured_step_ns, 600);  // rank 1's 2 x 300 ns; step 2's 3000 ns is the outlier
+  EXPECT_EQ(d.predicted_step_ns, 600);
+  EXPECT_DOUBLE_EQ(d.step_time_error, 0.0);
+}
+
 TEST(Diff, AlignsByIdentityRegardlessOfRecordingOrder) {
   const Trace p = MakeTrace("predicted", 1.0, 1.0, false, false);
   const Trace m = MakeTrace("measured", 1.1, 0.9, true, true);

@@ -1,0 +1,317 @@
+#include "planner/estimate/sync_modes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <random>
+
+#include "model/counting.h"
+#include "planner/cost/collective.h"
+#include "planner/cost/placement.h"
+#include "planner/estimate/prediction.h"
+
+namespace parallax::planner {
+namespace {
+
+constexpr uint64_t kSeed = 41;
+//! Iterations simulated per worker: enough for stable means, bounded for large W.
+int64_t SimulatedIterations(int64_t workers) { return std::clamp<int64_t>(200000 / std::max<int64_t>(workers, 1), 20, 400); }
+
+//! Seeded per-iteration lognormal jitter (median 1).
+class Jitter {
+ public:
+  explicit Jitter(double sigma) : sigma_(sigma), rng_(kSeed) {}
+  double operator()() { return sigma_ > 0 ? std::exp(sigma_ * normal_(rng_)) : 1.0; }
+
+ private:
+  double sigma_;
+  std::mt19937_64 rng_;
+  std::normal_distribution<double> normal_;
+};
+
+//! Each data-parallel replica's fixed slowdown: its slowest rank's.
+std::vector<double> ReplicaFactors(const Plan& plan) {
+  const Layout& l = plan.layout;
+  std::vector<double> f(static_cast<size_t>(l.dp), 1.0);
+  for (int64_t d = 0; d < l.dp; ++d) {
+    for (int64_t t = 0; t < l.tp; ++t) {
+      for (int64_t c = 0; c < l.cp; ++c) {
+        for (int64_t p = 0; p < l.pp; ++p) {
+          f[static_cast<size_t>(d)] = std::max(
+              f[static_cast<size_t>(d)], plan.cluster.stragglers.FactorOf(GlobalRank(l, t, c, d, p), plan.cluster.gpus_per_node));
+        }
+      }
+    }
+  }
+  return f;
+}
+
+//! What one worker iteration and its exchange cost.
+struct IterationCosts {
+  double compute_s = 0;
+  double exchange_s = 0;  //!< synchronous modes: after the slowest (or W-B-th) worker
+  double push_s = 0;      //!< async/ssp: a worker's own push and pull
+  double serve_s = 0;     //!< async/ssp: one push at one server shard
+};
+
+//! One GPU's link: inside a node the NVLink figure, else its share of the node's NICs.
+std::pair<double, double> LinkOf(const ClusterSpec& c) {
+  if (c.nodes > 1) {
+    return {c.inter_node.bandwidth_GBps * 1e9 / static_cast<double>(c.gpus_per_node), c.inter_node.latency_us * 1e-6};
+  }
+  return {c.intra_node.bandwidth_GBps * 1e9, c.intra_node.latency_us * 1e-6};
+}
+
+//! The (rows, cols) of every weight matrix of one model replica (per TP rank) for PowerSGD.
+std::vector<std::pair<double, double>> Matrices(const ModelSpec& m, int64_t tp) {
+  const double h = static_cast<double>(m.hidden), t = static_cast<double>(tp);
+  const double ffn = static_cast<double>(m.ffn_hidden) * (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);
+  std::vector<std::pair<double, double>> out{{static_cast<double>(m.vocab) / t, h}};
+  for (int64_t i = 0; i < m.layers; ++i) {
+    out.push_back({h, (h + 2.0 * static_cast<double>(m.kv_dim())) / t});
+    out.push_back({h / t, h});
+    out.push_back({h, ffn / t});
+    out.push_back({static_cast<double>(m.ffn_hidden) / t, h});
+  }
+  return out;
+}
+
+//! Compression's kernels and its collective over the data-parallel group, per iteration.
+double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const PlacedGroup& g, double params) {
+  const SyncMode& s = plan.layout.sync;
+  const double grad = params * 4, w = static_cast<double>(plan.layout.dp);
+  const double hbm = std::max(plan.cluster.device.hbm_GBps, 1.0) * 1e9;
+  switch (s.compression) {
+    case CompressionKind::kBf16: return 3 * grad / hbm + cm.Time(CollectiveKind::kAllReduce, grad / 2, g);
+    case CompressionKind::kInt8:
+      return (3 * grad + w * params) / hbm + cm.Time(CollectiveKind::kAllGather, w * params, g);
+    case CompressionKind::kTopK: {
+      const double k = std::ceil(s.topk_fraction * params);
+      return (3 * grad + w * k * 8) / hbm + cm.Time(CollectiveKind::kAllGather, w * k * 8, g);
+    }
+    case CompressionKind::kPowerSgd: {
+      const double flops = std::max(plan.cluster.device.peak_tflops.fp32, 1e-3) * 1e12;
+      double small = 0, work = 0, matrix_params = 0;
+      for (const auto& [rows, cols] : Matrices(plan.model, plan.layout.tp)) {
+        const double r = std::min({static_cast<double>(s.powersgd_rank), rows, cols});
+        small += (rows + cols) * r * 4;
+        work += 6 * rows * cols * r;
+        matrix_params += rows * cols;
+      }
+      const double dense = std::max(0.0, params - matrix_params) * 4;
+      return work / flops + 2 * grad / hbm + 2 * cm.Time(CollectiveKind::kAllReduce, small / 2, g) +
+             cm.Time(CollectiveKind::kAllReduce, dense, g);
+    }
+    case CompressionKind::kNone: break;
+  }
+  return 0;
+}
+
+IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar, const CostDb* db) {
+  const SyncMode& s = plan.layout.sync;
+  const RankCost& r0 = pc.ranks[0];
+  const double params = static_cast<double>(r0.params), grad = params * 4;
+  const double w = static_cast<double>(plan.layout.dp), servers = static_cast<double>(std::max<int64_t>(s.servers, 1));
+  const auto [bw, lat] = LinkOf(plan.cluster);
+  const CollectiveModel cm(plan.cluster, db, plan.implementation.dp_algorithm.value);
+  const PlacedGroup dp = PlaceGroup(plan.layout, plan.cluster, GroupKind::kDp);
+  IterationCosts c;
+  c.compute_s = ar.step_time_s - ar.breakdown.dp_comm_s;
+  if (s.uses_servers()) {
+    // Workers no longer run the optimizer: each server updates its shard.
+    c.compute_s -= r0.optimizer_s;
+    const double opt = r0.optimizer_s / servers, server_link = 2 * w * grad / (servers * bw);
+    c.exchange_s = (s.colocated ? 2 * grad / bw + server_link : std::max(2 * grad / bw, server_link)) + 2 * lat + opt;
+    c.push_s = 2 * grad / bw + 2 * lat;
+    c.serve_s = 2 * grad / (servers * bw) + opt;
+  } else if (s.kind == SyncKind::kBackup) {
+    // The executor's coordinator: the W-B gradients in, the weights out to W-1 workers.
+    c.exchange_s = (2 * w - static_cast<double>(s.backup_workers) - 1) * grad / bw + 2 * lat;
+  } else if (s.kind == SyncKind::kLocal) {
+    c.exchange_s = cm.Time(CollectiveKind::kAllReduce, grad, dp) / static_cast<double>(s.local_steps);
+  } else if (s.compression != CompressionKind::kNone) {
+    c.exchange_s = CompressedExchange(plan, cm, dp, params);
+  } else {
+    c.exchange_s = ar.breakdown.dp_comm_s;
+  }
+  return c;
+}
+
+//! Mean seconds per synchronous step: the k-th fastest worker (k = W: the slowest) plus the exchange.
+double OrderStatisticSteps(const std::vector<double>& f, double sigma, double compute_s, double exchange_s, size_t k,
+                           int64_t steps) {
+  Jitter draw(sigma);
+  std::vector<double> t(f.size());
+  double sum = 0;
+  for (int64_t i = 0; i < steps; ++i) {
+    for (size_t w = 0; w < f.size(); ++w) t[w] = compute_s * f[w] * draw();
+    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(k - 1), t.end());
+    sum += t[k - 1] + exchange_s;
+  }
+  return sum / static_cast<double>(steps);
+}
+
+//! Local SGD: each period of H iterations ends when the slowest worker finishes its H.
+double LocalSteps(const std::vector<double>& f, double sigma, double compute_s, double exchange_s, int64_t h,
+                  int64_t steps) {
+  Jitter draw(sigma);
+  double sum = 0;
+  const int64_t periods = std::max<int64_t>(1, steps / h);
+  for (int64_t i = 0; i < periods; ++i) {
+    double slowest = 0;
+    for (double fw : f) {
+      double own = 0;
+      for (int64_t k = 0; k < h; ++k) own += compute_s * fw * draw();
+      slowest = std::max(slowest, own);
+    }
+    sum += slowest / static_cast<double>(h) + exchange_s;
+  }
+  return sum / static_cast<double>(periods);
+}
+
+struct StaleRun {
+  double seconds_per_round = 0;  //!< wall time per W iterations
+  std::vector<int64_t> staleness;
+};
+
+//! Async (bound = infinity) and SSP: workers push to a server queue served in arrival order; a
+//! worker starts its next iteration with the weights the server answers, and under SSP only while
+//! its clock is at most `bound` ahead of the slowest. Staleness = updates between pull and push.
+//! Throughput: the time until W * iters gradients are applied, whoever pushed them (a fast worker
+//! contributes more under async).
+StaleRun SimulateStale(const std::vector<double>& f, double sigma, const IterationCosts& c, int64_t bound,
+                       int64_t iters) {
+  Jitter draw(sigma);
+  const size_t n = f.size();
+  using Arrival = std::pair<double, size_t>;
+  std::priority_queue<Arrival, std::vector<Arrival>, std::greater<>> queue;
+  std::vector<int64_t> clock(n, 0), pulled(n, 0);
+  std::vector<size_t> waiting;
+  int64_t version = 0;
+  double server_free = 0, end = 0;
+  StaleRun run;
+  auto start = [&](size_t w, double t) {
+    pulled[w] = version;
+    queue.push({t + c.compute_s * f[w] * draw() + c.push_s / 2, w});
+  };
+  for (size_t w = 0; w < n; ++w) start(w, 0);
+  const auto total = static_cast<int64_t>(n) * iters;
+  while (!queue.empty() && version < total) {
+    const auto [arrival, w] = queue.top();
+    queue.pop();
+    server_free = std::max(server_free, arrival) + c.serve_s;
+    const auto stale = static_cast<size_t>(version - pulled[w]);
+    if (run.staleness.size() <= stale) run.staleness.resize(stale + 1, 0);
+    ++run.staleness[stale];
+    ++version;
+    ++clock[w];
+    end = std::max(end, server_free + c.push_s / 2);
+    waiting.push_back(w);
+    const int64_t slowest = *std::min_element(clock.begin(), clock.end());
+    std::vector<size_t> still;
+    for (size_t v : waiting) {
+      if (clock[v] - slowest <= bound) {
+        start(v, server_free + c.push_s / 2);
+      } else {
+        still.push_back(v);
+      }
+    }
+    waiting = std::move(still);
+  }
+  run.seconds_per_round = end / static_cast<double>(iters);
+  return run;
+}
+
+}  // namespace
+
+ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepTime& allreduce, const CostDb* db) {
+  const SyncMode& s = plan.layout.sync;
+  const IterationCosts c = CostsOf(plan, pc, allreduce, db);
+  const std::vector<double> f = ReplicaFactors(plan);
+  const double sigma = plan.cluster.stragglers.jitter_sigma;
+  const int64_t steps = SimulatedIterations(plan.layout.dp);
+  ModeEstimate e;
+  e.compute_s = c.compute_s;
+  e.exchange_s = c.exchange_s;
+  e.allreduce_step_time_s =
+      OrderStatisticSteps(f, sigma, allreduce.step_time_s - allreduce.breakdown.dp_comm_s, allreduce.breakdown.dp_comm_s,
+                          f.size(), steps);
+  if (s.is_stale()) {
+    const int64_t bound = s.kind == SyncKind::kSsp ? s.staleness : std::numeric_limits<int64_t>::max() / 2;
+    const StaleRun run = SimulateStale(f, sigma, c, bound, steps);
+    e.step_time_s = run.seconds_per_round;
+    e.exchange_s = c.push_s;
+    int64_t total = 0;
+    for (int64_t k : run.staleness) total += k;
+    for (size_t k = 0; k < run.staleness.size(); ++k) {
+      const double p = static_cast<double>(run.staleness[k]) / static_cast<double>(std::max<int64_t>(total, 1));
+      e.staleness.push_back(p);
+      e.mean_staleness += p * static_cast<double>(k);
+    }
+  } else if (s.kind == SyncKind::kLocal) {
+    e.step_time_s = LocalSteps(f, sigma, c.compute_s, c.exchange_s, s.local_steps, steps);
+  } else {
+    const size_t k = f.size() - static_cast<size_t>(s.kind == SyncKind::kBackup ? s.backup_workers : 0);
+    e.step_time_s = OrderStatisticSteps(f, sigma, c.compute_s, c.exchange_s, k, steps);
+  }
+  e.wait_s = std::max(0.0, e.step_time_s - c.compute_s - (s.is_stale() ? 0.0 : c.exchange_s));
+  const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
+  e.tokens_per_s = static_cast<double>(plan.layout.global_batch * seq) / e.step_time_s;
+  return e;
+}
+
+StepTime WithSyncMode(const Plan& plan, const PlanCosts& pc, const StepTime& allreduce, const CostDb* db) {
+  if (plan.layout.sync.is_default() && plan.cluster.stragglers.empty()) return allreduce;
+  const ModeEstimate e = EstimateSyncMode(plan, pc, allreduce, db);
+  StepTime st = allreduce;
+  // The change lands in the bubble (waits) so the breakdown still sums to the step.
+  st.breakdown.bubble_s = std::max(0.0, st.breakdown.bubble_s + e.step_time_s - st.step_time_s);
+  st.step_time_s = e.step_time_s;
+  return st;
+}
+
+Json ModeEstimateToJson(const ModeEstimate& e) {
+  Json j{{"step_time_s", e.step_time_s},
+         {"allreduce_step_time_s", e.allreduce_step_time_s},
+         {"compute_s", e.compute_s},
+         {"exchange_s", e.exchange_s},
+         {"wait_s", e.wait_s},
+         {"tokens_per_s", e.tokens_per_s}};
+  if (!e.staleness.empty()) {
+    j["staleness_distribution"] = e.staleness;
+    j["mean_staleness"] = e.mean_staleness;
+  }
+  return j;
+}
+
+Goodput EstimateGoodput(const Plan& plan, double step_time_s, double tokens_per_step) {
+  const FailureSpec& fs = plan.cluster.failures;
+  Goodput g;
+  const int64_t gpus = plan.layout.job_ranks();
+  g.job_mtbf_s = fs.JobMtbfSeconds(gpus, plan.cluster.gpus_per_node);
+  // Weights and Adam state (16 B per parameter in mixed precision, 12 in fp32) per GPU at 2 GB/s.
+  const double params_per_gpu = static_cast<double>(CountModel(plan.model).params_total) / static_cast<double>(plan.layout.tp * plan.layout.pp);
+  g.checkpoint_write_s = fs.checkpoint_write_s > 0 ? fs.checkpoint_write_s : params_per_gpu * 16 / 2e9;
+  g.checkpoint_restore_s = fs.checkpoint_restore_s;
+  const double m = g.job_mtbf_s, d = g.checkpoint_write_s;
+  if (!std::isfinite(m)) {
+    g.interval_s = std::numeric_limits<double>::infinity();
+    g.effective_tokens_per_s = tokens_per_step / step_time_s;
+    return g;
+  }
+  g.interval_s = d < m / 2 ? std::sqrt(2 * d * m) - d : m;
+  // Per interval: tau useful, delta written; per failure: the restore and half an interval redone.
+  const double lost = (g.checkpoint_restore_s + (g.interval_s + d) / 2) / m;
+  g.goodput = std::max(0.0, g.interval_s / (g.interval_s + d) * (1 - lost));
+  g.effective_tokens_per_s = g.goodput * tokens_per_step / step_time_s;
+  return g;
+}
+
+Json GoodputToJson(const Goodput& g) {
+  return Json{{"job_mtbf_s", g.job_mtbf_s},         {"checkpoint_write_s", g.checkpoint_write_s},
+              {"checkpoint_restore_s", g.checkpoint_restore_s}, {"checkpoint_interval_s", g.interval_s},
+              {"goodput", g.goodput},               {"effective_tokens_per_s", g.effective_tokens_per_s}};
+}
+
+}  // namespace parallax::planner

@@ -1,0 +1,112 @@
+// The fp8 precision (Transformer Engine's recipe): which GEMMs run in FP8, what the casts around
+// them cost, what the FP8 weight copies take, and that nothing else changes.
+#include <gtest/gtest.h>
+
+#include "model/load.h"
+#include "model/op_catalogue.h"
+#include "model/param_groups.h"
+#include "model/presets.h"
+#include "planner/cost/plan_costs.h"
+#include "planner/estimate/step_estimate.h"
+#include "planner/memory/memory_model.h"
+#include "tests/planner/layout_util.h"
+
+namespace parallax::planner {
+namespace {
+
+OpShapeKey Key(bool fp8) {
+  OpShapeKey k;
+  k.micro_batch = 1;
+  k.tp = 2;
+  k.fp8_linear = fp8;
+  return k;
+}
+
+TEST(Fp8Catalogue, OnlyTheLayersLinearGemmsRunInFp8WithACastBeforeEachFreshInput) {
+  const ModelSpec m = *ModelPreset("llama3-8b");
+  const ImplementationProfile impl = *ImplementationPreset("megatron-core");
+  const OpCatalogue bf16 = BuildOpCatalogue(m, Key(false), impl);
+  const OpCatalogue fp8 = BuildOpCatalogue(m, Key(true), impl);
+  ASSERT_EQ(bf16.layer.fwd.size(), fp8.layer.fwd.size());
+  for (const auto* list : {&fp8.layer.fwd, &fp8.layer.bwd}) {
+    for (const OpSpec& o : *list) {
+      const bool linear = o.op == OpKind::kQkv || o.op == OpKind::kAttnOut || o.op == OpKind::kFc1 || o.op == OpKind::kFc2;
+      for (const GemmShape& g : o.gemms) EXPECT_EQ(g.fp8, linear) << ToString(o.op);
+    }
+  }
+  for (const auto* list : {&fp8.head.fwd, &fp8.head.bwd, &fp8.embedding.fwd}) {
+    for (const OpSpec& o : *list) {
+      for (const GemmShape& g : o.gemms) EXPECT_FALSE(g.fp8) << ToString(o.op);  // the LM head stays 16-bit
+    }
+  }
+  // The forward fc1 casts its input with its transpose: 4 B per element of its m x k input, one kernel.
+  for (size_t i = 0; i < fp8.layer.fwd.size(); ++i) {
+    const OpSpec& a = bf16.layer.fwd[i];
+    const OpSpec& b = fp8.layer.fwd[i];
+    EXPECT_DOUBLE_EQ(a.flops, b.flops);
+    if (b.op != OpKind::kFc1) continue;
+    const GemmShape& g = b.gemms.at(0);
+    EXPECT_DOUBLE_EQ(b.bytes - a.bytes, 4.0 * static_cast<double>(g.m) * static_cast<double>(g.k));
+    EXPECT_EQ(b.kernels - a.kernels, 1);
+  }
+  // Backward: the output gradient of each input-gradient GEMM is cast once; its weight-gradient
+  // partner reads the transposed copies.
+  for (size_t i = 0; i < fp8.layer.bwd.size(); ++i) {
+    const OpSpec& a = bf16.layer.bwd[i];
+    const OpSpec& b = fp8.layer.bwd[i];
+    if (b.op != OpKind::kFc2) continue;
+    ASSERT_EQ(b.gemms.size(), 2u);
+    const GemmShape& dgrad = b.gemms[0];
+    EXPECT_DOUBLE_EQ(b.bytes - a.bytes, 4.0 * static_cast<double>(dgrad.m) * static_cast<double>(dgrad.k));
+  }
+}
+
+TEST(Fp8Cost, LinearGemmsRunFasterButNotTwiceAndAttentionIsUnchanged) {
+  const ClusterSpec c = *ClusterPreset("dgx-h100");
+  const ModelSpec m = *ModelPreset("llama3-8b");
+  const ImplementationProfile impl = *ImplementationPreset("megatron-core");
+  CostContext bf16(c, Precision::kBf16, nullptr, &impl), fp8(c, Precision::kFp8, nullptr, &impl);
+  Layout l = testing::L(8, 1, 1);
+  l.micro_batch = 1;
+  const UnitOps& a = bf16.Units(m, l, m.seq_len).layer;
+  const UnitOps& b = fp8.Units(m, l, m.seq_len).layer;
+  ASSERT_EQ(a.fwd.size(), b.fwd.size());
+  for (size_t i = 0; i < a.fwd.size(); ++i) {
+    const CostedOp& x = a.fwd[i];
+    const CostedOp& y = b.fwd[i];
+    if (x.op == OpKind::kQkv || x.op == OpKind::kAttnOut || x.op == OpKind::kFc1 || x.op == OpKind::kFc2) {
+      // The GEMM at up to twice the rate; the casts are extra memory traffic.
+      EXPECT_LT(y.time_s, x.time_s) << ToString(x.op);
+      EXPECT_GT(y.time_s, 0.5 * x.time_s) << ToString(x.op);
+      EXPECT_GT(y.memory_time_s, x.memory_time_s) << ToString(x.op);
+    } else {
+      EXPECT_DOUBLE_EQ(y.time_s, x.time_s) << ToString(x.op);  // attention, norms, activations: bf16
+    }
+  }
+  EXPECT_LT(b.fwd_s + b.bwd_s, a.fwd_s + a.bwd_s);
+}
+
+TEST(Fp8Cost, AnFp8StepIsFasterAndItsWeightCopiesAreCountedInMemory) {
+  const ClusterSpec c = *ResolveCluster("dgx-h100", 4);
+  Plan plan;
+  plan.model = *ModelPreset("llama3-8b");
+  plan.cluster = c;
+  plan.implementation = *ImplementationPreset("megatron-core");
+  plan.layout = *ParseInlineLayout("dp=8,tp=4,pp=1,zero=1,micro_batch=1,global_batch=64,recompute=selective,sp=1");
+  Plan fp8 = plan;
+  fp8.training.precision = Precision::kFp8;
+  const auto bf16_p = Estimate(plan);
+  const auto fp8_p = Estimate(fp8);
+  ASSERT_TRUE(bf16_p) << bf16_p.error().message;
+  ASSERT_TRUE(fp8_p) << fp8_p.error().message;
+  const double bf16_s = bf16_p->step_time_s, fp8_s = fp8_p->step_time_s;
+  EXPECT_LT(fp8_s, bf16_s);
+  EXPECT_GT(fp8_s, 0.5 * bf16_s);
+  const int64_t copies = Fp8WeightCopyBytes(fp8, 0);
+  EXPECT_EQ(copies, 2 * plan.model.layers * LayerParamsPerTpRank(plan.model, 4));
+  EXPECT_EQ(Fp8WeightCopyBytes(plan, 0), 0);
+  EXPECT_EQ(EstimateRankMemory(fp8, 0).weights - EstimateRankMemory(plan, 0).weights, copies);
+}
+
+}  // namespace
+}  // namespace parallax::planner

@@ -1,0 +1,132 @@
+// The planner's pricing of the classic modes, stragglers and failures (planner/estimate/sync_modes.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "model/load.h"
+#include "model/presets.h"
+#include "planner/cost/plan_costs.h"
+#include "planner/estimate/sync_modes.h"
+
+namespace parallax::planner {
+namespace {
+
+Plan MakePlan(const std::string& layout, const std::string& cluster = "dgx-a100", int64_t nodes = 1) {
+  Plan p;
+  p.model = *ModelPreset("gpt-tiny");
+  p.cluster = *ResolveCluster(cluster, nodes);
+  p.layout = *ParseInlineLayout(layout);
+  p.training.global_batch = p.layout.global_batch;
+  return p;
+}
+
+ModeEstimate Mode(const Plan& p) {
+  CostContext ctx(p.cluster, p.training.precision, nullptr, &p.implementation);
+  const PlanCosts pc = CostPlan(ctx, p);
+  return EstimateSyncMode(p, pc, EstimateStepTime(p, pc));
+}
+
+TEST(SyncModes, AllReduceWithoutStragglersKeepsTheClosedForm) {
+  const Plan p = MakePlan("dp=8,global_batch=64");
+  CostContext ctx(p.cluster, p.training.precision, nullptr, &p.implementation);
+  const PlanCosts pc = CostPlan(ctx, p);
+  const StepTime ar = EstimateStepTime(p, pc);
+  EXPECT_EQ(WithSyncMode(p, pc, ar).step_time_s, ar.step_time_s);
+  EXPECT_NEAR(Mode(p).step_time_s / ar.step_time_s, 1.0, 1e-12);
+}
+
+TEST(SyncModes, BackupWorkersHideAStragglerThatSlowsAllReduce) {
+  Plan p = MakePlan("dp=8,global_batch=64");
+  p.cluster.stragglers.ranks.push_back({.index = 1, .factor = 3});
+  const ModeEstimate ar = Mode(p);
+  p.layout.sync = ParseInlineLayout("sync=backup:1")->sync;
+  const ModeEstimate backup = Mode(p);
+  // All-reduce waits for the 3x rank; backup workers take the 7 fastest.
+  EXPECT_GT(ar.step_time_s / ar.compute_s, 2.5);
+  EXPECT_LT(backup.step_time_s / ar.step_time_s, 0.6);
+}
+
+TEST(SyncModes, JitterMakesTheSlowestOfManyWorkersSlowerThanTheMedian) {
+  Plan p = MakePlan("dp=8,global_batch=64");
+  p.cluster.stragglers.jitter_sigma = 0.3;
+  const ModeEstimate e = Mode(p);
+  // E[max of 8 lognormal(0, 0.3)] is about exp(0.3 * 1.42) = 1.53 times the median.
+  EXPECT_GT(e.allreduce_step_time_s / e.compute_s, 1.3);
+}
+
+TEST(SyncModes, AsyncReportsTheStalenessOfItsWorkers) {
+  const ModeEstimate e = Mode(MakePlan("dp=4,global_batch=8,sync=async,servers=colocated:1"));
+  ASSERT_FALSE(e.staleness.empty());
+  double total = 0;
+  for (double x : e.staleness) total += x;
+  EXPECT_NEAR(total, 1.0, 1e-9);
+  // Four equal workers: each push sees about the other three's updates.
+  EXPECT_GT(e.mean_staleness, 2.0);
+  EXPECT_LT(e.mean_staleness, 4.0);
+}
+
+TEST(SyncModes, SspBoundsHowFarTheFastestRunsAhead) {
+  Plan p = MakePlan("dp=4,global_batch=8,sync=async,servers=colocated:1");
+  p.cluster.stragglers.ranks.push_back({.index = 0, .factor = 4});
+  const ModeEstimate async = Mode(p);
+  p.layout.sync = ParseInlineLayout("sync=ssp:1,servers=colocated:1")->sync;
+  const ModeEstimate ssp = Mode(p);
+  // The slow worker's gradients are very stale under async; SSP keeps them within the bound
+  // (staleness <= (S+1)(W-1) updates) at the price of waiting.
+  EXPECT_GT(async.staleness.size(), ssp.staleness.size());
+  EXPECT_LE(ssp.staleness.size(), 2U * 3U + 1U);
+  EXPECT_GT(ssp.step_time_s, async.step_time_s);
+}
+
+TEST(SyncModes, OneParameterServerIsTheIncastBottleneck) {
+  // 16 nodes, one worker per GPU: every gradient funnels into the servers' links.
+  const ModeEstimate one = Mode(MakePlan("dp=127,global_batch=127,sync=ps,servers=1", "dgx-a100", 16));
+  const ModeEstimate many = Mode(MakePlan("dp=64,global_batch=128,sync=ps,servers=64", "dgx-a100", 16));
+  EXPECT_GT(one.exchange_s, 20 * many.exchange_s);
+}
+
+TEST(SyncModes, TopKSendsFewerBytesOnASlowNetwork) {
+  Plan p = MakePlan("dp=16,global_batch=64", "dgx-a100", 2);
+  p.model = *ModelPreset("gpt-1.3b");
+  p.cluster.inter_node.bandwidth_GBps = 1;  // a shared 8 Gb/s network
+  const ModeEstimate dense = Mode(p);
+  p.layout.sync = ParseInlineLayout("compression=topk:0.01")->sync;
+  const ModeEstimate topk = Mode(p);
+  EXPECT_LT(topk.step_time_s, dense.step_time_s);
+  p.layout.sync = ParseInlineLayout("compression=powersgd:4")->sync;
+  EXPECT_LT(Mode(p).exchange_s, dense.exchange_s);
+}
+
+TEST(SyncModes, LocalSgdAveragesOnlyEveryHSteps) {
+  Plan p = MakePlan("dp=16,global_batch=64", "dgx-a100", 2);
+  p.cluster.inter_node.bandwidth_GBps = 1;
+  const ModeEstimate ar = Mode(p);
+  p.layout.sync = ParseInlineLayout("sync=local:8")->sync;
+  EXPECT_LT(Mode(p).step_time_s, ar.step_time_s);
+}
+
+TEST(Goodput, YoungDalyIntervalAtSixteenThousandGpus) {
+  Plan p = MakePlan("dp=2048,tp=8,global_batch=4096", "dgx-h100", 2048);
+  p.model = *ModelPreset("llama3-70b");
+  p.cluster.failures.mtbf_hours = 50000;
+  p.cluster.failures.checkpoint_write_s = 60;
+  p.cluster.failures.checkpoint_restore_s = 600;
+  const Goodput g = EstimateGoodput(p, 10.0, 4096.0 * 8192);
+  const double m = 50000.0 * 3600 / 16384;
+  EXPECT_NEAR(g.job_mtbf_s, m, 1e-6);
+  EXPECT_NEAR(g.interval_s, std::sqrt(2 * 60 * m) - 60, 1e-6);
+  EXPECT_GT(g.goodput, 0.5);
+  EXPECT_LT(g.goodput, 0.95);
+  // The Young/Daly interval beats checkpointing twice or half as often.
+  auto goodput_at = [&](double tau) { return tau / (tau + 60) * (1 - (600 + (tau + 60) / 2) / m); };
+  EXPECT_GE(g.goodput, goodput_at(2 * g.interval_s));
+  EXPECT_GE(g.goodput, goodput_at(g.interval_s / 2));
+}
+
+TEST(Goodput, NoFailureRateMeansNoLoss) {
+  const Goodput g = EstimateGoodput(MakePlan("dp=8,global_batch=64"), 1.0, 1000.0);
+  EXPECT_EQ(g.goodput, 1.0);
+}
+
+}  // namespace
+}  // namespace parallax::planner

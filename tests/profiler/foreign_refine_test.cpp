@@ -1,0 +1,107 @@
+// `parallax refine --implementation pytorch` on the trace Debian's PyTorch 1.13 wrote for the peer
+// GPT at micro-batch 8 (tests/data/traces/pytorch-cpu): the array form's bare aten names land on
+// the plan's ops in its order, refine fits them, and a trace of another model is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "run_command.h"
+#include "scratch_dir.h"
+#include "traces/chrome_reader.h"
+
+namespace parallax {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::string kTrace = PARALLAX_TEST_DATA_DIR "/traces/pytorch-cpu/peer_gpt_mb8.json.gz";
+const std::string kModel = PARALLAX_SOURCE_DIR "/bench/peer/model-peer.json";
+
+//! One process of the CPU: a cluster of one device.
+std::string OneDeviceCluster() {
+  return test::WriteTempFile(
+      "foreign_cluster1.json",
+      R"({"kind":"cluster","version":1,"name":"cpu-1","nodes":1,"gpus_per_node":1,"device":"cpu",)"
+      R"("intra_node":{"bandwidth_GBps":5,"latency_us":1},"inter_node":{"bandwidth_GBps":1.25,"latency_us":20}})");
+}
+
+test::CommandResult RefinePeer(const test::Scratch& s, const std::string& model_file, const std::string& extra = "") {
+  const std::string cluster = OneDeviceCluster();
+  return test::RunParallax("refine --model " + model_file + " --cluster " + cluster +
+                            " --plan dp=1,micro_batch=8,global_batch=8 --implementation pytorch --trace " + kTrace +
+                            " --costdb " + s.db_file + " -o " + (s.dir / "refined.json").string() + " --json " + extra);
+}
+
+TEST(ForeignRefine, DebiansPytorchTraceLandsOnEveryPlanOpAndRefineFitsIt) {
+  test::Scratch s("foreign_refine");
+  const test::CommandResult run = RefinePeer(s, kModel);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const Json out = Json::parse(run.out);
+  const Json& a = out["attribution"];
+  EXPECT_EQ(a["form"], "array");
+  EXPECT_EQ(a["attention"], "unfused");
+  // 4 layers x 8 compute ops x (fwd + bwd), embedding, final norm, head and loss both ways,
+  // grad_clip and the optimizer: every one of them got time.
+  EXPECT_EQ(a["ops_matched"].get<int64_t>(), 4 * 8 * 2 + 4 * 2 + 2);
+  EXPECT_LE(a["ops_out_of_line"].get<int64_t>() * 10, a["ops_matched"].get<int64_t>());
+  EXPECT_GT(a["share_explained"].get<double>(), 0.95);
+  double unattributed = 0;
+  for (const auto& u : a["unattributed"]) unattributed += u["share_of_step"].get<double>();
+  EXPECT_LT(unattributed, 0.01);
+  EXPECT_GT(a["profiler_overhead"]["removed_s"].get<double>(), 0);
+  EXPECT_FALSE(a["profiler_overhead"]["method"].get<std::string>().empty());
+  // The roofline database knows nothing of PyTorch; the refined one predicts the traced step.
+  const Json& st = out["step_time"];
+  EXPECT_LT(std::abs(st["error_after"].get<double>()), 0.1) << st.dump();
+  EXPECT_LT(std::abs(st["error_after"].get<double>()), std::abs(st["error_before"].get<double>())) << st.dump();
+}
+
+TEST(ForeignRefine, TheAttributedTraceDiffsAgainstThePredictionOpByOpAndNamesEachUnitsOp) {
+  test::Scratch s("foreign_refine_attributed");
+  const std::string attributed = (s.dir / "attributed.json").string();
+  const test::CommandResult run = RefinePeer(s, kModel, "--attributed-trace " + attributed);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto t = traces::ReadChromeTrace(attributed);
+  ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
+  int64_t ops = 0, qkv_units = 0, glue_units = 0;
+  for (size_t i = 0; i < t->slices().size(); ++i) {
+    const traces::Slice& sl = t->slice(i);
+    if (sl.has(traces::slice_flags::kHasIdentity)) {
+      ++ops;
+      continue;
+    }
+    const std::string_view cat = t->Str(sl.category), name = t->Str(sl.name);
+    qkv_units += cat == "qkv fwd" && name == "aten::linear" ? 1 : 0;
+    glue_units += cat.substr(0, 8) == "glue of " ? 1 : 0;
+  }
+  EXPECT_EQ(ops, 74);
+  EXPECT_EQ(qkv_units, 4 * 3);  // wq, wk, wv of every layer
+  EXPECT_GT(glue_units, 0);
+  // `trace diff` pairs the prediction's ops with the attributed ones by identity.
+  const std::string pred = (s.dir / "pred.json").string();
+  auto sim = test::RunParallax("simulate --model " + kModel + " --cluster " + OneDeviceCluster() +
+                               " --plan dp=1,micro_batch=8,global_batch=8 --implementation pytorch --costdb " +
+                               (s.dir / "refined.json").string() + " --trace " + pred);
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  auto diff = test::RunParallax("trace diff " + pred + " " + attributed + " --json");
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  const Json d = Json::parse(diff.out);
+  EXPECT_EQ(d["alignment"], "identity");
+  EXPECT_EQ(d["matched"].get<int64_t>(), 74);
+}
+
+TEST(ForeignRefine, ATraceOfAnotherModelIsRefused) {
+  test::Scratch s("foreign_refine_other");
+  const std::string one_layer = test::WriteTempFile(
+      "foreign_model_1layer.json",
+      R"({"kind":"model","version":1,"name":"gpt-peer-1x256","layers":1,"hidden":256,"heads":4,"vocab":256,)"
+      R"("seq_len":128,"mlp":"gelu","norm":"layernorm","position":"learned","tie_embeddings":true,"bias":true})");
+  const test::CommandResult run = RefinePeer(s, one_layer);
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_NE(run.err.find("peer_gpt_mb8.json.gz"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace parallax
