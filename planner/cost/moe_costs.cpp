@@ -29,7 +29,7 @@ void CostExpertDp(const CostInputs& in, RankCost& rc) {
   const Layout& l = in.plan.layout;
   if (!m.moe()) return;
   const CollectiveModel& coll = in.ctx.collectives();
-  const PlacedGroup dense = PlaceReduction(l, in.ctx.cluster(), ReductionGroup::kDp);
+  const PlacedGroup dense = PlaceReduction(l, in.ctx.cluster(), ReductionGroup::kDpCp);
   const PlacedGroup experts = PlaceReduction(l, in.ctx.cluster(), ReductionGroup::kExpertDp);
   const CollectiveKind grad = l.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
   // The closed form and the simulator take one figure per layer: the mean over the rank's layers of

@@ -87,16 +87,16 @@ TEST(ExpertLayout, ExpertGroupsFoldTheStageRanksEtpFastest) {
   for (int64_t pp = 0; pp < l.pp; ++pp) {
     for (int64_t d = 0; d < l.dp; ++d) {
       for (int64_t t = 0; t < l.tp; ++t) {
-        const ExpertCoords e = ExpertCoordsOf(l, t, d);
-        EXPECT_EQ(ExpertGlobalRank(l, e, pp), GlobalRank(l, t, d, pp));
+        const ExpertCoords e = ExpertCoordsOf(l, t, 0, d);
+        EXPECT_EQ(ExpertGlobalRank(l, e, pp), GlobalRank(l, t, 0, d, pp));
         if (pp == 0) seen.insert({e.ep_idx, e.edp_idx});
       }
     }
   }
   EXPECT_EQ(seen.size(), 8u);
   // Ranks 0..3 of the stage form ep group 0 (consecutive: inside one node).
-  EXPECT_EQ(ExpertCoordsOf(l, 1, 1).ep_idx, 3);
-  EXPECT_EQ(ExpertCoordsOf(l, 0, 2).edp_idx, 1);
+  EXPECT_EQ(ExpertCoordsOf(l, 1, 0, 1).ep_idx, 3);
+  EXPECT_EQ(ExpertCoordsOf(l, 0, 0, 2).edp_idx, 1);
 }
 
 TEST(ExpertParamGroups, ExpertsAreAGroupOfTheirOwnReducedOverExpertDp) {
@@ -115,7 +115,7 @@ TEST(ExpertParamGroups, ExpertsAreAGroupOfTheirOwnReducedOverExpertDp) {
   for (const ParamGroupDef& g : groups) {
     if (g.kind == ParamGroupKind::kLayer) ++layers;
     if (g.kind != ParamGroupKind::kExperts) {
-      EXPECT_EQ(g.reduced_over, ReductionGroup::kDp) << g.name;
+      EXPECT_EQ(g.reduced_over, ReductionGroup::kDpCp) << g.name;
       continue;
     }
     EXPECT_EQ(g.name, "layer" + std::to_string(3 + experts) + "_experts");
@@ -127,7 +127,7 @@ TEST(ExpertParamGroups, ExpertsAreAGroupOfTheirOwnReducedOverExpertDp) {
   EXPECT_EQ(layers, 7);
   EXPECT_EQ(experts, 4);
   EXPECT_EQ(ReductionGroupSize(l, ReductionGroup::kExpertDp), 1);
-  EXPECT_EQ(ReductionGroupSize(l, ReductionGroup::kDp), 32);
+  EXPECT_EQ(ReductionGroupSize(l, ReductionGroup::kDpCp), 32);
   // A dense layer's group is bigger than an MoE layer's dense part (attention, router, shared expert).
   EXPECT_GT(LayerParamsPerTpRank(m, 2, 0), LayerParamsPerTpRank(m, 2, 3));
 }
