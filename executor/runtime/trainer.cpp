@@ -51,12 +51,8 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
                                                  const TrainerOptions& options) {
   PX_TRY(ValidateForExecution(plan, world.size()));
   if (!backend.SupportsPrecision(plan.training.precision)) {
-    std::string why = std::string("plan: precision ") + ToString(plan.training.precision) + " is not supported by the " +
-                      backend.name() + " backend";
-    if (plan.training.precision == Precision::kFp8) {
-      why += " (it has no scaled E4M3/E5M2 GEMMs yet; plan and simulate price fp8, run it in bf16 with --precision bf16)";
-    }
-    return BadInput(why);
+    return BadInput(std::string("plan: precision ") + ToString(plan.training.precision) + " is not supported by the " +
+                    backend.name() + " backend");
   }
   auto t = std::unique_ptr<Trainer>(new Trainer(backend, world.rank()));
   t->options_ = options;

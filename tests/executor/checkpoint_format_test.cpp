@@ -81,7 +81,7 @@ TEST(CheckpointFormat, RejectsBadHeadersNamingTheJsonPath) {
             std::string::npos);
   EXPECT_NE(RejectionOf(Edit(ok, "\"rank\":1", "\"rank\":2")).find("/rank: rank 2 outside a world of 2"),
             std::string::npos);
-  EXPECT_NE(RejectionOf(Edit(ok, "\"precision\":\"bf16\"", "\"precision\":\"fp8\"")).find("/precision: unknown precision \"fp8\""),
+  EXPECT_NE(RejectionOf(Edit(ok, "\"precision\":\"bf16\"", "\"precision\":\"fp4\"")).find("/precision: unknown precision \"fp4\""),
             std::string::npos);
   EXPECT_NE(RejectionOf(Edit(ok, "\"loss_scale\":1.0", "\"loss_scale\":0")).find("/loss_scale: must be > 0"),
             std::string::npos);

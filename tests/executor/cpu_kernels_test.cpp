@@ -177,7 +177,7 @@ TEST_F(CpuKernels, RotaryMatchesFormulaAndInverts) {
   for (const Shape sh : {Shape{5, 2, 3, 4}, Shape{130, 2, 2, 64}, Shape{7, 1, 2, 38}}) {
     const int64_t seq = sh.seq, batch = sh.batch, heads = sh.heads, d = sh.d, half = d / 2;
     Vec x = Random(seq * batch * heads * d, rng), y = x;
-    be.Rotary(y.data(), seq, batch, heads, d, false);
+    be.Rotary(y.data(), seq, batch, heads, d, 0, false);
     Vec ref(x.size());
     for (int64_t p = 0; p < seq; ++p) {
       for (int64_t b = 0; b < batch; ++b) {
@@ -193,7 +193,7 @@ TEST_F(CpuKernels, RotaryMatchesFormulaAndInverts) {
     }
     // theta = pos * freq is rounded to fp32 first (as the kernel does): 1e-7 relative of up to 130 rad.
     EXPECT_LT(MaxRelError(y, ref), 5e-5) << "d " << d;
-    be.Rotary(y.data(), seq, batch, heads, d, true);
+    be.Rotary(y.data(), seq, batch, heads, d, 0, true);
     EXPECT_LT(MaxRelError(y, x), 1e-5) << "d " << d;
   }
 }
@@ -892,7 +892,7 @@ TEST_F(CpuKernels, EveryCompiledInstructionSetAgrees) {
     const AttentionRun r = RunAttention(be, s, q, k, v, dout);
     add(r.out), add(r.lse), add(r.dq), add(r.dk), add(r.dv);
     Vec rot = x;
-    be.Rotary(rot.data(), 3, 1, 1, cols - 1, false);  // 3 rows of 262 = 3 x 263 - 3 floats
+    be.Rotary(rot.data(), 3, 1, 1, cols - 1, 0, false);  // 3 rows of 262 = 3 x 263 - 3 floats
     add(rot);
     return all;
   };

@@ -50,7 +50,7 @@ TEST(TransformerLayer, AnErrorInsideRecomputeLeavesTheRecorderInItsFormerPhase) 
     ctx.rec = &rec;
     ctx.model = *ModelPreset("gpt-tiny");
     ctx.layout.recompute = mode;
-    ctx.seq = ctx.model.seq_len;
+    ctx.seq = ctx.local_seq = ctx.model.seq_len;
     ctx.batch = 2;
     ctx.tokens = ctx.local_tokens = ctx.seq * ctx.batch;
     LayerParamIndex ix;

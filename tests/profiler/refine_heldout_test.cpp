@@ -79,7 +79,25 @@ TEST_F(RefineLoop, RefiningOneLayoutImprovesItsPrediction) {
   const double before = j["step_time"]["error_before"].get<double>();
   const double after = j["step_time"]["error_after"].get<double>();
   std::printf("refined layout %s: step-time error %+.1f%% -> %+.1f%%\n", kRefined, before * 100, after * 100);
-  EXPECT_LT(std::abs(after), std::abs(before));
+  if (j.contains("disturbed")) {
+    // Another process slowed the run (a loaded machine): refine refuses what that inflates and
+    // says so (refine.h RunDisturbed), so its prediction is of a quiet run, not of this one.
+    std::printf("the traced run was disturbed: refine refused %s\n", j["disturbed"]["refused"].dump().c_str());
+    EXPECT_EQ(j["disturbed"]["refused"], Json({"contention", "run_op_times"}));
+  }
+  // The ops refine sampled: their measured total against the prediction, before and after. (The
+  // step time compares the simulator's step, which charges each op its mean, with the median step;
+  // on a run whose steps vary that gap is the run's, not the ops'.)
+  double measured = 0, err_before = 0, err_after = 0;
+  for (const auto& f : j["families"]) {
+    const double m = f["measured_s"].get<double>();
+    measured += m;
+    err_before += std::abs(f["predicted_before_s"].get<double>() - m);
+    err_after += std::abs(f["predicted_after_s"].get<double>() - m);
+  }
+  std::printf("per-op error, weighted by measured time: %.1f%% -> %.1f%%\n", err_before / measured * 100,
+              err_after / measured * 100);
+  EXPECT_LT(err_after, err_before);
   EXPECT_GT(j["samples"]["gemms_added"].get<int>(), 5);
   EXPECT_GT(j["samples"]["kernels_added"].get<int>(), 5);
   EXPECT_GE(j["samples"]["collective_points_added"].get<int>(), 1);  // the TP all-reduce
@@ -140,7 +158,10 @@ TEST_F(RefineLoop, ATraceWithoutIdentitiesExitsTwo) {
   auto r = test::RunParallax(std::string("refine --model gpt-tiny --cluster ") + cluster_ + " --plan " + kRefined +
                              " --trace " + plain + " --costdb " + empty_db_ + " -o " + (dir_ / "never.json").string());
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("carry no op identities"), std::string::npos) << r.err;
+  // Without identities refine reads it as another framework's trace (profiler/foreign), whose ops
+  // do not map onto the plan's: bad input naming the file.
+  EXPECT_NE(r.err.find("refine_plain_trace.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("maps onto the plan's ops"), std::string::npos) << r.err;
 }
 
 }  // namespace
