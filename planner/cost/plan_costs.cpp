@@ -40,7 +40,10 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
               .micro_batch = l.micro_batch,
               .seq_len = seq_len,
               .sequence_parallel = l.sequence_parallel,
-              .recompute = l.recompute};
+              .recompute = l.recompute,
+              .ep = 1,
+              .etp = 1,
+              .routing = Routing{}};
   if (model.moe()) {
     key.ep = l.ep;
     key.etp = l.expert_tp();
