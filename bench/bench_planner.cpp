@@ -1,5 +1,7 @@
 // Planner speed: closed-form estimates per second and a whole `parallax plan` search
-// (gpt3-175b on 128 dgx-a100 nodes = 1024 GPUs, full space; target < 2 s wall on 2 cores).
+// (gpt3-175b on 128 dgx-a100 nodes = 1024 GPUs, full space; target < 2 s wall on 2 cores), and
+// the mixture-of-experts search (DeepSeek-V3 on 128 dgx-h100 nodes = 1024 H100s with ep and etp,
+// megatron-core profile; target < 2 s, issue 37 item 4).
 #include <benchmark/benchmark.h>
 
 #include "bench/bench_plans.h"
@@ -39,6 +41,26 @@ void BM_PlanGpt3On1024Gpus(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(searched) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PlanGpt3On1024Gpus)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+void BM_PlanDeepSeekV3On1024H100(benchmark::State& state) {
+  const ModelSpec m = *ModelPreset("deepseek-v3");
+  ClusterSpec c = *ClusterPreset("dgx-h100");
+  c.nodes = 128;
+  TrainingSpec t;
+  t.global_batch = 0;  // searched over the default range
+  SearchOptions o;
+  o.implementation = *ImplementationPreset("megatron-core");
+  int64_t searched = 0;
+  for (auto _ : state) {
+    auto r = Search(m, c, t, o);
+    searched = r->searched;
+    benchmark::DoNotOptimize(r->plans.size());
+  }
+  state.counters["layouts"] = static_cast<double>(searched);
+  state.counters["layouts_per_s"] =
+      benchmark::Counter(static_cast<double>(searched) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PlanDeepSeekV3On1024H100)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 // Issue 36's long-sequence search: Llama 3.1 405B at 131072 tokens on 16,384 H100s (2048 DGX
 // nodes), the megatron-core profile, the global batch searched (4-32 sequences: 0.5M-4M tokens),

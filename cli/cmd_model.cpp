@@ -66,7 +66,11 @@ int Show(const ShowOptions& o) {
   for (const auto& op : c.layer_ops) ops.push_back({{"op", op.name}, {"params", op.params}, {"fwd_flops_per_token", op.fwd_flops_per_token}});
   Json layers = Json::array();
   for (int64_t i = 0; i < m->layers; ++i) {
-    layers.push_back({{"index", i}, {"params", c.params_per_layer}, {"fwd_flops_per_token", c.fwd_flops_per_token_per_layer}});
+    const LayerCount& lc = c.layers[static_cast<size_t>(i)];
+    Json layer{{"index", i}, {"params", lc.params}, {"fwd_flops_per_token", lc.fwd_flops_per_token}};
+    if (m->moe()) layer["moe"] = lc.moe;
+    if (m->attention_window > 0) layer["local_attention"] = lc.local;
+    layers.push_back(layer);
   }
   Json outer = Json::array();
   for (const auto& op : c.outer_ops) outer.push_back({{"op", op.name}, {"params", op.params}, {"fwd_flops_per_token", op.fwd_flops_per_token}});
@@ -84,6 +88,9 @@ int Show(const ShowOptions& o) {
                    {"params", c.params_total},
                    {"params_breakdown", {{"per_layer", c.params_per_layer}, {"embedding", c.params_embedding},
                                          {"lm_head", c.params_lm_head}, {"final_norm", c.params_final_norm}}},
+                   {"params_active", c.params_active},
+                   {"params_mtp", c.params_mtp},
+                   {"moe_layers", c.moe_layers},
                    {"seq_len", seq},
                    {"flops_per_token", training["none"]},
                    {"fwd_flops_per_token", c.fwd_flops_per_token},
@@ -103,8 +110,15 @@ int Show(const ShowOptions& o) {
               (long long)seq);
   std::printf("parameters            %s (%lld)\n", HumanCount(static_cast<double>(c.params_total)).c_str(),
               (long long)c.params_total);
-  std::printf("  per layer           %s x %lld\n", HumanCount(static_cast<double>(c.params_per_layer)).c_str(),
-              (long long)m->layers);
+  if (m->moe()) {
+    std::printf("  active per token    %s (%lld experts, top-%lld, %lld shared; %lld MoE layers of %lld)\n",
+                HumanCount(static_cast<double>(c.params_active)).c_str(), (long long)m->experts,
+                (long long)m->experts_per_token, (long long)m->shared_experts, (long long)c.moe_layers,
+                (long long)m->layers);
+  } else {
+    std::printf("  per layer           %s x %lld\n", HumanCount(static_cast<double>(c.params_per_layer)).c_str(),
+                (long long)m->layers);
+  }
   std::printf("  embedding           %s\n", HumanCount(static_cast<double>(c.params_embedding)).c_str());
   std::printf("  lm head             %s%s\n", HumanCount(static_cast<double>(c.params_lm_head)).c_str(),
               m->tie_embeddings ? " (tied)" : "");
@@ -113,6 +127,11 @@ int Show(const ShowOptions& o) {
               HumanCount(training["full"].get<double>()).c_str());
   std::printf("\nper layer, forward    %12s %16s\n", "params", "FLOPs/token");
   for (const auto& op : c.layer_ops) {
+    std::printf("  %-19s %12s %16s\n", op.name.c_str(), HumanCount(static_cast<double>(op.params)).c_str(),
+                HumanCount(op.fwd_flops_per_token).c_str());
+  }
+  if (!c.moe_layer_ops.empty()) std::printf("MoE layer, forward\n");
+  for (const auto& op : c.moe_layer_ops) {
     std::printf("  %-19s %12s %16s\n", op.name.c_str(), HumanCount(static_cast<double>(op.params)).c_str(),
                 HumanCount(op.fwd_flops_per_token).c_str());
   }

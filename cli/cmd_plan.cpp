@@ -140,11 +140,15 @@ Status WriteCandidates(const std::string& path, const ModelSpec& model, const Cl
 }
 
 void PrintBreakdownRow(int rank, const Layout& l, const planner::Prediction& p, const std::optional<double>& mfu) {
-  std::printf("%3d  dp=%-3lld tp=%-2lld pp=%-3lld cp=%-3lld zero=%lld mb=%-2lld gb=%-5lld %-9s %-11s v=%-2lld sp=%d  %9s %10s %7.1f %6s %10s\n",
+  // An MoE layout's expert dimensions follow the row (a dense row is unchanged).
+  const std::string experts = l.ep != 1 || l.etp != 0 ? "  ep=" + std::to_string(l.ep) + " etp=" +
+                                                            std::to_string(l.expert_tp())
+                                                      : "";
+  std::printf("%3d  dp=%-3lld tp=%-2lld pp=%-3lld cp=%-3lld zero=%lld mb=%-2lld gb=%-5lld %-9s %-11s v=%-2lld sp=%d  %9s %10s %7.1f %6s %10s%s\n",
               rank, (long long)l.dp, (long long)l.tp, (long long)l.pp, (long long)l.cp, (long long)l.zero_stage, (long long)l.micro_batch,
               (long long)l.global_batch, ToString(l.recompute), ToString(l.schedule), (long long)l.virtual_stages,
               l.sequence_parallel ? 1 : 0, HumanSeconds(p.step_time_s).c_str(), HumanCount(p.tokens_per_s).c_str(),
-              p.model_tflops_per_gpu, MfuText(mfu).c_str(), HumanBytes(p.peak_memory_bytes).c_str());
+              p.model_tflops_per_gpu, MfuText(mfu).c_str(), HumanBytes(p.peak_memory_bytes).c_str(), experts.c_str());
 }
 
 void PrintPrediction(const planner::Prediction& p, const std::optional<double>& mfu) {

@@ -59,6 +59,14 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
     std::snprintf(gib, sizeof gib, "%.1f", in.cluster.device.memory_GiB);
     return std::string("the layout does not fit in device memory (") + gib + " GiB per " + in.cluster.device.name + ")";
   }
+  if (reason == "moe_tp_needs_sequence_parallel") {
+    return "an MoE model with tp > 1 needs sequence parallelism (Megatron-Core's rule: each rank routes its "
+           "sequence shard)";
+  }
+  if (reason == "expert_groups_do_not_tile_the_stage") {
+    return "ep x etp must divide a pipeline stage's tp x cp x dp ranks (expert groups are carved from them) and etp the "
+           "experts' ffn size (" + Str(m.moe_ffn_hidden) + ")";
+  }
   return reason;
 }
 

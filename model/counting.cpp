@@ -1,5 +1,7 @@
 #include "model/counting.h"
 
+#include <algorithm>
+
 #include "model/op_catalogue.h"
 
 namespace parallax {
@@ -8,66 +10,128 @@ int64_t NormParams(const ModelSpec& m) { return m.norm == NormKind::kLayerNorm ?
 
 namespace {
 
-int64_t FcInWidth(const ModelSpec& m) { return m.mlp == MlpKind::kSwiglu ? 2 * m.ffn_hidden : m.ffn_hidden; }
+int64_t FcInWidth(const ModelSpec& m, int64_t f) { return m.mlp == MlpKind::kSwiglu ? 2 * f : f; }
+int64_t FcInWidth(const ModelSpec& m) { return FcInWidth(m, m.ffn_hidden); }
 int64_t SeqOf(const ModelSpec& m, int64_t seq_len) { return seq_len > 0 ? seq_len : m.seq_len; }
+
+//! Weights (GEMM parameters, the FLOPs' 2x) and all parameters of the QKV projection(s).
+struct QkvParams {
+  int64_t gemm = 0, total = 0;
+};
+
+// Multi-head latent attention (DeepSeek-V2 paper, section 2.1.2; DeepSeek-V3's modeling code): the
+// query down-projection (or one direct projection without q_lora_rank), the joint KV down-projection
+// plus the decoupled rotary key, the up-projections of keys and values, RMSNorms on both latents.
+QkvParams Qkv(const ModelSpec& m) {
+  const int64_t h = m.hidden, bias = m.bias ? 1 : 0;
+  if (!m.mla()) {
+    const int64_t out = m.q_dim() + 2 * m.kv_dim();
+    return {h * out, h * out + bias * out};
+  }
+  const int64_t dqk = m.head_dim();
+  const int64_t q = m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank * m.heads * dqk : h * m.heads * dqk;
+  const int64_t kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * m.heads * (m.qk_nope_head_dim + m.v_head_dim);
+  return {q + kv, q + kv + m.q_lora_rank + m.kv_lora_rank};
+}
+
+//! One expert (routed or shared) of moe_ffn_hidden: fc1 (gate + up for SwiGLU) and fc2.
+int64_t ExpertGemmParams(const ModelSpec& m) { return (FcInWidth(m, m.moe_ffn_hidden) + m.moe_ffn_hidden) * m.hidden; }
+int64_t ExpertParams(const ModelSpec& m) {
+  return ExpertGemmParams(m) + (m.bias ? FcInWidth(m, m.moe_ffn_hidden) + m.hidden : 0);
+}
 
 }  // namespace
 
-ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
-  const double s = static_cast<double>(SeqOf(m, seq_len));
-  const int64_t qkv_out = m.hidden + 2 * m.kv_dim();
-  const int64_t bias = m.bias ? 1 : 0;
-  ModelCounts c;
-  c.layer_ops = {
-      {"attn_norm", NormParams(m), 0},
-      {"qkv", m.hidden * qkv_out + bias * qkv_out, 0},
-      {"attn_core", 0, 0},
-      {"attn_out", m.hidden * m.hidden + bias * m.hidden, 0},
-      {"mlp_norm", NormParams(m), 0},
-      {"fc1", m.hidden * FcInWidth(m) + bias * FcInWidth(m), 0},
-      {"act", 0, 0},
-      {"fc2", m.ffn_hidden * m.hidden + bias * m.hidden, 0},
+std::vector<OpCount> LayerOps(const ModelSpec& m, int64_t layer, int64_t seq_len) {
+  const int64_t h = m.hidden, bias = m.bias ? 1 : 0;
+  const double keys = static_cast<double>(AttendedKeys(m, layer, SeqOf(m, seq_len)));
+  const QkvParams qkv = Qkv(m);
+  const int64_t out = m.attn_out_dim();
+  // QK^T and AV over the keys each query sees: 2 keys (heads x qk width) + 2 keys (heads x v width).
+  const double core = 2 * keys * static_cast<double>(m.heads * (m.head_dim() + m.value_dim()));
+  std::vector<OpCount> ops = {
+      {"attn_norm", NormParams(m), 0, NormParams(m)},
+      {"qkv", qkv.total, 2.0 * static_cast<double>(qkv.gemm), qkv.total},
+      {"attn_core", 0, core, 0},
+      {"attn_out", out * h + bias * h, 2.0 * static_cast<double>(out * h), out * h + bias * h},
+      {"mlp_norm", NormParams(m), 0, NormParams(m)},
   };
-  // FLOPs from the op catalogue (one micro-batch of one sequence, tp 1): its convention counts
-  // attention over the full s x s square, whatever kernel runs it.
-  OpShapeKey key;
-  key.seq_len = static_cast<int64_t>(s);
-  const OpCatalogue cat = BuildOpCatalogue(m, key, DefaultImplementation());
-  for (const OpSpec& o : cat.layer.fwd) {
-    for (auto& op : c.layer_ops) {
-      if (op.name == ToString(o.op)) op.fwd_flops_per_token += o.flops / s;
+  if (!IsMoeLayer(m, layer)) {
+    const int64_t fc1 = h * FcInWidth(m) + bias * FcInWidth(m), fc2 = m.ffn_hidden * h + bias * h;
+    ops.push_back({"fc1", fc1, 2.0 * static_cast<double>(h * FcInWidth(m)), fc1});
+    ops.push_back({"act", 0, 0, 0});
+    ops.push_back({"fc2", fc2, 2.0 * static_cast<double>(m.ffn_hidden * h), fc2});
+    return ops;
+  }
+  // Router: one h x E GEMM (+ a bias: DeepSeek-V3's expert-score correction, gpt-oss's router bias).
+  const int64_t router = h * m.experts + (m.router == RouterKind::kSigmoid || m.bias ? m.experts : 0);
+  ops.push_back({"router", router, 2.0 * static_cast<double>(h * m.experts), router});
+  const double expert_flops = 2.0 * static_cast<double>(ExpertGemmParams(m));
+  ops.push_back({"experts", m.experts * ExpertParams(m), static_cast<double>(m.experts_per_token) * expert_flops,
+                 m.experts_per_token * ExpertParams(m)});
+  if (m.shared_experts > 0) {
+    ops.push_back({"shared_experts", m.shared_experts * ExpertParams(m),
+                   static_cast<double>(m.shared_experts) * expert_flops, m.shared_experts * ExpertParams(m)});
+  }
+  return ops;
+}
+
+ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
+  const int64_t s = SeqOf(m, seq_len);
+  ModelCounts c;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    LayerCount lc;
+    lc.moe = IsMoeLayer(m, i);
+    lc.local = IsLocalAttentionLayer(m, i);
+    const std::vector<OpCount> ops = LayerOps(m, i, s);
+    for (const OpCount& op : ops) {
+      lc.params += op.params;
+      lc.active_params += op.active_params;
+      lc.fwd_flops_per_token += op.fwd_flops_per_token;
+      if (op.name == "attn_core") lc.attn_core_flops_per_token = op.fwd_flops_per_token;
     }
+    if (i == 0) c.layer_ops = ops;
+    if (lc.moe && c.moe_layer_ops.empty()) c.moe_layer_ops = ops;
+    c.moe_layers += lc.moe ? 1 : 0;
+    c.layers.push_back(lc);
   }
-  for (const auto& op : c.layer_ops) {
-    c.params_per_layer += op.params;
-    c.fwd_flops_per_token_per_layer += op.fwd_flops_per_token;
-  }
+  c.params_per_layer = c.layers.front().params;
+  c.fwd_flops_per_token_per_layer = c.layers.front().fwd_flops_per_token;
   c.params_embedding = m.vocab * m.hidden + (m.position == PositionKind::kLearned ? m.seq_len * m.hidden : 0);
   c.params_lm_head = m.tie_embeddings ? 0 : m.vocab * m.hidden;
   c.params_final_norm = NormParams(m);
-  c.fwd_flops_per_token_head = 0;
-  for (const OpSpec& o : cat.head.fwd) c.fwd_flops_per_token_head += o.flops / s;
-  c.outer_ops = {{"embedding", c.params_embedding, 0},
-                 {"final_norm", c.params_final_norm, 0},
-                 {"lm_head", c.params_lm_head, c.fwd_flops_per_token_head}};
-  c.params_total = m.layers * c.params_per_layer + c.params_embedding + c.params_lm_head + c.params_final_norm;
-  c.fwd_flops_per_token = static_cast<double>(m.layers) * c.fwd_flops_per_token_per_layer + c.fwd_flops_per_token_head;
+  c.fwd_flops_per_token_head = 2.0 * static_cast<double>(m.vocab * m.hidden);
+  c.outer_ops = {{"embedding", c.params_embedding, 0, m.hidden},
+                 {"final_norm", c.params_final_norm, 0, c.params_final_norm},
+                 {"lm_head", c.params_lm_head, c.fwd_flops_per_token_head, c.params_lm_head}};
+  c.params_total = c.params_embedding + c.params_lm_head + c.params_final_norm;
+  c.params_active = c.params_embedding + c.params_final_norm + c.params_lm_head;
+  c.fwd_flops_per_token = c.fwd_flops_per_token_head;
+  for (const LayerCount& lc : c.layers) {
+    c.params_total += lc.params;
+    c.params_active += lc.active_params;
+    c.fwd_flops_per_token += lc.fwd_flops_per_token;
+  }
+  // DeepSeek-V3 report, section 2.2: each MTP module is a projection of [h; embedding] (2h x h), two
+  // RMSNorms and one transformer layer (an MoE one), sharing the embedding and head.
+  const int64_t mtp_layer = c.layers.back().params;
+  c.params_mtp = m.mtp_layers * (2 * m.hidden * m.hidden + 2 * NormParams(m) + mtp_layer);
   return c;
 }
 
 double AttentionCoreFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
-  for (const OpCount& op : CountModel(m, seq_len).layer_ops) {
-    if (op.name == "attn_core") return op.fwd_flops_per_token;
-  }
-  return 0;
+  return CountModel(m, seq_len).layers.front().attn_core_flops_per_token;
 }
 
 double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute recompute) {
   const ModelCounts c = CountModel(m, seq_len);
-  double per_layer = 3.0 * c.fwd_flops_per_token_per_layer;
-  if (recompute == Recompute::kFull) per_layer += c.fwd_flops_per_token_per_layer;
-  if (recompute == Recompute::kSelective) per_layer += AttentionCoreFlopsPerToken(m, seq_len);
-  return static_cast<double>(m.layers) * per_layer + 3.0 * c.fwd_flops_per_token_head;
+  double layers = 0;
+  for (const LayerCount& lc : c.layers) {
+    layers += 3.0 * lc.fwd_flops_per_token;
+    if (recompute == Recompute::kFull) layers += lc.fwd_flops_per_token;
+    if (recompute == Recompute::kSelective) layers += lc.attn_core_flops_per_token;
+  }
+  return layers + 3.0 * c.fwd_flops_per_token_head;
 }
 
 ActivationOptions ForImplementation(ActivationOptions o, const ImplementationProfile& impl) {
@@ -77,7 +141,17 @@ ActivationOptions ForImplementation(ActivationOptions o, const ImplementationPro
   return o;
 }
 
-int64_t ActivationBytesPerLayer(const ModelSpec& m, const ActivationOptions& o) {
+namespace {
+
+//! Per token, the elements the attention keeps beyond its input: Q, K, V (MLA: the two latents and
+//! the decoupled rotary key too) and the output projection's input.
+int64_t AttentionSavedWidth(const ModelSpec& m) {
+  if (!m.mla()) return m.q_dim() + 2 * m.kv_dim() + m.attn_out_dim();
+  return 2 * m.q_dim() + m.attn_out_dim() + m.heads * m.value_dim() + m.q_lora_rank + m.kv_lora_rank +
+         m.qk_rope_head_dim;
+}
+
+int64_t LayerActivationBytes(const ModelSpec& m, int64_t layer, const ActivationOptions& o, int64_t etp) {
   const int64_t s = SeqOf(m, o.seq_len);
   const int64_t b = o.micro_batch;
   const int64_t e = o.bytes_per_element;
@@ -93,18 +167,45 @@ int64_t ActivationBytesPerLayer(const ModelSpec& m, const ActivationOptions& o) 
   const int64_t norm_stats = int64_t{16} * s * b;  // 2 norms x 2 statistics x 4 bytes
   const int64_t seq_shardable = 4 * e * sbh + 2 * drop * sbh + norm_stats;
   const int64_t sbf = s * b * m.ffn_hidden;
-  const int64_t qkv_saved = e * (sbh + 2 * s * b * m.kv_dim());
-  const int64_t mlp_saved = m.mlp == MlpKind::kSwiglu ? 3 * e * sbf : 2 * e * sbf;
-  int64_t tp_sharded = qkv_saved + e * sbh + mlp_saved;
+  const int64_t attn_saved = e * s * b * AttentionSavedWidth(m);
+  const bool moe = IsMoeLayer(m, layer);
+  const int64_t mlp_saved = moe ? 0 : (m.mlp == MlpKind::kSwiglu ? 3 * e * sbf : 2 * e * sbf);
+  int64_t tp_sharded = attn_saved + mlp_saved;
   if (o.recompute == Recompute::kNone) {
-    const int64_t as2b = m.heads * s * s * b;
+    const int64_t as2b = m.heads * s * AttendedKeys(m, layer, s) * b;
     if (o.attention_keeps_statistics) {
       tp_sharded += 4 * m.heads * s * b;  // fp32 log-sum-exp per query row; dropout replayed from its RNG state
     } else {
       tp_sharded += e * as2b + drop * (as2b + e * as2b);  // softmax out, dropout mask, dropout out
     }
   }
-  return (o.sequence_parallel ? seq_shardable / t : seq_shardable) + tp_sharded / t;
+  const int64_t moe_bytes = moe ? MoeActivationBytes(m, o, etp) : 0;
+  return (o.sequence_parallel ? seq_shardable / t : seq_shardable) + tp_sharded / t + moe_bytes;
+}
+
+}  // namespace
+
+int64_t MoeActivationBytes(const ModelSpec& m, const ActivationOptions& o, int64_t etp) {
+  if (!m.moe() || o.recompute == Recompute::kFull) return 0;
+  const int64_t t = o.tp, et = etp > 0 ? etp : o.tp;
+  const int64_t e = o.bytes_per_element;
+  const int64_t tokens = SeqOf(m, o.seq_len) * o.micro_batch / (o.sequence_parallel ? t : 1);
+  const int64_t f = m.moe_ffn_hidden;
+  const int64_t mlp_width = FcInWidth(m, f) + f;  // fc1 output(s) and the activation's output
+  // Routed: k copies of each of the etp group's tokens arrive (dispatch buffer, h each), each kept
+  // at fc1 output and activation output over f / etp, and its fc2 output for the combine.
+  const int64_t routed = m.experts_per_token * tokens * et * (2 * e * m.hidden + e * mlp_width / et);
+  const int64_t router = 4 * m.experts * tokens;  // fp32 scores (probabilities) for the backward
+  const int64_t shared = m.shared_experts * SeqOf(m, o.seq_len) * o.micro_batch * e * mlp_width / t;
+  return routed + router + shared;
+}
+
+int64_t ActivationBytesOfLayer(const ModelSpec& m, int64_t layer, const ActivationOptions& o, int64_t etp) {
+  return LayerActivationBytes(m, layer, o, etp);
+}
+
+int64_t ActivationBytesPerLayer(const ModelSpec& m, const ActivationOptions& o) {
+  return LayerActivationBytes(m, 0, o, 0);
 }
 
 int64_t RecomputeWorkingBytes(const ModelSpec& m, const ActivationOptions& o) {

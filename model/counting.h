@@ -15,23 +15,50 @@ namespace parallax {
 
 //! One op of a transformer layer (or of the embedding / head), forward, per token.
 struct OpCount {
-  std::string name;  //!< OpKind name: "qkv", "attn_core", ...
+  std::string name;  //!< OpKind name: "qkv", "attn_core", ...; MoE: "router", "experts", "shared_experts"
   int64_t params = 0;
   double fwd_flops_per_token = 0;
+  int64_t active_params = 0;  //!< the parameters one token reads (experts: top-k of them)
+};
+
+//! One transformer layer.
+struct LayerCount {
+  bool moe = false;    //!< IsMoeLayer
+  bool local = false;  //!< IsLocalAttentionLayer
+  int64_t params = 0;
+  int64_t active_params = 0;
+  double fwd_flops_per_token = 0;
+  double attn_core_flops_per_token = 0;  //!< the part selective recompute repeats
 };
 
 struct ModelCounts {
+  //! Layer 0's parameters (every layer's in a dense model without local attention layers).
   int64_t params_per_layer = 0;
   int64_t params_embedding = 0;  //!< token (+ learned position) embedding
   int64_t params_lm_head = 0;    //!< 0 when tied to the embedding
   int64_t params_final_norm = 0;
   int64_t params_total = 0;
-  double fwd_flops_per_token_per_layer = 0;
+  //! The activated parameters: all but the routed experts a token is not sent to (top-k of them
+  //! counted), the whole embedding table included, as Mixtral's, Qwen3's, Llama 4's and DeepSeek-V3's
+  //! published "active" counts are.
+  int64_t params_active = 0;
+  //! DeepSeek-V3's multi-token-prediction modules (its projection, norms and one layer each; the
+  //! embedding and head shared): not in params_total, which counts the main model as published.
+  int64_t params_mtp = 0;
+  int64_t moe_layers = 0;
+  double fwd_flops_per_token_per_layer = 0;  //!< layer 0's
   double fwd_flops_per_token_head = 0;  //!< LM head
-  double fwd_flops_per_token = 0;       //!< whole model, forward
-  std::vector<OpCount> layer_ops;       //!< breakdown of one transformer layer
+  double fwd_flops_per_token = 0;       //!< whole model, forward (active parameters only)
+  std::vector<OpCount> layer_ops;       //!< breakdown of layer 0
+  std::vector<OpCount> moe_layer_ops;   //!< breakdown of the first MoE layer (empty for a dense model)
   std::vector<OpCount> outer_ops;       //!< embedding, final norm, LM head
+  std::vector<LayerCount> layers;       //!< every transformer layer, in order
 };
+
+//! The ops of transformer layer `layer` (0-based) with parameters and forward FLOPs per token.
+//! FLOPs: 2 per multiply-add of each GEMM (Megatron's convention); attention over the full square
+//! of the keys each query may see (AttendedKeys); experts at top-k; router scores 2 h E.
+std::vector<OpCount> LayerOps(const ModelSpec& m, int64_t layer, int64_t seq_len = 0);
 
 //! Parameters of one layer/RMS norm: weight (+ bias for LayerNorm).
 int64_t NormParams(const ModelSpec& m);
@@ -64,7 +91,8 @@ struct ActivationOptions {
 //! `o` with the implementation's facts: applies_dropout, attention, fp32_cross_entropy.
 ActivationOptions ForImplementation(ActivationOptions o, const ImplementationProfile& impl);
 
-//! Activation bytes one transformer layer keeps for backward, per micro-batch, per TP rank
+//! Activation bytes one transformer layer keeps for backward, per micro-batch, per TP rank (layer
+//! 0's shape; ActivationBytesOfLayer for a given layer of an MoE or local-attention model)
 //! (Korthikanti et al. 2022, section 4: 34sbh + 5as^2b for 16-bit GPT with dropout, then
 //! sharded by tensor / sequence parallelism). Generalised here to grouped-query attention,
 //! any ffn_hidden, SwiGLU, no dropout, flash attention (4asb of fp32 log-sum-exp instead of the
@@ -72,6 +100,18 @@ ActivationOptions ForImplementation(ActivationOptions o, const ImplementationPro
 //! statistics (mean and 1/rms: 16 bytes a token, sharded with the norms' inputs). Full recompute
 //! keeps only the layer input (2sbh, /t with sequence parallel).
 int64_t ActivationBytesPerLayer(const ModelSpec& m, const ActivationOptions& o);
+
+//! What an MoE layer keeps beyond the attention half, per micro-batch per rank, tokens balanced over
+//! the experts (DESIGN.md "Mixture of experts"): the router's input and fp32 scores (h e + 4 E per
+//! token), the permuted tokens each rank receives (k copies per token, h e each: the dispatch
+//! buffer), each routed and shared expert's fc1 input, fc1 output and activation output at top-k
+//! (as a dense MLP of moe_ffn_hidden, split over etp), and the combine buffer (k h e per token).
+//! `etp` splits the expert width; tokens are those of the rank's tp x cp shard (tp with sequence
+//! parallelism, as Megatron-Core's dispatcher gathers none with SP off: then every tp rank routes
+//! the same tokens). Full recompute keeps none of it.
+int64_t MoeActivationBytes(const ModelSpec& m, const ActivationOptions& o, int64_t etp);
+//! Activation bytes of layer `layer`: the attention half, then a dense MLP or MoeActivationBytes.
+int64_t ActivationBytesOfLayer(const ModelSpec& m, int64_t layer, const ActivationOptions& o, int64_t etp = 0);
 
 //! The working set of one layer's recomputation, which re-materializes one layer at a time: full
 //! recompute the whole layer (ActivationBytesPerLayer with recompute none), selective only what it

@@ -77,6 +77,9 @@ ImplementationProfile Parallax() {
   p.mixed_precision_passes = {false, "executor/runtime/optimizer.cpp: the AdamW kernel reads the fp32 gradient buffer "
                                      "and writes the 16-bit weight copy in the same pass"};
   p.pipeline_p2p = {P2pSemantics::kAsync, "executor/runtime/pipeline_runner.cpp: sends on the pp-comm stream"};
+  p.moe_dispatcher = {MoeDispatcher::kAllToAll, "issue 37 item 5: the executor's dispatch is an all-to-all on the ep "
+                                                "group's stream (not built yet; priced as planned)"};
+  p.moe_shared_expert_overlap = {false, "issue 37 item 5: no overlap planned for the executor's first MoE version"};
   p.cp_comm_type = {CpCommType::kP2p, "issue 36 (docs/executor.md): ring attention with causal load balancing, K and V "
                                       "blocks sent to the next cp rank while the previous block's attention computes, "
                                       "as Megatron-Core's p2p"};
@@ -150,6 +153,11 @@ ImplementationProfile MegatronCore() {
                                     "_copy_model_grads_to_main_grads (.float() of the fp32 main_grad shard: no copy), "
                                     "the grad scaler's unscale only for fp16, then _copy_main_params_to_model_params "
                                     "(copy_ of each fp32 shard into the 16-bit parameter buffer)"};
+  p.moe_dispatcher = {MoeDispatcher::kAllToAll, "megatron/core/transformer/moe/token_dispatcher.py "
+                                                "MoEAlltoAllTokenDispatcher (--moe-token-dispatcher-type alltoall, the "
+                                                "setting of NVIDIA's MoE benchmarks and the Megatron-MoE model zoo)"};
+  p.moe_shared_expert_overlap = {false, "megatron/core/transformer/transformer_config.py: moe_shared_expert_overlap "
+                                        "defaults to False"};
   p.pipeline_p2p = {P2pSemantics::kAsync, "megatron/core/pipeline_parallel/p2p_communication.py: batched "
                                           "isend/irecv, overlap_p2p_comm for the interleaved schedule"};
   p.cp_comm_type = {CpCommType::kP2p,
@@ -211,6 +219,9 @@ ImplementationProfile Megatron2021() {
                                     "_copy_model_grads_to_main_grads (grad.float()), "
                                     "_unscale_main_grads_and_check_for_nan (fp16), FusedAdam on the fp32 main grads, "
                                     "_copy_main_params_to_model_params (multi_tensor_scale)"};
+  p.moe_dispatcher = {MoeDispatcher::kAllToAll, "Megatron-LM v2.5 has no MoE layer: GShard's all-to-all dispatch "
+                                                "(Lepikhin et al. 2020, section 2.2) stands in"};
+  p.moe_shared_expert_overlap = {false, "Megatron-LM v2.5 has no MoE layer"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "megatron/p2p_communication.py (v2.5): batch_isend_irecv, wait on "
                                              "every request, then torch.cuda.synchronize()"};
   p.cp_comm_type = {CpCommType::kNone, "megatron/arguments.py (v2.5, v3.0): no context parallelism; "
@@ -301,6 +312,9 @@ ImplementationProfile DeepSpeed() {
                                      "fp32 partitions in passes of their own too (stage_1_and_2.py); their bytes "
                                      "are not checked here"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "deepspeed/runtime/pipe/p2p.py: blocking dist.send / dist.recv"};
+  p.moe_dispatcher = {MoeDispatcher::kAllToAll, "deepspeed/moe/sharded_moe.py MOELayer.forward: _AllToAll of the "
+                                                "dispatched tokens over the expert-parallel group"};
+  p.moe_shared_expert_overlap = {false, "deepspeed/moe/layer.py: the residual (shared) expert runs after the all-to-all"};
   p.cp_comm_type = {CpCommType::kNone,
                     "DeepSpeed has no ring-attention context parallelism; DeepSpeed-Ulysses (deepspeed/sequence/"
                     "layer.py DistributedAttention, all-to-alls over heads) is a different scheme, not in this profile"};
@@ -393,6 +407,10 @@ const char* ToString(P2pSemantics p) { return p == P2pSemantics::kAsync ? "async
 const char* ToString(SpGradReduction r) {
   return r == SpGradReduction::kCoalesced ? "coalesced" : "per_parameter";
 }
+const char* ToString(MoeDispatcher d) {
+  return d == MoeDispatcher::kAllToAll ? "alltoall" : d == MoeDispatcher::kAllGather ? "allgather" : "deepep";
+}
+
 const char* ToString(CpCommType t) {
   switch (t) {
     case CpCommType::kNone: return "none";
@@ -470,6 +488,8 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Enum("optimizer", p.optimizer, {OptimizerKind::kFusedMultiTensor, OptimizerKind::kPerTensor});
       f.Bool("mixed_precision_passes", p.mixed_precision_passes);
       f.Enum("pipeline_p2p", p.pipeline_p2p, {P2pSemantics::kAsync, P2pSemantics::kBlocking});
+      f.Enum("moe_dispatcher", p.moe_dispatcher, {MoeDispatcher::kAllToAll, MoeDispatcher::kAllGather, MoeDispatcher::kDeepEp});
+      f.Bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap);
       f.Enum("cp_comm_type", p.cp_comm_type,
              {CpCommType::kNone, CpCommType::kP2p, CpCommType::kAllGather, CpCommType::kA2a, CpCommType::kA2aP2p});
       facts.Finish();
@@ -512,6 +532,8 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"optimizer", EnumJson(p.optimizer)},
                 {"mixed_precision_passes", FactJson(p.mixed_precision_passes)},
                 {"pipeline_p2p", EnumJson(p.pipeline_p2p)},
+                {"moe_dispatcher", EnumJson(p.moe_dispatcher)},
+                {"moe_shared_expert_overlap", FactJson(p.moe_shared_expert_overlap)},
                 {"cp_comm_type", EnumJson(p.cp_comm_type)}}}};
 }
 

@@ -49,6 +49,10 @@ enum class LossReduction { kAllReduce, kAllGather };
 //! gradients are summed over TP: one all-reduce per parameter when its group's gradient is final
 //! (our executor), or all of them flattened into one all-reduce after the backward (Megatron).
 enum class SpGradReduction { kPerParameter, kCoalesced };
+//! How an MoE layer moves tokens to their experts (Megatron-Core --moe-token-dispatcher-type):
+//! an all-to-all over the ep group, an all-gather of every token over it (each rank keeps its
+//! experts' share; a reduce-scatter combines), or DeepEP's fused all-to-all kernels ("flex").
+enum class MoeDispatcher { kAllToAll, kAllGather, kDeepEp };
 
 //! How context parallelism exchanges keys and values (Megatron-Core --cp-comm-type, passed to
 //! Transformer Engine's DotProductAttention): p2p, a ring of send/recv of K and V blocks overlapped
@@ -124,6 +128,10 @@ struct ImplementationProfile {
   //! reads the gradients in their buffer and writes the 16-bit copy itself.
   Fact<bool> mixed_precision_passes;
   Fact<P2pSemantics> pipeline_p2p;
+  Fact<MoeDispatcher> moe_dispatcher;
+  //! The shared experts run while the dispatch and combine all-to-alls are in flight (Megatron-Core
+  //! --moe-shared-expert-overlap): the all-to-all hides under the shared experts' GEMMs.
+  Fact<bool> moe_shared_expert_overlap;
   Fact<CpCommType> cp_comm_type;
 };
 
@@ -177,6 +185,7 @@ const char* ToString(P2pSemantics p);
 const char* ToString(GradAccumulation g);
 const char* ToString(LossReduction r);
 const char* ToString(SpGradReduction r);
+const char* ToString(MoeDispatcher d);
 //! Megatron-Core's value ("p2p", "all_gather", "a2a", "a2a+p2p"), or "none".
 const char* ToString(CpCommType t);
 

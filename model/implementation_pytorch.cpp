@@ -59,6 +59,9 @@ ImplementationProfile PytorchEager() {
   p.pipeline_p2p = {P2pSemantics::kBlocking, "no pipeline parallelism in plain DDP: the fact does not apply"};
   p.cp_comm_type = {CpCommType::kNone, "no context parallelism in plain DDP (torch.distributed.tensor.experimental "
                                        "context_parallel is other code not described by this profile)"};
+  p.moe_dispatcher = {MoeDispatcher::kAllToAll, "plain PyTorch has no MoE layer: a user's MoE code dispatches with "
+                                                "torch.distributed.all_to_all_single, priced as an all-to-all"};
+  p.moe_shared_expert_overlap = {false, "plain PyTorch: no overlap of the dispatch with shared experts"};
   return p;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 namespace parallax {
 namespace {
@@ -22,6 +23,14 @@ class Catalogue {
     flash_ = impl.attention.value == AttentionKernel::kFlash;
     accumulate_wgrad_ =
         impl.grad_accumulation.value == GradAccumulation::kInGemm && impl.grad_buffer_dtype.value == GradDType::kFp32;
+    keys_ = s_;
+  }
+
+  //! The kind of layer the next LayerFwd / LayerBwd builds (LayerKindOf).
+  void SetKind(int kind) {
+    moe_ = (kind & 1) != 0;
+    local_ = (kind & 2) != 0;
+    keys_ = local_ ? std::min(s_, m_.attention_window) : s_;
   }
 
   OpSpec Gemm(OpKind op, Phase ph, std::initializer_list<GemmShape> shapes, double extra_bytes = 0,
@@ -115,7 +124,7 @@ class Catalogue {
   OpSpec AttnCore(Phase ph, bool bwd) const {
     const int64_t d = m_.head_dim();
     const int64_t batch = k_.micro_batch * m_.heads / t_;
-    const double scores = static_cast<double>(batch) * s_ * s_;
+    const double scores = static_cast<double>(batch) * s_ * keys_;
     if (flash_) {
       // One fused kernel (three with FA2's backward preprocessing and dQ conversion); only Q, K,
       // V, O (and their gradients) touch HBM. Full-square FLOPs by convention; causal executes
@@ -123,23 +132,28 @@ class Catalogue {
       OpSpec o;
     o.op = OpKind::kAttnCore;
     o.phase = ph;
-      o.flash = FlashShape{batch, s_, s_, d, true, bwd};
-      const double square = 4.0 * scores * static_cast<double>(d);  // QK^T + AV
+      o.flash = FlashShape{batch, s_, keys_, d, !local_, bwd};
+      // QK^T + AV (MLA: queries and keys of qk_nope + qk_rope, values of v_head_dim).
+      const double square = m_.mla() ? 2.0 * scores * static_cast<double>(d + m_.value_dim())
+                                     : 4.0 * scores * static_cast<double>(d);
       o.flops = bwd ? 2 * square : square;
-      const double causal = 0.5 + 0.5 / static_cast<double>(std::max<int64_t>(s_ / 128, 1));
+      // A local layer's band of `keys_` keys per query is all executed; a global one's causal triangle about half.
+      const double causal = local_ ? 1.0 : 0.5 + 0.5 / static_cast<double>(std::max<int64_t>(s_ / 128, 1));
       o.executed_flops = (bwd ? 2.5 : 1.0) * square * causal;  // backward recomputes QK^T
-      const double qkvo = 4.0 * e_ * static_cast<double>(T_) * static_cast<double>(PerRank(h_, t_));
+      const double qkvo = e_ * static_cast<double>(T_) *
+                          static_cast<double>(PerRank(3 * m_.q_dim() + m_.attn_out_dim(), t_));
       o.bytes = bwd ? 2 * qkvo : qkvo;
       o.kernels = bwd ? 3 : 1;
       return o;
     }
     // Unfused (Megatron-LM 2021): QK^T batched GEMM, fused scale-mask-softmax (+ dropout) over the
     // s x s scores in HBM, AV batched GEMM.
+    const int64_t kv = keys_;
     if (!bwd) {
-      return Gemm(OpKind::kAttnCore, ph, {{s_, s_, d, batch}, {s_, d, s_, batch}},
+      return Gemm(OpKind::kAttnCore, ph, {{s_, kv, d, batch}, {s_, d, kv, batch}},
                   scores * (2 * e_ + drop_ * (2 * e_ + 1)), drop_ > 0 ? 2 : 1);
     }
-    return Gemm(OpKind::kAttnCore, ph, {{s_, d, s_, batch}, {s_, d, s_, batch}, {s_, s_, d, batch}, {s_, d, s_, batch}},
+    return Gemm(OpKind::kAttnCore, ph, {{s_, d, kv, batch}, {kv, d, s_, batch}, {s_, kv, d, batch}, {kv, d, s_, batch}},
                 scores * (3 * e_ + drop_ * (2 * e_ + 1)), drop_ > 0 ? 2 : 1);
   }
 
@@ -148,7 +162,8 @@ class Catalogue {
   // the rotary embedding of q and k in the same op; backward: per projection dX and dW, the bias
   // gradient (a column sum of dY), and the inverse rotation of dq and dk first.
   OpSpec Qkv(Phase ph, bool bwd) const {
-    const int64_t q = h_ / t_, kv = m_.kv_dim() / t_;
+    if (m_.mla()) return MlaQkv(ph, bwd);
+    const int64_t q = m_.q_dim() / t_, kv = m_.kv_dim() / t_;
     const double T = static_cast<double>(T_);
     if (impl_.fused_qkv_gemm.value) {
       if (!bwd) return Gemm(OpKind::kQkv, ph, {{T_, q + 2 * kv, h_, 1}});
@@ -169,28 +184,51 @@ class Catalogue {
                 bias_bwd + rope, bias_kernels + rope_kernels);
   }
 
-  std::vector<OpSpec> LayerFwd(Phase ph) const {
-    const int64_t f = m_.ffn_hidden;
+  // Multi-head latent attention's projections (DeepSeek-V2 paper, section 2.1; Megatron-Core
+  // multi_latent_attention.py): the down-projections of queries and of keys/values (+ the decoupled
+  // rotary key) run whole on every TP rank, the up-projections are column-parallel; their latent
+  // RMSNorms and the rotary embedding are the memory-bound part. Backward: (dX, dW) per GEMM.
+  OpSpec MlaQkv(Phase ph, bool bwd) const {
+    const int64_t ql = m_.q_lora_rank, kvl = m_.kv_lora_rank, rope = m_.qk_rope_head_dim;
+    const int64_t q_up = m_.heads * m_.head_dim() / t_, kv_up = m_.heads * (m_.qk_nope_head_dim + m_.v_head_dim) / t_;
+    std::vector<GemmShape> fwd;
+    if (ql > 0) {
+      fwd = {{T_, ql, h_, 1}, {T_, q_up, ql, 1}};
+    } else {
+      fwd = {{T_, q_up, h_, 1}};
+    }
+    fwd.push_back({T_, kvl + rope, h_, 1});
+    fwd.push_back({T_, kv_up, kvl, 1});
+    const double T = static_cast<double>(T_);
+    const double norms_rope = (bwd ? 4 : 2) * e_ * T * static_cast<double>(ql + kvl) + 2 * e_ * T * static_cast<double>(q_up);
+    OpSpec o;
+    if (!bwd) {
+      o = Gemm(OpKind::kQkv, ph, {}, norms_rope, ql > 0 ? 3 : 2);
+      for (const GemmShape& g : fwd) AddGemm(o, g);
+      return o;
+    }
+    o = Gemm(OpKind::kQkv, ph, {}, norms_rope, ql > 0 ? 3 : 2);
+    for (const GemmShape& g : fwd) {
+      AddGemm(o, {g.m, g.k, g.n, 1});
+      AddGemm(o, {g.n, g.k, g.m, 1}, accumulate_wgrad_);
+    }
+    return o;
+  }
+  static void AddGemm(OpSpec& o, GemmShape g, bool accumulate = false) {
+    g.accumulate = accumulate;
+    o.gemms.push_back(g);
+    o.flops += g.flops();
+    o.executed_flops += g.flops();
+    ++o.kernels;
+  }
+
+  // A dense MLP of inner width f (a dense layer's ffn_hidden; an MoE layer's shared experts,
+  // shared_experts x moe_ffn_hidden), forward.
+  void MlpFwd(std::vector<OpSpec>& o, Phase ph, int64_t f) const {
     const int64_t fin = m_.mlp == MlpKind::kSwiglu ? 2 * f : f;
     const double Th = static_cast<double>(T_) * static_cast<double>(h_);
     const CollectiveKind out_coll = k_.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
     const bool fused_act = impl_.fused_bias_activation.value;
-    std::vector<OpSpec> o;
-    o.push_back(Mem(OpKind::kAttnNorm, ph, 2 * e_ * sT_ * h_));
-    if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
-    o.push_back(Qkv(ph, false));
-    o.push_back(AttnCore(ph, false));
-    // The attention's residual join: after the output GEMM (its bias + dropout + add), or inside
-    // the MLP norm's kernel, which then reads the branch and the residual and writes the sum and
-    // the normalized rows (our executor).
-    const bool join_in_norm = impl_.residual_join_in_norm.value;
-    if (join_in_norm) {
-      o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, h_, h_ / t_, 1}}));
-    } else {
-      o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, h_, h_ / t_, 1}}, ResidualBytes(false), ResidualKernels()));
-    }
-    AddTp(o, out_coll, ph, e_ * Th);
-    o.push_back(Mem(OpKind::kMlpNorm, ph, (join_in_norm ? 4 : 2) * e_ * sT_ * h_));
     if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
     o.push_back(Gemm(OpKind::kFc1, ph, {{T_, fin / t_, h_, 1}}));
     // Bias + activation: read and write the fc1 output once when fused, twice when not.
@@ -198,22 +236,14 @@ class Catalogue {
     o.push_back(Mem(OpKind::kAct, ph, fused_act || !m_.bias ? act : 2 * act, fused_act || !m_.bias ? 1 : 2));
     o.push_back(Gemm(OpKind::kFc2, ph, {{T_, h_, f / t_, 1}}, ResidualBytes(false), ResidualKernels()));
     AddTp(o, out_coll, ph, e_ * Th);
-    return o;
   }
 
-  std::vector<OpSpec> LayerBwd() const {
+  void MlpBwd(std::vector<OpSpec>& o, int64_t f) const {
     const Phase ph = Phase::kBwd;
-    const int64_t f = m_.ffn_hidden;
     const int64_t fin = m_.mlp == MlpKind::kSwiglu ? 2 * f : f;
     const double Th = static_cast<double>(T_) * static_cast<double>(h_);
     const bool sp = k_.sequence_parallel;
     const bool fused_act = impl_.fused_bias_activation.value;
-    std::vector<OpSpec> o;
-    if (k_.recompute == Recompute::kFull) {
-      o = LayerFwd(Phase::kRecompute);
-    } else if (k_.recompute == Recompute::kSelective) {
-      o.push_back(AttnCore(Phase::kRecompute, false));
-    }
     // Backward of a reduce-scatter is an all-gather (SP); of an all-reduce "g", the identity.
     if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
     o.push_back(Gemm(OpKind::kFc2, ph, {{T_, f / t_, h_, 1}, {f / t_, h_, T_, 1}}, ResidualBytes(true), ResidualKernels()));
@@ -224,9 +254,157 @@ class Catalogue {
     if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
     o.push_back(Gemm(OpKind::kFc1, ph, {{T_, h_, fin / t_, 1}, {fin / t_, h_, T_, 1}}));
     AddTp(o, sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, ph, e_ * Th);
+  }
+
+  //! What the routed experts of one MoE layer see on this rank (balanced routing times the load
+  //! factor): each rank routes its sequence shard's tokens (Megatron-Core requires sequence
+  //! parallelism with tp > 1), k copies each; the etp group gathers its ranks' received tokens.
+  struct Routed {
+    double tokens = 0;      //!< the rank's routed tokens (its sequence shard)
+    double received = 0;    //!< token copies its experts process: k x tokens x etp x load
+    int64_t local = 1;      //!< experts on this rank
+    int64_t per_expert = 0; //!< tokens per local expert: the grouped GEMM's m
+  };
+  Routed RoutedShape() const {
+    Routed r;
+    r.tokens = sT_;
+    r.received = static_cast<double>(m_.experts_per_token) * sT_ * static_cast<double>(k_.etp) * k_.expert_load;
+    r.local = std::max<int64_t>(m_.experts / std::max<int64_t>(k_.ep, 1), 1);
+    r.per_expert = std::max<int64_t>(static_cast<int64_t>(std::ceil(r.received / static_cast<double>(r.local))), 1);
+    return r;
+  }
+  //! The dispatch (or, `combine`, the return) of the permuted tokens over the ep group: an all-to-all
+  //! of the rank's k copies; the all-gather dispatcher gathers every rank's tokens instead and
+  //! reduce-scatters them back.
+  void AddDispatch(std::vector<OpSpec>& out, Phase ph, bool combine, bool backward) const {
+    if (k_.ep <= 1) return;
+    const Routed r = RoutedShape();
+    OpSpec o;
+    o.op = combine ? OpKind::kMoeCombine : OpKind::kMoeDispatch;
+    o.phase = ph;
+    o.kernels = 1;
+    o.group = CommGroup::kEp;
+    if (k_.dispatcher == MoeDispatcher::kAllGather) {
+      const bool gather = combine == backward;  // dispatch fwd and combine bwd gather
+      o.tp_collective = gather ? CollectiveKind::kAllGather : CollectiveKind::kReduceScatter;
+      o.bytes = e_ * r.tokens * static_cast<double>(h_ * k_.ep);
+    } else {
+      o.tp_collective = CollectiveKind::kAllToAll;
+      o.bytes = e_ * static_cast<double>(m_.experts_per_token) * r.tokens * static_cast<double>(h_) * k_.expert_load;
+    }
+    out.push_back(o);
+  }
+  //! etp > 1: the received tokens gathered over the etp group before the experts (`gather`), their
+  //! partial outputs reduce-scattered after (Megatron-Core's expert tensor parallelism).
+  void AddEtp(std::vector<OpSpec>& out, Phase ph, bool gather) const {
+    if (k_.etp <= 1) return;
+    OpSpec o;
+    o.op = gather ? OpKind::kTpAllGather : OpKind::kTpReduceScatter;
+    o.phase = ph;
+    o.kernels = 1;
+    o.group = CommGroup::kEtp;
+    o.tp_collective = gather ? CollectiveKind::kAllGather : CollectiveKind::kReduceScatter;
+    o.bytes = e_ * RoutedShape().received * static_cast<double>(h_);
+    out.push_back(o);
+  }
+
+  // The routed experts, forward: router GEMM and its top-k (fp32 scores written, read by the
+  // softmax / sigmoid and the top-k), permute, dispatch, grouped GEMMs of the rank's experts at their
+  // token counts (each expert's fc1 over moe_ffn_hidden / etp), combine, unpermute (the k outputs
+  // read, weighted and summed into the token, added to the residual).
+  void RoutedFwd(std::vector<OpSpec>& o, Phase ph) const {
+    const Routed r = RoutedShape();
+    const int64_t E = m_.experts, f = m_.moe_ffn_hidden / k_.etp;
+    const int64_t fin = m_.mlp == MlpKind::kSwiglu ? 2 * f : f;
+    const int64_t Tl = static_cast<int64_t>(r.tokens);
+    const double k = static_cast<double>(m_.experts_per_token);
+    const double hd = static_cast<double>(h_);
+    o.push_back(Gemm(OpKind::kRouter, ph, {{Tl, E, h_, 1}}, 12.0 * r.tokens * static_cast<double>(E),
+                     m_.router == RouterKind::kSigmoid ? 4 : 3));
+    o.push_back(Mem(OpKind::kPermute, ph, 2 * e_ * k * r.tokens * hd));
+    AddDispatch(o, ph, false, false);
+    AddEtp(o, ph, true);
+    o.push_back(Gemm(OpKind::kExpertFc1, ph, {{r.per_expert, fin, h_, r.local}}));
+    const double act = (m_.mlp == MlpKind::kSwiglu ? 3 : 2) * e_ * r.received * static_cast<double>(f);
+    o.push_back(Mem(OpKind::kExpertAct, ph, act));
+    o.push_back(Gemm(OpKind::kExpertFc2, ph, {{r.per_expert, h_, f, r.local}}));
+    AddEtp(o, ph, false);
+    AddDispatch(o, ph, true, false);
+    o.push_back(Mem(OpKind::kUnpermute, ph, e_ * k * r.tokens * hd + 3 * e_ * r.tokens * hd));
+  }
+
+  void RoutedBwd(std::vector<OpSpec>& o) const {
+    const Phase ph = Phase::kBwd;
+    const Routed r = RoutedShape();
+    const int64_t E = m_.experts, f = m_.moe_ffn_hidden / k_.etp;
+    const int64_t fin = m_.mlp == MlpKind::kSwiglu ? 2 * f : f;
+    const int64_t Tl = static_cast<int64_t>(r.tokens);
+    const double k = static_cast<double>(m_.experts_per_token);
+    const double hd = static_cast<double>(h_);
+    // The unpermute's gradient: the token gradient copied to its k outputs, each scaled by its
+    // probability, and the probabilities' gradient (a dot product per copy).
+    o.push_back(Mem(OpKind::kUnpermute, ph, 2 * e_ * k * r.tokens * hd + 2 * e_ * r.tokens * hd));
+    AddDispatch(o, ph, true, true);
+    AddEtp(o, ph, true);
+    o.push_back(Gemm(OpKind::kExpertFc2, ph, {{r.per_expert, f, h_, r.local}, {f, h_, r.per_expert, r.local}}));
+    const double act = (m_.mlp == MlpKind::kSwiglu ? 5 : 3) * e_ * r.received * static_cast<double>(f);
+    o.push_back(Mem(OpKind::kExpertAct, ph, act));
+    o.push_back(Gemm(OpKind::kExpertFc1, ph, {{r.per_expert, h_, fin, r.local}, {fin, h_, r.per_expert, r.local}}));
+    AddEtp(o, ph, false);
+    AddDispatch(o, ph, false, true);
+    o.push_back(Mem(OpKind::kPermute, ph, 2 * e_ * k * r.tokens * hd));
+    o.push_back(Gemm(OpKind::kRouter, ph, {{Tl, h_, E, 1}, {E, h_, Tl, 1}}, 8.0 * r.tokens * static_cast<double>(E),
+                     m_.router == RouterKind::kSigmoid ? 4 : 3));
+  }
+
+  std::vector<OpSpec> LayerFwd(Phase ph) const {
+    const double Th = static_cast<double>(T_) * static_cast<double>(h_);
+    const CollectiveKind out_coll = k_.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
+    std::vector<OpSpec> o;
+    o.push_back(Mem(OpKind::kAttnNorm, ph, 2 * e_ * sT_ * h_));
+    if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
+    o.push_back(Qkv(ph, false));
+    o.push_back(AttnCore(ph, false));
+    // The attention's residual join: after the output GEMM (its bias + dropout + add), or inside
+    // the MLP norm's kernel, which then reads the branch and the residual and writes the sum and
+    // the normalized rows (our executor).
+    const bool join_in_norm = impl_.residual_join_in_norm.value;
+    if (join_in_norm) {
+      o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, h_, m_.attn_out_dim() / t_, 1}}));
+    } else {
+      o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, h_, m_.attn_out_dim() / t_, 1}}, ResidualBytes(false), ResidualKernels()));
+    }
+    AddTp(o, out_coll, ph, e_ * Th);
+    o.push_back(Mem(OpKind::kMlpNorm, ph, (join_in_norm ? 4 : 2) * e_ * sT_ * h_));
+    if (!moe_) {
+      MlpFwd(o, ph, m_.ffn_hidden);
+      return o;
+    }
+    if (m_.shared_experts > 0) MlpFwd(o, ph, m_.shared_experts * m_.moe_ffn_hidden);
+    RoutedFwd(o, ph);
+    return o;
+  }
+
+  std::vector<OpSpec> LayerBwd() const {
+    const Phase ph = Phase::kBwd;
+    const double Th = static_cast<double>(T_) * static_cast<double>(h_);
+    const bool sp = k_.sequence_parallel;
+    std::vector<OpSpec> o;
+    if (k_.recompute == Recompute::kFull) {
+      o = LayerFwd(Phase::kRecompute);
+    } else if (k_.recompute == Recompute::kSelective) {
+      o.push_back(AttnCore(Phase::kRecompute, false));
+    }
+    if (!moe_) {
+      MlpBwd(o, m_.ffn_hidden);
+    } else {
+      RoutedBwd(o);
+      if (m_.shared_experts > 0) MlpBwd(o, m_.shared_experts * m_.moe_ffn_hidden);
+    }
     o.push_back(Mem(OpKind::kMlpNorm, ph, 4 * e_ * sT_ * h_));
     if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
-    o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, h_ / t_, h_, 1}, {h_ / t_, h_, T_, 1}}, ResidualBytes(true),
+    const int64_t ao = m_.attn_out_dim() / t_;
+    o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, ao, h_, 1}, {ao, h_, T_, 1}}, ResidualBytes(true),
                      ResidualKernels()));
     o.push_back(AttnCore(ph, true));
     if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);  // QKV input again (as fc1's)
@@ -294,9 +472,15 @@ class Catalogue {
   double e_ = 2, sT_ = 0, drop_ = 0;  // drop_: 1 when the model asks for dropout and the implementation applies it
   bool flash_ = false;
   bool accumulate_wgrad_ = false;  // GemmShape::accumulate on backward weight gradients
+  bool moe_ = false, local_ = false;  // the kind of layer being built (SetKind)
+  int64_t keys_ = 0;                  // keys a query attends over in that kind
 };
 
 }  // namespace
+
+int LayerKindOf(const ModelSpec& m, int64_t layer) {
+  return (IsMoeLayer(m, layer) ? 1 : 0) + (IsLocalAttentionLayer(m, layer) ? 2 : 0);
+}
 
 std::optional<std::string> CatalogueMismatch(const CostDb& db) {
   if (db.catalogue == kOpCatalogueVersion || (db.gemms.empty() && db.kernels.empty())) return std::nullopt;
@@ -309,6 +493,15 @@ std::optional<std::string> CatalogueMismatch(const CostDb& db) {
 OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, const ImplementationProfile& impl) {
   Catalogue c(model, key, impl);
   OpCatalogue out;
+  out.kinds.resize(kLayerKinds);
+  for (int64_t i = 0; i < model.layers; ++i) {
+    UnitOpSpecs& u = out.kinds[static_cast<size_t>(LayerKindOf(model, i))];
+    if (!u.fwd.empty()) continue;
+    c.SetKind(LayerKindOf(model, i));
+    u.fwd = c.LayerFwd(Phase::kFwd);
+    u.bwd = c.LayerBwd();
+  }
+  c.SetKind(LayerKindOf(model, 0));
   out.layer.fwd = c.LayerFwd(Phase::kFwd);
   out.layer.bwd = c.LayerBwd();
   out.embedding = c.Embedding();
@@ -323,6 +516,9 @@ OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, cons
     if (norm_bias) layer.push_back(h);
     if (model.bias) layer.push_back(h);  // fc2 bias
     out.layer.grad_sync = c.GradSync(layer);
+    for (UnitOpSpecs& u : out.kinds) {
+      if (!u.fwd.empty()) u.grad_sync = out.layer.grad_sync;
+    }
     // Learned positions: our executor adds them to its sequence shard (each rank's gradient is
     // partial); Megatron adds them before scattering the sequence, so its gradient is whole.
     if (model.position == PositionKind::kLearned && impl.sp_grad_reduction.value == SpGradReduction::kPerParameter) {

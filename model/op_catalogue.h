@@ -42,6 +42,10 @@ struct FlashShape {
   bool backward = false;  //!< backward: recomputes the scores, five products instead of two
 };
 
+//! The group an OpSpec's collective runs over: the TP group, an MoE layer's expert-parallel group
+//! (token all-to-all), or its expert-tensor-parallel group (tokens gathered for the etp shards).
+enum class CommGroup { kTp, kEp, kEtp };
+
 struct OpSpec {
   OpKind op = OpKind::kQkv;
   Phase phase = Phase::kFwd;
@@ -53,7 +57,8 @@ struct OpSpec {
   double executed_flops = 0;          //!< what the kernels execute
   double bytes = 0;                   //!< HBM bytes of the memory-bound part; message bytes of a collective
   int64_t kernels = 0;                //!< kernel launches (host launch overhead applies per kernel)
-  std::optional<CollectiveKind> tp_collective;  //!< a TP collective over the TP group
+  std::optional<CollectiveKind> tp_collective;  //!< a collective over `group` (the TP group unless said)
+  CommGroup group = CommGroup::kTp;
 };
 
 struct UnitOpSpecs {
@@ -81,10 +86,22 @@ struct OpShapeKey {
   //! FP8 copies are cast once per step (TE caches them over the micro-batches), priced with the
   //! optimizer step (planner/cost/rank_ops.cpp), not here.
   bool fp8_linear = false;
+  // MoE layers (Layout ep, expert_tp, routing; ignored for a dense model):
+  int64_t ep = 1;
+  int64_t etp = 1;
+  double expert_load = 1.0;  //!< Routing::LoadFactor: tokens of the busiest expert over the mean
+  MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;
 };
 
+//! Transformer layers differ by two traits: routed experts (IsMoeLayer) and local attention
+//! (IsLocalAttentionLayer). Kind index = moe + 2 x local.
+inline constexpr int kLayerKinds = 4;
+int LayerKindOf(const ModelSpec& m, int64_t layer);
+
 struct OpCatalogue {
-  UnitOpSpecs layer;
+  UnitOpSpecs layer;  //!< layer 0's kind (every layer's in a dense model with global attention)
+  //! Every kind's ops, by LayerKindOf (kinds the model lacks left empty); kinds[LayerKindOf(m, 0)] == layer.
+  std::vector<UnitOpSpecs> kinds;
   UnitOpSpecs embedding;  //!< first stage
   UnitOpSpecs head;       //!< last stage: final norm, LM head, loss
 };

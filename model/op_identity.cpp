@@ -6,7 +6,7 @@
 namespace parallax {
 namespace {
 
-constexpr std::array<std::pair<OpKind, const char*>, 27> kOpNames{{
+constexpr std::array<std::pair<OpKind, const char*>, 35> kOpNames{{
     {OpKind::kEmbedding, "embedding"},
     {OpKind::kAttnNorm, "attn_norm"},
     {OpKind::kQkv, "qkv"},
@@ -34,6 +34,14 @@ constexpr std::array<std::pair<OpKind, const char*>, 27> kOpNames{{
     {OpKind::kGradFold, "grad_fold"},
     {OpKind::kGradAccum, "grad_accum"},
     {OpKind::kCpSendRecv, "cp_sendrecv"},
+    {OpKind::kRouter, "router"},
+    {OpKind::kPermute, "permute"},
+    {OpKind::kMoeDispatch, "moe_dispatch"},
+    {OpKind::kExpertFc1, "expert_fc1"},
+    {OpKind::kExpertAct, "expert_act"},
+    {OpKind::kExpertFc2, "expert_fc2"},
+    {OpKind::kMoeCombine, "moe_combine"},
+    {OpKind::kUnpermute, "unpermute"},
 }};
 
 constexpr std::array<std::pair<Phase, const char*>, 5> kPhaseNames{{
@@ -84,6 +92,8 @@ bool IsCommunication(OpKind k) {
     case OpKind::kDpAllReduce:
     case OpKind::kDpReduceScatter:
     case OpKind::kDpAllGather:
+    case OpKind::kMoeDispatch:
+    case OpKind::kMoeCombine:
     case OpKind::kCpSendRecv:
       return true;
     default:

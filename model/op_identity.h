@@ -47,9 +47,18 @@ enum class OpKind {
   //! Context parallelism: one ring step's exchange of K/V (forward) or K/V and dK/dV (backward)
   //! blocks with the cp neighbours, a grouped send + receive on the cp stream.
   kCpSendRecv,
+  // A mixture-of-experts layer's MLP half (DESIGN.md "Mixture of experts"); its shared experts are fc1/act/fc2.
+  kRouter,       //!< router scores (h x experts GEMM), top-k and their probabilities
+  kPermute,      //!< each token copied to its k experts' order (the dispatch's send buffer)
+  kMoeDispatch,  //!< token all-to-all over the ep group (its backward returns the gradients); etp gathers after it
+  kExpertFc1,    //!< grouped GEMM of the rank's experts' fc1 at their token counts
+  kExpertAct,
+  kExpertFc2,
+  kMoeCombine,   //!< all-to-all back to the tokens' ranks
+  kUnpermute,    //!< the k expert outputs weighted by the router's probabilities, summed, added to the residual
 };
 //! The last OpKind (tables indexed by kind size themselves with it).
-inline constexpr OpKind kLastOpKind = OpKind::kCpSendRecv;
+inline constexpr OpKind kLastOpKind = OpKind::kUnpermute;
 //! The memory passes (grad_zero, shard_copy, grad_fold, grad_accum): one kernel family each, an op
 //! described by the bytes it carries.
 constexpr bool IsMemoryPass(OpKind k) { return k >= OpKind::kGradZero && k <= OpKind::kGradAccum; }

@@ -14,13 +14,51 @@ int64_t LayerParams(const ModelSpec& m, const ModelCounts& c, int64_t tp) {
   return (c.params_per_layer - replicated) / tp + replicated;
 }
 
+//! Op `name` of `ops` (0 when absent).
+const OpCount* Find(const std::vector<OpCount>& ops, const char* name) {
+  for (const OpCount& o : ops) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp, int64_t layer) {
+  const std::vector<OpCount> ops = LayerOps(m, layer);
+  int64_t total = 0;
+  for (const OpCount& o : ops) total += o.name == "experts" ? 0 : o.params;
+  int64_t replicated = 2 * NormParams(m) + (m.bias ? 2 * m.hidden : 0);
+  if (const OpCount* router = Find(ops, "router")) replicated += router->params;
+  if (m.mla()) {
+    replicated += m.hidden * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim) + m.q_lora_rank + m.kv_lora_rank;
+  }
+  return (total - replicated) / tp + replicated;
+}
+
+int64_t ExpertParamsPerRank(const ModelSpec& m, const Layout& l) {
+  if (!m.moe()) return 0;
+  const int64_t f = m.moe_ffn_hidden, h = m.hidden, etp = l.expert_tp();
+  const int64_t fin = m.mlp == MlpKind::kSwiglu ? 2 * f : f;
+  const int64_t one = (fin * h + f * h + (m.bias ? fin : 0)) / etp + (m.bias ? h : 0);
+  return m.experts / l.ep * one;
+}
+
+int64_t ReductionGroupSize(const Layout& l, ReductionGroup g) {
+  switch (g) {
+    case ReductionGroup::kDpCp: return l.dp * l.cp;
+    case ReductionGroup::kExpertDp: return l.expert_dp();
+  }
+  return l.dp;
+}
 
 ZeroSharding ZeroShardingFor(int64_t zero_stage) {
   return {.optimizer = zero_stage >= 1, .gradients = zero_stage >= 2, .weights = zero_stage >= 3};
 }
 
-ReductionGroup ReducedOver(ParamGroupKind /*kind*/) { return ReductionGroup::kDpCp; }
+ReductionGroup ReducedOver(ParamGroupKind kind) {
+  return kind == ParamGroupKind::kExperts ? ReductionGroup::kExpertDp : ReductionGroup::kDpCp;
+}
 
 bool ParamGroupDef::Uses(ChunkPass p) const {
   switch (p) {
@@ -55,6 +93,15 @@ std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, 
   const int64_t word_embedding = m.vocab * m.hidden / l.tp;  // vocab-parallel
   const int64_t positions = c.params_embedding - m.vocab * m.hidden;
   const int64_t layer_params = LayerParams(m, c, l.tp);
+  // A layer's group is layer 0's size, or (MoE) a dense or an MoE layer's dense part, each counted once.
+  const bool plain = !m.moe() && !m.mla();
+  const int64_t experts = ExpertParamsPerRank(m, l);
+  int64_t first_dense = 0, first_moe = -1;
+  while (first_dense < m.layers && IsMoeLayer(m, first_dense)) ++first_dense;
+  for (int64_t i = 0; i < m.layers && first_moe < 0; ++i) first_moe = IsMoeLayer(m, i) ? i : -1;
+  const int64_t dense_params =
+      plain ? layer_params : first_dense < m.layers ? LayerParamsPerTpRank(m, l.tp, first_dense) : 0;
+  const int64_t moe_params = first_moe >= 0 ? LayerParamsPerTpRank(m, l.tp, first_moe) : dense_params;
   std::vector<ParamGroupDef> out;
   // A group first read by `first` (and by the head too when `head_reuses`).
   auto add = [&](ParamGroupKind kind, std::string name, int64_t stage, int64_t chunk, int64_t params, ChunkPass first,
@@ -92,10 +139,17 @@ std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, 
     }
     const LayerRange range = StageLayers(m.layers, stages, stage);
     for (int64_t layer = range.first; layer < range.end(); ++layer) {
-      ParamGroupDef& g = add(ParamGroupKind::kLayer, "layer" + std::to_string(layer), stage, chunk, layer_params,
+      const int64_t params = IsMoeLayer(m, layer) ? moe_params : dense_params;
+      ParamGroupDef& g = add(ParamGroupKind::kLayer, "layer" + std::to_string(layer), stage, chunk, params,
                              ChunkPass::kLayer, false);
       g.layer = layer;
       g.prefetch_ahead = LayerPrefetchAhead(impl);
+      if (IsMoeLayer(m, layer)) {
+        ParamGroupDef& x = add(ParamGroupKind::kExperts, "layer" + std::to_string(layer) + "_experts", stage, chunk,
+                               experts, ChunkPass::kLayer, false);
+        x.layer = layer;
+        x.prefetch_ahead = LayerPrefetchAhead(impl);
+      }
     }
     if (last) {
       add(ParamGroupKind::kHead, "head", stage, chunk, c.params_final_norm + (m.tie_embeddings ? 0 : word_embedding),
@@ -133,6 +187,7 @@ const char* ToString(ParamGroupKind k) {
     case ParamGroupKind::kLayer: return "layer";
     case ParamGroupKind::kHead: return "head";
     case ParamGroupKind::kTiedEmbeddingCopy: return "tied_embedding_copy";
+    case ParamGroupKind::kExperts: return "experts";
   }
   return "?";
 }

@@ -25,17 +25,22 @@
 
 namespace parallax {
 
-enum class ParamGroupKind { kWordEmbedding, kPositionEmbedding, kLayer, kHead, kTiedEmbeddingCopy };
+//! kExperts: an MoE layer's routed experts held by this rank (experts / ep of them, each split over
+//! etp), a group of their own after their layer's, reduced over the expert data-parallel group.
+enum class ParamGroupKind { kWordEmbedding, kPositionEmbedding, kLayer, kHead, kTiedEmbeddingCopy, kExperts };
 
 //! The passes over one model chunk, in forward order; a backward runs them in reverse.
 enum class ChunkPass { kEmbedding, kLayer, kHead };
 
 //! The ranks a group's gradient is summed over, and its ZeRO shards split over (model/rank_groups.h
-//! places it in the rank order). Every dense weight is reduced over dp x cp (the dp group when
-//! cp = 1): each cp rank saw its part of the same sequences. Expert layers' expert data-parallel
-//! group would be a new value of this field, read wherever a group is reduced, sharded or gathered
-//! (planner/cost placement, the executor's communicators).
-enum class ReductionGroup { kDpCp };
+//! places it in the rank order): dense weights over dp x cp (the dp group when cp = 1: each cp rank
+//! saw its part of the same sequences), routed experts over the expert data-parallel group (edp =
+//! tp x cp x dp / (ep x etp) ranks of the stage, Megatron-Core's parallel folding: the ranks holding
+//! the same experts' same etp shard). Read wherever a group is reduced, sharded or gathered
+//! (planner/cost placement, the memory model, the executor's communicators).
+enum class ReductionGroup { kDpCp, kExpertDp };
+//! Ranks in `g` for layout `l`.
+int64_t ReductionGroupSize(const Layout& l, ReductionGroup g);
 
 //! What ZeRO shards over the reduction group (Rajbhandari et al. SC'20: P_os, P_os+g,
 //! P_os+g+p for stages 1, 2, 3).
@@ -77,7 +82,7 @@ struct ParamGroupDef {
   bool Uses(ChunkPass p) const;
 };
 
-//! The group a kind's gradient is reduced over: kDpCp for all (dense weights).
+//! The group a kind's gradient is reduced over: kExpertDp for kExperts, kDpCp for the rest.
 ReductionGroup ReducedOver(ParamGroupKind kind);
 
 //! Pipeline rank `pp_rank`'s groups in the order above. `impl` and `precision` change only bytes
@@ -93,8 +98,15 @@ int64_t TotalParams(const std::vector<ParamGroupDef>& groups);
 int64_t LayerPrefetchAhead(const ImplementationProfile& impl);
 
 //! Parameters of one transformer layer per TP rank: column/row-parallel weights and column-parallel
-//! biases split over tp; norms and row-parallel biases whole.
+//! biases split over tp; norms and row-parallel biases whole (layer 0's shape).
 int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp);
+//! The same for layer `layer` without its routed experts (an MoE layer's attention, norms, router and
+//! shared experts). MLA's down-projections and latent norms, and the router, are whole on every TP
+//! rank (Megatron-Core's multi_latent_attention.py and router.py do not split them).
+int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp, int64_t layer);
+//! Routed-expert parameters one rank holds in an MoE layer: experts / ep experts, each split over etp
+//! (fc1 column-, fc2 row-parallel; fc2's bias whole).
+int64_t ExpertParamsPerRank(const ModelSpec& m, const Layout& l);
 
 //! ZeRO-2/3 with one gradient bucket per group: reduce-scatters in flight at once. A group's
 //! reduce-scatter waits for the one in flight and folds it into its shard first, so two full

@@ -70,6 +70,31 @@ Result<Recompute> RecomputeFromString(const std::string& s) {
   return BadInput("unknown recompute \"" + s + "\" (expected none, selective or full)");
 }
 
+std::string ToString(const Routing& r) {
+  if (r.kind == RoutingKind::kBalanced) return "balanced";
+  std::ostringstream o;
+  o << (r.kind == RoutingKind::kDropless ? "dropless:" : "capacity:") << r.factor;
+  return o.str();
+}
+
+Result<Routing> RoutingFromString(const std::string& s) {
+  const std::string expect = "expected balanced, dropless:F (F >= 1, the busiest expert's load over the mean) or "
+                             "capacity:F (F > 0, the capacity factor), got \"" + s + "\"";
+  if (s == "balanced") return Routing{};
+  const auto colon = s.find(':');
+  if (colon == std::string::npos) return BadInput(expect);
+  const std::string kind = s.substr(0, colon);
+  if (kind != "dropless" && kind != "capacity") return BadInput(expect);
+  double f = 0;
+  const std::string num = s.substr(colon + 1);
+  auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), f);
+  if (num.empty() || ec != std::errc() || ptr != num.data() + num.size() || !(f > 0) ||
+      (kind == "dropless" && f < 1)) {
+    return BadInput(expect);
+  }
+  return Routing{kind == "dropless" ? RoutingKind::kDropless : RoutingKind::kCapacity, f};
+}
+
 Result<Layout> ParseInlineLayout(const std::string& text) {
   Layout l;
   std::stringstream ss(text);
@@ -97,7 +122,13 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
     else if (key == "micro_batch" || key == "mb") st = set_int(l.micro_batch);
     else if (key == "global_batch") st = set_int(l.global_batch);
     else if (key == "virtual_stages" || key == "vp") st = set_int(l.virtual_stages);
-    else if (key == "recompute") {
+    else if (key == "ep") st = set_int(l.ep);
+    else if (key == "etp") st = set_int(l.etp);
+    else if (key == "routing") {
+      auto r = RoutingFromString(v);
+      if (!r) return BadInput("plan: /routing: " + r.error().message);
+      l.routing = *r;
+    } else if (key == "recompute") {
       auto r = RecomputeFromString(v);
       if (!r) return BadInput("plan: /recompute: " + r.error().message);
       l.recompute = *r;
@@ -110,7 +141,7 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
     } else {
       return BadInput("plan: /" + key +
                       ": unknown key (expected dp, tp, pp, cp, zero, micro_batch, global_batch, recompute, "
-                      "schedule, virtual_stages, sequence_parallel, sync, servers, compression, data)");
+                      "schedule, virtual_stages, sequence_parallel, ep, etp, routing, sync, servers, compression, data)");
     }
     PX_TRY(st);
   }
@@ -133,6 +164,13 @@ Result<Layout> LayoutFromJson(const Json& j, const std::string& file, const std:
     l.schedule = *ScheduleFromString(r.Choice("schedule", {"gpipe", "1f1b", "interleaved"}, "1f1b"));
     l.virtual_stages = r.PositiveInt("virtual_stages", 1);
     l.sequence_parallel = r.Bool("sequence_parallel", false);
+    l.ep = r.PositiveInt("ep", 1);
+    l.etp = r.Has("etp") ? r.PositiveInt("etp") : 0;
+    if (r.Has("routing")) {
+      auto routing = RoutingFromString(r.String("routing"));
+      if (!routing) r.Fail("routing", routing.error().message);
+      l.routing = *routing;
+    }
     l.sync = SyncModeFromJson(r);
     r.Finish();
     return l;
@@ -151,6 +189,10 @@ Json LayoutToJson(const Layout& l) {
          {"virtual_stages", l.virtual_stages},
          {"sequence_parallel", l.sequence_parallel}};
   if (l.cp != 1) j["cp"] = l.cp;
+  // Expert keys only where set: a dense layout's file is unchanged.
+  if (l.ep != 1) j["ep"] = l.ep;
+  if (l.etp != 0) j["etp"] = l.etp;
+  if (l.routing != Routing{}) j["routing"] = ToString(l.routing);
   SyncModeToJson(l.sync, &j);
   return j;
 }
@@ -162,8 +204,11 @@ std::string LayoutToString(const Layout& l) {
   o << ",zero=" << l.zero_stage
     << ",micro_batch=" << l.micro_batch << ",global_batch=" << l.global_batch
     << ",recompute=" << ToString(l.recompute) << ",schedule=" << ToString(l.schedule)
-    << ",virtual_stages=" << l.virtual_stages << ",sequence_parallel=" << (l.sequence_parallel ? 1 : 0)
-    << SyncModeInlineSuffix(l.sync);
+    << ",virtual_stages=" << l.virtual_stages << ",sequence_parallel=" << (l.sequence_parallel ? 1 : 0);
+  if (l.ep != 1) o << ",ep=" << l.ep;
+  if (l.etp != 0) o << ",etp=" << l.etp;
+  if (l.routing != Routing{}) o << ",routing=" << ToString(l.routing);
+  o << SyncModeInlineSuffix(l.sync);
   return o.str();
 }
 
@@ -220,6 +265,34 @@ Status ValidateLayout(const Layout& l, const ModelSpec& m, const ClusterSpec& c,
   }
   if (Status st = ValidateSchedule(l.schedule, l.pp, l.num_microbatches(), l.virtual_stages); !st) {
     return fail(st.error().message);
+  }
+  return ValidateExpertLayout(l, m);
+}
+
+Status ValidateExpertLayout(const Layout& l, const ModelSpec& m) {
+  auto fail = [](const std::string& what) { return Status(BadInput("plan: " + what)); };
+  auto s = [](int64_t v) { return std::to_string(v); };
+  if (l.ep <= 0 || l.etp < 0) return fail("ep must be > 0 and etp >= 1 (or absent: tp)");
+  if (!m.moe()) {
+    if (l.ep != 1 || l.etp != 0) {
+      return fail("ep=" + s(l.ep) + (l.etp != 0 ? ", etp=" + s(l.etp) : "") +
+                  " needs a mixture-of-experts model (" + m.name + " has no experts)");
+    }
+    return Status::Ok();
+  }
+  const int64_t etp = l.expert_tp(), stage_ranks = l.tp * l.dp;
+  if (m.experts % l.ep != 0) return fail("ep=" + s(l.ep) + " does not divide experts=" + s(m.experts));
+  if (m.moe_ffn_hidden % etp != 0) {
+    return fail("etp=" + s(etp) + " does not divide moe_ffn_hidden=" + s(m.moe_ffn_hidden));
+  }
+  if (stage_ranks % (l.ep * etp) != 0) {
+    return fail("ep*etp = " + s(l.ep) + "*" + s(etp) + " does not divide a pipeline stage's tp*dp = " +
+                s(stage_ranks) + " ranks (expert groups are carved from tp x dp within a stage, as Megatron-Core's "
+                "parallel folding)");
+  }
+  if (l.tp > 1 && !l.sequence_parallel) {
+    return fail("an MoE model with tp=" + s(l.tp) + " needs sequence_parallel (Megatron-Core requires it: the "
+                "dispatcher routes each rank's sequence shard)");
   }
   return Status::Ok();
 }

@@ -19,6 +19,22 @@ namespace parallax {
 //! core (softmax, dropout, QK^T, AV); full keeps only each layer's input and reruns the layer.
 enum class Recompute { kNone, kSelective, kFull };
 
+//! How the planner prices the router's balance (DESIGN.md "Mixture of experts"); pricing only: `run`
+//! routes with the learned top-k router, dropless unless a capacity is given.
+enum class RoutingKind {
+  kBalanced,  //!< tokens spread evenly over the experts (NVIDIA's published MoE benchmarks force it)
+  kDropless,  //!< the busiest expert holds `factor` times the mean load; every token kept
+  kCapacity,  //!< each expert takes at most `factor` times the mean load; the rest are dropped
+};
+struct Routing {
+  RoutingKind kind = RoutingKind::kBalanced;
+  double factor = 1.0;
+  bool operator==(const Routing&) const = default;
+  //! Tokens the busiest expert processes over the balanced mean: what a grouped GEMM and the
+  //! all-to-all wait for.
+  double LoadFactor() const { return kind == RoutingKind::kBalanced ? 1.0 : factor; }
+};
+
 struct Layout {
   int64_t dp = 1;
   int64_t tp = 1;
@@ -32,11 +48,19 @@ struct Layout {
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   int64_t virtual_stages = 1;  //!< model chunks per pipeline rank (interleaved only)
   bool sequence_parallel = false;
+  // Expert parallelism (Megatron-Core parallel folding): each stage's tp x cp x dp ranks regrouped
+  // as etp x ep x edp for the expert layers; does not change the world size.
+  int64_t ep = 1;   //!< routed experts split over ep ranks
+  int64_t etp = 0;  //!< expert tensor parallel; 0 = tp (Megatron-Core's default)
+  Routing routing;
   SyncMode sync;  //!< classic modes (model/sync_mode.h); the default is the all-reduce family
 
   int64_t world_size() const { return dp * tp * cp * pp; }
   //! Ranks of the job: the workers plus dedicated parameter servers (after the workers).
   int64_t job_ranks() const { return world_size() + sync.dedicated_servers(); }
+  int64_t expert_tp() const { return etp > 0 ? etp : tp; }
+  //! Expert data parallel: the ranks an expert's gradient is summed over.
+  int64_t expert_dp() const { return tp * cp * dp / (ep * expert_tp()); }
   //! Micro-batches per step per pipeline (gradient-accumulation steps).
   int64_t num_microbatches() const { return global_batch / (dp * micro_batch); }
 };
@@ -93,7 +117,25 @@ std::string DomainInWords(const ClusterSpec& c);
 //! whether a backend runs fp8 is the backend's word (Backend::SupportsPrecision).
 Status CheckPrecisionOnDevice(Precision p, const DeviceSpec& d);
 
+//! A rank's place in the expert groups of its pipeline stage: its index within the stage (tp fastest,
+//! then cp, then dp) split as etp fastest, then ep, then edp (Megatron-Core's expert rank generator).
+struct ExpertCoords {
+  int64_t etp_idx = 0, ep_idx = 0, edp_idx = 0;
+};
+inline ExpertCoords ExpertCoordsOf(const Layout& l, int64_t tp_idx, int64_t cp_idx, int64_t dp_idx) {
+  const int64_t local = tp_idx + l.tp * (cp_idx + l.cp * dp_idx);
+  const int64_t etp = l.expert_tp();
+  return {local % etp, (local / etp) % l.ep, local / (etp * l.ep)};
+}
+//! The global rank of expert coordinates on pipeline rank `pp_idx` (the inverse of ExpertCoordsOf).
+inline int64_t ExpertGlobalRank(const Layout& l, const ExpertCoords& e, int64_t pp_idx) {
+  return e.etp_idx + l.expert_tp() * (e.ep_idx + l.ep * e.edp_idx) + l.tp * l.cp * l.dp * pp_idx;
+}
+
 const char* ToString(Recompute r);
+//! "balanced", "dropless:F" or "capacity:F".
+std::string ToString(const Routing& r);
+Result<Routing> RoutingFromString(const std::string& s);
 Result<Recompute> RecomputeFromString(const std::string& s);
 
 //! Parses "dp=2,tp=4,pp=1,cp=2,zero=1,micro_batch=2,global_batch=64,recompute=full,
@@ -110,6 +152,8 @@ std::string LayoutToString(const Layout& l);
 Status ValidateLayout(const Layout& l, const ModelSpec& m, const ClusterSpec& c,
                       int64_t world_size = 0);
 
+//! The expert-parallel part of ValidateLayout: ep and etp against the model and the stage's ranks.
+Status ValidateExpertLayout(const Layout& l, const ModelSpec& m);
 //! Why `l`'s context parallelism cannot split sequences of `seq_len` tokens (empty when it can): the
 //! causal load balance gives each cp rank two of 2*cp equal chunks.
 std::string ContextParallelProblem(const Layout& l, int64_t seq_len);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -59,6 +60,66 @@ ModelSpec Llama(const std::string& name, int64_t layers, int64_t hidden, int64_t
   return m;
 }
 
+//! A mixture of experts on a LLaMA-style base (SwiGLU, RMSNorm, rotary, untied).
+struct MoeShape {
+  int64_t experts = 0, top_k = 0, expert_ffn = 0, shared = 0, dense_layers = 0, layer_freq = 1, head_dim = 0;
+};
+ModelSpec Moe(const std::string& name, int64_t layers, int64_t hidden, int64_t heads, int64_t kv_heads,
+              int64_t ffn_hidden, int64_t vocab, int64_t seq_len, const MoeShape& e) {
+  ModelSpec m = Llama(name, layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len);
+  m.experts = e.experts;
+  m.experts_per_token = e.top_k;
+  m.moe_ffn_hidden = e.expert_ffn;
+  m.shared_experts = e.shared;
+  m.dense_layers = e.dense_layers;
+  m.moe_layer_freq = e.layer_freq;
+  m.head_size = e.head_dim;
+  return m;
+}
+
+// MoE shapes from each model's published config.json (Hugging Face) or reference code:
+//   deepseek-v3: deepseek-ai/DeepSeek-V3 config.json (61 layers, 3 dense of 18432, 256 experts of 2048,
+//     top-8, 1 shared, MLA q 1536 / kv 512 / 128+64 / 128, sigmoid router 8 groups top-4, 1 MTP module).
+//   qwen3-235b-a22b, qwen3-30b-a3b: Qwen/Qwen3-235B-A22B and Qwen/Qwen3-30B-A3B config.json.
+//   mixtral-8x7b: mistralai/Mixtral-8x7B-v0.1 config.json.
+//   llama4-maverick: meta-llama/Llama-4-Maverick-17B-128E config.json text_config (interleave_moe_layer_step 2,
+//     intermediate_size_mlp 16384 for the dense layers, 1 shared expert, chunked attention of 8192 on three
+//     layers of four).
+//   grok-1: xai-org/grok-1 run.py (64 layers, emb 6144, 48 heads, 8 kv heads, widening factor 8 -> 32768,
+//     8 experts top-2, vocab 131072, embedding shared with the output).
+//   gpt-oss-120b: openai/gpt-oss-120b config.json (36 layers, 2880 hidden, 64 heads of 64, 8 kv heads,
+//     128 experts of 2880 top-4, biases, alternating 128-token sliding windows).
+void AddMoePresets(const std::function<void(ModelSpec)>& add) {
+  ModelSpec ds = Moe("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096, {256, 8, 2048, 1, 3, 1, 0});
+  ds.attention = AttentionKind::kMla;
+  ds.q_lora_rank = 1536;
+  ds.kv_lora_rank = 512;
+  ds.qk_nope_head_dim = 128;
+  ds.qk_rope_head_dim = 64;
+  ds.v_head_dim = 128;
+  ds.router = RouterKind::kSigmoid;
+  ds.router_groups = 8;
+  ds.router_group_topk = 4;
+  ds.mtp_layers = 1;
+  add(ds);
+  add(Moe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 151936, 4096, {128, 8, 1536, 0, 0, 1, 128}));
+  add(Moe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 151936, 4096, {128, 8, 768, 0, 0, 1, 128}));
+  add(Moe("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096, {8, 2, 14336, 0, 0, 1, 0}));
+  ModelSpec l4 = Moe("llama4-maverick", 48, 5120, 40, 8, 16384, 202048, 8192, {128, 1, 8192, 1, 0, 2, 0});
+  l4.attention_window = 8192;
+  l4.window_kind = WindowKind::kChunked;
+  l4.full_attention_every = 4;
+  add(l4);
+  ModelSpec grok = Moe("grok-1", 64, 6144, 48, 8, 32768, 131072, 8192, {8, 2, 32768, 0, 0, 1, 0});
+  grok.tie_embeddings = true;
+  add(grok);
+  ModelSpec oss = Moe("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096, {128, 4, 2880, 0, 0, 1, 64});
+  oss.bias = true;
+  oss.attention_window = 128;
+  oss.full_attention_every = 2;
+  add(oss);
+}
+
 const std::map<std::string, ModelSpec>& Models() {
   static const auto* models = [] {
     auto* m = new std::map<std::string, ModelSpec>;  // NOLINT: immortal preset table
@@ -90,6 +151,7 @@ const std::map<std::string, ModelSpec>& Models() {
     // the released config.json); pre-trained at 8,192 tokens): the model llama3-405b describes,
     // released as 3.1, under the name its users look for.
     add(Llama("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256, 8192));
+    AddMoePresets(add);
     return m;
   }();
   return *models;

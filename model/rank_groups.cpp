@@ -9,6 +9,8 @@ GroupShape ShapeOf(const Layout& l, RankGroup g) {
     case RankGroup::kDp: return {.size = l.dp, .stride = l.tp * l.cp};
     case RankGroup::kDpCp: return {.size = l.dp * l.cp, .stride = l.tp};
     case RankGroup::kPp: return {.size = l.pp, .stride = l.tp * l.cp * l.dp};
+    case RankGroup::kEp: return {.size = l.ep, .stride = l.expert_tp()};
+    case RankGroup::kExpertDp: return {.size = l.expert_dp(), .stride = l.expert_tp() * l.ep};
   }
   return {};
 }
@@ -20,6 +22,8 @@ int64_t IndexInGroup(const Layout& l, const RankCoords& c, RankGroup g) {
     case RankGroup::kDp: return c.dp_idx;
     case RankGroup::kDpCp: return c.cp_idx + l.cp * c.dp_idx;
     case RankGroup::kPp: return c.pp_idx;
+    case RankGroup::kEp: return ExpertCoordsOf(l, c.tp_idx, c.cp_idx, c.dp_idx).ep_idx;
+    case RankGroup::kExpertDp: return ExpertCoordsOf(l, c.tp_idx, c.cp_idx, c.dp_idx).edp_idx;
   }
   return 0;
 }
@@ -45,6 +49,7 @@ std::vector<int> EmbeddingGroupRanks(const Layout& l, int64_t rank) {
 RankGroup RankGroupOf(ReductionGroup g) {
   switch (g) {
     case ReductionGroup::kDpCp: return RankGroup::kDpCp;
+    case ReductionGroup::kExpertDp: return RankGroup::kExpertDp;
   }
   return RankGroup::kDpCp;
 }

@@ -14,7 +14,10 @@
 
 namespace parallax {
 
-enum class RankGroup { kTp, kCp, kDp, kDpCp, kPp };
+//! kEp: an MoE layer's expert-parallel group (its token all-to-all); kExpertDp: the ranks holding the
+//! same experts (their gradient reduction). Both are carved from the stage's tp x cp x dp ranks, etp
+//! fastest (model/plan.h ExpertCoordsOf), so each is a run of ranks a fixed stride apart too.
+enum class RankGroup { kTp, kCp, kDp, kDpCp, kPp, kEp, kExpertDp };
 
 //! A group's members: `size` ranks, `stride` apart in the rank order.
 struct GroupShape {

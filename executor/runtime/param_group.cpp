@@ -24,6 +24,7 @@ ZeroConfig ZeroConfigFor(const RuntimeContext& ctx, const ParamGroupDef& def) {
 Communicator& ReductionComm(const RuntimeContext& ctx, ReductionGroup g) {
   switch (g) {
     case ReductionGroup::kDpCp: return ctx.groups->DpCp();
+    case ReductionGroup::kExpertDp: return ctx.groups->DpCp();  // never reached: MoE models are refused (issue 37 item 5)
   }
   return ctx.groups->DpCp();
 }

@@ -14,6 +14,7 @@ std::vector<ParamSpec> SpecsOf(const ModelSpec& m, const ParamGroupDef& def, Lay
     case ParamGroupKind::kPositionEmbedding: return PositionEmbeddingSpecs(m);
     case ParamGroupKind::kLayer: return LayerParamSpecs(m, def.layer, ix);
     case ParamGroupKind::kHead: return HeadSpecs(m);
+    case ParamGroupKind::kExperts: return {};  // the trainer refuses MoE models (issue 37 item 5)
   }
   return {};
 }

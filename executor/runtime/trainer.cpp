@@ -33,6 +33,14 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
     return BadInput("plan: sequence_parallel needs tp=" + s(l.tp) + " to divide the tokens of a micro-batch on a cp " +
                     "rank (" + s(seq / l.cp * l.micro_batch) + ")");
   }
+  // Issue 37 item 5 (the executor's experts, MLA, local attention) is not built yet: refuse by name.
+  if (m.moe() || m.mla() || m.attention_window > 0 || m.head_size > 0) {
+    return BadInput("model: the executor does not run " +
+                    std::string(m.moe() ? "mixture-of-experts layers" : m.mla() ? "multi-head latent attention"
+                                : m.attention_window > 0 ? "local (sliding or chunked) attention"
+                                                         : "head_dim other than hidden/heads") +
+                    " yet; `parallax plan` and `simulate` price it");
+  }
   if (m.head_dim() % 2 != 0 && m.position == PositionKind::kRotary) {
     return BadInput("model: rotary positions need an even head dimension");
   }

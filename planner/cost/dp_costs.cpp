@@ -82,7 +82,7 @@ void CostOuterCollectives(const CostInputs& in, const RankCost& rc, DpCost& dp) 
   const CollectiveModel& coll = in.ctx.collectives();
   std::vector<ParamGroupDef> groups;
   for (const ParamGroupDef& g : rc.groups) {
-    if (g.kind != ParamGroupKind::kLayer) groups.push_back(g);
+    if (g.kind != ParamGroupKind::kLayer && g.kind != ParamGroupKind::kExperts) groups.push_back(g);
   }
   if (!dp.per_group && !groups.empty()) groups = {MergedGroup(groups)};
   for (const ParamGroupDef& g : groups) {
@@ -165,6 +165,7 @@ void CostDp(const CostInputs& in, RankCost& rc) {
   CostOuterCollectives(in, rc, rc.dp);
   if (rc.dp.per_group) AddZeroPassesToChunks(in, rc);
   CostGatherAfterStep(in, layers, rc);
+  CostExpertDp(in, rc);
 }
 
 void CostTiedEmbedding(const CostInputs& in, RankCost& rc) {

@@ -48,8 +48,8 @@ namespace {
 class Pricer {
  public:
   Pricer(const ComputeModel& c, const ComputeModel& fp8, const CollectiveModel& coll, const PlacedGroup& tp,
-         const ImplementationProfile& impl)
-      : c_(c), fp8_(fp8), coll_(coll), tp_(tp), impl_(impl) {
+         const ImplementationProfile& impl, const ExpertGroups& experts)
+      : c_(c), fp8_(fp8), coll_(coll), tp_(tp), impl_(impl), experts_(experts) {
     // A measured per-kernel host cost replaces the profile's (a CUDA launch figure).
     launch_s_ = c.measured_launch_overhead_s() > 0 ? c.measured_launch_overhead_s() : impl.launch_overhead_us.value * 1e-6;
     gap_s_ = c.measured_op_gap_s();
@@ -61,7 +61,9 @@ class Pricer {
     o.phase = s.phase;
     o.bytes = s.bytes;
     if (s.tp_collective) {
-      o.time_s = coll_.Time(*s.tp_collective, s.bytes, tp_);
+      const PlacedGroup& g = s.group == CommGroup::kEp ? experts_.ep : s.group == CommGroup::kEtp ? experts_.etp : tp_;
+      o.time_s = coll_.Time(*s.tp_collective, s.bytes, g);
+      o.expert_comm = s.group != CommGroup::kTp;
       o.tp_comm = true;
       return o;
     }
@@ -102,6 +104,7 @@ class Pricer {
     std::vector<CostedOp> out;
     out.reserve(specs.size());
     for (const OpSpec& s : specs) out.push_back(Price(s));
+    if (impl_.moe_shared_expert_overlap.value) HideDispatchBehindSharedExperts(out, c_.contention_factor());
     if (impl_.overlap_tp_comm.value) {
       HideTpBehindGemms(out, c_.contention_factor());
     } else if (impl_.async_tp_backward.value) {
@@ -124,7 +127,7 @@ class Pricer {
   // contention factor k over the overlapped time, as DP overlap is (DESIGN.md "Overlap").
   static void HideTpBehindGemms(std::vector<CostedOp>& ops, double k) {
     for (size_t i = 0; i < ops.size(); ++i) {
-      if (!ops[i].tp_comm) continue;
+      if (!ops[i].tp_comm || ops[i].expert_comm) continue;
       size_t g = ops.size();
       if (i + 1 < ops.size() && !ops[i + 1].tp_comm && ops[i + 1].flops > 0) g = i + 1;
       if (i > 0 && !ops[i - 1].tp_comm && ops[i - 1].flops > 0 &&
@@ -135,6 +138,30 @@ class Pricer {
       const double hidden = std::min(ops[i].time_s, ops[g].time_s);
       ops[i].time_s -= hidden;
       ops[g].time_s += (k - 1) * hidden;
+    }
+  }
+
+  // Megatron-Core's --moe-shared-expert-overlap: the shared experts (an MoE layer's fc1 / fc2) run on
+  // their own stream while the dispatch and combine all-to-alls are in flight; each all-to-all hides
+  // under the shared-expert GEMMs of its pass not yet used to hide another, slowed by k meanwhile.
+  static void HideDispatchBehindSharedExperts(std::vector<CostedOp>& ops, double k) {
+    for (Phase ph : {Phase::kFwd, Phase::kBwd, Phase::kRecompute}) {
+      double shared = 0;
+      for (const CostedOp& o : ops) {
+        if (o.phase == ph && (o.op == OpKind::kFc1 || o.op == OpKind::kFc2)) shared += o.time_s;
+      }
+      for (CostedOp& o : ops) {
+        if (o.phase != ph || (o.op != OpKind::kMoeDispatch && o.op != OpKind::kMoeCombine)) continue;
+        const double hidden = std::min(o.time_s, shared);
+        o.time_s -= hidden;
+        shared -= hidden;
+        for (CostedOp& g : ops) {
+          if (g.phase == ph && g.op == OpKind::kFc1) {
+            g.time_s += (k - 1) * hidden;
+            break;
+          }
+        }
+      }
     }
   }
 
@@ -158,7 +185,7 @@ class Pricer {
       return t;
     };
     for (size_t i = 0; i < ops.size(); ++i) {
-      if (!ops[i].tp_comm || ops[i].phase != Phase::kBwd) continue;
+      if (!ops[i].tp_comm || ops[i].expert_comm || ops[i].phase != Phase::kBwd) continue;
       size_t g = ops.size();
       double under = 0;
       if (ops[i].op == OpKind::kTpAllGather) {
@@ -204,6 +231,7 @@ class Pricer {
   const CollectiveModel& coll_;
   const PlacedGroup& tp_;
   const ImplementationProfile& impl_;
+  const ExpertGroups& experts_;
   double launch_s_ = 0;
   double gap_s_ = 0;
 };
@@ -213,7 +241,7 @@ class Pricer {
 UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const ComputeModel& compute,
                          const CollectiveModel& collectives, const PlacedGroup& tp_group,
                          const PlacedGroup& cp_group, const ImplementationProfile& impl,
-                         const ComputeModel* fp8) {
+                         const ComputeModel* fp8, const ExpertGroups& experts) {
   OpShapeKey k;
   k.micro_batch = key.micro_batch;
   k.seq_len = key.seq_len / key.cp;
@@ -221,16 +249,32 @@ UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const Compu
   k.sequence_parallel = key.sequence_parallel;
   k.recompute = key.recompute;
   k.element_bytes = compute.element_bytes();
+  k.ep = key.ep;
+  k.etp = key.etp;
+  k.expert_load = key.routing.LoadFactor();
+  k.dispatcher = impl.moe_dispatcher.value;
   k.fp8_linear = fp8 != nullptr;
   const OpCatalogue cat = BuildOpCatalogue(model, k, impl);
-  const Pricer p(compute, fp8 != nullptr ? *fp8 : compute, collectives, tp_group, impl);
+  const Pricer p(compute, fp8 != nullptr ? *fp8 : compute, collectives, tp_group, impl, experts);
   UnitCosts u;
-  for (auto [specs, out] : {std::pair{&cat.layer, &u.layer}, std::pair{&cat.embedding, &u.embedding},
-                            std::pair{&cat.head, &u.head}}) {
-    out->fwd = p.PriceAll(specs->fwd);
-    out->bwd = p.PriceAll(specs->bwd);
-    out->grad_sync = p.PriceAll(specs->grad_sync);
-    out->Finish();
+  auto price = [&](const UnitOpSpecs& specs, UnitOps& out) {
+    out.fwd = p.PriceAll(specs.fwd);
+    out.bwd = p.PriceAll(specs.bwd);
+    out.grad_sync = p.PriceAll(specs.grad_sync);
+    out.Finish();
+  };
+  price(cat.layer, u.layer);
+  price(cat.embedding, u.embedding);
+  price(cat.head, u.head);
+  // Layers of more than one kind (MoE and dense, local and global attention): each kind priced.
+  bool uniform = true;
+  for (int64_t i = 0; i < model.layers; ++i) uniform = uniform && LayerKindOf(model, i) == LayerKindOf(model, 0);
+  if (!uniform) {
+    u.kinds.resize(cat.kinds.size());
+    for (size_t i = 0; i < cat.kinds.size(); ++i) {
+      if (!cat.kinds[i].fwd.empty()) price(cat.kinds[i], u.kinds[i]);
+    }
+    for (int64_t i = 0; i < model.layers; ++i) u.layer_kind.push_back(LayerKindOf(model, i));
   }
   u.cp = PriceContextParallel(u.layer, model, key,
                               CpPricing{.collectives = collectives,

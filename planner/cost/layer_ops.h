@@ -30,7 +30,8 @@ struct CostedOp {
   double time_s = 0;
   double flops = 0;      //!< floating-point work (GEMMs); 0 for memory-bound ops and comm
   double bytes = 0;      //!< bytes moved (memory-bound) or message size (comm)
-  bool tp_comm = false;  //!< a TP collective: on the critical path, drawn on the tp-comm track
+  bool tp_comm = false;  //!< a TP collective (or an MoE layer's ep / etp one): on the critical path, on the tp-comm track
+  bool expert_comm = false;  //!< over an MoE layer's ep or etp group: TP overlap does not hide it
   std::vector<GemmPart> gemms{};         //!< the op's GEMMs (empty for memory-bound ops and comm)
   const char* memory_family = nullptr;   //!< CostDb kernel family of its memory-bound part (`bytes`)
   double memory_time_s = 0;              //!< time of that part
@@ -78,7 +79,14 @@ struct UnitKey {
   int64_t seq_len = 0;  //!< the whole sequence (a cp rank holds seq_len / cp of it)
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
+  int64_t ep = 1, etp = 1;  //!< an MoE layer's expert groups (Layout ep, expert_tp)
+  Routing routing;
   bool operator==(const UnitKey&) const = default;
+};
+
+//! The placed groups an MoE layer's collectives run over (model/op_catalogue.h CommGroup).
+struct ExpertGroups {
+  PlacedGroup ep, etp;
 };
 
 //! Context parallelism's exchanges in one layer, one micro-batch (planner/cost/cp_costs.h):
@@ -90,7 +98,16 @@ struct CpExchange {
 };
 
 struct UnitCosts {
+  //! Layer 0's kind: every layer's in a dense model with global attention; for the closed form's
+  //! per-layer terms (a pipeline's last backward layer, a DP bucket's overlap) the representative layer.
   UnitOps layer;
+  //! Each layer kind's ops (model/op_catalogue.h LayerKindOf), and each layer's kind; both empty when
+  //! every layer is alike (then `layer` serves all).
+  std::vector<UnitOps> kinds;
+  std::vector<int> layer_kind;
+  const UnitOps& Layer(int64_t i) const {
+    return layer_kind.empty() ? layer : kinds[static_cast<size_t>(layer_kind[static_cast<size_t>(i)])];
+  }
   UnitOps embedding;  //!< first stage
   UnitOps head;       //!< last stage: final norm, LM head, loss
   CpExchange cp;      //!< folded into layer's attention core ops; zero without cp
@@ -101,10 +118,11 @@ struct UnitCosts {
 //! prices (OpShapeKey::fp8_linear). The ops, shapes, FLOPs and bytes come from the op catalogue
 //! (model/op_catalogue.h) at seq_len / cp tokens; each op costs max(GPU time, kernels x the
 //! profile's host launch overhead) (a host-bound floor); cp > 1 then prices the attention core as
-//! planner/cost/cp_costs.h says.
+//! planner/cost/cp_costs.h says. `experts`: where an MoE layer's ep and etp groups sit (unused for
+//! a dense model).
 UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const ComputeModel& compute,
                          const CollectiveModel& collectives, const PlacedGroup& tp_group,
                          const PlacedGroup& cp_group, const ImplementationProfile& impl,
-                         const ComputeModel* fp8 = nullptr);
+                         const ComputeModel* fp8 = nullptr, const ExpertGroups& experts = {});
 
 }  // namespace parallax::planner

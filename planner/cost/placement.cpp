@@ -56,6 +56,12 @@ PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind ki
   return p;
 }
 
+PlacedGroup PlaceEtpGroup(const Layout& l, const ClusterSpec& cluster) {
+  Layout etp = l;
+  etp.tp = l.expert_tp();
+  return PlaceGroup(etp, cluster, GroupKind::kTp);
+}
+
 PlacedGroup PlacePipelineHop(const Layout& l, const ClusterSpec& cluster, int64_t pp_a, int64_t pp_b) {
   bool crosses = false;
   // A pipeline rank's ranks are the `stride` ranks from GlobalRank(0, 0, 0, pp_idx); each sends to

@@ -15,7 +15,7 @@
 
 namespace parallax::planner {
 
-using GroupKind = RankGroup;  //!< kTp, kCp, kDp, kDpCp, kPp (model/rank_groups.h)
+using GroupKind = RankGroup;  //!< kTp, kCp, kDp, kDpCp, kPp, kEp, kExpertDp (model/rank_groups.h)
 
 struct PlacedGroup {
   int64_t size = 1;            //!< ranks in the group
@@ -29,6 +29,8 @@ struct PlacedGroup {
 //! For kPp: a whole pipeline (pp ranks, tp*cp*dp apart). Pipeline send/recv is not costed on it:
 //! its hops differ (PlacePipelineHop).
 PlacedGroup PlaceGroup(const Layout& l, const ClusterSpec& cluster, GroupKind kind);
+//! An MoE layer's expert-tensor-parallel group: etp consecutive ranks (placed as a TP group of etp).
+PlacedGroup PlaceEtpGroup(const Layout& l, const ClusterSpec& cluster);
 
 //! The rank pairs between pipeline ranks `pp_a` and `pp_b` (every tp_idx, cp_idx, dp_idx sends at
 //! once) as a size-2 group: inside a domain when every pair is, else across domains (a hop is as

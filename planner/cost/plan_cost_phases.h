@@ -5,6 +5,8 @@
 //   rank_ops.cpp       per pipeline rank: the chunks' passes with their sequence-parallel gradient
 //                      sync and gradient accumulation, the step's gradient zero-fill, optimizer and
 //                      grad-norm read; the step's world-wide grad-norm all-reduce;
+//   moe_costs.cpp      MoE models: the expert groups' gradient collectives over the expert
+//                      data-parallel group, the optimizer shard of dense and expert parameters;
 //   dp_costs.cpp       the DP / ZeRO collectives of a rank's parameter groups (model/param_groups.h):
 //                      gradient reductions, ZeRO-3 gathers, ZeRO-1/2 gathers after the step, the
 //                      memory passes around them, the tied-embedding all-reduce; GatherReady.
@@ -23,7 +25,7 @@ struct CostInputs {
   int64_t seq_len = 0;
   double grad_e = 0;        //!< bytes per gradient element on the wire (GradReduceBytes)
   double param_e = 0;       //!< bytes per weight element a gather moves
-  double layer_params = 0;  //!< one layer's parameters per TP rank
+  double layer_params = 0;  //!< one layer's parameters per TP rank (MoE: the mean, experts included)
 };
 
 //! A memory pass on the compute stream, as the layer ops price theirs: kernel family `family`'s
@@ -47,6 +49,17 @@ void CostGradAccumulation(const CostInputs& in, int64_t microbatches, RankCost& 
 void CostOptimizerStep(const CostInputs& in, RankCost& rc);
 //! PlanCosts::clip_sync_s: the world-wide grad-norm all-reduce and the noise it waits for.
 void CostGradNormSync(const CostInputs& in, PlanCosts& pc);
+
+// moe_costs.cpp
+//! A layer group's parameters per TP rank: layer 0's, or for an MoE or MLA model the mean over the
+//! layers with each MoE layer's experts on this rank.
+double MeanLayerParams(const ModelSpec& m, const Layout& l);
+//! MoE models, after CostDp: a layer's DP figures (DpCost grad_layer_s, ZeRO-3 gather_layer_s, ZeRO-1/2
+//! per-group gather_after_layer_s) become the mean over the rank's layers of the dense group's
+//! collective over dp plus the experts' over edp. No-op for a dense model.
+void CostExpertDp(const CostInputs& in, RankCost& rc);
+//! Parameters of the rank's optimizer shard: each group over its own reduction group when `sharded`.
+double OptimizerShardParams(const Layout& l, const std::vector<ParamGroupDef>& groups, bool sharded);
 
 // dp_costs.cpp
 //! The rank's DP collectives (dp > 1), and the per-group memory passes they add to its chunks.

@@ -35,18 +35,27 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
     cache_.clear();
     cached_model_ = model;
   }
-  const UnitKey key{.tp = l.tp,
-                    .cp = l.cp,
-                    .micro_batch = l.micro_batch,
-                    .seq_len = seq_len,
-                    .sequence_parallel = l.sequence_parallel,
-                    .recompute = l.recompute};
+  UnitKey key{.tp = l.tp,
+              .cp = l.cp,
+              .micro_batch = l.micro_batch,
+              .seq_len = seq_len,
+              .sequence_parallel = l.sequence_parallel,
+              .recompute = l.recompute,
+              .ep = 1,
+              .etp = 1,
+              .routing = Routing{}};
+  if (model.moe()) {
+    key.ep = l.ep;
+    key.etp = l.expert_tp();
+    key.routing = l.routing;
+  }
   for (const auto& [k, u] : cache_) {
     if (k == key) return u;
   }
+  const ExpertGroups experts{PlaceGroup(l, cluster_, GroupKind::kEp), PlaceEtpGroup(l, cluster_)};
   cache_.emplace_back(key, BuildUnitCosts(model, key, compute_, collectives_, PlaceGroup(l, cluster_, GroupKind::kTp),
                                           PlaceGroup(l, cluster_, GroupKind::kCp), impl_,
-                                          precision_ == Precision::kFp8 ? &fp8_ : nullptr));
+                                          precision_ == Precision::kFp8 ? &fp8_ : nullptr, experts));
   return cache_.back().second;
 }
 
@@ -63,7 +72,7 @@ PlanCosts CostPlan(CostContext& ctx, const Plan& plan) {
                       .seq_len = seq,
                       .grad_e = static_cast<double>(GradReduceBytes(plan.training.precision, impl)),
                       .param_e = static_cast<double>(BytesPerElement(plan.training.precision)),
-                      .layer_params = static_cast<double>(LayerParamsPerTpRank(m, l.tp))};
+                      .layer_params = MeanLayerParams(m, l)};
 
   PlanCosts pc;
   pc.units = &in.units;

@@ -140,6 +140,11 @@ struct DpCost {
 
 struct RankCost {
   std::vector<ParamGroupDef> groups;  //!< the rank's parameter groups (model/param_groups.h RankParamGroups)
+  //! One of the rank's layers for the closed form's per-layer terms: UnitCosts::layer when every
+  //! layer is alike, else the mean over the rank's layers (dense and MoE, local and global attention).
+  struct LayerTimes {
+    double fwd_s = 0, bwd_s = 0, fwd_tp_s = 0, bwd_tp_s = 0;
+  } layer;
   std::vector<ChunkCost> chunks;
   double fwd_s = 0, bwd_s = 0;  //!< one micro-batch through all chunks of the rank
   double fwd_tp_s = 0, bwd_tp_s = 0;

@@ -15,8 +15,12 @@ namespace {
 
 //! A per-unit figure summed over a chunk's units: its layers, and the embedding / head it holds.
 double ChunkSum(const UnitCosts& u, const ChunkCost& cc, double UnitOps::*f) {
-  return static_cast<double>(cc.layers.count) * u.layer.*f + (cc.embedding ? u.embedding.*f : 0.0) +
-         (cc.head ? u.head.*f : 0.0);
+  double layers = static_cast<double>(cc.layers.count) * u.layer.*f;
+  if (!u.layer_kind.empty()) {  // layers of more than one kind: each its own
+    layers = 0;
+    for (int64_t i = cc.layers.first; i < cc.layers.end(); ++i) layers += u.Layer(i).*f;
+  }
+  return layers + (cc.embedding ? u.embedding.*f : 0.0) + (cc.head ? u.head.*f : 0.0);
 }
 
 }  // namespace
@@ -57,6 +61,7 @@ double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision preci
 void CostChunks(const CostInputs& in, int64_t pp_rank, RankCost& rc) {
   const Layout& l = in.plan.layout;
   const int64_t stages = ModelStages(l);
+  int64_t layers = 0;
   for (int64_t c = 0; c < l.virtual_stages; ++c) {
     ChunkCost cc;
     cc.stage = ModelStage(l.pp, pp_rank, c);
@@ -72,6 +77,22 @@ void CostChunks(const CostInputs& in, int64_t pp_rank, RankCost& rc) {
     rc.fwd_tp_s += cc.fwd_tp_s;
     rc.bwd_tp_s += cc.bwd_tp_s;
     rc.chunks.push_back(cc);
+    if (in.units.layer_kind.empty()) continue;
+    for (int64_t i = cc.layers.first; i < cc.layers.end(); ++i) {
+      const UnitOps& lu = in.units.Layer(i);
+      rc.layer.fwd_s += lu.fwd_s;
+      rc.layer.bwd_s += lu.bwd_s;
+      rc.layer.fwd_tp_s += lu.fwd_tp_s;
+      rc.layer.bwd_tp_s += lu.bwd_tp_s;
+      ++layers;
+    }
+  }
+  const UnitOps& u = in.units.layer;
+  if (in.units.layer_kind.empty() || layers == 0) {
+    rc.layer = {u.fwd_s, u.bwd_s, u.fwd_tp_s, u.bwd_tp_s};
+  } else {
+    const double n = static_cast<double>(layers);
+    rc.layer = {rc.layer.fwd_s / n, rc.layer.bwd_s / n, rc.layer.fwd_tp_s / n, rc.layer.bwd_tp_s / n};
   }
   rc.groups = RankParamGroups(in.plan, pp_rank);
   rc.params = TotalParams(rc.groups);
@@ -117,7 +138,7 @@ void CostGradAccumulation(const CostInputs& in, int64_t microbatches, RankCost& 
   rc.accum_layer_bytes = per_param * in.layer_params;
   rc.accum_layer_s = NoisyMemoryTime(comp, family, rc.accum_layer_bytes);
   for (const ParamGroupDef& g : rc.groups) {
-    if (g.kind == ParamGroupKind::kLayer) continue;
+    if (g.kind == ParamGroupKind::kLayer || g.kind == ParamGroupKind::kExperts) continue;
     double& bytes = g.grad_pass == ChunkPass::kEmbedding ? rc.accum_embedding_bytes : rc.accum_head_bytes;
     bytes += per_param * static_cast<double>(g.params);
   }
@@ -140,8 +161,12 @@ void CostOptimizerStep(const CostInputs& in, RankCost& rc) {
   // AdamW: mixed reads grad 2 + master 4 + m 4 + v 4, writes master, m, v and the 16-bit copy
   // (28 B/param); fp32 reads 4 x 4 and writes 3 x 4 (28 B/param). Grad-norm reads the grads once.
   const int64_t ranks = DenseReductionRanks(l);
-  const double shard = static_cast<double>(rc.params) / static_cast<double>(sharded.optimizer ? ranks : 1);
-  const double grad_shard = static_cast<double>(rc.params) / static_cast<double>(sharded.gradients ? ranks : 1);
+  double shard = static_cast<double>(rc.params) / static_cast<double>(sharded.optimizer ? ranks : 1);
+  double grad_shard = static_cast<double>(rc.params) / static_cast<double>(sharded.gradients ? ranks : 1);
+  if (in.plan.model.moe()) {  // experts shard over their own group
+    shard = OptimizerShardParams(l, rc.groups, sharded.optimizer);
+    grad_shard = OptimizerShardParams(l, rc.groups, sharded.gradients);
+  }
   const double adam_bytes = OptimizerBytesPerParam(in.ctx.implementation(), in.plan.training.precision);
   rc.grad_zero_step_bytes = 4.0 * grad_shard;
   rc.grad_zero_step_s = NoisyMemoryTime(comp, MemoryFamily(OpKind::kGradZero, Phase::kComm), rc.grad_zero_step_bytes);

@@ -50,7 +50,7 @@ double BucketReleaseEnd(const Plan& plan, const PlanCosts& pc, const RankCost& r
   const int64_t p = l.pp, v = l.virtual_stages;
   const UnitCosts& u = *pc.units;
   const double R = rc.dp.grad_layer_s;
-  const double beta = u.layer.bwd_s;
+  const double beta = rc.layer.bwd_s;
   double dp_end = 0, suffix = 0;
   for (int64_t j = 0; j < trailing; ++j) {
     const int64_t c = (j / p) % v;

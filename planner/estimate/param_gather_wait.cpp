@@ -62,7 +62,7 @@ double RankGatherWait(const Plan& plan, const PlanCosts& pc, const RankCost& rc,
   const double k = pc.contention;
   const size_t p = static_cast<size_t>(plan.layout.pp);
   const std::vector<ChunkGatherReady> ready = GatherReady(rc);
-  const double x = u.layer.fwd_s + rc.dp.layer_fwd_pass_s();
+  const double x = rc.layer.fwd_s + rc.dp.layer_fwd_pass_s();
   double wait = 0, last = 0;
   for (size_t c = 0; c < ready.size(); ++c) {
     const ChunkCost& cc = rc.chunks[c];
@@ -111,8 +111,8 @@ void AddZero3Waits(const Plan& plan, const PlanCosts& pc, const RankCost& rc, Ra
     const Zero3Pass fwd{.layers = n,
                         .gather_s = a,
                         .reduce_s = 0,
-                        .layer_s = u.layer.fwd_s + rc.dp.layer_fwd_pass_s(),
-                        .layer_compute_s = u.layer.fwd_s - u.layer.fwd_tp_s,
+                        .layer_s = rc.layer.fwd_s + rc.dp.layer_fwd_pass_s(),
+                        .layer_compute_s = rc.layer.fwd_s - rc.layer.fwd_tp_s,
                         .contention = pc.contention,
                         .lead_s = cc.embedding && !pg ? u.embedding.fwd_s : 0.0,
                         .prefetch = plan.implementation.zero3_prefetch_layers.value > 0,
@@ -120,8 +120,8 @@ void AddZero3Waits(const Plan& plan, const PlanCosts& pc, const RankCost& rc, Ra
                         .outer_s = pg ? og.embedding_gathers + og.head_gathers : 0.0};
     Zero3Pass bwd = fwd;
     bwd.reduce_s = red;
-    bwd.layer_s = u.layer.bwd_s + rc.dp.layer_bwd_pass_s();
-    bwd.layer_compute_s = u.layer.bwd_s - u.layer.bwd_tp_s;
+    bwd.layer_s = rc.layer.bwd_s + rc.dp.layer_bwd_pass_s();
+    bwd.layer_compute_s = rc.layer.bwd_s - rc.layer.bwd_tp_s;
     bwd.lead_s = cc.head && !pg ? u.head.bwd_s : 0.0;
     bwd.outer_s = pg ? og.head_gathers + (og.any ? (n > 0 ? red : 0.0) + og.embedding_gathers + og.chain : 0.0) : 0.0;
     const double zfwd = fwd.Extra(gpipe ? 0 : queued), zbwd = bwd.Extra(gpipe ? queued : 0);

@@ -19,7 +19,7 @@ double PerGroupReduceScatterWait(const Plan& plan, const PlanCosts& pc, const Ra
   double wait = 0;
   const double R = rc.dp.grad_layer_s;
   // A layer's backward as it runs beside the busy DP stream, slowed by contention (AddZero2Waits).
-  const double x = u.layer.bwd_s + rc.dp.layer_bwd_pass_s() + (k - 1) * (u.layer.bwd_s - u.layer.bwd_tp_s);
+  const double x = rc.layer.bwd_s + rc.dp.layer_bwd_pass_s() + (k - 1) * (rc.layer.bwd_s - rc.layer.bwd_tp_s);
   for (const ChunkCost& cc : rc.chunks) {
     const double n = static_cast<double>(cc.layers.count);
     if (n > 1) wait += (n - 1) * std::max(0.0, R - x);
@@ -30,7 +30,7 @@ double PerGroupReduceScatterWait(const Plan& plan, const PlanCosts& pc, const Ra
       // first layer's (m - 1 times in m): after a head backward and a layer's, and under
       // 1F1B-style schedules a forward pass of the chunk too.
       const double gap = (plan.layout.schedule == ScheduleKind::kGpipe ? 0.0 : cc.fwd_s) +
-                         (cc.head ? u.head.bwd_s : 0.0) + u.layer.bwd_s + rc.dp.layer_bwd_pass_s();
+                         (cc.head ? u.head.bwd_s : 0.0) + rc.layer.bwd_s + rc.dp.layer_bwd_pass_s();
       if (n > 0) wait += std::max(0.0, og.last - gap) * (m - 1) / m;
     }
   }

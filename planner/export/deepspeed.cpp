@@ -1,5 +1,6 @@
 #include "planner/export/deepspeed.h"
 
+#include "planner/export/moe_export.h"
 #include "planner/memory/memory_model.h"
 
 namespace parallax::planner {
@@ -51,6 +52,7 @@ Json ExportDeepSpeed(const Plan& plan) {
                                       {"contiguous_memory_optimization", false},
                                       {"number_checkpoints", plan.model.layers}};
   }
+  AddDeepSpeedMoe(plan, ds);
   return ds;
 }
 

@@ -1,6 +1,7 @@
 #include "planner/export/megatron.h"
 
 #include "model/stage_split.h"
+#include "planner/export/moe_export.h"
 
 namespace parallax::planner {
 
@@ -131,6 +132,7 @@ MegatronArgs ExportMegatron(const Plan& plan) {
   add("--adam-beta1", std::to_string(plan.training.adam_beta1));
   add("--adam-beta2", std::to_string(plan.training.adam_beta2));
   add("--seed", plan.training.seed);
+  AddMegatronMoeArgs(plan, out);
   return out;
 }
 

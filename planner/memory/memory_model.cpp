@@ -64,15 +64,20 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   const Layout& l = plan.layout;
   const StateBytes sb = BytesPerParam(plan.training.precision, plan.implementation);
   const int64_t e = BytesPerElement(plan.training.precision);
-  const int64_t phi = TotalParams(RankParamGroups(plan, pp_rank));
-  const int64_t dp = DenseReductionRanks(l);  // ZeRO shards over dp x cp
-  auto shard = [&](int64_t bytes, bool sharded) { return sharded ? (bytes + dp - 1) / dp : bytes; };
+  // Dense groups shard over dp x cp, routed experts over the expert data-parallel group (model/param_groups.h).
+  int64_t phi = 0, phi_experts = 0;
+  for (const ParamGroupDef& g : RankParamGroups(plan, pp_rank)) {
+    (g.reduced_over == ReductionGroup::kExpertDp ? phi_experts : phi) += g.params;
+  }
+  const int64_t dp = DenseReductionRanks(l), edp = ReductionGroupSize(l, ReductionGroup::kExpertDp);
+  auto shard = [&](int64_t bytes, bool sharded, int64_t n) { return sharded ? (bytes + n - 1) / n : bytes; };
   const ZeroSharding sharded = ZeroShardingFor(l.zero_stage);
 
   MemoryBreakdown r;
-  r.weights = shard(sb.weight * phi, sharded.weights);
-  r.gradients = shard(sb.grad * phi, sharded.gradients);
-  r.optimizer = shard(sb.optim * phi, sharded.optimizer);
+  r.weights = shard(sb.weight * phi, sharded.weights, dp) + shard(sb.weight * phi_experts, sharded.weights, edp);
+  r.gradients = shard(sb.grad * phi, sharded.gradients, dp) + shard(sb.grad * phi_experts, sharded.gradients, edp);
+  r.optimizer = shard(sb.optim * phi, sharded.optimizer, dp) + shard(sb.optim * phi_experts, sharded.optimizer, edp);
+  phi += phi_experts;
 
   ActivationOptions ao;
   ao.micro_batch = l.micro_batch;
@@ -83,6 +88,8 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   ao.bytes_per_element = e;
   ao = ForImplementation(ao, plan.implementation);
   const int64_t per_layer = ActivationBytesPerLayer(m, ao);
+  // Layers differ (dense and MoE layers, local and global attention): each counted on its own.
+  const bool uniform = !m.moe() && m.attention_window == 0;
   const int64_t stages = ModelStages(l);
   const int64_t mb = std::max<int64_t>(l.num_microbatches(), 1);
   const auto in_flight = InFlightPerChunk(l.schedule, l.pp, pp_rank, mb, l.virtual_stages);
@@ -92,6 +99,11 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
     const int64_t layers = StageLayers(m.layers, stages, stage).count;
     max_chunk_layers = std::max(max_chunk_layers, layers);
     int64_t bytes = layers * per_layer;
+    if (!uniform) {
+      const LayerRange range = StageLayers(m.layers, stages, stage);
+      bytes = 0;
+      for (int64_t i = range.first; i < range.end(); ++i) bytes += ActivationBytesOfLayer(m, i, ao, l.expert_tp());
+    }
     if (stage == 0) bytes += EmbeddingActivationBytes(m, ao);
     if (stage == stages - 1) bytes += HeadActivationBytes(m, ao);
     r.activations += in_flight[static_cast<size_t>(chunk)] * bytes;
@@ -123,11 +135,24 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
     transient += std::min(buckets * DpBucketBytes(plan.implementation, layer_grad), sb.grad * phi);
   }
   transient += UnfusedAttentionWorkspaceBytes(plan);
+  transient += MoeDispatchWorkspaceBytes(plan);
   const int64_t modelled = r.weights + r.gradients + r.optimizer + r.activations;
   r.workspace = transient + static_cast<int64_t>(kAllocatorMargin * static_cast<double>(modelled));
   r.reserve = RuntimeReserveBytes(plan);
   r.total = modelled + r.workspace + r.reserve;
   return r;
+}
+
+int64_t MoeDispatchWorkspaceBytes(const Plan& plan) {
+  const ModelSpec& m = plan.model;
+  const Layout& l = plan.layout;
+  if (!m.moe()) return 0;
+  // The all-to-all's send buffer of the permuted tokens (k copies of the rank's tokens, h wide) lives
+  // beside the receive buffer the layer keeps (MoeActivationBytes), in forward and again in backward.
+  const int64_t tokens = SeqLen(plan) * l.micro_batch / (l.sequence_parallel ? l.tp : 1) * l.expert_tp();
+  const double load = std::max(1.0, l.routing.LoadFactor());
+  return static_cast<int64_t>(load * static_cast<double>(m.experts_per_token * tokens * m.hidden *
+                                                         BytesPerElement(plan.training.precision)));
 }
 
 int64_t Fp8WeightCopyBytes(const Plan& plan, int64_t pp_rank) {

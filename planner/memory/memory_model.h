@@ -44,6 +44,9 @@ int64_t RuntimeReserveBytes(const Plan& plan);
 //! (UnfusedAttentionChunkItems, model/implementation.h), plus P / dS of the chunk in the
 //! activations' dtype. 0 for a flash-attention profile and on a CPU device (no SMs).
 int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan);
+//! An MoE layer's all-to-all send buffer (k permuted copies of the rank's tokens, times the routing's
+//! load factor), transient beside the kept receive buffer; 0 for a dense model.
+int64_t MoeDispatchWorkspaceBytes(const Plan& plan);
 //! Under the fp8 precision, the FP8 copies of the rank's layer weights and their transposes that
 //! Transformer Engine caches over a step's micro-batches (the forward GEMM reads W, the input-gradient
 //! GEMM W^T), counted with the weights; 0 otherwise. The activations stay counted in bf16 although TE

@@ -9,7 +9,8 @@ bool Constraints::Admits(const Layout& l) const {
          (!zero_stage || *zero_stage == l.zero_stage) && (!micro_batch || *micro_batch == l.micro_batch) &&
          (!global_batch || *global_batch == l.global_batch) && (!virtual_stages || *virtual_stages == l.virtual_stages) &&
          (!recompute || *recompute == l.recompute) && (!schedule || *schedule == l.schedule) &&
-         (!sequence_parallel || *sequence_parallel == l.sequence_parallel);
+         (!sequence_parallel || *sequence_parallel == l.sequence_parallel) && (!ep || *ep == l.ep) &&
+         (!etp || *etp == l.expert_tp()) && (!routing || *routing == l.routing);
 }
 
 Result<Constraints> ParseConstraints(const std::string& text) {
@@ -36,11 +37,14 @@ Result<Constraints> ParseConstraints(const std::string& text) {
     else if (key == "recompute") c.recompute = l.recompute;
     else if (key == "schedule") c.schedule = l.schedule;
     else if (key == "sequence_parallel" || key == "sp") c.sequence_parallel = l.sequence_parallel;
+    else if (key == "ep") c.ep = l.ep;
+    else if (key == "etp") c.etp = l.etp;
+    else if (key == "routing") c.routing = l.routing;
     else (void)ParseSyncKey(key, item.substr(eq + 1), &c.sync);  // its value was checked by ParseInlineLayout
   }
   const std::pair<const char*, const std::optional<int64_t>*> sizes[] = {
       {"dp", &c.dp}, {"tp", &c.tp}, {"pp", &c.pp}, {"cp", &c.cp}, {"micro_batch", &c.micro_batch},
-      {"global_batch", &c.global_batch}, {"virtual_stages", &c.virtual_stages}};
+      {"global_batch", &c.global_batch}, {"virtual_stages", &c.virtual_stages}, {"ep", &c.ep}, {"etp", &c.etp}};
   for (const auto& [name, v] : sizes) {
     if (*v && **v <= 0) return BadInput("--fix: " + std::string(name) + " must be > 0 (got " + std::to_string(**v) + ")");
   }

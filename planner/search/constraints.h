@@ -10,7 +10,8 @@
 namespace parallax::planner {
 
 struct Constraints {
-  std::optional<int64_t> dp, tp, pp, cp, zero_stage, micro_batch, global_batch, virtual_stages;
+  std::optional<int64_t> dp, tp, pp, cp, zero_stage, micro_batch, global_batch, virtual_stages, ep, etp;
+  std::optional<Routing> routing;
   std::optional<Recompute> recompute;
   std::optional<ScheduleKind> schedule;
   std::optional<bool> sequence_parallel;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "model/rank_groups.h"
 #include "model/stage_split.h"
@@ -96,6 +97,37 @@ std::vector<Sched> Schedules(LayoutWalk& w, const Layout& l, int64_t micro) {
   return scheds;
 }
 
+//! The expert layouts (ep, etp) of `l` for an MoE model, each a candidate; `l` itself for a dense one.
+//! ep: the divisors of the expert count; etp: 1 or tp (Megatron-Core's default and the folded form
+//! of the published MoE recipes). Expert groups that do not tile a stage's tp x dp ranks are counted.
+void AddExpertVariants(LayoutWalk& w, const Layout& l) {
+  if (!w.m.moe()) {
+    ++w.searched;
+    w.out.push_back({l});
+    return;
+  }
+  if (l.tp > 1 && !l.sequence_parallel) {
+    w.Reject("moe_tp_needs_sequence_parallel", l);
+    return;
+  }
+  for (int64_t ep = 1; ep <= w.m.experts; ++ep) {
+    if (w.m.experts % ep != 0 || (w.o.fix.ep && *w.o.fix.ep != ep)) continue;
+    const std::vector<int64_t> etps = l.tp == 1 ? std::vector<int64_t>{1} : std::vector<int64_t>{1, l.tp};
+    for (int64_t etp : etps) {
+      if (w.o.fix.etp && *w.o.fix.etp != etp) continue;
+      Layout e = l;
+      e.ep = ep;
+      e.etp = etp;
+      if (w.m.moe_ffn_hidden % etp != 0 || (l.tp * l.dp) % (ep * etp) != 0) {
+        w.Reject("expert_groups_do_not_tile_the_stage", e);
+        continue;
+      }
+      ++w.searched;
+      w.out.push_back({e});
+    }
+  }
+}
+
 //! Every ZeRO stage, recompute and sequence-parallel variant of `base` under schedule `s`.
 void AddVariants(LayoutWalk& w, const Layout& base, const Sched& s) {
   for (int64_t zero = 0; zero <= (DenseReductionRanks(base) > 1 ? 3 : 0); ++zero) {
@@ -107,8 +139,12 @@ void AddVariants(LayoutWalk& w, const Layout& base, const Sched& s) {
         l.schedule = s.kind;
         l.virtual_stages = s.v;
         l.sequence_parallel = sp == 1;
+        if (w.o.fix.routing) l.routing = *w.o.fix.routing;
         l.sync = w.o.fix.sync;
-        if (!w.o.fix.Admits(l)) continue;
+        Layout probe = l;  // the expert dimensions are chosen below (AddExpertVariants)
+        if (w.o.fix.ep) probe.ep = *w.o.fix.ep;
+        if (w.o.fix.etp) probe.etp = *w.o.fix.etp;
+        if (!w.o.fix.Admits(probe)) continue;
         if (!ValidateSyncMode(l.sync, l.dp, l.tp, l.pp, l.zero_stage)) {
           w.Reject("sync_mode_does_not_combine", l);
           continue;
@@ -122,8 +158,7 @@ void AddVariants(LayoutWalk& w, const Layout& base, const Sched& s) {
           w.Reject("sequence_parallel_needs_tp_dividing_seq_len", l);
           continue;
         }
-        ++w.searched;
-        w.out.push_back({l});
+        AddExpertVariants(w, l);
       }
     }
   }

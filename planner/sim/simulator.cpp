@@ -451,7 +451,8 @@ class StepSimulator {
                    rc.dp.gather_ahead_bytes);
         }
       }
-      t = RunOps(r, fwd ? u.layer.fwd : u.layer.bwd, mb, stage, layer, t, !fwd && dp && zero >= 2 ? &lp : nullptr);
+      const UnitOps& lu = u.Layer(layer);
+      t = RunOps(r, fwd ? lu.fwd : lu.bwd, mb, stage, layer, t, !fwd && dp && zero >= 2 ? &lp : nullptr);
       if (!fwd && AccumulatesAt(mb)) t = Pass(r, t, OpKind::kGradAccum, rc.accum_layer_s, rc.accum_layer_bytes, mb, stage, layer, pass);
       if (sp_sync) t = RunOps(r, u.layer.grad_sync, mb, stage, layer, t);
       if (!fwd && dp && grads_now) t = GradOp(r, t, rc.dp.grad_layer_s, rc.dp.grad_layer_bytes, mb, layer, stage, lp);

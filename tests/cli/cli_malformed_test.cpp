@@ -138,7 +138,8 @@ std::vector<Case> Cases() {
       R"(config\.json: /hidden_size: missing required field)");
   add("hf_bad_activation", "config.json", Obj(hf + R"(,"hidden_act":"relu2")"), kModelCmd,
       R"(config\.json: /hidden_act: unsupported activation)");
-  add("hf_head_dim_mismatch", "config.json", Obj(hf + R"(,"head_dim":32)"), kModelCmd, R"(config\.json: /head_dim: )");
+  // heads x head_dim != hidden is read (Qwen3, gpt-oss: issue 37); a head_dim that is no size is not.
+  add("hf_head_dim_not_positive", "config.json", Obj(hf + R"(,"head_dim":0)"), kModelCmd, R"(config\.json: /head_dim: )");
   add("hf_string_layers", "config.json", Obj(Replace(hf, R"("num_hidden_layers":2)", R"("num_hidden_layers":"2")")),
       kModelCmd, R"(config\.json: /num_hidden_layers: expected an integer, got a string)");
   add("hf_duplicate_key", "config.json", Obj(hf + R"(,"vocab_size":512)"), kModelCmd,

@@ -88,7 +88,10 @@ TEST(HfImport, AFileThatIsNeitherFormatSaysWhatWouldMakeItOne) {
   EXPECT_EQ(e.rfind("cfg/config.json: neither a parallax model file nor a recognised Hugging Face config.json", 0), 0u)
       << e;
   EXPECT_NE(e.find("\"kind\": \"model\""), std::string::npos) << e;
-  EXPECT_NE(e.find("\"model_type\" (llama, mistral, gpt2, gpt_neox)"), std::string::npos) << e;
+  EXPECT_NE(e.find("\"model_type\" (llama, mistral, gpt2, gpt_neox, qwen3, mixtral, qwen3_moe, deepseek_v3, llama4, "
+                    "llama4_text, gpt_oss)"),
+            std::string::npos)
+      << e;
   EXPECT_EQ(e.find("missing required field"), std::string::npos) << e;
 }
 
@@ -103,8 +106,9 @@ TEST(HfImport, AModelTypeNotReadIsRefusedNamingTheOnesThatAre) {
   const std::string& e = m.error().message;
   EXPECT_NE(e.find("qwen/config.json: /model_type: \"qwen2\" is not a model_type parallax reads"), std::string::npos)
       << e;
-  EXPECT_NE(e.find("llama, mistral, gpt2, gpt_neox"), std::string::npos) << e;
-  EXPECT_EQ(HfModelTypes(), (std::vector<std::string>{"llama", "mistral", "gpt2", "gpt_neox"}));
+  EXPECT_NE(e.find("llama, mistral, gpt2, gpt_neox, qwen3, mixtral"), std::string::npos) << e;
+  EXPECT_EQ(HfModelTypes(), (std::vector<std::string>{"llama", "mistral", "gpt2", "gpt_neox", "qwen3", "mixtral",
+                                                      "qwen3_moe", "deepseek_v3", "llama4", "llama4_text", "gpt_oss"}));
 }
 
 // Without model_type, the architecture class names the family (and an unknown one is refused).

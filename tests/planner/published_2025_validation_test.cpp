@@ -37,17 +37,19 @@ std::string Needs(const Json& row, const Result<ModelSpec>& model, const Result<
   return needs;
 }
 
-//! The inline layout of a row: the published dimensions, cp / ep / etp only where they are not 1
-//! (so that a dense row without them reads on a planner without those keys).
+//! The inline layout of a row: the published dimensions, cp / ep only where they are not 1 (so that
+//! a dense row reads without them), etp wherever an MoE row publishes it.
 std::string InlineLayout(const Json& l, Recompute rc) {
   auto get = [&](const char* k) { return l.value(k, static_cast<int64_t>(1)); };
   std::string s = "dp=" + std::to_string(get("dp")) + ",tp=" + std::to_string(get("tp")) + ",pp=" + std::to_string(get("pp")) +
                   ",zero=1,micro_batch=" + std::to_string(get("mbs")) + ",global_batch=" + std::to_string(get("gbs")) +
                   ",recompute=" + ToString(rc) + ",sequence_parallel=" + (get("tp") > 1 ? "1" : "0");
   if (get("vp") > 1) s += ",schedule=interleaved,virtual_stages=" + std::to_string(get("vp"));
-  for (const char* k : {"cp", "ep", "etp"}) {
+  for (const char* k : {"cp", "ep"}) {
     if (l.contains(k) && get(k) != 1) s += "," + std::string(k) + "=" + std::to_string(get(k));
   }
+  // etp defaults to tp (Megatron-Core): a published etp = 1 beside tp > 1 must be written out.
+  if (get("ep") > 1 && l.contains("etp")) s += ",etp=" + std::to_string(get("etp"));
   return s;
 }
 

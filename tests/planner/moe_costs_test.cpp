@@ -1,0 +1,157 @@
+// Mixture-of-experts pricing (issue 37 items 3 and 4): the MoE layer's ops from the op catalogue as
+// the cost model prices them (all-to-all over the placed ep group, grouped GEMMs at their per-expert
+// token counts, routing balance, the dispatcher and shared-expert overlap of the profile), MLA, the
+// expert parameter state over the expert data-parallel group, and the search over ep and etp.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model/counting.h"
+#include "model/op_catalogue.h"
+#include "model/presets.h"
+#include "planner/cost/plan_costs.h"
+#include "planner/estimate/step_estimate.h"
+#include "planner/memory/memory_model.h"
+#include "planner/search/search.h"
+
+namespace parallax::planner {
+namespace {
+
+Plan MakePlan(const std::string& model, const std::string& layout, int64_t nodes,
+              const std::string& implementation = "megatron-core") {
+  Plan p;
+  p.model = *ModelPreset(model);
+  p.cluster = *ClusterPreset("dgx-h100");
+  p.cluster.nodes = nodes;
+  p.layout = *ParseInlineLayout(layout);
+  p.training.global_batch = p.layout.global_batch;
+  p.implementation = *ImplementationPreset(implementation);
+  return p;
+}
+
+//! The first op `op` in phase `ph` of an MoE layer's priced ops under `p`.
+CostedOp MoeOp(const Plan& p, OpKind op, Phase ph = Phase::kFwd) {
+  CostContext ctx(p.cluster, p.training.precision, nullptr, &p.implementation);
+  const UnitCosts& u = ctx.Units(p.model, p.layout, p.model.seq_len);
+  int64_t layer = 0;
+  while (!IsMoeLayer(p.model, layer)) ++layer;
+  for (const CostedOp& o : ph == Phase::kFwd ? u.Layer(layer).fwd : u.Layer(layer).bwd) {
+    if (o.op == op && o.phase == ph) return o;
+  }
+  ADD_FAILURE() << "no " << ToString(op) << " in " << LayoutToString(p.layout);
+  return {};
+}
+
+TEST(MoeCosts, DispatchAllToAllSlowsWhenTheEpGroupLeavesTheNode) {
+  // DeepSeek-V3 on 16 nodes, ep 8 inside a node (NVLink) against ep 64 over 8 nodes (InfiniBand):
+  // the same bytes leave each rank, the inter-node group moves them at a NIC's share.
+  const Plan intra = MakePlan("deepseek-v3", "dp=128,tp=1,pp=1,ep=8,global_batch=128", 16);
+  const Plan inter = MakePlan("deepseek-v3", "dp=128,tp=1,pp=1,ep=64,global_batch=128", 16);
+  const CostedOp a = MoeOp(intra, OpKind::kMoeDispatch), b = MoeOp(inter, OpKind::kMoeDispatch);
+  EXPECT_DOUBLE_EQ(a.bytes, b.bytes);
+  EXPECT_GT(b.time_s, 3 * a.time_s);
+  // Combine and the backward's two all-to-alls move the same bytes.
+  EXPECT_DOUBLE_EQ(MoeOp(intra, OpKind::kMoeCombine).bytes, a.bytes);
+  EXPECT_DOUBLE_EQ(MoeOp(intra, OpKind::kMoeDispatch, Phase::kBwd).bytes, a.bytes);
+  // k copies of each token of the rank's sequence, h wide, 2 bytes.
+  EXPECT_DOUBLE_EQ(a.bytes, 8.0 * 4096 * 7168 * 2);
+}
+
+TEST(MoeCosts, GroupedGemmEfficiencyFallsWithFewTokensPerExpert) {
+  // ep 1: 256 experts share 8 x 4096 token copies (128 each); ep 64: 4 experts take 8192 each.
+  const Plan few = MakePlan("deepseek-v3", "dp=128,tp=1,pp=1,ep=1,global_batch=128", 16);
+  const Plan many = MakePlan("deepseek-v3", "dp=128,tp=1,pp=1,ep=64,global_batch=128", 16);
+  const CostedOp a = MoeOp(few, OpKind::kExpertFc1), b = MoeOp(many, OpKind::kExpertFc1);
+  ASSERT_EQ(a.gemms.size(), 1u);
+  EXPECT_EQ(a.gemms[0].m, 128);
+  EXPECT_EQ(a.gemms[0].batch, 256);
+  EXPECT_EQ(b.gemms[0].m, 8192);
+  EXPECT_DOUBLE_EQ(a.flops, b.flops);  // the same token copies on every rank, over 64x the experts
+  EXPECT_LT(a.flops / a.time_s, 0.95 * (b.flops / b.time_s));
+}
+
+TEST(MoeCosts, DroplessImbalanceAndCapacityScaleTheBusiestExpertsWork) {
+  const Plan balanced = MakePlan("mixtral-8x7b", "dp=8,tp=1,ep=8,global_batch=64", 1);
+  const Plan skewed = MakePlan("mixtral-8x7b", "dp=8,tp=1,ep=8,routing=dropless:1.5,global_batch=64", 1);
+  const Plan capped = MakePlan("mixtral-8x7b", "dp=8,tp=1,ep=8,routing=capacity:1.25,global_batch=64", 1);
+  EXPECT_GT(MoeOp(skewed, OpKind::kExpertFc1).time_s, 1.3 * MoeOp(balanced, OpKind::kExpertFc1).time_s);
+  EXPECT_DOUBLE_EQ(MoeOp(skewed, OpKind::kMoeDispatch).bytes, 1.5 * MoeOp(balanced, OpKind::kMoeDispatch).bytes);
+  EXPECT_DOUBLE_EQ(MoeOp(capped, OpKind::kMoeDispatch).bytes, 1.25 * MoeOp(balanced, OpKind::kMoeDispatch).bytes);
+  // Pricing only: the step takes longer, nothing else changes.
+  auto a = Estimate(balanced), b = Estimate(skewed);
+  ASSERT_TRUE(a && b);
+  EXPECT_GT(b->step_time_s, a->step_time_s);
+}
+
+TEST(MoeCosts, DispatcherAndSharedExpertOverlapAreProfileFacts) {
+  Plan p = MakePlan("llama4-maverick", "dp=16,tp=1,ep=16,global_batch=64", 2);
+  const CostedOp a2a = MoeOp(p, OpKind::kMoeDispatch);
+  EXPECT_GT(a2a.time_s, 0);  // TP communication overlap (this profile's) does not hide it
+  EXPECT_EQ(p.implementation.moe_dispatcher.value, MoeDispatcher::kAllToAll);
+  p.implementation.moe_shared_expert_overlap.value = true;
+  EXPECT_LT(MoeOp(p, OpKind::kMoeDispatch).time_s, a2a.time_s);  // hidden under the shared expert
+  p.implementation.moe_shared_expert_overlap.value = false;
+  p.implementation.moe_dispatcher.value = MoeDispatcher::kAllGather;
+  // The all-gather dispatcher moves every rank's tokens to every rank of the ep group: 16 x h per
+  // token against the all-to-all's k = 1 copy.
+  EXPECT_DOUBLE_EQ(MoeOp(p, OpKind::kMoeDispatch).bytes, 16 * a2a.bytes);
+}
+
+TEST(MoeCosts, MlaAndExpertFlopsAreTheCountedOnes) {
+  // The catalogue at tp 1, one sequence, balanced routing, ep 1: each layer kind's forward FLOPs are
+  // what counting says (one definition of the shapes).
+  for (const char* name : {"deepseek-v3", "llama4-maverick", "gpt-oss-120b", "qwen3-30b-a3b"}) {
+    const ModelSpec m = *ModelPreset(name);
+    OpShapeKey key;
+    const OpCatalogue cat = BuildOpCatalogue(m, key, *ImplementationPreset("megatron-core"));
+    const ModelCounts c = CountModel(m);
+    for (int64_t i = 0; i < m.layers; ++i) {
+      double flops = 0;
+      for (const OpSpec& o : cat.kinds[static_cast<size_t>(LayerKindOf(m, i))].fwd) flops += o.flops;
+      const double counted = c.layers[static_cast<size_t>(i)].fwd_flops_per_token * static_cast<double>(m.seq_len);
+      EXPECT_NEAR(flops, counted, 1e-9 * counted) << name << " layer " << i;
+    }
+  }
+}
+
+TEST(MoeMemory, ExpertStateShardsOverTheExpertDataParallelGroup) {
+  // ZeRO-1 on 64 GPUs, ep 8: dense optimizer state over dp 64, the experts' over edp 8.
+  const Plan p = MakePlan("mixtral-8x7b", "dp=64,tp=1,ep=8,zero=1,global_batch=64", 8);
+  const auto groups = RankParamGroups(p, 0);
+  int64_t dense = 0, experts = 0;
+  for (const ParamGroupDef& g : groups) (g.reduced_over == ReductionGroup::kExpertDp ? experts : dense) += g.params;
+  const MemoryBreakdown m = EstimateRankMemory(p, 0);
+  EXPECT_EQ(m.optimizer, (12 * dense + 63) / 64 + (12 * experts + 7) / 8);
+  EXPECT_EQ(m.weights, 2 * (dense + experts));
+  // 32 layers x 1 of the 8 experts on each rank.
+  EXPECT_EQ(experts, int64_t{32} * 3 * 4096 * 14336);
+  EXPECT_GT(MoeDispatchWorkspaceBytes(p), 0);
+}
+
+TEST(MoeSearch, CoversEpAndEtpAndCountsExpertRejections) {
+  ModelSpec m = *ModelPreset("mixtral-8x7b");
+  ClusterSpec c = *ClusterPreset("dgx-h100");
+  c.nodes = 2;
+  TrainingSpec t;
+  t.global_batch = 64;
+  SearchOptions o;
+  o.implementation = *ImplementationPreset("megatron-core");
+  o.top_k = 400;
+  o.threads = 1;
+  auto r = Search(m, c, t, o);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_FALSE(r->plans.empty());
+  bool ep_above_1 = false, etp_below_tp = false;
+  for (const RankedPlan& p : r->plans) {
+    ep_above_1 = ep_above_1 || p.layout.ep > 1;
+    etp_below_tp = etp_below_tp || (p.layout.tp > 1 && p.layout.expert_tp() == 1);
+    EXPECT_TRUE(ValidateLayout(p.layout, m, c)) << LayoutToString(p.layout);
+  }
+  EXPECT_TRUE(ep_above_1);
+  EXPECT_TRUE(etp_below_tp);
+  EXPECT_GT(r->rejected["moe_tp_needs_sequence_parallel"], 0);
+  EXPECT_GT(r->rejected["expert_groups_do_not_tile_the_stage"], 0);
+}
+
+}  // namespace
+}  // namespace parallax::planner
