@@ -12,7 +12,6 @@
 //    bench/gpu/side_by_side.sh runs both.
 // Times come from CUDA events on the compute stream (manual time).
 #include <benchmark/benchmark.h>
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -20,6 +19,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench/cuda_baseline.h"
 #include "executor/backend_registry.h"
 #include "executor/cuda/cuda_backend.h"
 #include "executor/launch.h"
@@ -41,68 +41,6 @@ std::unique_ptr<Backend> NewBackend(benchmark::State& state) {
   }
   return std::move(b).value();
 }
-
-// Milliseconds between two events recorded around `f` on `stream`, per repetition.
-template <class F>
-double TimeMs(cudaStream_t stream, int reps, F f) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaEventRecord(a, stream);
-  for (int i = 0; i < reps; ++i) f();
-  cudaEventRecord(b, stream);
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return static_cast<double>(ms) / reps;
-}
-
-// The baseline: one cuBLASLt matmul, bf16 in, fp32 accumulate, bf16 out, row-major y = x W^T
-// expressed column-major (y^T = W x^T), the top heuristic with a 32 MiB workspace.
-struct DirectLt {
-  cublasLtHandle_t h = nullptr;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  void* ws = nullptr;
-  size_t ws_bytes = size_t{32} << 20;
-  bool ok = false;
-  DirectLt(int64_t m, int64_t n, int64_t k) {
-    cublasLtCreate(&h);
-    cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn));
-    cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k);  // W: n x k row-major
-    cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k);  // x: m x k row-major
-    cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n);
-    cudaMalloc(&ws, ws_bytes);
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulPreferenceCreate(&pref);
-    const uint64_t wsb = ws_bytes;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb));
-    cublasLtMatmulHeuristicResult_t r{};
-    int found = 0;
-    ok = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS &&
-         found > 0;
-    algo = r.algo;
-    cublasLtMatmulPreferenceDestroy(pref);
-  }
-  ~DirectLt() {
-    cudaFree(ws);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(desc);
-    cublasLtDestroy(h);
-  }
-  void Run(const void* x, const void* w, void* y, cudaStream_t s) {
-    const float alpha = 1, beta = 0;
-    cublasLtMatmul(h, desc, &alpha, w, la, x, lb, &beta, y, lc, y, lc, &algo, ws, ws_bytes, s);
-  }
-};
 
 void GemmBackendOverLt(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);

@@ -5,77 +5,14 @@
 // adds the seam's transpose of B, as a data-gradient GEMM pays it. Needs compute capability 8.9+.
 // Times from CUDA events on the compute stream (manual time).
 #include <benchmark/benchmark.h>
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "bench/cuda_baseline.h"
 #include "executor/backend_registry.h"
 #include "executor/cuda/cuda_backend.h"
 
 namespace parallax::executor {
 namespace {
-
-template <class F>
-double TimeMs(cudaStream_t stream, int reps, F f) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaEventRecord(a, stream);
-  for (int i = 0; i < reps; ++i) f();
-  cudaEventRecord(b, stream);
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return static_cast<double>(ms) / reps;
-}
-
-// The baseline: row-major y = x W^T as column-major y^T = W x^T, E4M3 in, fp32 compute, bf16 out,
-// A/B scale pointers, top heuristic, 32 MiB workspace.
-struct DirectFp8Lt {
-  cublasLtHandle_t h = nullptr;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  void* ws = nullptr;
-  size_t ws_bytes = size_t{32} << 20;
-  bool ok = false;
-  DirectFp8Lt(int64_t m, int64_t n, int64_t k, const float* w_scale, const float* x_scale) {
-    cublasLtCreate(&h);
-    cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof(w_scale));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof(x_scale));
-    cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k);
-    cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k);
-    cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n);
-    cudaMalloc(&ws, ws_bytes);
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulPreferenceCreate(&pref);
-    const uint64_t wsb = ws_bytes;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb));
-    cublasLtMatmulHeuristicResult_t r{};
-    int found = 0;
-    ok = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS &&
-         found > 0;
-    algo = r.algo;
-    cublasLtMatmulPreferenceDestroy(pref);
-  }
-  ~DirectFp8Lt() {
-    cudaFree(ws);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(desc);
-    cublasLtDestroy(h);
-  }
-  void Run(const void* x, const void* w, void* y, cudaStream_t s) {
-    const float alpha = 1, beta = 0;
-    cublasLtMatmul(h, desc, &alpha, w, la, x, lb, &beta, y, lc, y, lc, &algo, ws, ws_bytes, s);
-  }
-};
 
 // range(3): 1 = B given n x k (TN, no transpose), 0 = B given k x n (the seam transposes it).
 void Fp8GemmBackendOverLt(benchmark::State& state) {
@@ -97,7 +34,7 @@ void Fp8GemmBackendOverLt(benchmark::State& state) {
   const Fp8GemmArgs g{.tb = tn ? Trans::kYes : Trans::kNo, .m = m, .n = n, .k = k, .a = x->ptr(), .b = w->ptr(),
                       .c = y->ptr(), .a_scale_inv = scales->at(0), .b_scale_inv = scales->at(1), .lda = k,
                       .ldb = tn ? k : n, .ldc = n};
-  DirectFp8Lt direct(m, n, k, x_scale + 1, x_scale);
+  DirectLt direct(m, n, k, CUDA_R_8F_E4M3, x_scale + 1, x_scale);
   if (!direct.ok) {
     return state.SkipWithError("cuBLASLt has no FP8 algorithm for this shape (compute capability < 8.9?)");
   }

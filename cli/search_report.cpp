@@ -45,7 +45,7 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
   }
   if (reason == "cp_needs_seq_len_divisible_by_2cp") {
     return "context parallelism needs 2 x cp to divide the sequence length (" + Str(m.seq_len) +
-           "): each cp rank holds two of 2 cp chunks (causal load balance)";
+           "): each cp rank holds two of the 2 x cp chunks (causal load balance)";
   }
   if (reason == "cp_beyond_implementation") {
     return "the implementation " + in.implementation.name + " does not run context parallelism (cp_comm_type " +
