@@ -160,6 +160,25 @@ ImplementationProfile MegatronCore() {
   return p;
 }
 
+//! NeMo 2.0's performance recipes: Megatron-Core and Transformer Engine as `megatron-core`, with the
+//! recipes' own settings where they differ. Sources at NeMo d2b2155, the commit NVIDIA dgxc-benchmarking
+//! v25.04 llama3.1/setup.sh checks out for its published Llama 3.1 runs.
+ImplementationProfile Nemo() {
+  ImplementationProfile p = MegatronCore();
+  p.name = "nemo";
+  p.description = "NeMo 2.0 performance recipes (performance_mode=True, NeMo 25.02-25.04) on Megatron-Core and "
+                  "Transformer Engine, as NVIDIA's dgxc-benchmarking runs them (2025)";
+  constexpr const char* kBf16Grads =
+      "nemo/collections/llm/recipes/llama3_8b.py, llama3_70b.py, llama31_405b.py pretrain_performance_optimizations: "
+      "trainer.plugins.grad_reduce_in_fp32 = False (dgxc-benchmarking llama3.1/pretrain_llama31.py sets it again for "
+      "fp8), which nemo/lightning/pytorch/strategies/megatron_strategy.py connect() writes over the strategy's "
+      "DistributedDataParallelConfig (update_config_with_dtype_overrides); megatron/core/distributed/"
+      "param_and_grad_buffer.py then keeps and reduces the gradient buffer in the parameters' bf16";
+  p.grad_buffer_dtype = {GradDType::kParam, kBf16Grads};
+  p.grad_reduce_dtype = {GradDType::kParam, kBf16Grads};
+  return p;
+}
+
 ImplementationProfile Megatron2021() {
   ImplementationProfile p;
   p.name = "megatron-2021";
@@ -316,7 +335,7 @@ namespace {
 const std::map<std::string, ImplementationProfile>& Presets() {
   static const auto* presets = [] {
     auto* m = new std::map<std::string, ImplementationProfile>;  // NOLINT: immortal preset table
-    for (auto p : {Parallax(), MegatronCore(), Megatron2021(), Megatron2022(), DeepSpeed(), PytorchEager()}) m->emplace(p.name, p);
+    for (auto p : {Parallax(), MegatronCore(), Nemo(), Megatron2021(), Megatron2022(), DeepSpeed(), PytorchEager()}) m->emplace(p.name, p);
     return m;
   }();
   return *presets;
