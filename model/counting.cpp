@@ -13,8 +13,7 @@ int64_t SeqOf(const ModelSpec& m, int64_t seq_len) { return seq_len > 0 ? seq_le
 
 }  // namespace
 
-ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
-  const double s = static_cast<double>(SeqOf(m, seq_len));
+ModelCounts CountParams(const ModelSpec& m) {
   const int64_t qkv_out = m.hidden + 2 * m.kv_dim();
   const int64_t bias = m.bias ? 1 : 0;
   ModelCounts c;
@@ -28,29 +27,35 @@ ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
       {"act", 0, 0},
       {"fc2", m.ffn_hidden * m.hidden + bias * m.hidden, 0},
   };
+  for (const auto& op : c.layer_ops) c.params_per_layer += op.params;
+  c.params_embedding = m.vocab * m.hidden + (m.position == PositionKind::kLearned ? m.seq_len * m.hidden : 0);
+  c.params_lm_head = m.tie_embeddings ? 0 : m.vocab * m.hidden;
+  c.params_final_norm = NormParams(m);
+  c.outer_ops = {{"embedding", c.params_embedding, 0},
+                 {"final_norm", c.params_final_norm, 0},
+                 {"lm_head", c.params_lm_head, 0}};
+  c.params_total = m.layers * c.params_per_layer + c.params_embedding + c.params_lm_head + c.params_final_norm;
+  return c;
+}
+
+ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
+  const double s = static_cast<double>(SeqOf(m, seq_len));
+  ModelCounts c = CountParams(m);
   // FLOPs from the op catalogue (one micro-batch of one sequence, tp 1): its convention counts
   // attention over the full s x s square, whatever kernel runs it.
   OpShapeKey key;
   key.seq_len = static_cast<int64_t>(s);
-  const OpCatalogue cat = BuildOpCatalogue(m, key, DefaultImplementation());
+  static const ImplementationProfile kDefault = DefaultImplementation();  // immutable; built once
+  const OpCatalogue cat = BuildOpCatalogue(m, key, kDefault);
   for (const OpSpec& o : cat.layer.fwd) {
     for (auto& op : c.layer_ops) {
       if (op.name == ToString(o.op)) op.fwd_flops_per_token += o.flops / s;
     }
   }
-  for (const auto& op : c.layer_ops) {
-    c.params_per_layer += op.params;
-    c.fwd_flops_per_token_per_layer += op.fwd_flops_per_token;
-  }
-  c.params_embedding = m.vocab * m.hidden + (m.position == PositionKind::kLearned ? m.seq_len * m.hidden : 0);
-  c.params_lm_head = m.tie_embeddings ? 0 : m.vocab * m.hidden;
-  c.params_final_norm = NormParams(m);
+  for (const auto& op : c.layer_ops) c.fwd_flops_per_token_per_layer += op.fwd_flops_per_token;
   c.fwd_flops_per_token_head = 0;
   for (const OpSpec& o : cat.head.fwd) c.fwd_flops_per_token_head += o.flops / s;
-  c.outer_ops = {{"embedding", c.params_embedding, 0},
-                 {"final_norm", c.params_final_norm, 0},
-                 {"lm_head", c.params_lm_head, c.fwd_flops_per_token_head}};
-  c.params_total = m.layers * c.params_per_layer + c.params_embedding + c.params_lm_head + c.params_final_norm;
+  c.outer_ops.back().fwd_flops_per_token = c.fwd_flops_per_token_head;
   c.fwd_flops_per_token = static_cast<double>(m.layers) * c.fwd_flops_per_token_per_layer + c.fwd_flops_per_token_head;
   return c;
 }

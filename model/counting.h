@@ -38,6 +38,9 @@ int64_t NormParams(const ModelSpec& m);
 
 //! Counts for sequence length `seq_len` (0 = the model's).
 ModelCounts CountModel(const ModelSpec& m, int64_t seq_len = 0);
+//! CountModel's parameter counts alone (FLOP fields 0): no op catalogue is built, so the memory
+//! model and the parameter groups can ask per layout.
+ModelCounts CountParams(const ModelSpec& m);
 
 //! FLOPs per token of one training step: forward + backward (2x) + recomputed forward work
 //! (full: the whole layer forward again; selective: the attention core again).
