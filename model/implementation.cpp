@@ -80,6 +80,8 @@ ImplementationProfile Parallax() {
   p.cp_comm_type = {CpCommType::kP2p, "issue 36 (docs/executor.md): ring attention with causal load balancing, K and V "
                                       "blocks sent to the next cp rank while the previous block's attention computes, "
                                       "as Megatron-Core's p2p"};
+  p.fp8_params = {false, "executor/runtime/fp8_linear.h: the 16-bit weights stay the parameters; each step casts "
+                         "them to FP8 for the GEMMs (planner: Fp8WeightCopyBytes)"};
   return p;
 }
 
@@ -157,6 +159,8 @@ ImplementationProfile MegatronCore() {
                     "DotProductAttention (transformer_engine/pytorch/attention.py AttnFuncWithCPAndKVP2P: K/V "
                     "send/recv around the cp ring, each step overlapped with the previous block's attention); the "
                     "published Llama 3.1 recipes keep the default"};
+  p.fp8_params = {false, "megatron/training/arguments.py: --fp8-param-gather is opt-in (default False): "
+                         "Transformer Engine keeps the bf16 weights and caches their FP8 copies and transposes"};
   return p;
 }
 
@@ -176,6 +180,11 @@ ImplementationProfile Nemo() {
       "param_and_grad_buffer.py then keeps and reduces the gradient buffer in the parameters' bf16";
   p.grad_buffer_dtype = {GradDType::kParam, kBf16Grads};
   p.grad_reduce_dtype = {GradDType::kParam, kBf16Grads};
+  p.fp8_params = {true, "nemo/collections/llm/recipes/precision/mixed_precision.py bf16_with_fp8_mixed: "
+                        "fp8_params = True, so MegatronMixedPrecision sets Transformer Engine's "
+                        "FP8GlobalStateManager.FP8_PARAMETERS (the linear weights are created as FP8 tensors: 1 B "
+                        "data + its 1 B transpose) and fp8_param_gather; dgxc-benchmarking llama3.1/"
+                        "pretrain_llama31.py takes that plugin for fp8"};
   return p;
 }
 
@@ -234,6 +243,7 @@ ImplementationProfile Megatron2021() {
                                              "every request, then torch.cuda.synchronize()"};
   p.cp_comm_type = {CpCommType::kNone, "megatron/arguments.py (v2.5, v3.0): no context parallelism; "
                                        "--context-parallel-size came with Megatron-Core (2023)"};
+  p.fp8_params = {false, "Megatron-LM v2.x predates FP8 training (no Transformer Engine)"};
   return p;
 }
 
@@ -323,6 +333,7 @@ ImplementationProfile DeepSpeed() {
   p.cp_comm_type = {CpCommType::kNone,
                     "DeepSpeed has no ring-attention context parallelism; DeepSpeed-Ulysses (deepspeed/sequence/"
                     "layer.py DistributedAttention, all-to-alls over heads) is a different scheme, not in this profile"};
+  p.fp8_params = {false, "not in this profile: its Megatron-DeepSpeed runs train in fp16/bf16"};
   return p;
 }
 
@@ -491,6 +502,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Enum("pipeline_p2p", p.pipeline_p2p, {P2pSemantics::kAsync, P2pSemantics::kBlocking});
       f.Enum("cp_comm_type", p.cp_comm_type,
              {CpCommType::kNone, CpCommType::kP2p, CpCommType::kAllGather, CpCommType::kA2a, CpCommType::kA2aP2p});
+      f.Bool("fp8_params", p.fp8_params);
       facts.Finish();
     }
     r.Finish();
@@ -531,7 +543,8 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"optimizer", EnumJson(p.optimizer)},
                 {"mixed_precision_passes", FactJson(p.mixed_precision_passes)},
                 {"pipeline_p2p", EnumJson(p.pipeline_p2p)},
-                {"cp_comm_type", EnumJson(p.cp_comm_type)}}}};
+                {"cp_comm_type", EnumJson(p.cp_comm_type)},
+                {"fp8_params", FactJson(p.fp8_params)}}}};
 }
 
 Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_file) {

@@ -125,6 +125,9 @@ struct ImplementationProfile {
   Fact<bool> mixed_precision_passes;
   Fact<P2pSemantics> pipeline_p2p;
   Fact<CpCommType> cp_comm_type;
+  //! Under fp8, the linear layers' weights live as FP8 data and its transpose only (Transformer
+  //! Engine's FP8 parameters), in place of the 16-bit weights beside cached FP8 copies. Memory only.
+  Fact<bool> fp8_params;
 };
 
 //! Whether attention keeps statistics rather than probabilities for backward (a flash kernel always).

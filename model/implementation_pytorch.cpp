@@ -59,6 +59,7 @@ ImplementationProfile PytorchEager() {
   p.pipeline_p2p = {P2pSemantics::kBlocking, "no pipeline parallelism in plain DDP: the fact does not apply"};
   p.cp_comm_type = {CpCommType::kNone, "no context parallelism in plain DDP (torch.distributed.tensor.experimental "
                                        "context_parallel is other code not described by this profile)"};
+  p.fp8_params = {false, "torch.autocast has no FP8 parameters; the parameters stay fp32"};
   return p;
 }
 

@@ -135,7 +135,8 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
 }
 
 int64_t Fp8WeightCopyBytes(const Plan& plan, int64_t pp_rank) {
-  if (plan.training.precision != Precision::kFp8) return 0;
+  // FP8 parameters: the 1 B data and its 1 B transpose take the 16-bit weight's 2 B (counted).
+  if (plan.training.precision != Precision::kFp8 || plan.implementation.fp8_params.value) return 0;
   const Layout& l = plan.layout;
   int64_t layers = 0;
   for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {

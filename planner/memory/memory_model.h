@@ -48,7 +48,8 @@ int64_t RuntimeReserveBytes(const Plan& plan);
 int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan);
 //! Under the fp8 precision, the FP8 copies of the rank's layer weights and their transposes that
 //! Transformer Engine caches over a step's micro-batches (the forward GEMM reads W, the input-gradient
-//! GEMM W^T), counted with the weights; 0 otherwise. The activations stay counted in bf16 although TE
+//! GEMM W^T), counted with the weights; 0 otherwise, and 0 under the profile's fp8_params (the FP8
+//! data and transpose replace the 16-bit weights). The activations stay counted in bf16 although TE
 //! saves FP8 copies of the linear layers' inputs: the memory model stays an upper bound.
 int64_t Fp8WeightCopyBytes(const Plan& plan, int64_t pp_rank);
 //! NCCL_BUFFSIZE default: 4 MiB per channel and direction (NCCL docs, Environment Variables).
