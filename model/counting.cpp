@@ -119,6 +119,19 @@ ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
   return c;
 }
 
+const ModelCounts& CountParams(const ModelSpec& m) {
+  // The search asks once per layout for the same model: keep the last model's counts per thread.
+  thread_local ModelSpec last;
+  thread_local ModelCounts counts;
+  thread_local bool valid = false;
+  if (!valid || last != m) {
+    counts = CountModel(m);
+    last = m;
+    valid = true;
+  }
+  return counts;
+}
+
 double AttentionCoreFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   return CountModel(m, seq_len).layers.front().attn_core_flops_per_token;
 }

@@ -108,5 +108,24 @@ TEST(Fp8Cost, AnFp8StepIsFasterAndItsWeightCopiesAreCountedInMemory) {
   EXPECT_EQ(EstimateRankMemory(fp8, 0).weights - EstimateRankMemory(plan, 0).weights, copies);
 }
 
+// Transformer Engine's FP8 parameters (the nemo profile's fp8_params): the FP8 data and its
+// transpose replace the 16-bit weights, so an fp8 rank holds no more weight bytes than a bf16 one.
+TEST(Fp8Cost, Fp8ParametersReplaceTheSixteenBitWeightsInsteadOfAddingCopies) {
+  Plan plan;
+  plan.model = *ModelPreset("llama3-8b");
+  plan.cluster = *ResolveCluster("dgx-h100", 4);
+  plan.layout = *ParseInlineLayout("dp=8,tp=4,pp=1,zero=1,micro_batch=1,global_batch=64,recompute=selective,sp=1");
+  plan.training.precision = Precision::kFp8;
+  plan.implementation = *ImplementationPreset("nemo");
+  ASSERT_TRUE(plan.implementation.fp8_params.value);
+  EXPECT_EQ(Fp8WeightCopyBytes(plan, 0), 0);
+  Plan bf16 = plan;
+  bf16.training.precision = Precision::kBf16;
+  EXPECT_EQ(EstimateRankMemory(plan, 0).weights, EstimateRankMemory(bf16, 0).weights);
+  Plan copies = plan;
+  copies.implementation = *ImplementationPreset("megatron-core");
+  EXPECT_GT(EstimateRankMemory(copies, 0).weights, EstimateRankMemory(plan, 0).weights);
+}
+
 }  // namespace
 }  // namespace parallax::planner
