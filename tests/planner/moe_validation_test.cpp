@@ -24,6 +24,11 @@ Plan RowPlan(const Json& row, const ModelSpec& m) {
   plan.cluster.nodes = row["gpus"].get<int64_t>() / plan.cluster.gpus_per_node;
   plan.training.precision = Precision::kBf16;
   plan.implementation = *ImplementationPreset("megatron-core");
+  // The Megatron-MoE model zoo's Qwen3 table names each run's dispatcher (its "Dispatcher" column):
+  // both rows copied here ran DeepEP (--moe-token-dispatcher-type flex).
+  if (row["source"].get<std::string>().find("Megatron-MoE-ModelZoo") != std::string::npos) {
+    plan.implementation.moe_dispatcher = {MoeDispatcher::kDeepEp, "Megatron-MoE-ModelZoo best_practice/qwen3/readme.md"};
+  }
   Layout& l = plan.layout;
   l.tp = j.value("tp", 1);
   l.pp = j.value("pp", 1);
