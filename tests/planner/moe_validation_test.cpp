@@ -31,9 +31,9 @@ Plan RowPlan(const Json& row, const ModelSpec& m) {
   }
   const std::string source = row["source"].get<std::string>();
   // 16-bit gradient buffers where the run's recipe says so: dgxc v25.02 grok1/grok1_314b.yaml
-  // (optim.grad_sync_dtype: bf16, which NeMo's
-  // megatron_base_model.py setup_mcore_distributed_parallel turns into grad_reduce_in_fp32 = False) and Megatron-Bridge's benchmark
-  // recipes (perf_recipes/_common.py _benchmark_common: ddp.grad_reduce_in_fp32 = False).
+  // (optim.grad_sync_dtype: bf16, which NeMo's megatron_base_model.py setup_mcore_distributed_parallel
+  // turns into grad_reduce_in_fp32 = False) and Megatron-Bridge's benchmark recipes
+  // (perf_recipes/_common.py _benchmark_common: ddp.grad_reduce_in_fp32 = False).
   if (source.find("dgxc-benchmarking") != std::string::npos || source.find("Megatron-Bridge") != std::string::npos) {
     plan.implementation.grad_buffer_dtype = {GradDType::kParam, source};
     plan.implementation.grad_reduce_dtype = {GradDType::kParam, source};
