@@ -163,6 +163,14 @@ int64_t Fp8WeightCopyBytes(const Plan& plan, int64_t pp_rank) {
   // FP8 parameters: the 1 B data and its 1 B transpose take the 16-bit weight's 2 B (counted).
   if (plan.training.precision != Precision::kFp8 || plan.implementation.fp8_params.value) return 0;
   const Layout& l = plan.layout;
+  if (plan.model.moe()) {
+    // An MoE layer's copies cover the rank's own experts (experts / ep, split over etp), not all of them.
+    int64_t params = 0;
+    for (const ParamGroupDef& g : RankParamGroups(plan, pp_rank)) {
+      if (g.kind == ParamGroupKind::kLayer || g.kind == ParamGroupKind::kExperts) params += g.params;
+    }
+    return 2 * params;
+  }
   int64_t layers = 0;
   for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
     layers += StageLayers(plan.model.layers, ModelStages(l), ModelStage(l.pp, pp_rank, chunk)).count;

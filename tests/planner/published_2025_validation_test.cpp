@@ -74,6 +74,14 @@ RowResult Predict(const Json& row, const char* implementation) {
   plan.cluster.nodes = row["gpus"].get<int64_t>() / plan.cluster.gpus_per_node;
   plan.training.precision = row["precision"] == "FP8" ? Precision::kFp8 : Precision::kBf16;
   plan.implementation = *ImplementationPreset(implementation);
+  // Grok-1's recipes keep 16-bit gradient buffers: dgxc v25.02 grok1/grok1_314b.yaml for the H100
+  // rows (optim.grad_sync_dtype: bf16; NeMo's megatron_base_model.py setup_mcore_distributed_parallel
+  // reduces in fp32 only for fp32), NeMo's scripts/performance/llm/pretrain_grok1_314b.py for GB200
+  // (performance mode: plugins.grad_reduce_in_fp32 = False).
+  if (row["model_name"].get<std::string>().find("Grok-1") != std::string::npos) {
+    plan.implementation.grad_buffer_dtype = {GradDType::kParam, row["source"].get<std::string>()};
+    plan.implementation.grad_reduce_dtype = {GradDType::kParam, row["source"].get<std::string>()};
+  }
   // The recompute the publication leaves unstated: the fastest that fits, as the NeMo table's test does.
   double best = 0;
   bool fits = false;
