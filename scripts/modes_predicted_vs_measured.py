@@ -32,7 +32,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parallax", default="build/cli/parallax")
     ap.add_argument("--model", default="gpt-tiny")
-    ap.add_argument("--global-batch", type=int, default=8)
+    ap.add_argument("--global-batch", type=int, default=12)  # divisible by 2, 3 and 4 workers
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--workers", default="2,3,4")
     ap.add_argument("--slow", default="rank=1,factor=3", help="rank=R,factor=F (empty: no straggler rows)")
