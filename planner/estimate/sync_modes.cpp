@@ -109,10 +109,13 @@ double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const Pla
 }
 
 //! One worker iteration's compute from the all-reduce estimate: its step without the exposed DP
-//! time and without the wait at the step's global synchronization (the classic modes' event
-//! simulations draw those waits themselves, IterationDraw).
-double IterationCompute(const PlanCosts& pc, const StepTime& ar) {
-  return ar.step_time_s - ar.breakdown.dp_comm_s - pc.clip_sync_noise_s;
+//! time (which holds the step's grad-norm synchronization and the wait there for the latest rank).
+double IterationCompute(const StepTime& ar) { return ar.step_time_s - ar.breakdown.dp_comm_s; }
+
+//! The all-reduce's exposed DP time without the calibrated wait for the latest rank: the classic
+//! modes' event simulations draw that wait themselves (IterationDraw).
+double AllReduceExchange(const PlanCosts& pc, const StepTime& ar) {
+  return std::max(0.0, ar.breakdown.dp_comm_s - pc.clip_sync_noise_s);
 }
 
 IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar, const CostDb* db) {
@@ -127,7 +130,7 @@ IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar
   const PlacedGroup pair = PlaceRanks(plan.cluster, 0, 2, plan.cluster.nodes > 1 ? plan.cluster.gpus_per_node : 1);
   const auto p2p = [&](double bytes) { return cm.Time(CollectiveKind::kSendRecv, bytes, pair); };
   IterationCosts c;
-  c.compute_s = IterationCompute(pc, ar);
+  c.compute_s = IterationCompute(ar);
   if (s.uses_servers()) {
     // Workers no longer run the optimizer: each server updates its shard.
     c.compute_s -= r0.optimizer_s;
@@ -146,7 +149,7 @@ IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar
   } else if (s.compression != CompressionKind::kNone) {
     c.exchange_s = CompressedExchange(plan, cm, dp, params);
   } else {
-    c.exchange_s = ar.breakdown.dp_comm_s;
+    c.exchange_s = AllReduceExchange(pc, ar);
   }
   return c;
 }
@@ -256,7 +259,7 @@ ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepT
   e.exchange_s = c.exchange_s;
   IterationDraw ar_draw(sigma, noise);
   e.allreduce_step_time_s =
-      OrderStatisticSteps(f, ar_draw, IterationCompute(pc, allreduce), allreduce.breakdown.dp_comm_s, f.size(), steps);
+      OrderStatisticSteps(f, ar_draw, IterationCompute(allreduce), AllReduceExchange(pc, allreduce), f.size(), steps);
   IterationDraw draw(sigma, noise);
   if (s.is_stale()) {
     const int64_t bound = s.kind == SyncKind::kSsp ? s.staleness : std::numeric_limits<int64_t>::max() / 2;
