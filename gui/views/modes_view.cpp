@@ -104,7 +104,8 @@ void ModesView::Paint(QPainter& p, QSize size) const {
                "Open a compare-modes file: parallax compare-modes ... -o out (out.json)");
     return;
   }
-  const double legend_h = 24.0 * static_cast<double>((c_.modes.size() + 2) / 3) + 30;
+  const size_t legend_rows = (c_.modes.size() + 2) / 3;  // three modes a row
+  const double legend_h = 24.0 * static_cast<double>(legend_rows) + 30;
   const double w = size.width() / 3.0, h = size.height() - legend_h;
   Curves(p, c_, Frame(p, QRectF(0, 0, w, h), "loss vs step", "step", "loss"), false);
   Curves(p, c_, Frame(p, QRectF(w, 0, w, h), "loss vs wall clock", "seconds", "loss"), true);
@@ -114,7 +115,8 @@ void ModesView::Paint(QPainter& p, QSize size) const {
                         (c_.inject_slow.empty() ? QString() : QString::fromStdString(", slow " + c_.inject_slow));
   p.drawText(QRectF(8, h + 4, size.width() - 16, 18), Qt::AlignLeft, title);
   for (size_t k = 0; k < c_.modes.size(); ++k) {
-    const double x = 8 + static_cast<double>(k % 3) * w, y = h + 26 + 24.0 * static_cast<double>(k / 3);
+    const size_t row = k / 3, column = k % 3;
+    const double x = 8 + static_cast<double>(column) * w, y = h + 26 + 24.0 * static_cast<double>(row);
     p.fillRect(QRectF(x, y + 3, 12, 12), ModeColor(k));
     p.drawText(QPointF(x + 18, y + 14), QString::fromStdString(c_.modes[k].mode));
   }
