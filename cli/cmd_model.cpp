@@ -165,7 +165,7 @@ void RegisterModelCommand(CLI::App& root, CliState& state) {
       ->check(PrecisionCheck())
       ->capture_default_str();
   show->add_option("--implementation", opts->implementation,
-                   "Count activations as this implementation keeps them (parallax, megatron-core, megatron-2021, "
+                   "Count activations as this implementation keeps them (parallax, megatron-core, nemo, megatron-2021, "
                    "megatron-2022, deepspeed, or a profile JSON); default: Korthikanti et al. 2022");
   show->add_flag("--json", opts->json, "Print one JSON object");
   show->callback([opts, &state] { state.exit_code = Show(*opts); });

@@ -118,7 +118,7 @@ void AddCommon(CLI::App* cmd, CommonOptions& o, bool model_required) {
       ->check(PrecisionCheck());
   cmd->add_option("--costdb", o.in.costdb, "Measured costs (parallax calibrate / nccl-tests import)");
   cmd->add_option("--implementation", o.in.implementation,
-                  "What runs the plan: parallax, megatron-core, megatron-2021, megatron-2022, deepspeed, pytorch, or a profile JSON");
+                  "What runs the plan: parallax, megatron-core, nemo, megatron-2021, megatron-2022, deepspeed, pytorch, or a profile JSON");
   cmd->add_flag("--json", o.json, "Print one JSON object");
 }
 

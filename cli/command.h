@@ -25,6 +25,7 @@ void RegisterRefineCommand(CLI::App& root, CliState& state);
 void RegisterTuneCommand(CLI::App& root, CliState& state);
 void RegisterTraceCommand(CLI::App& root, CliState& state);
 void RegisterReportCommand(CLI::App& root, CliState& state);
+void RegisterCompareModesCommand(CLI::App& root, CliState& state);
 
 //! `parallax --version`: version, git commit and the optional backends built (CUDA/MPI/GUI).
 std::string VersionText();

@@ -22,6 +22,7 @@ int Main(int argc, char** argv) {
   parallax::cli::RegisterModelCommand(app, state);
   parallax::cli::RegisterClusterCommand(app, state);
   parallax::cli::RegisterReportCommand(app, state);
+  parallax::cli::RegisterCompareModesCommand(app, state);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

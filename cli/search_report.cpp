@@ -33,6 +33,10 @@ std::string RejectionInWords(const std::string& reason, const SearchInputs& in) 
            " devices) is not searched (simulate predicts one)";
   }
   if (reason == "pp_exceeds_layers") return "pp must not exceed the layers (" + Str(m.layers) + ")";
+  if (reason == "pp_does_not_split_layers") {
+    return "pp must divide the layers (" + Str(m.layers) + ") or the layers with the embedding and the loss counted (" +
+           Str(m.layers + 2) + "), as Megatron-Core splits them";
+  }
   if (reason == "global_batch_not_divisible") return "the global batch must be a multiple of dp x micro_batch";
   if (reason == "interleaved_microbatches_not_multiple_of_pp") {
     return "the interleaved schedule needs a multiple of pp micro-batches per step";

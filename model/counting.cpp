@@ -119,6 +119,19 @@ ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
   return c;
 }
 
+const ModelCounts& CountParams(const ModelSpec& m) {
+  // The search asks once per layout for the same model: keep the last model's counts per thread.
+  thread_local ModelSpec last;
+  thread_local ModelCounts counts;
+  thread_local bool valid = false;
+  if (!valid || last != m) {
+    counts = CountModel(m);
+    last = m;
+    valid = true;
+  }
+  return counts;
+}
+
 double AttentionCoreFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   return CountModel(m, seq_len).layers.front().attn_core_flops_per_token;
 }
@@ -193,8 +206,11 @@ int64_t MoeActivationBytes(const ModelSpec& m, const ActivationOptions& o, int64
   const int64_t f = m.moe_ffn_hidden;
   const int64_t mlp_width = FcInWidth(m, f) + f;  // fc1 output(s) and the activation's output
   // Routed: k copies of each of the etp group's tokens arrive (dispatch buffer, h each), each kept
-  // at fc1 output and activation output over f / etp, and its fc2 output for the combine.
-  const int64_t routed = m.experts_per_token * tokens * et * (2 * e * m.hidden + e * mlp_width / et);
+  // at fc1 output and activation output over f / etp; the combine keeps the rank's own k copies (h
+  // each) for the probabilities' gradient, after the etp reduce-scatter (Megatron-Core
+  // token_dispatcher.py: reduce_scatter over the expert-TP group, the all-to-all, then unpermute with
+  // the probabilities), not the etp group's.
+  const int64_t routed = m.experts_per_token * tokens * (et * (e * m.hidden + e * mlp_width / et) + e * m.hidden);
   const int64_t router = 4 * m.experts * tokens;  // fp32 scores (probabilities) for the backward
   const int64_t shared = m.shared_experts * SeqOf(m, o.seq_len) * o.micro_batch * e * mlp_width / t;
   return routed + router + shared;

@@ -65,6 +65,10 @@ int64_t NormParams(const ModelSpec& m);
 
 //! Counts for sequence length `seq_len` (0 = the model's).
 ModelCounts CountModel(const ModelSpec& m, int64_t seq_len = 0);
+//! CountModel at the model's own sequence length, for the parameter counts the memory model and the
+//! parameter groups ask for per layout: the last model's counts are kept per thread, so the reference
+//! holds until this thread asks for another model.
+const ModelCounts& CountParams(const ModelSpec& m);
 
 //! FLOPs per token of one training step: forward + backward (2x) + recomputed forward work
 //! (full: the whole layer forward again; selective: the attention core again).

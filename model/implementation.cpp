@@ -83,6 +83,8 @@ ImplementationProfile Parallax() {
   p.cp_comm_type = {CpCommType::kP2p, "issue 36 (docs/executor.md): ring attention with causal load balancing, K and V "
                                       "blocks sent to the next cp rank while the previous block's attention computes, "
                                       "as Megatron-Core's p2p"};
+  p.fp8_params = {false, "executor/runtime/fp8_linear.h: the 16-bit weights stay the parameters; each step casts "
+                         "them to FP8 for the GEMMs (planner: Fp8WeightCopyBytes)"};
   return p;
 }
 
@@ -165,6 +167,32 @@ ImplementationProfile MegatronCore() {
                     "DotProductAttention (transformer_engine/pytorch/attention.py AttnFuncWithCPAndKVP2P: K/V "
                     "send/recv around the cp ring, each step overlapped with the previous block's attention); the "
                     "published Llama 3.1 recipes keep the default"};
+  p.fp8_params = {false, "megatron/training/arguments.py: --fp8-param-gather is opt-in (default False): "
+                         "Transformer Engine keeps the bf16 weights and caches their FP8 copies and transposes"};
+  return p;
+}
+
+//! NeMo 2.0's performance recipes: Megatron-Core and Transformer Engine as `megatron-core`, with the
+//! recipes' own settings where they differ. Sources at NeMo d2b2155, the commit NVIDIA dgxc-benchmarking
+//! v25.04 llama3.1/setup.sh checks out for its published Llama 3.1 runs.
+ImplementationProfile Nemo() {
+  ImplementationProfile p = MegatronCore();
+  p.name = "nemo";
+  p.description = "NeMo 2.0 performance recipes (performance_mode=True, NeMo 25.02-25.04) on Megatron-Core and "
+                  "Transformer Engine, as NVIDIA's dgxc-benchmarking runs them (2025)";
+  constexpr const char* kBf16Grads =
+      "nemo/collections/llm/recipes/llama3_8b.py, llama3_70b.py, llama31_405b.py pretrain_performance_optimizations: "
+      "trainer.plugins.grad_reduce_in_fp32 = False (dgxc-benchmarking llama3.1/pretrain_llama31.py sets it again for "
+      "fp8), which nemo/lightning/pytorch/strategies/megatron_strategy.py connect() writes over the strategy's "
+      "DistributedDataParallelConfig (update_config_with_dtype_overrides); megatron/core/distributed/"
+      "param_and_grad_buffer.py then keeps and reduces the gradient buffer in the parameters' bf16";
+  p.grad_buffer_dtype = {GradDType::kParam, kBf16Grads};
+  p.grad_reduce_dtype = {GradDType::kParam, kBf16Grads};
+  p.fp8_params = {true, "nemo/collections/llm/recipes/precision/mixed_precision.py bf16_with_fp8_mixed: "
+                        "fp8_params = True, so MegatronMixedPrecision sets Transformer Engine's "
+                        "FP8GlobalStateManager.FP8_PARAMETERS (the linear weights are created as FP8 tensors: 1 B "
+                        "data + its 1 B transpose) and fp8_param_gather; dgxc-benchmarking llama3.1/"
+                        "pretrain_llama31.py takes that plugin for fp8"};
   return p;
 }
 
@@ -226,6 +254,7 @@ ImplementationProfile Megatron2021() {
                                              "every request, then torch.cuda.synchronize()"};
   p.cp_comm_type = {CpCommType::kNone, "megatron/arguments.py (v2.5, v3.0): no context parallelism; "
                                        "--context-parallel-size came with Megatron-Core (2023)"};
+  p.fp8_params = {false, "Megatron-LM v2.x predates FP8 training (no Transformer Engine)"};
   return p;
 }
 
@@ -318,6 +347,7 @@ ImplementationProfile DeepSpeed() {
   p.cp_comm_type = {CpCommType::kNone,
                     "DeepSpeed has no ring-attention context parallelism; DeepSpeed-Ulysses (deepspeed/sequence/"
                     "layer.py DistributedAttention, all-to-alls over heads) is a different scheme, not in this profile"};
+  p.fp8_params = {false, "not in this profile: its Megatron-DeepSpeed runs train in fp16/bf16"};
   return p;
 }
 
@@ -330,7 +360,7 @@ namespace {
 const std::map<std::string, ImplementationProfile>& Presets() {
   static const auto* presets = [] {
     auto* m = new std::map<std::string, ImplementationProfile>;  // NOLINT: immortal preset table
-    for (auto p : {Parallax(), MegatronCore(), Megatron2021(), Megatron2022(), DeepSpeed(), PytorchEager()}) m->emplace(p.name, p);
+    for (auto p : {Parallax(), MegatronCore(), Nemo(), Megatron2021(), Megatron2022(), DeepSpeed(), PytorchEager()}) m->emplace(p.name, p);
     return m;
   }();
   return *presets;
@@ -492,6 +522,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap);
       f.Enum("cp_comm_type", p.cp_comm_type,
              {CpCommType::kNone, CpCommType::kP2p, CpCommType::kAllGather, CpCommType::kA2a, CpCommType::kA2aP2p});
+      f.Bool("fp8_params", p.fp8_params);
       facts.Finish();
     }
     r.Finish();
@@ -534,7 +565,8 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"pipeline_p2p", EnumJson(p.pipeline_p2p)},
                 {"moe_dispatcher", EnumJson(p.moe_dispatcher)},
                 {"moe_shared_expert_overlap", FactJson(p.moe_shared_expert_overlap)},
-                {"cp_comm_type", EnumJson(p.cp_comm_type)}}}};
+                {"cp_comm_type", EnumJson(p.cp_comm_type)},
+                {"fp8_params", FactJson(p.fp8_params)}}}};
 }
 
 Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_file) {

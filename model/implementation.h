@@ -133,6 +133,9 @@ struct ImplementationProfile {
   //! --moe-shared-expert-overlap): the all-to-all hides under the shared experts' GEMMs.
   Fact<bool> moe_shared_expert_overlap;
   Fact<CpCommType> cp_comm_type;
+  //! Under fp8, the linear layers' weights live as FP8 data and its transpose only (Transformer
+  //! Engine's FP8 parameters), in place of the 16-bit weights beside cached FP8 copies. Memory only.
+  Fact<bool> fp8_params;
 };
 
 //! Whether attention keeps statistics rather than probabilities for backward (a flash kernel always).

@@ -62,6 +62,7 @@ ImplementationProfile PytorchEager() {
   p.moe_dispatcher = {MoeDispatcher::kAllToAll, "plain PyTorch has no MoE layer: a user's MoE code dispatches with "
                                                 "torch.distributed.all_to_all_single, priced as an all-to-all"};
   p.moe_shared_expert_overlap = {false, "plain PyTorch: no overlap of the dispatch with shared experts"};
+  p.fp8_params = {false, "torch.autocast has no FP8 parameters; the parameters stay fp32"};
   return p;
 }
 

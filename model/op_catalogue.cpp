@@ -64,9 +64,13 @@ class Catalogue {
     return o;
   }
   //! The linear layers Transformer Engine runs in FP8 (te.Linear / LayerNormLinear / LayerNormMLP
-  //! inside the layer; the embedding and the LM head stay 16-bit).
+  //! inside the layer, and the routed experts' te.GroupedLinear or per-expert TE linears:
+  //! Megatron-Core moe/experts.py TEGroupedMLP / SequentialMLP, whose FP8 GEMMs are why
+  //! transformer_config.py has moe_router_padding_for_fp8; the embedding, the LM head and the
+  //! router's torch linear stay 16-bit).
   static bool IsLinear(OpKind op) {
-    return op == OpKind::kQkv || op == OpKind::kAttnOut || op == OpKind::kFc1 || op == OpKind::kFc2;
+    return op == OpKind::kQkv || op == OpKind::kAttnOut || op == OpKind::kFc1 || op == OpKind::kFc2 ||
+           op == OpKind::kExpertFc1 || op == OpKind::kExpertFc2;
   }
   OpSpec Mem(OpKind op, Phase ph, double bytes, int64_t kernels = 1) const {
     OpSpec o;

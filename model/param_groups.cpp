@@ -69,7 +69,7 @@ bool ParamGroupDef::Uses(ChunkPass p) const {
   return false;
 }
 
-int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp) { return LayerParams(m, CountModel(m), tp); }
+int64_t LayerParamsPerTpRank(const ModelSpec& m, int64_t tp) { return LayerParams(m, CountParams(m), tp); }
 
 int64_t LayerPrefetchAhead(const ImplementationProfile& impl) {
   return std::max<int64_t>(impl.zero3_prefetch_layers.value, 0);
@@ -87,7 +87,7 @@ int64_t TotalParams(const std::vector<ParamGroupDef>& groups) {
 
 std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, const ImplementationProfile& impl,
                                            Precision precision, int64_t pp_rank) {
-  const ModelCounts c = CountModel(m);
+  const ModelCounts& c = CountParams(m);
   const int64_t stages = ModelStages(l);
   const int64_t element = BytesPerElement(precision);
   const int64_t word_embedding = m.vocab * m.hidden / l.tp;  // vocab-parallel
@@ -103,6 +103,11 @@ std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, 
       plain ? layer_params : first_dense < m.layers ? LayerParamsPerTpRank(m, l.tp, first_dense) : 0;
   const int64_t moe_params = first_moe >= 0 ? LayerParamsPerTpRank(m, l.tp, first_moe) : dense_params;
   std::vector<ParamGroupDef> out;
+  size_t groups = 0;  // reserved up front: the search asks for every layout it prices
+  for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
+    groups += static_cast<size_t>(StageLayers(m.layers, stages, ModelStage(l.pp, pp_rank, chunk)).count) + 4;
+  }
+  out.reserve(groups);
   // A group first read by `first` (and by the head too when `head_reuses`).
   auto add = [&](ParamGroupKind kind, std::string name, int64_t stage, int64_t chunk, int64_t params, ChunkPass first,
                  bool head_reuses) -> ParamGroupDef& {

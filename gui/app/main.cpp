@@ -2,6 +2,7 @@
 //   parallax-gui --screenshot out.png [--size WxH] [--view timeline|compare|plans|stats]
 //                [--range START_NS:END_NS] [--select REGEX] FILES...   (or --compare PRED MEAS)
 //   parallax-gui --benchmark FILE [--threads N]        (one JSON object on stdout)
+//   parallax-gui --modes out.json [--screenshot out.png [--size WxH]]   (parallax compare-modes curves)
 // A bad file exits 2 naming it in these modes; in the window it is an error dialog. Without a
 // display the scripted modes render offscreen, and the window exits 2 saying so.
 #include <QApplication>
@@ -16,6 +17,7 @@
 #include "gui/app/benchmark.h"
 #include "gui/core/selection.h"
 #include "gui/views/main_window.h"
+#include "gui/views/modes_view.h"
 #include "gui/views/timeline_view.h"
 
 namespace {
@@ -64,6 +66,31 @@ int CheckDisplay(int argc, char** argv) {
 #endif
 }
 
+//! `--modes FILE`: the compare-modes curves in their own window, or rendered into `shot` when given.
+int ShowModes(const std::string& file, const QString& shot, const QString& size) {
+  auto c = parallax::gui::LoadModesComparison(file);
+  if (!c) return Fail(c.error().message, parallax::ExitCodeFor(c.error()));
+  static parallax::gui::ModesView view;
+  view.SetComparison(std::move(*c));
+  view.setWindowTitle(QString::fromStdString("parallax-gui: " + file));
+  if (shot.isEmpty()) {
+    view.resize(1500, 600);
+    view.show();
+    return QApplication::exec();
+  }
+  int width = 1500, height = 600;
+  if (std::sscanf(size.toStdString().c_str(), "%dx%d", &width, &height) != 2 || width < 200 || height < 150 ||
+      width > 8000 || height > 8000) {
+    return Fail("--size: expected WxH between 200x150 and 8000x8000, got \"" + size.toStdString() + "\"");
+  }
+  QImage img(width, height, QImage::Format_RGB32);
+  QPainter p(&img);
+  view.Paint(p, img.size());
+  p.end();
+  if (!img.save(shot, nullptr, 0)) return Fail("cannot write " + shot.toStdString(), 1);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,9 +118,14 @@ int main(int argc, char** argv) {
   QCommandLineOption threads("threads",
                              "Threads that read a large trace (0: one per core; 1: no extra)",
                              "N", "0");
-  cli.addOptions({compare, screenshot, size, view, range, select, benchmark, threads});
+  QCommandLineOption modes("modes", "Open the curves of parallax compare-modes (its JSON)", "FILE");
+  cli.addOptions({compare, screenshot, size, view, range, select, benchmark, threads, modes});
   cli.process(app);
   const QStringList files = cli.positionalArguments();
+  if (cli.isSet(modes)) {
+    return ShowModes(cli.value(modes).toStdString(), cli.isSet(screenshot) ? cli.value(screenshot) : QString(),
+                     cli.isSet(size) ? cli.value(size) : QString("1500x600"));
+  }
 
   if (cli.isSet(benchmark)) {
     auto r = parallax::gui::RunBenchmark(cli.value(benchmark).toStdString(),

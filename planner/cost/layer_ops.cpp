@@ -6,6 +6,7 @@
 
 #include "model/op_catalogue.h"
 #include "planner/cost/cp_costs.h"
+#include "planner/cost/moe_costs.h"
 
 namespace parallax::planner {
 
@@ -48,8 +49,8 @@ namespace {
 class Pricer {
  public:
   Pricer(const ComputeModel& c, const ComputeModel& fp8, const CollectiveModel& coll, const PlacedGroup& tp,
-         const ImplementationProfile& impl, const ExpertGroups& experts)
-      : c_(c), fp8_(fp8), coll_(coll), tp_(tp), impl_(impl), experts_(experts) {
+         const ImplementationProfile& impl, const ExpertGroups& experts, const ModelSpec& model)
+      : c_(c), fp8_(fp8), coll_(coll), tp_(tp), impl_(impl), experts_(experts), model_(model) {
     // A measured per-kernel host cost replaces the profile's (a CUDA launch figure).
     launch_s_ = c.measured_launch_overhead_s() > 0 ? c.measured_launch_overhead_s() : impl.launch_overhead_us.value * 1e-6;
     gap_s_ = c.measured_op_gap_s();
@@ -63,6 +64,11 @@ class Pricer {
     if (s.tp_collective) {
       const PlacedGroup& g = s.group == CommGroup::kEp ? experts_.ep : s.group == CommGroup::kEtp ? experts_.etp : tp_;
       o.time_s = coll_.Time(*s.tp_collective, s.bytes, g);
+      const bool dispatch = s.op == OpKind::kMoeDispatch || s.op == OpKind::kMoeCombine;
+      if (dispatch && impl_.moe_dispatcher.value == MoeDispatcher::kDeepEp && model_.experts_per_token > 0) {
+        o.time_s = DeepEpDispatchTime(coll_, s.bytes / static_cast<double>(model_.experts_per_token),
+                                      model_.experts_per_token, model_.experts, g);
+      }
       o.expert_comm = s.group != CommGroup::kTp;
       o.tp_comm = true;
       return o;
@@ -232,6 +238,7 @@ class Pricer {
   const PlacedGroup& tp_;
   const ImplementationProfile& impl_;
   const ExpertGroups& experts_;
+  const ModelSpec& model_;  //!< an MoE layer's top-k and expert count (DeepEP's dispatch)
   double launch_s_ = 0;
   double gap_s_ = 0;
 };
@@ -255,7 +262,7 @@ UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const Compu
   k.dispatcher = impl.moe_dispatcher.value;
   k.fp8_linear = fp8 != nullptr;
   const OpCatalogue cat = BuildOpCatalogue(model, k, impl);
-  const Pricer p(compute, fp8 != nullptr ? *fp8 : compute, collectives, tp_group, impl, experts);
+  const Pricer p(compute, fp8 != nullptr ? *fp8 : compute, collectives, tp_group, impl, experts, model);
   UnitCosts u;
   auto price = [&](const UnitOpSpecs& specs, UnitOps& out) {
     out.fwd = p.PriceAll(specs.fwd);

@@ -3,6 +3,8 @@
 // layer_ops.cpp): the expert groups' gradient collectives over the expert data-parallel group, and
 // the optimizer shard of a rank holding experts. Which groups exist and over which ranks they are
 // reduced is model/param_groups.h's.
+#include "planner/cost/moe_costs.h"
+
 #include <algorithm>
 
 #include "model/param_groups.h"
@@ -64,6 +66,26 @@ double OptimizerShardParams(const Layout& l, const std::vector<ParamGroupDef>& g
     shard += static_cast<double>(g.params) / static_cast<double>(n);
   }
   return shard;
+}
+
+double ExpectedRemoteDomains(int64_t experts, int64_t k, int64_t domains) {
+  if (domains <= 1 || experts <= 0) return 0;
+  const double e = static_cast<double>(experts);
+  const double elsewhere = e - e / static_cast<double>(domains);  // experts outside one given domain
+  double none = 1;  // P(a given domain holds none of the token's k experts)
+  for (int64_t i = 0; i < k; ++i) none *= std::max(0.0, (elsewhere - static_cast<double>(i)) / (e - static_cast<double>(i)));
+  return static_cast<double>(domains - 1) * (1 - none);
+}
+
+double DeepEpDispatchTime(const CollectiveModel& coll, double copy_bytes, int64_t k, int64_t experts,
+                          const PlacedGroup& ep) {
+  const double copies = copy_bytes * static_cast<double>(k);
+  if (!ep.spans_nodes()) return coll.Time(CollectiveKind::kAllToAll, copies, ep);
+  const PlacedGroup nic{.size = 2, .ranks_per_node = 1, .nodes = 2, .gpus_per_node = ep.gpus_per_node};
+  const PlacedGroup domain{.size = ep.ranks_per_node, .ranks_per_node = ep.ranks_per_node, .nodes = 1,
+                           .gpus_per_node = ep.gpus_per_node};
+  const double network = coll.Time(CollectiveKind::kSendRecv, copy_bytes * ExpectedRemoteDomains(experts, k, ep.nodes), nic);
+  return std::max(network, coll.Time(CollectiveKind::kAllToAll, copies, domain));
 }
 
 }  // namespace parallax::planner

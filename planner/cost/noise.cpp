@@ -63,4 +63,19 @@ double NoiseModel::SyncExcess(double window_s, int64_t group) const {
   return (1 - t) * ExcessAt(windows_[i - 1], group) + t * ExcessAt(windows_[i], group);
 }
 
+double NoiseModel::DrawAt(const Window& w, double u) {
+  const auto i = std::min(w.quantiles.size() - 1, static_cast<size_t>(u * static_cast<double>(w.quantiles.size())));
+  return w.quantiles[i] - w.mean;
+}
+
+double NoiseModel::Draw(double window_s, double u) const {
+  if (windows_.empty() || window_s <= 0) return 0.0;
+  const Window& first = windows_.front();
+  const Window& last = windows_.back();
+  if (window_s <= first.window_s) return DrawAt(first, u) * window_s / first.window_s;
+  if (window_s >= last.window_s) return DrawAt(last, u) * std::sqrt(window_s / last.window_s);
+  const auto [i, t] = Bracket(window_s);
+  return (1 - t) * DrawAt(windows_[i - 1], u) + t * DrawAt(windows_[i], u);
+}
+
 }  // namespace parallax::planner

@@ -41,6 +41,10 @@ class NoiseModel {
   //! log window; below the shortest: proportional to the window; beyond the longest: grows as
   //! sqrt(window) (a sum of independent windows).
   double SyncExcess(double window_s, int64_t group) const;
+  //! One rank's detour over `window_s` of work less its mean, at quantile `u` in [0, 1): what an
+  //! event simulation draws per rank and window (the mean is in MeanExcess). Scaled between and
+  //! beyond the measured windows as SyncExcess is. 0 without calibrated windows.
+  double Draw(double window_s, double u) const;
 
  private:
   struct Window {
@@ -50,6 +54,8 @@ class NoiseModel {
   };
   //! E[max over `group` draws] - E[draw] at one measured window.
   static double ExcessAt(const Window& w, int64_t group);
+  //! Quantile `u` of one window's detours less their mean.
+  static double DrawAt(const Window& w, double u);
   //! Index i such that windows_[i-1] < x <= windows_[i], and the log-linear weight of windows_[i].
   std::pair<size_t, double> Bracket(double x) const;
   std::vector<Window> windows_;

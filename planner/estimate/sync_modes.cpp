@@ -8,6 +8,7 @@
 
 #include "model/counting.h"
 #include "planner/cost/collective.h"
+#include "planner/cost/noise.h"
 #include "planner/cost/placement.h"
 #include "planner/estimate/prediction.h"
 
@@ -18,16 +19,23 @@ constexpr uint64_t kSeed = 41;
 //! Iterations simulated per worker: enough for stable means, bounded for large W.
 int64_t SimulatedIterations(int64_t workers) { return std::clamp<int64_t>(200000 / std::max<int64_t>(workers, 1), 20, 400); }
 
-//! Seeded per-iteration lognormal jitter (median 1).
-class Jitter {
+//! Seeded draws of one worker iteration's time: its work times a lognormal jitter (median 1), plus
+//! the calibrated system noise over that work (NoiseModel::Draw: a detour less its mean, which the
+//! costed ops already carry), so that synchronizations wait for the latest worker as measured.
+class IterationDraw {
  public:
-  explicit Jitter(double sigma) : sigma_(sigma), rng_(kSeed) {}
-  double operator()() { return sigma_ > 0 ? std::exp(sigma_ * normal_(rng_)) : 1.0; }
+  IterationDraw(double sigma, const NoiseModel& noise) : sigma_(sigma), noise_(noise), rng_(kSeed) {}
+  double operator()(double work_s) {
+    const double jitter = sigma_ > 0 ? std::exp(sigma_ * normal_(rng_)) : 1.0;
+    return std::max(0.0, work_s * jitter + noise_.Draw(work_s, uniform_(rng_)));
+  }
 
  private:
   double sigma_;
+  const NoiseModel& noise_;
   std::mt19937_64 rng_;
   std::normal_distribution<double> normal_;
+  std::uniform_real_distribution<double> uniform_;
 };
 
 //! Each data-parallel replica's fixed slowdown: its slowest rank's.
@@ -54,14 +62,6 @@ struct IterationCosts {
   double push_s = 0;      //!< async/ssp: a worker's own push and pull
   double serve_s = 0;     //!< async/ssp: one push at one server shard
 };
-
-//! One GPU's link: inside a node the NVLink figure, else its share of the node's NICs.
-std::pair<double, double> LinkOf(const ClusterSpec& c) {
-  if (c.nodes > 1) {
-    return {c.inter_node.bandwidth_GBps * 1e9 / static_cast<double>(c.gpus_per_node), c.inter_node.latency_us * 1e-6};
-  }
-  return {c.intra_node.bandwidth_GBps * 1e9, c.intra_node.latency_us * 1e-6};
-}
 
 //! The (rows, cols) of every weight matrix of one model replica (per TP rank) for PowerSGD.
 std::vector<std::pair<double, double>> Matrices(const ModelSpec& m, int64_t tp) {
@@ -108,44 +108,59 @@ double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const Pla
   return 0;
 }
 
+//! One worker iteration's compute from the all-reduce estimate: its step without the exposed DP
+//! time (which holds the step's grad-norm synchronization and the wait there for the latest rank).
+double IterationCompute(const StepTime& ar) { return ar.step_time_s - ar.breakdown.dp_comm_s; }
+
+//! The all-reduce's exposed DP time without the calibrated wait for the latest rank: the classic
+//! modes' event simulations draw that wait themselves (IterationDraw).
+double AllReduceExchange(const PlanCosts& pc, const StepTime& ar) {
+  return std::max(0.0, ar.breakdown.dp_comm_s - pc.clip_sync_noise_s);
+}
+
 IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar, const CostDb* db) {
   const SyncMode& s = plan.layout.sync;
   const RankCost& r0 = pc.ranks[0];
   const double params = static_cast<double>(r0.params), grad = params * 4;
   const double w = static_cast<double>(plan.layout.dp), servers = static_cast<double>(std::max<int64_t>(s.servers, 1));
-  const auto [bw, lat] = LinkOf(plan.cluster);
   const CollectiveModel cm(plan.cluster, db, plan.implementation.dp_algorithm.value);
   const PlacedGroup dp = PlaceGroup(plan.layout, plan.cluster, GroupKind::kDp);
+  // One message between two ranks, across nodes when the job spans them (the calibrated send/recv
+  // curve where there is one).
+  const PlacedGroup pair = PlaceRanks(plan.cluster, 0, 2, plan.cluster.nodes > 1 ? plan.cluster.gpus_per_node : 1);
+  const auto p2p = [&](double bytes) { return cm.Time(CollectiveKind::kSendRecv, bytes, pair); };
   IterationCosts c;
-  c.compute_s = ar.step_time_s - ar.breakdown.dp_comm_s;
+  c.compute_s = IterationCompute(ar);
   if (s.uses_servers()) {
     // Workers no longer run the optimizer: each server updates its shard.
     c.compute_s -= r0.optimizer_s;
-    const double opt = r0.optimizer_s / servers, server_link = 2 * w * grad / (servers * bw);
-    c.exchange_s = (s.colocated ? 2 * grad / bw + server_link : std::max(2 * grad / bw, server_link)) + 2 * lat + opt;
-    c.push_s = 2 * grad / bw + 2 * lat;
-    c.serve_s = 2 * grad / (servers * bw) + opt;
+    const double opt = r0.optimizer_s / servers, shard = grad / servers;
+    // A worker's link carries its whole gradient out and the weights in; each server's carries
+    // every worker's push and pull of its shard (incast). The sends overlap: one latency each way.
+    const double own = 2 * p2p(grad), server_link = 2 * p2p(w * shard);
+    c.exchange_s = (s.colocated ? own + server_link : std::max(own, server_link)) + opt;
+    c.push_s = own;
+    c.serve_s = 2 * p2p(shard) + opt;
   } else if (s.kind == SyncKind::kBackup) {
     // The executor's coordinator: the W-B gradients in, the weights out to W-1 workers.
-    c.exchange_s = (2 * w - static_cast<double>(s.backup_workers) - 1) * grad / bw + 2 * lat;
+    c.exchange_s = (2 * w - static_cast<double>(s.backup_workers) - 1) * p2p(grad);
   } else if (s.kind == SyncKind::kLocal) {
     c.exchange_s = cm.Time(CollectiveKind::kAllReduce, grad, dp) / static_cast<double>(s.local_steps);
   } else if (s.compression != CompressionKind::kNone) {
     c.exchange_s = CompressedExchange(plan, cm, dp, params);
   } else {
-    c.exchange_s = ar.breakdown.dp_comm_s;
+    c.exchange_s = AllReduceExchange(pc, ar);
   }
   return c;
 }
 
 //! Mean seconds per synchronous step: the k-th fastest worker (k = W: the slowest) plus the exchange.
-double OrderStatisticSteps(const std::vector<double>& f, double sigma, double compute_s, double exchange_s, size_t k,
-                           int64_t steps) {
-  Jitter draw(sigma);
+double OrderStatisticSteps(const std::vector<double>& f, IterationDraw& draw, double compute_s, double exchange_s,
+                           size_t k, int64_t steps) {
   std::vector<double> t(f.size());
   double sum = 0;
   for (int64_t i = 0; i < steps; ++i) {
-    for (size_t w = 0; w < f.size(); ++w) t[w] = compute_s * f[w] * draw();
+    for (size_t w = 0; w < f.size(); ++w) t[w] = draw(compute_s * f[w]);
     std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(k - 1), t.end());
     sum += t[k - 1] + exchange_s;
   }
@@ -153,16 +168,15 @@ double OrderStatisticSteps(const std::vector<double>& f, double sigma, double co
 }
 
 //! Local SGD: each period of H iterations ends when the slowest worker finishes its H.
-double LocalSteps(const std::vector<double>& f, double sigma, double compute_s, double exchange_s, int64_t h,
+double LocalSteps(const std::vector<double>& f, IterationDraw& draw, double compute_s, double exchange_s, int64_t h,
                   int64_t steps) {
-  Jitter draw(sigma);
   double sum = 0;
   const int64_t periods = std::max<int64_t>(1, steps / h);
   for (int64_t i = 0; i < periods; ++i) {
     double slowest = 0;
     for (double fw : f) {
       double own = 0;
-      for (int64_t k = 0; k < h; ++k) own += compute_s * fw * draw();
+      for (int64_t k = 0; k < h; ++k) own += draw(compute_s * fw);
       slowest = std::max(slowest, own);
     }
     sum += slowest / static_cast<double>(h) + exchange_s;
@@ -178,34 +192,42 @@ struct StaleRun {
 //! Async (bound = infinity) and SSP: workers push to a server queue served in arrival order; a
 //! worker starts its next iteration with the weights the server answers, and under SSP only while
 //! its clock is at most `bound` ahead of the slowest. Staleness = updates between pull and push.
-//! Throughput: the time until W * iters gradients are applied, whoever pushed them (a fast worker
-//! contributes more under async).
-StaleRun SimulateStale(const std::vector<double>& f, double sigma, const IterationCosts& c, int64_t bound,
-                       int64_t iters) {
-  Jitter draw(sigma);
+//! Colocated shards (`hosts` > 0) are served by workers 0..hosts-1 between their own iterations
+//! only: a push waits while a host computes. Throughput: the time until W * iters gradients are
+//! applied, whoever pushed them (a fast worker contributes more under async).
+StaleRun SimulateStale(const std::vector<double>& f, IterationDraw& draw, const IterationCosts& c, int64_t bound,
+                       size_t hosts, int64_t iters) {
   const size_t n = f.size();
   using Arrival = std::pair<double, size_t>;
   std::priority_queue<Arrival, std::vector<Arrival>, std::greater<>> queue;
   std::vector<int64_t> clock(n, 0), pulled(n, 0);
+  std::vector<double> started(n, 0), busy_until(n, 0);  //!< each worker's current compute
   std::vector<size_t> waiting;
   int64_t version = 0;
   double server_free = 0, end = 0;
   StaleRun run;
   auto start = [&](size_t w, double t) {
     pulled[w] = version;
-    queue.push({t + c.compute_s * f[w] * draw() + c.push_s / 2, w});
+    started[w] = t;
+    busy_until[w] = t + draw(c.compute_s * f[w]);
+    queue.push({busy_until[w] + c.push_s / 2, w});
   };
   for (size_t w = 0; w < n; ++w) start(w, 0);
   const auto total = static_cast<int64_t>(n) * iters;
   while (!queue.empty() && version < total) {
     const auto [arrival, w] = queue.top();
     queue.pop();
-    server_free = std::max(server_free, arrival) + c.serve_s;
+    double begin = std::max(server_free, arrival);
+    for (size_t h = 0; h < std::min(hosts, n); ++h) {
+      if (started[h] <= begin && begin < busy_until[h]) begin = busy_until[h];
+    }
+    server_free = begin + c.serve_s;
     const auto stale = static_cast<size_t>(version - pulled[w]);
     if (run.staleness.size() <= stale) run.staleness.resize(stale + 1, 0);
     ++run.staleness[stale];
     ++version;
     ++clock[w];
+    busy_until[w] = 0;
     end = std::max(end, server_free + c.push_s / 2);
     waiting.push_back(w);
     const int64_t slowest = *std::min_element(clock.begin(), clock.end());
@@ -230,16 +252,18 @@ ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepT
   const IterationCosts c = CostsOf(plan, pc, allreduce, db);
   const std::vector<double> f = ReplicaFactors(plan);
   const double sigma = plan.cluster.stragglers.jitter_sigma;
+  const NoiseModel noise = db != nullptr ? NoiseModel(db->noise, db->run_op_times) : NoiseModel();
   const int64_t steps = SimulatedIterations(plan.layout.dp);
   ModeEstimate e;
   e.compute_s = c.compute_s;
   e.exchange_s = c.exchange_s;
+  IterationDraw ar_draw(sigma, noise);
   e.allreduce_step_time_s =
-      OrderStatisticSteps(f, sigma, allreduce.step_time_s - allreduce.breakdown.dp_comm_s, allreduce.breakdown.dp_comm_s,
-                          f.size(), steps);
+      OrderStatisticSteps(f, ar_draw, IterationCompute(allreduce), AllReduceExchange(pc, allreduce), f.size(), steps);
+  IterationDraw draw(sigma, noise);
   if (s.is_stale()) {
     const int64_t bound = s.kind == SyncKind::kSsp ? s.staleness : std::numeric_limits<int64_t>::max() / 2;
-    const StaleRun run = SimulateStale(f, sigma, c, bound, steps);
+    const StaleRun run = SimulateStale(f, draw, c, bound, s.colocated ? static_cast<size_t>(s.servers) : 0, steps);
     e.step_time_s = run.seconds_per_round;
     e.exchange_s = c.push_s;
     int64_t total = 0;
@@ -250,10 +274,10 @@ ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepT
       e.mean_staleness += p * static_cast<double>(k);
     }
   } else if (s.kind == SyncKind::kLocal) {
-    e.step_time_s = LocalSteps(f, sigma, c.compute_s, c.exchange_s, s.local_steps, steps);
+    e.step_time_s = LocalSteps(f, draw, c.compute_s, c.exchange_s, s.local_steps, steps);
   } else {
     const size_t k = f.size() - static_cast<size_t>(s.kind == SyncKind::kBackup ? s.backup_workers : 0);
-    e.step_time_s = OrderStatisticSteps(f, sigma, c.compute_s, c.exchange_s, k, steps);
+    e.step_time_s = OrderStatisticSteps(f, draw, c.compute_s, c.exchange_s, k, steps);
   }
   e.wait_s = std::max(0.0, e.step_time_s - c.compute_s - (s.is_stale() ? 0.0 : c.exchange_s));
   const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;

@@ -49,10 +49,8 @@ void AddPipelineSplit(const Plan& plan, MegatronArgs& out) {
                         {"--num-virtual-stages-per-pipeline-rank", std::to_string(l.virtual_stages)});
       }
       return;
-    case StageSplit::kLaterStagesTakeOneMore:
-      out.warnings.push_back(std::to_string(plan.model.layers) + " layers over pp=" + std::to_string(l.pp) +
-                             ": the last stages take one layer more; give Megatron-LM the split with "
-                             "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers");
+    case StageSplit::kNone:  // ValidateLayout rejects such a plan before it is exported
+      out.warnings.push_back(StageSplitProblem(l, plan.model.layers));
       return;
   }
 }

@@ -16,10 +16,14 @@ struct StateBytes {
 
 //! Megatron-LM docs/source/api-guide/distributed_optimizer.md: 16-bit weights (2), fp32 or 16-bit
 //! gradient buffer (4 / 2, the profile's), fp32 main weights + Adam m and v (12); fp32 training
-//! 4 + 4 + 8 (no separate main copy).
+//! 4 + 4 + 8 (no separate main copy). A 16-bit gradient buffer adds the fp32 copy of the shard's
+//! gradient the optimizer steps on (16 optimizer bytes: the table's "fp16 parameters, fp16
+//! gradients" row, 20 / 4 + 16/d; megatron/core/optimizer/distrib_optimizer.py
+//! _copy_model_grads_to_main_grads, shard_model_grad.float()).
 StateBytes BytesPerParam(Precision p, const ImplementationProfile& impl) {
   if (p == Precision::kFp32) return {4, 4, 8};
-  return {2, impl.grad_buffer_dtype.value == GradDType::kFp32 ? 4 : 2, 12};
+  const bool fp32_grads = impl.grad_buffer_dtype.value == GradDType::kFp32;
+  return {2, fp32_grads ? 4 : 2, fp32_grads ? 12 : 16};
 }
 
 int64_t SeqLen(const Plan& p) { return p.training.seq_len > 0 ? p.training.seq_len : p.model.seq_len; }
@@ -156,8 +160,17 @@ int64_t MoeDispatchWorkspaceBytes(const Plan& plan) {
 }
 
 int64_t Fp8WeightCopyBytes(const Plan& plan, int64_t pp_rank) {
-  if (plan.training.precision != Precision::kFp8) return 0;
+  // FP8 parameters: the 1 B data and its 1 B transpose take the 16-bit weight's 2 B (counted).
+  if (plan.training.precision != Precision::kFp8 || plan.implementation.fp8_params.value) return 0;
   const Layout& l = plan.layout;
+  if (plan.model.moe()) {
+    // An MoE layer's copies cover the rank's own experts (experts / ep, split over etp), not all of them.
+    int64_t params = 0;
+    for (const ParamGroupDef& g : RankParamGroups(plan, pp_rank)) {
+      if (g.kind == ParamGroupKind::kLayer || g.kind == ParamGroupKind::kExperts) params += g.params;
+    }
+    return 2 * params;
+  }
   int64_t layers = 0;
   for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
     layers += StageLayers(plan.model.layers, ModelStages(l), ModelStage(l.pp, pp_rank, chunk)).count;

@@ -4,9 +4,11 @@
 //
 // Model states per parameter of this rank's shard (Megatron-LM docs/source/api-guide/
 // distributed_optimizer.md; Rajbhandari et al., ZeRO, SC'20, section 3.1):
-//   mixed precision (bf16/fp16): 2 B weights + 4 B fp32 gradient buffer (2 B where the profile keeps
-//                                16-bit gradients: megatron-2021, deepspeed) + 12 B optimizer
-//                                (4 fp32 main weights + 8 Adam): 18 B, 6 + 12/dp with ZeRO-1
+//   mixed precision (bf16/fp16): 2 B weights + 4 B fp32 gradient buffer + 12 B optimizer
+//                                (4 fp32 main weights + 8 Adam): 18 B, 6 + 12/dp with ZeRO-1;
+//                                where the profile keeps 16-bit gradients (megatron-2021/2022,
+//                                deepspeed, nemo) 2 B gradients + 16 B optimizer (the fp32 copy of
+//                                the gradient it steps on too): 20 B, 4 + 16/dp with ZeRO-1
 //   fp32:                        4 B weights + 4 B gradients +  8 B optimizer (Adam, no main copy)
 // ZeRO-1 shards the optimizer over dp, ZeRO-2 also the gradients, ZeRO-3 also the weights
 // (model/param_groups.h ZeroShardingFor).
@@ -49,7 +51,8 @@ int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan);
 int64_t MoeDispatchWorkspaceBytes(const Plan& plan);
 //! Under the fp8 precision, the FP8 copies of the rank's layer weights and their transposes that
 //! Transformer Engine caches over a step's micro-batches (the forward GEMM reads W, the input-gradient
-//! GEMM W^T), counted with the weights; 0 otherwise. The activations stay counted in bf16 although TE
+//! GEMM W^T), counted with the weights; 0 otherwise, and 0 under the profile's fp8_params (the FP8
+//! data and transpose replace the 16-bit weights). The activations stay counted in bf16 although TE
 //! saves FP8 copies of the linear layers' inputs: the memory model stays an upper bound.
 int64_t Fp8WeightCopyBytes(const Plan& plan, int64_t pp_rank);
 //! NCCL_BUFFSIZE default: 4 MiB per channel and direction (NCCL docs, Environment Variables).

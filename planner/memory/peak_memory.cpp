@@ -27,8 +27,8 @@ int64_t FastPeakMemory(const Plan& plan) {
   int64_t peak = EstimateRankMemory(plan, 0).total;
   if (p > 1) peak = std::max(peak, EstimateRankMemory(plan, p - 1).total);
   // The inner ranks hold fewer micro-batches in flight the later they are, and their layer counts
-  // only grow (stage_split.h): the peak among them is where the count steps up (the later stages'
-  // extra layer; the stage after the first under Megatron-Core's embedding-and-loss split).
+  // only grow (stage_split.h): the peak among them is where the count steps up (the stage after
+  // the first under Megatron-Core's embedding-and-loss split).
   int64_t before = p > 2 ? RankLayers(l, plan.model.layers, 0) : 0;
   for (int64_t r = 1; r + 1 < p; ++r) {
     const int64_t here = RankLayers(l, plan.model.layers, r);

@@ -196,6 +196,11 @@ void WalkPipelines(LayoutWalk& w, int64_t world, int64_t tp, int64_t cp) {
       w.Reject("pp_exceeds_layers", l);
       continue;
     }
+    if (StageSplitOf(w.m.layers, pp) == StageSplit::kNone) {
+      // No virtual depth splits them either: pp * v divides layers (+ 2) only where pp does.
+      w.Reject("pp_does_not_split_layers", l);
+      continue;
+    }
     l.dp = rest / pp;
     if (w.o.fix.dp && *w.o.fix.dp != l.dp) continue;
     WalkBatches(w, l);

@@ -122,7 +122,7 @@ TEST(StageSplit, UnevenLayersCountTheEmbeddingAndTheLossAsOneLayerEach) {
   EXPECT_EQ(StageLayers(30, 32, 1).first, 0);
   EXPECT_EQ(StageLayers(30, 32, 31).count, 0);
   for (auto [layers, stages] :
-       {std::pair<int64_t, int64_t>{126, 64}, {94, 32}, {30, 8}, {30, 32}, {62, 32}, {32, 4}, {31, 4}}) {
+       {std::pair<int64_t, int64_t>{126, 64}, {94, 32}, {30, 8}, {30, 32}, {62, 32}, {32, 4}, {126, 4}}) {
     int64_t next = 0;
     for (int64_t s = 0; s < stages; ++s) {
       const LayerRange r = StageLayers(layers, stages, s);
@@ -133,7 +133,24 @@ TEST(StageSplit, UnevenLayersCountTheEmbeddingAndTheLossAsOneLayerEach) {
     EXPECT_EQ(next, layers) << layers << " over " << stages;
   }
   EXPECT_EQ(StageSplitOf(32, 4), StageSplit::kEven);
-  EXPECT_EQ(StageSplitOf(31, 4), StageSplit::kLaterStagesTakeOneMore);
+  EXPECT_EQ(StageSplitOf(31, 4), StageSplit::kNone);
+  // Without virtual stages the same rule (get_num_layers_to_build, vp None): 126 layers at pp 4.
+  EXPECT_EQ(StageSplitOf(126, 4), StageSplit::kEmbeddingAndLossAsLayers);
+  EXPECT_EQ(StageLayers(126, 4, 0).count, 31);
+  EXPECT_EQ(StageLayers(126, 4, 1).count, 32);
+  EXPECT_EQ(StageLayers(126, 4, 3).count, 31);
+}
+
+TEST(StageSplit, NonInterleavedLayersThatSplitNeitherWayAreRejectedWithTheReason) {
+  const ModelSpec m = *ModelPreset("llama3-405b");  // 126 layers
+  // 128 = 4 x 32: the embedding-and-loss split, under 1F1B and GPipe alike.
+  EXPECT_EQ(Check("dp=1,tp=8,pp=4,global_batch=8", m, 32), "ok");
+  EXPECT_EQ(Check("dp=1,tp=8,pp=4,global_batch=8,schedule=gpipe", m, 32), "ok");
+  const std::string why =
+      "plan: pp=5 divides neither layers=126 nor 128 (the layers with the embedding and the loss counted as one "
+      "each, Megatron-Core's account_for_embedding/loss_in_pipeline_split)";
+  EXPECT_EQ(Check("dp=1,tp=8,pp=5,global_batch=10", m, 40), why);
+  EXPECT_EQ(Check("dp=1,tp=8,pp=5,global_batch=10,schedule=gpipe", m, 40), why);
 }
 
 TEST(StageSplit, InterleavedLayersThatSplitNeitherWayAreRejectedWithTheReason) {
@@ -145,8 +162,10 @@ TEST(StageSplit, InterleavedLayersThatSplitNeitherWayAreRejectedWithTheReason) {
             "plan: virtual_stages=8 does not divide the layers per stage (100 layers over pp=8), nor does "
             "pp*virtual_stages=64 divide 102 (the layers with the embedding and the loss counted as one each, "
             "Megatron-Core's account_for_embedding/loss_in_pipeline_split)");
-  // Without interleaving such a split still runs: the later stages take one layer more.
-  EXPECT_EQ(Check("dp=2,tp=8,pp=8,global_batch=64", m, 128), "ok");
+  // Without interleaving the same rule: 100 % 8 and 102 % 8 are non-zero too.
+  EXPECT_EQ(Check("dp=2,tp=8,pp=8,global_batch=64", m, 128),
+            "plan: pp=8 divides neither layers=100 nor 102 (the layers with the embedding and the loss counted as "
+            "one each, Megatron-Core's account_for_embedding/loss_in_pipeline_split)");
 }
 
 }  // namespace

@@ -20,9 +20,17 @@ TEST(Layout, AcceptsValidLayouts) {
   EXPECT_EQ(Check("dp=1,tp=4,pp=4,global_batch=64,schedule=interleaved,virtual_stages=2"), "ok");
   EXPECT_EQ(Check("dp=16,tp=1,pp=1,zero=3,micro_batch=4,global_batch=64,recompute=full"), "ok");
   EXPECT_EQ(Check("dp=4,tp=2,pp=2,global_batch=64,sp=1"), "ok");
-  // Uneven pipeline split (32 layers over pp=3 needs 16 GPUs: dp=... none) on a 6-GPU world.
-  auto l = *ParseInlineLayout("dp=2,tp=1,pp=3,global_batch=12");
-  EXPECT_TRUE(ValidateLayout(l, *ModelPreset("llama3-8b"), *ClusterPreset("dgx-a100"), 6));
+  // Uneven pipeline split without interleaving: 126 layers over pp=4, the embedding and the loss
+  // counted as one layer each (Megatron-Core's split), on an 8-GPU world.
+  auto l = *ParseInlineLayout("dp=2,tp=1,pp=4,global_batch=16");
+  EXPECT_TRUE(ValidateLayout(l, *ModelPreset("llama3-405b"), *ClusterPreset("dgx-a100"), 8));
+  // 32 layers over pp=3 split neither way (Megatron-Core asserts), so the layout is refused.
+  l = *ParseInlineLayout("dp=2,tp=1,pp=3,global_batch=12");
+  const Status st = ValidateLayout(l, *ModelPreset("llama3-8b"), *ClusterPreset("dgx-a100"), 6);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().message,
+            "plan: pp=3 divides neither layers=32 nor 34 (the layers with the embedding and the loss counted as one "
+            "each, Megatron-Core's account_for_embedding/loss_in_pipeline_split)");
 }
 
 TEST(Layout, NamesTheBrokenRule) {

@@ -61,6 +61,48 @@ TEST(Fp8Catalogue, OnlyTheLayersLinearGemmsRunInFp8WithACastBeforeEachFreshInput
   }
 }
 
+TEST(Fp8Catalogue, TheRoutedExpertsGemmsRunInFp8AndTheRouterStays16Bit) {
+  const ModelSpec m = *ModelPreset("mixtral-8x7b");
+  const ImplementationProfile impl = *ImplementationPreset("megatron-core");
+  OpShapeKey k = Key(true);
+  k.ep = 8;
+  k.etp = 1;
+  const OpCatalogue fp8 = BuildOpCatalogue(m, k, impl);
+  int expert_gemms = 0;
+  for (const auto* list : {&fp8.layer.fwd, &fp8.layer.bwd}) {
+    for (const OpSpec& o : *list) {
+      const bool expert = o.op == OpKind::kExpertFc1 || o.op == OpKind::kExpertFc2;
+      for (const GemmShape& g : o.gemms) {
+        if (o.op == OpKind::kRouter) {
+          EXPECT_FALSE(g.fp8);
+        }
+        if (expert) {
+          EXPECT_TRUE(g.fp8);
+        }
+        expert_gemms += expert ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_EQ(expert_gemms, 6);  // fc1 and fc2: one forward GEMM, two backward
+}
+
+TEST(Fp8Memory, AnMoeLayersWeightCopiesCoverOnlyTheRanksExperts) {
+  Plan p;
+  p.model = *ModelPreset("mixtral-8x7b");
+  p.cluster = *ClusterPreset("dgx-h100");
+  p.cluster.nodes = 2;
+  p.layout = *ParseInlineLayout("dp=16,tp=1,pp=1,ep=8,global_batch=64");
+  p.training.precision = Precision::kFp8;
+  // 1 B copy + 1 B transpose of each parameter of the rank's layers: attention and norms whole, one
+  // of the 8 experts.
+  int64_t params = 0;
+  for (const ParamGroupDef& g : RankParamGroups(p, 0)) {
+    if (g.kind == ParamGroupKind::kLayer || g.kind == ParamGroupKind::kExperts) params += g.params;
+  }
+  EXPECT_EQ(Fp8WeightCopyBytes(p, 0), 2 * params);
+  EXPECT_LT(Fp8WeightCopyBytes(p, 0), 2 * p.model.layers * LayerParamsPerTpRank(p.model, 1) / 4);
+}
+
 TEST(Fp8Cost, LinearGemmsRunFasterButNotTwiceAndAttentionIsUnchanged) {
   const ClusterSpec c = *ClusterPreset("dgx-h100");
   const ModelSpec m = *ModelPreset("llama3-8b");
@@ -106,6 +148,25 @@ TEST(Fp8Cost, AnFp8StepIsFasterAndItsWeightCopiesAreCountedInMemory) {
   EXPECT_EQ(copies, 2 * plan.model.layers * LayerParamsPerTpRank(plan.model, 4));
   EXPECT_EQ(Fp8WeightCopyBytes(plan, 0), 0);
   EXPECT_EQ(EstimateRankMemory(fp8, 0).weights - EstimateRankMemory(plan, 0).weights, copies);
+}
+
+// Transformer Engine's FP8 parameters (the nemo profile's fp8_params): the FP8 data and its
+// transpose replace the 16-bit weights, so an fp8 rank holds no more weight bytes than a bf16 one.
+TEST(Fp8Cost, Fp8ParametersReplaceTheSixteenBitWeightsInsteadOfAddingCopies) {
+  Plan plan;
+  plan.model = *ModelPreset("llama3-8b");
+  plan.cluster = *ResolveCluster("dgx-h100", 4);
+  plan.layout = *ParseInlineLayout("dp=8,tp=4,pp=1,zero=1,micro_batch=1,global_batch=64,recompute=selective,sp=1");
+  plan.training.precision = Precision::kFp8;
+  plan.implementation = *ImplementationPreset("nemo");
+  ASSERT_TRUE(plan.implementation.fp8_params.value);
+  EXPECT_EQ(Fp8WeightCopyBytes(plan, 0), 0);
+  Plan bf16 = plan;
+  bf16.training.precision = Precision::kBf16;
+  EXPECT_EQ(EstimateRankMemory(plan, 0).weights, EstimateRankMemory(bf16, 0).weights);
+  Plan copies = plan;
+  copies.implementation = *ImplementationPreset("megatron-core");
+  EXPECT_GT(EstimateRankMemory(copies, 0).weights, EstimateRankMemory(plan, 0).weights);
 }
 
 }  // namespace

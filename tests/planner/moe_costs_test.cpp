@@ -9,6 +9,7 @@
 #include "model/counting.h"
 #include "model/op_catalogue.h"
 #include "model/presets.h"
+#include "planner/cost/moe_costs.h"
 #include "planner/cost/plan_costs.h"
 #include "planner/estimate/step_estimate.h"
 #include "planner/memory/memory_model.h"
@@ -95,6 +96,29 @@ TEST(MoeCosts, DispatcherAndSharedExpertOverlapAreProfileFacts) {
   // The all-gather dispatcher moves every rank's tokens to every rank of the ep group: 16 x h per
   // token against the all-to-all's k = 1 copy.
   EXPECT_DOUBLE_EQ(MoeOp(p, OpKind::kMoeDispatch).bytes, 16 * a2a.bytes);
+}
+
+TEST(MoeCosts, DeepEpSendsATokenOncePerRemoteDomainThenForwardsItOverNvlink) {
+  // 128 experts over 4 domains, top-8: a domain holds none of a token's experts with probability
+  // C(96, 8) / C(128, 8); the token crosses the network to the other three domains' share.
+  double none = 1;
+  for (int i = 0; i < 8; ++i) none *= (96.0 - i) / (128.0 - i);
+  EXPECT_NEAR(ExpectedRemoteDomains(128, 8, 4), 3 * (1 - none), 1e-12);
+  EXPECT_DOUBLE_EQ(ExpectedRemoteDomains(128, 8, 1), 0.0);
+  EXPECT_NEAR(ExpectedRemoteDomains(8, 1, 8), 7.0 / 8.0, 1e-12);  // top-1: the expert's own domain
+  // Qwen3-235B-A22B with ep 32 over four nodes: DeepEP moves fewer bytes over the NICs than the
+  // all-to-all's 8 copies, 6 of them remote; inside one node both are the NVLink all-to-all.
+  Plan p = MakePlan("qwen3-235b-a22b", "dp=16,tp=2,pp=8,ep=32,etp=1,sequence_parallel=1,global_batch=128", 32);
+  const CostedOp a2a = MoeOp(p, OpKind::kMoeDispatch);
+  p.implementation.moe_dispatcher.value = MoeDispatcher::kDeepEp;
+  const CostedOp deepep = MoeOp(p, OpKind::kMoeDispatch);
+  EXPECT_DOUBLE_EQ(deepep.bytes, a2a.bytes);
+  EXPECT_LT(deepep.time_s, 0.6 * a2a.time_s);
+  EXPECT_GT(deepep.time_s, 0.3 * a2a.time_s);
+  Plan intra = MakePlan("qwen3-235b-a22b", "dp=128,tp=2,pp=1,ep=8,etp=1,sequence_parallel=1,global_batch=128", 32);
+  const double nccl = MoeOp(intra, OpKind::kMoeDispatch).time_s;
+  intra.implementation.moe_dispatcher.value = MoeDispatcher::kDeepEp;
+  EXPECT_DOUBLE_EQ(MoeOp(intra, OpKind::kMoeDispatch).time_s, nccl);
 }
 
 TEST(MoeCosts, MlaAndExpertFlopsAreTheCountedOnes) {

@@ -24,6 +24,20 @@ Plan RowPlan(const Json& row, const ModelSpec& m) {
   plan.cluster.nodes = row["gpus"].get<int64_t>() / plan.cluster.gpus_per_node;
   plan.training.precision = Precision::kBf16;
   plan.implementation = *ImplementationPreset("megatron-core");
+  // The Megatron-MoE model zoo's Qwen3 table names each run's dispatcher (its "Dispatcher" column):
+  // both rows copied here ran DeepEP (--moe-token-dispatcher-type flex).
+  if (row["source"].get<std::string>().find("Megatron-MoE-ModelZoo") != std::string::npos) {
+    plan.implementation.moe_dispatcher = {MoeDispatcher::kDeepEp, "Megatron-MoE-ModelZoo best_practice/qwen3/readme.md"};
+  }
+  const std::string source = row["source"].get<std::string>();
+  // 16-bit gradient buffers where the run's recipe says so: dgxc v25.02 grok1/grok1_314b.yaml
+  // (optim.grad_sync_dtype: bf16, which NeMo's megatron_base_model.py setup_mcore_distributed_parallel
+  // turns into grad_reduce_in_fp32 = False) and Megatron-Bridge's benchmark recipes
+  // (perf_recipes/_common.py _benchmark_common: ddp.grad_reduce_in_fp32 = False).
+  if (source.find("dgxc-benchmarking") != std::string::npos || source.find("Megatron-Bridge") != std::string::npos) {
+    plan.implementation.grad_buffer_dtype = {GradDType::kParam, source};
+    plan.implementation.grad_reduce_dtype = {GradDType::kParam, source};
+  }
   Layout& l = plan.layout;
   l.tp = j.value("tp", 1);
   l.pp = j.value("pp", 1);

@@ -53,6 +53,23 @@ TEST(NoiseModel, BetweenAndBeyondTheMeasuredWindows) {
   EXPECT_EQ(NoiseModel().SyncExcess(1e-2, 8), 0.0);       // not measured: no noise
 }
 
+// What the classic modes' event simulation draws per worker iteration (planner/estimate/sync_modes):
+// a quantile of one window's detours less their mean, scaled as SyncExcess between and beyond.
+TEST(NoiseModel, DrawsAreTheQuantilesLessTheirMean) {
+  const NoiseModel n(TwoWindows());
+  EXPECT_NEAR(n.Draw(1e-3, 0.0), -10e-6 - 5e-6, 1e-15);
+  EXPECT_NEAR(n.Draw(1e-3, 0.6), 10e-6 - 5e-6, 1e-15);
+  EXPECT_NEAR(n.Draw(1e-3, 0.999), 20e-6 - 5e-6, 1e-15);
+  EXPECT_NEAR(n.Draw(1e-2, 0.9), 300e-6 - 50e-6, 1e-15);
+  EXPECT_NEAR(n.Draw(0.5e-3, 0.0), (-10e-6 - 5e-6) / 2, 1e-15);  // proportional below the shortest
+  EXPECT_NEAR(n.Draw(4e-2, 0.9), (300e-6 - 50e-6) * 2, 1e-15);   // sqrt(4) beyond the longest
+  // Equally likely quantiles: the draws average to zero (the mean is in MeanExcess).
+  double sum = 0;
+  for (int i = 0; i < 4; ++i) sum += n.Draw(1e-3, (i + 0.5) / 4);
+  EXPECT_NEAR(sum, 0.0, 1e-15);
+  EXPECT_EQ(NoiseModel().Draw(1e-2, 0.9), 0.0);
+}
+
 // A run's measured op times over their medians (refine) replace the calibrated mean excess, which
 // may then be negative; the synchronization waits still come from the calibrated windows.
 TEST(NoiseModel, RunOpTimesReplaceTheMeanExcess) {

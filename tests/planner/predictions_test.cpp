@@ -34,7 +34,8 @@ double StateBytesPerParam(const Plan& plan) {
 }
 
 // Megatron-LM docs/source/api-guide/distributed_optimizer.md: bf16 params + fp32 grads = 18 B/param,
-// 6 + 12/dp distributed; fp32 16; a profile with 16-bit gradients 16.
+// 6 + 12/dp distributed; fp32 16; 16-bit params + 16-bit grads 20, 4 + 16/dp distributed (the
+// optimizer's fp32 copy of the gradient counted).
 TEST(Predictions, BytesPerParameterFollowTheDistributedOptimizerTable) {
   EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,global_batch=64", Precision::kBf16,
                                           "megatron-core")), 18.0, 1e-3);
@@ -42,7 +43,9 @@ TEST(Predictions, BytesPerParameterFollowTheDistributedOptimizerTable) {
                                           "megatron-core")), 6.0 + 12.0 / 8, 1e-3);
   EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,global_batch=64", Precision::kFp32)), 16.0, 1e-3);
   EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,global_batch=64", Precision::kFp16,
-                                          "megatron-2021")), 16.0, 1e-3);
+                                          "megatron-2021")), 20.0, 1e-3);
+  EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,zero=1,global_batch=64", Precision::kBf16,
+                                          "nemo")), 4.0 + 16.0 / 8, 1e-3);
 }
 
 TEST(Predictions, RuntimeReserveOnGpusOnly) {
@@ -94,7 +97,7 @@ TEST(Predictions, ProfileJsonRoundTripsAndNamesBadFacts) {
       << too_high.error().message;
   auto unknown = ImplementationPreset("megatron");
   ASSERT_FALSE(unknown);
-  EXPECT_NE(unknown.error().message.find("known: deepspeed, megatron-2021, megatron-2022, megatron-core, parallax"), std::string::npos);
+  EXPECT_NE(unknown.error().message.find("known: deepspeed, megatron-2021, megatron-2022, megatron-core, nemo, parallax"), std::string::npos);
 }
 
 // Megatron-LM's asynchronous column-parallel backward (megatron-2022): the collective after qkv /

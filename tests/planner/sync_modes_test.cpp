@@ -67,7 +67,8 @@ TEST(SyncModes, AsyncReportsTheStalenessOfItsWorkers) {
 
 TEST(SyncModes, SspBoundsHowFarTheFastestRunsAhead) {
   Plan p = MakePlan("dp=4,global_batch=8,sync=async,servers=colocated:1");
-  p.cluster.stragglers.ranks.push_back({.index = 0, .factor = 4});
+  // Not the shard's host (worker 0): a slow host holds every push back, async or not.
+  p.cluster.stragglers.ranks.push_back({.index = 3, .factor = 4});
   const ModeEstimate async = Mode(p);
   p.layout.sync = ParseInlineLayout("sync=ssp:1,servers=colocated:1")->sync;
   const ModeEstimate ssp = Mode(p);
@@ -76,6 +77,17 @@ TEST(SyncModes, SspBoundsHowFarTheFastestRunsAhead) {
   EXPECT_GT(async.staleness.size(), ssp.staleness.size());
   EXPECT_LE(ssp.staleness.size(), 2U * 3U + 1U);
   EXPECT_GT(ssp.step_time_s, async.step_time_s);
+}
+
+TEST(SyncModes, AColocatedServerServesOnlyBetweenItsHostsIterations) {
+  // The shard's host (worker 0) is 3x slow: a dedicated server answers worker 1 at once, a
+  // colocated one only when worker 0 finishes its iteration, so worker 1 keeps its pace.
+  Plan p = MakePlan("dp=2,global_batch=8,sync=async,servers=1");
+  p.cluster.stragglers.ranks.push_back({.index = 0, .factor = 3});
+  const ModeEstimate dedicated = Mode(p);
+  p.layout.sync = ParseInlineLayout("sync=async,servers=colocated:1")->sync;
+  const ModeEstimate colocated = Mode(p);
+  EXPECT_GT(colocated.step_time_s, 1.5 * dedicated.step_time_s);
 }
 
 TEST(SyncModes, OneParameterServerIsTheIncastBottleneck) {
