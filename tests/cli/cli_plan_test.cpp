@@ -191,7 +191,7 @@ TEST(CliPlan, ImplementationProfileAsTheUserMeetsIt) {
                           "--implementation nosuch"}) {
     auto u = RunParallax(cmd);
     EXPECT_EQ(u.exit_code, 2) << cmd;
-    EXPECT_NE(u.err.find("known: deepspeed, megatron-2021, megatron-2022, megatron-core, parallax"), std::string::npos)
+    EXPECT_NE(u.err.find("known: deepspeed, megatron-2021, megatron-2022, megatron-core, nemo, parallax"), std::string::npos)
         << u.err;
   }
 }
