@@ -71,7 +71,7 @@ class Pricer {
       o.memory_time_s = c_.MemoryBound(o.memory_family, s.bytes);
       o.time_s = o.memory_time_s;
       o.flops = s.executed_flops;
-      o.time_s = std::max(o.time_s, static_cast<double>(s.kernels) * launch_s_);
+      ApplyLaunchFloor(o, s.kernels);
       return o;
     }
     // An unfused attention core's passes over the s x s scores (ComputeModel::ScoreGemm).
@@ -94,8 +94,16 @@ class Pricer {
       o.time_s += o.memory_time_s;
     }
     o.flops = s.gemms.empty() && !s.flash ? 0 : s.executed_flops;
-    o.time_s = std::max(o.time_s, static_cast<double>(s.kernels) * launch_s_);
+    ApplyLaunchFloor(o, s.kernels);
     return o;
+  }
+
+  //! A host-bound op: its `kernels` launches take at least kernels x the launch overhead.
+  void ApplyLaunchFloor(CostedOp& o, int64_t kernels) const {
+    o.kernels = kernels;
+    const double floored = std::max(o.time_s, static_cast<double>(kernels) * launch_s_);
+    o.launch_floor_s = floored - o.time_s;
+    o.time_s = floored;
   }
 
   std::vector<CostedOp> PriceAll(const std::vector<OpSpec>& specs) const {

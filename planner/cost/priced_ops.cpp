@@ -54,7 +54,9 @@ std::optional<ComputeDescription> PricedOps::FromCostedOp(const OpIdentity& id) 
     if (o.memory_family != nullptr && o.bytes > 0) {
       d.memory.push_back({o.memory_family, static_cast<int64_t>(o.bytes), o.memory_time_s});
     }
-    d.time_s = o.time_s - o.noise_s - o.gap_s;  // the work; measured medians carry no mean detour, no gap
+    // The work: measured medians carry no mean detour, no gap, and the floor is not a part to share.
+    d.time_s = o.time_s - o.noise_s - o.gap_s - o.launch_floor_s;
+    d.kernels = o.kernels;
     return d;
   }
   return std::nullopt;

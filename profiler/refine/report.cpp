@@ -57,6 +57,8 @@ Json RefineToJson(const RefineResult& r) {
   }
   out["op_gap"] = {{"mean_us", r.op_gap.mean_s * 1e6}, {"pairs", r.op_gap.pairs},
                    {"applied", r.op_gap.applied()}};
+  out["launch_overhead"] = {{"in_use_us", r.launch.in_use_us}, {"trace_bound_us", r.launch.bound_us},
+                            {"bound_by", r.launch.group}, {"lowered", r.launch.lowered}};
   return out;
 }
 
@@ -132,6 +134,13 @@ std::string FormatRefine(const RefineResult& r) {
                   "host gap between ops: %.2f us on average over %lld consecutive compute ops of a micro-batch "
                   "(the device idles meanwhile); charged to every compute op\n",
                   r.op_gap.mean_s * 1e6, static_cast<long long>(r.op_gap.pairs));
+    out += buf;
+  }
+  if (r.launch.lowered) {
+    std::snprintf(buf, sizeof buf,
+                  "launch floor: %.3f us per kernel call (was %.3f us), what the trace's %s took per kernel; "
+                  "each compute op is charged at least kernels x this\n",
+                  r.launch.bound_us, r.launch.in_use_us, r.launch.group.c_str());
     out += buf;
   }
   for (const auto& [why, n] : r.not_sampled) {

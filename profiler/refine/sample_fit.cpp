@@ -93,8 +93,8 @@ std::map<std::string, Group> GroupInstances(const planner::PricedOps& priced, co
 }
 
 //! Each compute group's median (of the instances that ran alone, else of the overlapped ones)
-//! shared among its GEMMs and memory-bound parts; sets `out.run_op_times` and the contention
-//! sample count.
+//! shared among its GEMMs and memory-bound parts; sets `out.run_op_times`, `out.launch_bound` and
+//! the contention sample count.
 ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, FittedSamples& out) {
   ComputeEstimates est;
   double run_total_s = 0, run_median_s = 0;
@@ -108,6 +108,10 @@ ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, Fit
     }
     const Measurement m = g.alone.empty() ? over : alone;
     const planner::ComputeDescription& c = *g.desc.compute;
+    if (c.kernels > 0 && m.median_s > 0) {
+      const double per_kernel = m.median_s / static_cast<double>(c.kernels);
+      if (!out.launch_bound || per_kernel < out.launch_bound->per_kernel_s) out.launch_bound = {per_kernel, key, c.kernels};
+    }
     if (c.time_s <= 0) continue;
     const auto count = static_cast<double>(g.alone.empty() ? g.overlapped.size() : g.alone.size());
     for (double t : g.alone.empty() ? g.overlapped : g.alone) run_total_s += t;

@@ -54,6 +54,16 @@ struct CollectiveSample {
   CollectivePoint point;
 };
 
+//! The smallest measured time per kernel call of the trace's compute ops: an op's median over
+//! its kernel count (ComputeDescription::kernels). An op timed by the clock that timed it spent
+//! at most that on each launch, so the launch floor the planner charges (kernels x the launch
+//! overhead) cannot exceed it (launch_floor.h).
+struct LaunchBound {
+  double per_kernel_s = 0;
+  std::string group;  //!< the op group it comes from (ComputeGroupKey)
+  int64_t kernels = 0;
+};
+
 struct FittedSamples {
   std::vector<GemmSample> gemms;
   std::vector<KernelSample> kernels;
@@ -65,6 +75,7 @@ struct FittedSamples {
   //! The compute ops' measured times over their groups' medians (the same instances the samples
   //! come from): the samples are medians, the run paid the mean.
   RunOpTimes run_op_times;
+  std::optional<LaunchBound> launch_bound;  //!< when some sampled op has a kernel count
   std::optional<double> contention_factor;  //!< when some op ran both overlapped and alone
   ContentionFit contention;
   std::map<std::string, int64_t> not_sampled;  //!< reason -> op instances left out for it
