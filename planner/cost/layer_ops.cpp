@@ -43,6 +43,12 @@ const char* MemoryFamily(OpKind op, Phase phase) {
 
 const char* AttentionFamily(Phase phase) { return phase == Phase::kBwd ? "attention_bwd" : "attention"; }
 
+double LaunchOverhead(const ComputeModel& compute, const ImplementationProfile& impl) {
+  // A measured per-kernel host cost replaces the profile's (a CUDA launch figure).
+  return compute.measured_launch_overhead_s() > 0 ? compute.measured_launch_overhead_s()
+                                                  : impl.launch_overhead_us.value * 1e-6;
+}
+
 namespace {
 
 class Pricer {
@@ -50,8 +56,7 @@ class Pricer {
   Pricer(const ComputeModel& c, const ComputeModel& fp8, const CollectiveModel& coll, const PlacedGroup& tp,
          const ImplementationProfile& impl)
       : c_(c), fp8_(fp8), coll_(coll), tp_(tp), impl_(impl) {
-    // A measured per-kernel host cost replaces the profile's (a CUDA launch figure).
-    launch_s_ = c.measured_launch_overhead_s() > 0 ? c.measured_launch_overhead_s() : impl.launch_overhead_us.value * 1e-6;
+    launch_s_ = LaunchOverhead(c, impl);
     gap_s_ = c.measured_op_gap_s();
   }
 

@@ -101,6 +101,10 @@ struct UnitCosts {
   CpExchange cp;      //!< folded into layer's attention core ops; zero without cp
 };
 
+//! The host launch overhead per kernel call that an op's launch floor uses, seconds: the cost
+//! database's measurement (CostDb::launch_overhead_us), else the profile's figure.
+double LaunchOverhead(const ComputeModel& compute, const ImplementationProfile& impl);
+
 //! Costs every unit of `model` for `key` as `impl` runs it; `tp_group` and `cp_group` are the
 //! placed TP and CP groups. `fp8` non-null: the fp8 precision, whose linear layers' GEMMs it
 //! prices (OpShapeKey::fp8_linear). The ops, shapes, FLOPs and bytes come from the op catalogue

@@ -59,6 +59,8 @@ class PricedOps {
   OpDescription Describe(const OpIdentity& id, int64_t predicted_bytes) const;
 
   DType dtype() const { return ComputeDType(plan_.training.precision); }
+  //! The per-kernel launch overhead the ops' launch floors use (LaunchOverhead), seconds.
+  double launch_overhead_s() const { return LaunchOverhead(ctx_.compute(), plan_.implementation); }
 
  private:
   std::optional<ComputeDescription> FromCostedOp(const OpIdentity& id) const;

@@ -81,7 +81,7 @@ void FitAndMerge(const traces::Trace& predicted, const traces::Trace& measured, 
   r.db = db_in;
   r.merged = MergeSamples(fitted, r.db);
   r.contention_refitted = r.merged.contention_raised;
-  r.launch = LowerLaunchFloor(fitted.launch_bound, r.plan, db_in, r.db);
+  r.launch = LowerLaunchFloor(fitted, priced.launch_overhead_s(), r.db);
 }
 
 }  // namespace

@@ -92,10 +92,28 @@ std::map<std::string, Group> GroupInstances(const planner::PricedOps& priced, co
   return groups;
 }
 
-//! Each compute group's median (of the instances that ran alone, else of the overlapped ones)
-//! shared among its GEMMs and memory-bound parts; sets `out.run_op_times`, `out.launch_bound` and
-//! the contention sample count.
-ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, FittedSamples& out) {
+//! A compute group's measured pace: the median of the instances that ran alone, else of the
+//! overlapped ones.
+Measurement Pace(const Group& g) { return Summarize(g.alone.empty() ? g.overlapped : g.alone); }
+
+//! The smallest median per kernel call over the compute groups that know their kernel count.
+std::optional<LaunchBound> MeasureLaunchBound(const std::map<std::string, Group>& groups) {
+  std::optional<LaunchBound> bound;
+  for (const auto& [key, g] : groups) {
+    if (!g.desc.compute || g.desc.compute->kernels <= 0) continue;
+    const double per_kernel = Pace(g).median_s / static_cast<double>(g.desc.compute->kernels);
+    if (per_kernel > 0 && (!bound || per_kernel < bound->per_kernel_s)) {
+      bound = LaunchBound{per_kernel, key, g.desc.compute->kernels};
+    }
+  }
+  return bound;
+}
+
+//! Each compute group's median (Pace) shared among its GEMMs and memory-bound parts in proportion
+//! to their predicted times, against the op's time with the launch floor the refined database will
+//! hold (`launch_s` per kernel): an op that floor covers was host-bound, its parts ran faster than
+//! its median. Sets `out.run_op_times` and the contention sample count.
+ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, double launch_s, FittedSamples& out) {
   ComputeEstimates est;
   double run_total_s = 0, run_median_s = 0;
   for (const auto& [key, g] : groups) {
@@ -108,11 +126,8 @@ ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, Fit
     }
     const Measurement m = g.alone.empty() ? over : alone;
     const planner::ComputeDescription& c = *g.desc.compute;
-    if (c.kernels > 0 && m.median_s > 0) {
-      const double per_kernel = m.median_s / static_cast<double>(c.kernels);
-      if (!out.launch_bound || per_kernel < out.launch_bound->per_kernel_s) out.launch_bound = {per_kernel, key, c.kernels};
-    }
     if (c.time_s <= 0) continue;
+    const double priced_s = std::max(c.time_s, static_cast<double>(c.kernels) * launch_s);
     const auto count = static_cast<double>(g.alone.empty() ? g.overlapped.size() : g.alone.size());
     for (double t : g.alone.empty() ? g.overlapped : g.alone) run_total_s += t;
     run_median_s += m.median_s * count;
@@ -124,13 +139,13 @@ ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, Fit
       ++t.ops;
     };
     for (const auto& part : c.gemms) {
-      const double share = part.time_s / c.time_s;
+      const double share = part.time_s / priced_s;
       est.gemms[{part.m, part.n, part.k, part.batch, part.accumulate}].push_back(
           {m.median_s * share, m.spread_s * share, m.repetitions});
       add_family("gemm", share, part.time_s);
     }
     for (const auto& part : c.memory) {
-      const double share = part.time_s / c.time_s;
+      const double share = part.time_s / priced_s;
       est.kernels[{part.family, part.bytes}].push_back({m.median_s * share, m.spread_s * share, m.repetitions});
       add_family(part.family, share, part.time_s);
     }
@@ -234,7 +249,10 @@ FittedSamples FitSamples(const planner::PricedOps& priced, const std::vector<OpI
                          bool fit_contention) {
   FittedSamples out;
   const std::map<std::string, Group> groups = GroupInstances(priced, instances, out);
-  ComputeEstimates est = EstimateCompute(groups, out);
+  out.launch_bound = MeasureLaunchBound(groups);
+  out.launch_s = out.launch_bound ? std::min(priced.launch_overhead_s(), out.launch_bound->per_kernel_s)
+                                  : priced.launch_overhead_s();
+  ComputeEstimates est = EstimateCompute(groups, out.launch_s, out);
   AddPooledSamples(est, priced.dtype(), out);
   AddRunRatios(est.families, priced.dtype(), out);
   if (fit_contention) FitContention(std::move(est.ratios), out);

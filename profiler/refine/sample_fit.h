@@ -76,6 +76,10 @@ struct FittedSamples {
   //! come from): the samples are medians, the run paid the mean.
   RunOpTimes run_op_times;
   std::optional<LaunchBound> launch_bound;  //!< when some sampled op has a kernel count
+  //! The launch overhead per kernel call for the refined database: the priced ops' figure, or the
+  //! trace's bound where that is lower. The samples share each op's median against its work or
+  //! this floor, whichever is longer.
+  double launch_s = 0;
   std::optional<double> contention_factor;  //!< when some op ran both overlapped and alone
   ContentionFit contention;
   std::map<std::string, int64_t> not_sampled;  //!< reason -> op instances left out for it
