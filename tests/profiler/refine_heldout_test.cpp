@@ -91,8 +91,8 @@ TEST_F(RefineLoop, RefiningOneLayoutImprovesItsPrediction) {
   // machine: every op cost at least its kernel count x the profile's 5 us CUDA launch, which the
   // CPU executor's 1-10 us ops never paid, and refine shared each op's median against that floor.)
   EXPECT_LT(after, 0.15) << "refined prediction over the measured step";
-  EXPECT_LT(j["step_time"]["predicted_after_s"].get<double>(), j["step_time"]["predicted_before_s"].get<double>())
-      << "the trace shows the ops faster than the nominal floor";
+  // The executor's smallest ops (under 1 us a kernel) bound the launch floor below the profile's.
+  EXPECT_TRUE(j["launch_overhead"]["lowered"].get<bool>()) << j["launch_overhead"].dump();
   // The ops refine sampled: their measured total against the prediction, before and after.
   double measured = 0, err_before = 0, err_after = 0;
   for (const auto& f : j["families"]) {
