@@ -94,12 +94,13 @@ OpDescription PricedOps::Describe(const OpIdentity& id, int64_t predicted_bytes)
         return out;
       }
       const int64_t seq = plan_.training.seq_len > 0 ? plan_.training.seq_len : plan_.model.seq_len;
+      const int64_t local_seq = seq / l.cp;  // a cp rank's tokens of each sequence
       const double e = static_cast<double>(ctx_.compute().element_bytes());
       const int64_t pp_rank = id.stage % l.pp;
       const int64_t peer = id.phase == Phase::kBwd ? (pp_rank - 1 + l.pp) % l.pp : (pp_rank + 1) % l.pp;
       CollectiveDescription c;
       c.kind = CollectiveKind::kSendRecv;
-      c.bytes = static_cast<int64_t>(e * static_cast<double>(l.micro_batch * (seq / l.cp) * plan_.model.hidden) /
+      c.bytes = static_cast<int64_t>(e * static_cast<double>(l.micro_batch * local_seq * plan_.model.hidden) /
                                      static_cast<double>(l.tp));
       c.group = PlacePipelineHop(l, plan_.cluster, pp_rank, peer);
       out.collective = c;
