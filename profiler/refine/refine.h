@@ -67,6 +67,9 @@ struct RefineResult {
   //! This trace's op times over their medians (not measured: the database's earlier figure, if
   //! any, is kept and not reported as this run's; disturbed: reported, not applied)
   RunOpTimes run_op_times;
+  //! The same in the run's median step (FittedSamples::median_step_over_medians): what the refined
+  //! database charges unless the run was disturbed
+  double median_step_op_times = 0;
   DisturbedRefusal disturbed;  //!< set when RunDisturbed(run_op_times)
   OpGap op_gap;  //!< this trace's host gap between ops (CostDb::op_gap_us when enough pairs)
   LaunchFloor launch;  //!< the per-kernel launch floor the trace bounds (CostDb::launch_overhead_us when lowered)
@@ -78,7 +81,7 @@ Result<RefineResult> Refine(const Plan& plan, const traces::Trace& measured, con
 
 //! `--json` shape: {step_time: {measured_s, predicted_before_s, predicted_after_s, error_before,
 //! error_after}, families: [...], samples: {...}, not_sampled: {...}, contention: {...}, run_factors: {...},
-//! run_op_times: {mean_over_median, instances} (when the trace measured it)}.
+//! run_op_times: {mean_over_median, median_step, instances} (when the trace measured it)}.
 Json RefineToJson(const RefineResult& r);
 std::string FormatRefine(const RefineResult& r);
 

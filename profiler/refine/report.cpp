@@ -46,6 +46,7 @@ Json RefineToJson(const RefineResult& r) {
            {"run_factors", run_factors}};
   if (r.run_op_times.measured()) {
     out["run_op_times"] = {{"mean_over_median", r.run_op_times.mean_over_median},
+                           {"median_step", r.median_step_op_times},
                            {"instances", r.run_op_times.instances},
                            {"disturbed", RunDisturbed(r.run_op_times)},
                            {"applied", !r.disturbed.refused}};
@@ -112,9 +113,11 @@ std::string FormatRefine(const RefineResult& r) {
   if (r.run_op_times.measured()) {
     if (!r.disturbed.refused) {
       std::snprintf(buf, sizeof buf,
-                    "op times in the run: mean %.3f x median over %lld instances (samples are medians; a compute op "
-                    "is charged (ratio - 1) x its time instead of the calibrated noise's mean excess)\n",
-                    r.run_op_times.mean_over_median, static_cast<long long>(r.run_op_times.instances));
+                    "op times in the run: mean %.3f x median over %lld instances, %.3f x in the median step "
+                    "(samples are medians; a compute op is charged (the median step's ratio - 1) x its time "
+                    "instead of the calibrated noise's mean excess)\n",
+                    r.run_op_times.mean_over_median, static_cast<long long>(r.run_op_times.instances),
+                    r.median_step_op_times);
       out += buf;
     } else {
       char sample[64] = "none";

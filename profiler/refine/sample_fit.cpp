@@ -4,6 +4,7 @@
 #include <tuple>
 #include <utility>
 
+#include "model/step_time.h"
 #include "profiler/calibrate/measurement.h"
 
 namespace parallax::profiler {
@@ -13,7 +14,9 @@ struct Group {
   planner::OpDescription desc;
   std::vector<double> alone;
   std::vector<double> overlapped;
-  std::vector<const OpInstance*> instances;  //!< collectives (alone/overlapped stay empty): converted once k is known
+  //! Collectives: converted once k is known (alone/overlapped stay empty). Compute ops: every
+  //! instance, for the per-step sums (MedianStepOverMedians).
+  std::vector<const OpInstance*> instances;
 };
 
 std::string KeyOf(const OpInstance& in, const planner::OpDescription& d) {
@@ -83,11 +86,8 @@ std::map<std::string, Group> GroupInstances(const planner::PricedOps& priced, co
     auto [it, created] = groups.try_emplace(KeyOf(in, d));
     Group& g = it->second;
     if (created) g.desc = std::move(d);
-    if (g.desc.collective) {
-      g.instances.push_back(&in);
-    } else {
-      (in.overlapped ? g.overlapped : g.alone).push_back(in.measured_s);
-    }
+    g.instances.push_back(&in);
+    if (!g.desc.collective) (in.overlapped ? g.overlapped : g.alone).push_back(in.measured_s);
   }
   return groups;
 }
@@ -116,6 +116,7 @@ std::optional<LaunchBound> MeasureLaunchBound(const std::map<std::string, Group>
 ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, double launch_s, FittedSamples& out) {
   ComputeEstimates est;
   double run_total_s = 0, run_median_s = 0;
+  std::map<int64_t, std::pair<double, double>> by_step;  // step -> (measured, medians) of its instances
   for (const auto& [key, g] : groups) {
     if (g.desc.collective) continue;  // AddCollectiveSamples, once the contention factor is known
     const Measurement alone = Summarize(g.alone);
@@ -131,6 +132,11 @@ ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, dou
     const auto count = static_cast<double>(g.alone.empty() ? g.overlapped.size() : g.alone.size());
     for (double t : g.alone.empty() ? g.overlapped : g.alone) run_total_s += t;
     run_median_s += m.median_s * count;
+    for (const OpInstance* in : g.instances) {
+      if (in->overlapped != g.alone.empty()) continue;  // not among the instances m is the median of
+      by_step[in->measured_step].first += in->measured_s;
+      by_step[in->measured_step].second += m.median_s;
+    }
     out.run_op_times.instances += static_cast<int64_t>(count);
     auto add_family = [&](const std::string& family, double share, double predicted_s) {
       FamilyTotals& t = est.families[family];
@@ -154,6 +160,11 @@ ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, dou
     out.run_op_times.mean_over_median = run_total_s / run_median_s;
     out.run_op_times.source = "refine";
   }
+  std::vector<double> step_ratios;
+  for (const auto& [step, sums] : by_step) {
+    if (sums.second > 0) step_ratios.push_back(sums.first / sums.second);
+  }
+  out.median_step_over_medians = Median(std::move(step_ratios));
   return est;
 }
 
