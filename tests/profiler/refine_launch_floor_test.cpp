@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "nominal_trace.h"
 #include "run_command.h"
 #include "scratch_dir.h"
 
@@ -23,13 +24,9 @@ using Json = nlohmann::json;
 //! Refines the empty database on tp=2's nominal prediction with every slice scaled by `speed`'s
 //! inverse; returns refine's --json.
 Json RefineScaled(const test::Scratch& s, double speed) {
-  const std::string plan = " --model gpt-tiny --precision bf16 --cluster " + s.cluster +
-                           " --plan tp=2,micro_batch=2,global_batch=8";
-  const std::string predicted = (s.dir / "predicted.json").string();
-  auto sim = test::RunParallax("simulate" + plan + " --costdb " + s.db_file + " --trace " + predicted);
-  EXPECT_EQ(sim.exit_code, 0) << sim.err;
-  Json trace = Json::parse(std::ifstream(predicted));
-  trace["otherData"]["trace_kind"] = "measured";
+  const std::string plan = test::Tp2Plan(s);
+  Json trace = test::NominalTp2Trace(s);
+  if (trace.is_null()) return Json::object();
   for (auto& e : trace["traceEvents"]) {
     if (e.value("ph", "") != "X") continue;
     e["ts"] = e["ts"].get<double>() / speed;

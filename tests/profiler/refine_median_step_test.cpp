@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "nominal_trace.h"
 #include "run_command.h"
 #include "scratch_dir.h"
 
@@ -23,13 +24,9 @@ using Json = nlohmann::json;
 
 TEST(RefineMedianStep, AMinorityOfSlowedStepsIsNotChargedToEveryOp) {
   const test::Scratch s("median_step");
-  const std::string plan = " --model gpt-tiny --precision bf16 --cluster " + s.cluster +
-                           " --plan tp=2,micro_batch=2,global_batch=8";
-  const std::string predicted = (s.dir / "predicted.json").string();
-  auto sim = test::RunParallax("simulate" + plan + " --costdb " + s.db_file + " --trace " + predicted);
-  ASSERT_EQ(sim.exit_code, 0) << sim.err;
-  Json trace = Json::parse(std::ifstream(predicted));
-  trace["otherData"]["trace_kind"] = "measured";
+  const std::string plan = test::Tp2Plan(s);
+  Json trace = test::NominalTp2Trace(s);
+  ASSERT_FALSE(trace.is_null());
   double span = 0;
   for (const auto& e : trace["traceEvents"]) {
     if (e.value("ph", "") == "X") span = std::max(span, e["ts"].get<double>() + e["dur"].get<double>());
