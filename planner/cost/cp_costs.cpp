@@ -97,6 +97,8 @@ CpExchange PriceContextParallel(UnitOps& layer, const ModelSpec& m, const UnitKe
       o.time_s = CpAttention(block, o.phase == Phase::kBwd, key.cp, b, p, out) + o.gap_s;
       o.flops *= static_cast<double>(key.cp);
       o.noise_s *= static_cast<double>(key.cp);
+      o.launch_floor_s *= static_cast<double>(key.cp);  // each block's kernels are launched
+      o.kernels *= key.cp;
     }
   }
   layer.Finish();

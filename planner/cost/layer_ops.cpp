@@ -44,6 +44,12 @@ const char* MemoryFamily(OpKind op, Phase phase) {
 
 const char* AttentionFamily(Phase phase) { return phase == Phase::kBwd ? "attention_bwd" : "attention"; }
 
+double LaunchOverhead(const ComputeModel& compute, const ImplementationProfile& impl) {
+  // A measured per-kernel host cost replaces the profile's (a CUDA launch figure).
+  return compute.measured_launch_overhead_s() > 0 ? compute.measured_launch_overhead_s()
+                                                  : impl.launch_overhead_us.value * 1e-6;
+}
+
 namespace {
 
 class Pricer {
@@ -51,8 +57,7 @@ class Pricer {
   Pricer(const ComputeModel& c, const ComputeModel& fp8, const CollectiveModel& coll, const PlacedGroup& tp,
          const ImplementationProfile& impl, const ExpertGroups& experts, const ModelSpec& model)
       : c_(c), fp8_(fp8), coll_(coll), tp_(tp), impl_(impl), experts_(experts), model_(model) {
-    // A measured per-kernel host cost replaces the profile's (a CUDA launch figure).
-    launch_s_ = c.measured_launch_overhead_s() > 0 ? c.measured_launch_overhead_s() : impl.launch_overhead_us.value * 1e-6;
+    launch_s_ = LaunchOverhead(c, impl);
     gap_s_ = c.measured_op_gap_s();
   }
 
@@ -79,7 +84,7 @@ class Pricer {
       o.memory_time_s = c_.MemoryBound(o.memory_family, s.bytes);
       o.time_s = o.memory_time_s;
       o.flops = s.executed_flops;
-      o.time_s = std::max(o.time_s, static_cast<double>(s.kernels) * launch_s_);
+      ApplyLaunchFloor(o, s.kernels);
       return o;
     }
     // An unfused attention core's passes over the s x s scores (ComputeModel::ScoreGemm).
@@ -102,8 +107,16 @@ class Pricer {
       o.time_s += o.memory_time_s;
     }
     o.flops = s.gemms.empty() && !s.flash ? 0 : s.executed_flops;
-    o.time_s = std::max(o.time_s, static_cast<double>(s.kernels) * launch_s_);
+    ApplyLaunchFloor(o, s.kernels);
     return o;
+  }
+
+  //! A host-bound op: its `kernels` launches take at least kernels x the launch overhead.
+  void ApplyLaunchFloor(CostedOp& o, int64_t kernels) const {
+    o.kernels = kernels;
+    const double floored = std::max(o.time_s, static_cast<double>(kernels) * launch_s_);
+    o.launch_floor_s = floored - o.time_s;
+    o.time_s = floored;
   }
 
   std::vector<CostedOp> PriceAll(const std::vector<OpSpec>& specs) const {

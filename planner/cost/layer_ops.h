@@ -43,6 +43,11 @@ struct CostedOp {
   //! The part of time_s that is the executor's host time between this op and the one before it
   //! (CostDb::op_gap_us, measured by refine; 0 without one). Not the op's work either.
   double gap_s = 0;
+  int64_t kernels = 0;  //!< kernel calls (OpSpec::kernels; 0 for comm)
+  //! The part of time_s that the launch floor adds above the work (an op costs at least kernels x
+  //! the host launch overhead). Not the op's work: refine shares a measured time among the work's
+  //! GEMMs and memory-bound parts, never this.
+  double launch_floor_s = 0;
 };
 
 //! The CostDb kernel family of an op's memory-bound part: the OpKind name for forward and
@@ -112,6 +117,10 @@ struct UnitCosts {
   UnitOps head;       //!< last stage: final norm, LM head, loss
   CpExchange cp;      //!< folded into layer's attention core ops; zero without cp
 };
+
+//! The host launch overhead per kernel call that an op's launch floor uses, seconds: the cost
+//! database's measurement (CostDb::launch_overhead_us), else the profile's figure.
+double LaunchOverhead(const ComputeModel& compute, const ImplementationProfile& impl);
 
 //! Costs every unit of `model` for `key` as `impl` runs it; `tp_group` and `cp_group` are the
 //! placed TP and CP groups. `fp8` non-null: the fp8 precision, whose linear layers' GEMMs it

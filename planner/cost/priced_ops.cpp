@@ -54,7 +54,9 @@ std::optional<ComputeDescription> PricedOps::FromCostedOp(const OpIdentity& id) 
     if (o.memory_family != nullptr && o.bytes > 0) {
       d.memory.push_back({o.memory_family, static_cast<int64_t>(o.bytes), o.memory_time_s});
     }
-    d.time_s = o.time_s - o.noise_s - o.gap_s;  // the work; measured medians carry no mean detour, no gap
+    // The work: measured medians carry no mean detour, no gap, and the floor is not a part to share.
+    d.time_s = o.time_s - o.noise_s - o.gap_s - o.launch_floor_s;
+    d.kernels = o.kernels;
     return d;
   }
   return std::nullopt;
@@ -92,12 +94,13 @@ OpDescription PricedOps::Describe(const OpIdentity& id, int64_t predicted_bytes)
         return out;
       }
       const int64_t seq = plan_.training.seq_len > 0 ? plan_.training.seq_len : plan_.model.seq_len;
+      const int64_t local_seq = seq / l.cp;  // a cp rank's tokens of each sequence
       const double e = static_cast<double>(ctx_.compute().element_bytes());
       const int64_t pp_rank = id.stage % l.pp;
       const int64_t peer = id.phase == Phase::kBwd ? (pp_rank - 1 + l.pp) % l.pp : (pp_rank + 1) % l.pp;
       CollectiveDescription c;
       c.kind = CollectiveKind::kSendRecv;
-      c.bytes = static_cast<int64_t>(e * static_cast<double>(l.micro_batch * (seq / l.cp) * plan_.model.hidden) /
+      c.bytes = static_cast<int64_t>(e * static_cast<double>(l.micro_batch * local_seq * plan_.model.hidden) /
                                      static_cast<double>(l.tp));
       c.group = PlacePipelineHop(l, plan_.cluster, pp_rank, peer);
       out.collective = c;

@@ -25,12 +25,14 @@ struct MemoryPart {
   double time_s = 0;
 };
 
-//! A compute op as priced: its GEMMs and memory-bound parts; `time_s` is their sum (before any
-//! contention slowdown the simulator applies).
+//! A compute op as priced: its GEMMs and memory-bound parts; `time_s` is its work (their sum, with
+//! a flash attention's time), before the launch floor and any contention slowdown the simulator
+//! applies.
 struct ComputeDescription {
   std::vector<GemmPart> gemms;
   std::vector<MemoryPart> memory;
   double time_s = 0;
+  int64_t kernels = 0;  //!< the op's kernel calls (0: not known, as for the optimizer and memory passes)
 };
 
 //! A collective as priced: nccl-tests size and the group it runs over.
@@ -57,6 +59,8 @@ class PricedOps {
   OpDescription Describe(const OpIdentity& id, int64_t predicted_bytes) const;
 
   DType dtype() const { return ComputeDType(plan_.training.precision); }
+  //! The per-kernel launch overhead the ops' launch floors use (LaunchOverhead), seconds.
+  double launch_overhead_s() const { return LaunchOverhead(ctx_.compute(), plan_.implementation); }
 
  private:
   std::optional<ComputeDescription> FromCostedOp(const OpIdentity& id) const;

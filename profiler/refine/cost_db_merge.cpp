@@ -68,7 +68,10 @@ MergeCounts MergeSamples(const FittedSamples& fitted, CostDb& db) {
     }
   }
   // Measured directly (times over medians of the same run), not relative to a prediction: replaces.
-  if (fitted.run_op_times.measured()) db.run_op_times = fitted.run_op_times;
+  if (fitted.run_op_times.measured() && fitted.median_step_over_medians > 0) {
+    db.run_op_times = fitted.run_op_times;
+    db.run_op_times.mean_over_median = fitted.median_step_over_medians;
+  }
   if (fitted.contention_factor) {
     n.contention_ratio = *fitted.contention_factor;
     if (*fitted.contention_factor > db.contention_factor) {

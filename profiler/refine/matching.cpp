@@ -119,6 +119,7 @@ std::vector<OpInstance> MatchedInstances(const traces::Trace& predicted, const t
     const traces::SliceArgs* args = predicted.args(ps);
     in.predicted_bytes = args ? args->bytes : -1;
     in.measured_s = static_cast<double>(ms.dur_ns) * 1e-9;
+    if (const auto mid = measured.identity(ms)) in.measured_step = mid->step;
     const traces::Track& tr = measured.track(ms.track);
     if (tr.stream == traces::Stream::kCompute) {
       auto it = dp.find(tr.rank);

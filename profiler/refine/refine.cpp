@@ -65,6 +65,7 @@ void FitAndMerge(const traces::Trace& predicted, const traces::Trace& measured, 
   const std::optional<double> trace_k = TraceContention(predicted, measured, al);
   FittedSamples fitted = FitSamples(priced, instances, std::max(db_in.contention_factor, trace_k.value_or(1.0)));
   r.run_op_times = fitted.run_op_times;
+  r.median_step_op_times = fitted.median_step_over_medians;
   if (RunDisturbed(fitted.run_op_times)) {
     // What a disturbance adds to the waits and the op times' tail is not this machine's: refuse
     // both, and read the DP windows with the database's contention alone.
@@ -81,6 +82,7 @@ void FitAndMerge(const traces::Trace& predicted, const traces::Trace& measured, 
   r.db = db_in;
   r.merged = MergeSamples(fitted, r.db);
   r.contention_refitted = r.merged.contention_raised;
+  r.launch = LowerLaunchFloor(fitted, priced.launch_overhead_s(), r.db);
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
 //      trace is of this plan).
 //   3. Each matched op's measured time becomes samples at the planner's shapes for that op
 //      (planner/cost/priced_ops.h, sample_fit.h); collective points (dp_windows.h where the host
-//      polls collectives), the contention factor (trace_contention.h) and the host gap between
-//      ops (op_gap.h) are re-fitted. Never one correction factor on the whole step.
+//      polls collectives), the contention factor (trace_contention.h), the host gap between
+//      ops (op_gap.h) and the launch floor (launch_floor.h; only lowered) are re-fitted. Never one
+//      correction factor on the whole step.
 //   4. The plan is simulated again with the refined database; the step-time and per-op-family
 //      errors before and after are reported (report.cpp).
 // A trace of another plan (its recorded layout or model differs, or too few identities match),
@@ -20,6 +21,7 @@
 #include "model/cost_db.h"
 #include "model/plan.h"
 #include "profiler/refine/cost_db_merge.h"
+#include "profiler/refine/launch_floor.h"
 #include "profiler/refine/op_gap.h"
 #include "traces/diff.h"
 #include "traces/trace.h"
@@ -65,8 +67,12 @@ struct RefineResult {
   //! This trace's op times over their medians (not measured: the database's earlier figure, if
   //! any, is kept and not reported as this run's; disturbed: reported, not applied)
   RunOpTimes run_op_times;
+  //! The same in the run's median step (FittedSamples::median_step_over_medians): what the refined
+  //! database charges unless the run was disturbed
+  double median_step_op_times = 0;
   DisturbedRefusal disturbed;  //!< set when RunDisturbed(run_op_times)
   OpGap op_gap;  //!< this trace's host gap between ops (CostDb::op_gap_us when enough pairs)
+  LaunchFloor launch;  //!< the per-kernel launch floor the trace bounds (CostDb::launch_overhead_us when lowered)
 };
 
 //! `trace_file` names the trace in messages. `db` must be for the plan's device.
@@ -75,7 +81,7 @@ Result<RefineResult> Refine(const Plan& plan, const traces::Trace& measured, con
 
 //! `--json` shape: {step_time: {measured_s, predicted_before_s, predicted_after_s, error_before,
 //! error_after}, families: [...], samples: {...}, not_sampled: {...}, contention: {...}, run_factors: {...},
-//! run_op_times: {mean_over_median, instances} (when the trace measured it)}.
+//! run_op_times: {mean_over_median, median_step, instances} (when the trace measured it)}.
 Json RefineToJson(const RefineResult& r);
 std::string FormatRefine(const RefineResult& r);
 

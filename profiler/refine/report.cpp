@@ -46,6 +46,7 @@ Json RefineToJson(const RefineResult& r) {
            {"run_factors", run_factors}};
   if (r.run_op_times.measured()) {
     out["run_op_times"] = {{"mean_over_median", r.run_op_times.mean_over_median},
+                           {"median_step", r.median_step_op_times},
                            {"instances", r.run_op_times.instances},
                            {"disturbed", RunDisturbed(r.run_op_times)},
                            {"applied", !r.disturbed.refused}};
@@ -57,6 +58,8 @@ Json RefineToJson(const RefineResult& r) {
   }
   out["op_gap"] = {{"mean_us", r.op_gap.mean_s * 1e6}, {"pairs", r.op_gap.pairs},
                    {"applied", r.op_gap.applied()}};
+  out["launch_overhead"] = {{"in_use_us", r.launch.in_use_us}, {"trace_bound_us", r.launch.bound_us},
+                            {"bound_by", r.launch.group}, {"lowered", r.launch.lowered}};
   return out;
 }
 
@@ -110,9 +113,11 @@ std::string FormatRefine(const RefineResult& r) {
   if (r.run_op_times.measured()) {
     if (!r.disturbed.refused) {
       std::snprintf(buf, sizeof buf,
-                    "op times in the run: mean %.3f x median over %lld instances (samples are medians; a compute op "
-                    "is charged (ratio - 1) x its time instead of the calibrated noise's mean excess)\n",
-                    r.run_op_times.mean_over_median, static_cast<long long>(r.run_op_times.instances));
+                    "op times in the run: mean %.3f x median over %lld instances, %.3f x in the median step "
+                    "(samples are medians; a compute op is charged (the median step's ratio - 1) x its time "
+                    "instead of the calibrated noise's mean excess)\n",
+                    r.run_op_times.mean_over_median, static_cast<long long>(r.run_op_times.instances),
+                    r.median_step_op_times);
       out += buf;
     } else {
       char sample[64] = "none";
@@ -132,6 +137,13 @@ std::string FormatRefine(const RefineResult& r) {
                   "host gap between ops: %.2f us on average over %lld consecutive compute ops of a micro-batch "
                   "(the device idles meanwhile); charged to every compute op\n",
                   r.op_gap.mean_s * 1e6, static_cast<long long>(r.op_gap.pairs));
+    out += buf;
+  }
+  if (r.launch.lowered) {
+    std::snprintf(buf, sizeof buf,
+                  "launch floor: %.3f us per kernel call (was %.3f us), what the trace's %s took per kernel; "
+                  "each compute op is charged at least kernels x this\n",
+                  r.launch.bound_us, r.launch.in_use_us, r.launch.group.c_str());
     out += buf;
   }
   for (const auto& [why, n] : r.not_sampled) {

@@ -4,6 +4,7 @@
 #include <tuple>
 #include <utility>
 
+#include "model/step_time.h"
 #include "profiler/calibrate/measurement.h"
 
 namespace parallax::profiler {
@@ -13,7 +14,9 @@ struct Group {
   planner::OpDescription desc;
   std::vector<double> alone;
   std::vector<double> overlapped;
-  std::vector<const OpInstance*> instances;  //!< collectives (alone/overlapped stay empty): converted once k is known
+  //! Collectives: converted once k is known (alone/overlapped stay empty). Compute ops: every
+  //! instance, for the per-step sums (MedianStepOverMedians).
+  std::vector<const OpInstance*> instances;
 };
 
 std::string KeyOf(const OpInstance& in, const planner::OpDescription& d) {
@@ -83,21 +86,37 @@ std::map<std::string, Group> GroupInstances(const planner::PricedOps& priced, co
     auto [it, created] = groups.try_emplace(KeyOf(in, d));
     Group& g = it->second;
     if (created) g.desc = std::move(d);
-    if (g.desc.collective) {
-      g.instances.push_back(&in);
-    } else {
-      (in.overlapped ? g.overlapped : g.alone).push_back(in.measured_s);
-    }
+    g.instances.push_back(&in);
+    if (!g.desc.collective) (in.overlapped ? g.overlapped : g.alone).push_back(in.measured_s);
   }
   return groups;
 }
 
-//! Each compute group's median (of the instances that ran alone, else of the overlapped ones)
-//! shared among its GEMMs and memory-bound parts; sets `out.run_op_times` and the contention
-//! sample count.
-ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, FittedSamples& out) {
+//! A compute group's measured pace: the median of the instances that ran alone, else of the
+//! overlapped ones.
+Measurement Pace(const Group& g) { return Summarize(g.alone.empty() ? g.overlapped : g.alone); }
+
+//! The smallest median per kernel call over the compute groups that know their kernel count.
+std::optional<LaunchBound> MeasureLaunchBound(const std::map<std::string, Group>& groups) {
+  std::optional<LaunchBound> bound;
+  for (const auto& [key, g] : groups) {
+    if (!g.desc.compute || g.desc.compute->kernels <= 0) continue;
+    const double per_kernel = Pace(g).median_s / static_cast<double>(g.desc.compute->kernels);
+    if (per_kernel > 0 && (!bound || per_kernel < bound->per_kernel_s)) {
+      bound = LaunchBound{per_kernel, key, g.desc.compute->kernels};
+    }
+  }
+  return bound;
+}
+
+//! Each compute group's median (Pace) shared among its GEMMs and memory-bound parts in proportion
+//! to their predicted times, against the op's time with the launch floor the refined database will
+//! hold (`launch_s` per kernel): an op that floor covers was host-bound, its parts ran faster than
+//! its median. Sets `out.run_op_times` and the contention sample count.
+ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, double launch_s, FittedSamples& out) {
   ComputeEstimates est;
   double run_total_s = 0, run_median_s = 0;
+  std::map<int64_t, std::pair<double, double>> by_step;  // step -> (measured, medians) of its instances
   for (const auto& [key, g] : groups) {
     if (g.desc.collective) continue;  // AddCollectiveSamples, once the contention factor is known
     const Measurement alone = Summarize(g.alone);
@@ -109,9 +128,15 @@ ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, Fit
     const Measurement m = g.alone.empty() ? over : alone;
     const planner::ComputeDescription& c = *g.desc.compute;
     if (c.time_s <= 0) continue;
+    const double priced_s = std::max(c.time_s, static_cast<double>(c.kernels) * launch_s);
     const auto count = static_cast<double>(g.alone.empty() ? g.overlapped.size() : g.alone.size());
     for (double t : g.alone.empty() ? g.overlapped : g.alone) run_total_s += t;
     run_median_s += m.median_s * count;
+    for (const OpInstance* in : g.instances) {
+      if (in->overlapped != g.alone.empty()) continue;  // not among the instances m is the median of
+      by_step[in->measured_step].first += in->measured_s;
+      by_step[in->measured_step].second += m.median_s;
+    }
     out.run_op_times.instances += static_cast<int64_t>(count);
     auto add_family = [&](const std::string& family, double share, double predicted_s) {
       FamilyTotals& t = est.families[family];
@@ -120,13 +145,13 @@ ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, Fit
       ++t.ops;
     };
     for (const auto& part : c.gemms) {
-      const double share = part.time_s / c.time_s;
+      const double share = part.time_s / priced_s;
       est.gemms[{part.m, part.n, part.k, part.batch, part.accumulate}].push_back(
           {m.median_s * share, m.spread_s * share, m.repetitions});
       add_family("gemm", share, part.time_s);
     }
     for (const auto& part : c.memory) {
-      const double share = part.time_s / c.time_s;
+      const double share = part.time_s / priced_s;
       est.kernels[{part.family, part.bytes}].push_back({m.median_s * share, m.spread_s * share, m.repetitions});
       add_family(part.family, share, part.time_s);
     }
@@ -135,6 +160,11 @@ ComputeEstimates EstimateCompute(const std::map<std::string, Group>& groups, Fit
     out.run_op_times.mean_over_median = run_total_s / run_median_s;
     out.run_op_times.source = "refine";
   }
+  std::vector<double> step_ratios;
+  for (const auto& [step, sums] : by_step) {
+    if (sums.second > 0) step_ratios.push_back(sums.first / sums.second);
+  }
+  out.median_step_over_medians = Median(std::move(step_ratios));
   return est;
 }
 
@@ -230,7 +260,10 @@ FittedSamples FitSamples(const planner::PricedOps& priced, const std::vector<OpI
                          bool fit_contention) {
   FittedSamples out;
   const std::map<std::string, Group> groups = GroupInstances(priced, instances, out);
-  ComputeEstimates est = EstimateCompute(groups, out);
+  out.launch_bound = MeasureLaunchBound(groups);
+  out.launch_s = out.launch_bound ? std::min(priced.launch_overhead_s(), out.launch_bound->per_kernel_s)
+                                  : priced.launch_overhead_s();
+  ComputeEstimates est = EstimateCompute(groups, out.launch_s, out);
   AddPooledSamples(est, priced.dtype(), out);
   AddRunRatios(est.families, priced.dtype(), out);
   if (fit_contention) FitContention(std::move(est.ratios), out);

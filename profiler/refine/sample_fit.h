@@ -24,6 +24,7 @@ namespace parallax::profiler {
 struct OpInstance {
   OpIdentity id;
   int64_t predicted_bytes = -1;  //!< bytes arg of the predicted slice
+  int64_t measured_step = 0;     //!< the step of the measured slice (`id` is the predicted one's)
   double measured_s = 0;
   bool overlapped = false;  //!< a DP-communication slice of the same rank overlaps it (measured)
   //! DP-communication slices only: the part of the measured window that no compute op of the rank
@@ -54,6 +55,16 @@ struct CollectiveSample {
   CollectivePoint point;
 };
 
+//! The smallest measured time per kernel call of the trace's compute ops: an op's median over
+//! its kernel count (ComputeDescription::kernels). An op timed by the clock that timed it spent
+//! at most that on each launch, so the launch floor the planner charges (kernels x the launch
+//! overhead) cannot exceed it (launch_floor.h).
+struct LaunchBound {
+  double per_kernel_s = 0;
+  std::string group;  //!< the op group it comes from (ComputeGroupKey)
+  int64_t kernels = 0;
+};
+
 struct FittedSamples {
   std::vector<GemmSample> gemms;
   std::vector<KernelSample> kernels;
@@ -63,8 +74,18 @@ struct FittedSamples {
   //! Merged into the database as run factors (multiplying any it had).
   std::vector<RunFactor> run_ratios;
   //! The compute ops' measured times over their groups' medians (the same instances the samples
-  //! come from): the samples are medians, the run paid the mean.
+  //! come from), over every instance: how far a disturbance moved the run (refine.h RunDisturbed).
   RunOpTimes run_op_times;
+  //! The same ratio per measured step (its instances' times over their groups' medians), the
+  //! median over the steps: what the step the run is measured by (model/step_time.h, the median
+  //! step) paid above the samples, and what the refined database charges (CostDb::run_op_times).
+  //! A minority of slowed steps moves the mean of every op, not the median step. 0: none.
+  double median_step_over_medians = 0;
+  std::optional<LaunchBound> launch_bound;  //!< when some sampled op has a kernel count
+  //! The launch overhead per kernel call for the refined database: the priced ops' figure, or the
+  //! trace's bound where that is lower. The samples share each op's median against its work or
+  //! this floor, whichever is longer.
+  double launch_s = 0;
   std::optional<double> contention_factor;  //!< when some op ran both overlapped and alone
   ContentionFit contention;
   std::map<std::string, int64_t> not_sampled;  //!< reason -> op instances left out for it

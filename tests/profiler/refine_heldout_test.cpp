@@ -85,9 +85,15 @@ TEST_F(RefineLoop, RefiningOneLayoutImprovesItsPrediction) {
     std::printf("the traced run was disturbed: refine refused %s\n", j["disturbed"]["refused"].dump().c_str());
     EXPECT_EQ(j["disturbed"]["refused"], Json({"contention", "run_op_times"}));
   }
-  // The ops refine sampled: their measured total against the prediction, before and after. (The
-  // step time compares the simulator's step, which charges each op its mean, with the median step;
-  // on a run whose steps vary that gap is the run's, not the ops'.)
+  // The step: the refined prediction is of this layout's quiet step. Another process only
+  // lengthens the measured (median) step, so the check is one-sided: the prediction must not
+  // exceed it by more than a loose 15%. (Until 2026-11-28 the refined step was +30-34% on a quiet
+  // machine: every op cost at least its kernel count x the profile's 5 us CUDA launch, which the
+  // CPU executor's 1-10 us ops never paid, and refine shared each op's median against that floor.)
+  EXPECT_LT(after, 0.15) << "refined prediction over the measured step";
+  // The executor's smallest ops (under 1 us a kernel) bound the launch floor below the profile's.
+  EXPECT_TRUE(j["launch_overhead"]["lowered"].get<bool>()) << j["launch_overhead"].dump();
+  // The ops refine sampled: their measured total against the prediction, before and after.
   double measured = 0, err_before = 0, err_after = 0;
   for (const auto& f : j["families"]) {
     const double m = f["measured_s"].get<double>();
