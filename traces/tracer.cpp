@@ -19,7 +19,7 @@ void Tracer::InitNames() {
     }
     op_names_[k] = trace_.Intern(name);
   }
-  for (size_t s = 0; s <= static_cast<size_t>(Stream::kCpComm); ++s) {
+  for (size_t s = 0; s <= static_cast<size_t>(Stream::kEpComm); ++s) {
     stream_names_[s] = trace_.Intern(ToString(static_cast<Stream>(s)));
   }
 }

@@ -89,7 +89,7 @@ class Tracer {
   Trace trace_;
   static constexpr size_t kMaxOpKinds = 64;
   StringId op_names_[kMaxOpKinds] = {};
-  StringId stream_names_[8] = {};
+  StringId stream_names_[9] = {};
   uint64_t next_flow_id_ = 1;
   // Track(rank, stream) cache for small ranks: index rank * 8 + stream.
   std::vector<TrackId> rank_stream_cache_;

@@ -16,6 +16,8 @@ traces::Stream StreamOf(OpKind op) {
     case OpKind::kPpSend:
     case OpKind::kPpRecv: return traces::Stream::kPpComm;
     case OpKind::kCpSendRecv: return traces::Stream::kCpComm;
+    case OpKind::kMoeDispatch:
+    case OpKind::kMoeCombine: return traces::Stream::kEpComm;
     case OpKind::kDpAllReduce:
     case OpKind::kDpReduceScatter:
     case OpKind::kDpAllGather: return traces::Stream::kDpComm;
@@ -29,6 +31,7 @@ StreamKind StreamKindOf(OpKind op) {
     case traces::Stream::kPpComm: return StreamKind::kPpComm;
     case traces::Stream::kDpComm: return StreamKind::kDpComm;
     case traces::Stream::kCpComm: return StreamKind::kCpComm;
+    case traces::Stream::kEpComm: return StreamKind::kEpComm;
     default: return StreamKind::kCompute;
   }
 }
