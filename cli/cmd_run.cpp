@@ -237,7 +237,7 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "Write sharded checkpoints here (after the last step)");
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "Also checkpoint every N steps");
   cmd->add_flag("--resume", o->resume, "Resume from the latest checkpoint in --checkpoint-dir");
-  cmd->add_flag("--json", o->json, "Print one JSON object: losses, step_times_s, step_time_s (the run's step time: median after the first step), peak_memory_bytes (and peak_memory_by_kind), layout");
+  cmd->add_flag("--json", o->json, "Print one JSON object: losses (and aux_losses for an MoE model), step_times_s, step_time_s (the run's step time: median after the first step), peak_memory_bytes (and peak_memory_by_kind), layout");
   cmd->add_option("--trace", o->trace,
                   "Write the measured trace of every rank's ops (Chrome JSON, .gz ok); with --backend cuda, CUPTI "
                   "times them on the GPU and adds kernels, host launches and launch->kernel flows");

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <string>
 
+#include "executor/all_to_all.h"
 #include "executor/runtime/tp_ops.h"
 #include "executor/runtime/transformer_layer.h"
 
@@ -30,20 +31,14 @@ Result<Tensor> ExchangeRows(RuntimeContext& ctx, OpKind op, int64_t layer, Tenso
   if (ep.size() == 1) return send;
   const std::vector<int64_t> so = Offsets(send_rows), ro = Offsets(recv_rows);
   PX_ASSIGN(Tensor recv, ctx.Act(std::max<int64_t>(1, ro.back() * cols)));
-  const int me = ep.rank();
+  const auto me = static_cast<size_t>(ep.rank());
   ctx.backend->Copy({.dst = recv.at(ro[me] * cols), .src = send.at(so[me] * cols), .n = send_rows[me] * cols});
+  std::vector<int64_t> send_counts(send_rows), recv_counts(recv_rows);
+  for (int64_t& n : send_counts) n *= cols;
+  for (int64_t& n : recv_counts) n *= cols;
   const int64_t bytes = (so.back() - send_rows[me]) * cols * SizeOf(ctx.compute);
-  PX_TRY(RunCollective(ctx, op, layer, bytes, ep.size(), [&](Stream& s) -> Status {
-    Status st;
-    ep.GroupStart();
-    for (int r = 0; r < ep.size() && st; ++r) {
-      if (r == me) continue;
-      const size_t i = static_cast<size_t>(r);
-      if (send_rows[i] > 0) st = ep.Send(send.at(so[i] * cols), send_rows[i] * cols, r, 0, s);
-      if (st && recv_rows[i] > 0) st = ep.Recv(recv.at(ro[i] * cols), recv_rows[i] * cols, r, 0, s);
-    }
-    Status end = ep.GroupEnd();
-    return st ? end : st;
+  PX_TRY(RunCollective(ctx, op, layer, bytes, ep.size(), [&](Stream& s) {
+    return GroupedAllToAll(ep, send.ptr(), send_counts, recv.ptr(), recv_counts, 0, s);
   }));
   return recv;
 }

@@ -108,7 +108,13 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
     key.recompute = plan.layout.recompute;
     key.element_bytes = plan.training.precision == Precision::kFp32 ? 4 : 2;
     key.fp8_linear = plan.training.precision == Precision::kFp8;
-    t->rec_.set_catalogue(BuildOpCatalogue(plan.model, key, DefaultImplementation()));
+    key.ep = plan.layout.ep;
+    key.etp = plan.layout.expert_tp();
+    std::vector<int> kinds;
+    if (plan.model.moe()) {
+      for (int64_t i = 0; i < plan.model.layers; ++i) kinds.push_back(LayerKindOf(plan.model, i));
+    }
+    t->rec_.set_catalogue(BuildOpCatalogue(plan.model, key, DefaultImplementation()), std::move(kinds));
   }
   PX_ASSIGN(t->data_, DataSource::Create(options.data, plan.model.vocab, c.seq));
   PX_ASSIGN(t->model_, ShardedModel::Build(c));
