@@ -85,6 +85,8 @@ class Trainer {
   const RuntimeContext& context() const { return ctx_; }
   const DataSource& data() const { return *data_; }
   ShardedModel& model() { return *model_; }
+  //! The auxiliary (MoE load-balancing) loss of the last ComputeGradients (0 for a dense model).
+  double aux_loss() const { return aux_loss_; }
 
  private:
   Trainer(Backend& backend, int64_t rank) : rec_(&backend, rank) {}
