@@ -155,7 +155,7 @@ int Run(const RunOptions& o) {
                        {"staleness_histogram", report->staleness_histogram},
                        {"dropped_gradients", report->dropped_gradients}};
       }
-      PrintJson(Json{{"losses", report->losses},
+      Json out{{"losses", report->losses},
                      {"classic", classic},
                      {"step_times_s", report->step_times_s},
                      {"step_time_s", report->step_time_s()},
@@ -188,7 +188,10 @@ int Run(const RunOptions& o) {
                                       {"cpus", report->host_threads.cpus},
                                       {"ranks_on_node", report->host_threads.ranks_on_node},
                                       {"cpu_share", report->host_threads.cpu_share},
-                                      {"oversubscribed", report->host_threads.oversubscribed}}}});
+                                      {"oversubscribed", report->host_threads.oversubscribed}}}};
+      // The auxiliary load-balancing losses the step minimised beside `losses` (the LM loss).
+      if (plan.model.moe()) out["aux_losses"] = report->aux_losses;
+      PrintJson(out);
     } else {
       const executor::HostThreads& ht = report->host_threads;
       std::printf("threads: %lld per rank (%s; %lld CPU(s), %lld rank(s) on rank 0's host%s)\n",
@@ -234,7 +237,7 @@ void RegisterRunCommand(CLI::App& root, CliState& state) {
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "Write sharded checkpoints here (after the last step)");
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "Also checkpoint every N steps");
   cmd->add_flag("--resume", o->resume, "Resume from the latest checkpoint in --checkpoint-dir");
-  cmd->add_flag("--json", o->json, "Print one JSON object: losses, step_times_s, step_time_s (the run's step time: median after the first step), peak_memory_bytes (and peak_memory_by_kind), layout");
+  cmd->add_flag("--json", o->json, "Print one JSON object: losses (and aux_losses for an MoE model), step_times_s, step_time_s (the run's step time: median after the first step), peak_memory_bytes (and peak_memory_by_kind), layout");
   cmd->add_option("--trace", o->trace,
                   "Write the measured trace of every rank's ops (Chrome JSON, .gz ok); with --backend cuda, CUPTI "
                   "times them on the GPU and adds kernels, host launches and launch->kernel flows");

@@ -48,6 +48,7 @@ const char* ToString(StreamKind s) {
     case StreamKind::kDpComm: return "dp-comm";
     case StreamKind::kPpComm: return "pp-comm";
     case StreamKind::kCpComm: return "cp-comm";
+    case StreamKind::kEpComm: return "ep-comm";
   }
   return "?";
 }

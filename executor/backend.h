@@ -94,9 +94,10 @@ class Tensor {
 };
 
 //! The streams of a rank; each is one track of the trace. kCpComm carries context parallelism's
-//! ring exchanges, so they overlap the attention blocks on the compute stream.
-enum class StreamKind { kCompute, kTpComm, kDpComm, kPpComm, kCpComm };
-inline constexpr int kStreamKinds = 5;
+//! ring exchanges, so they overlap the attention blocks on the compute stream; kEpComm an MoE layer's
+//! token all-to-all (dispatch and combine) over the expert-parallel group.
+enum class StreamKind { kCompute, kTpComm, kDpComm, kPpComm, kCpComm, kEpComm };
+inline constexpr int kStreamKinds = 6;
 const char* ToString(StreamKind s);
 
 //! A backend's stream (implementation-specific; the runtime names streams by StreamKind).

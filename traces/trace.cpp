@@ -8,7 +8,7 @@ namespace parallax::traces {
 namespace {
 
 constexpr const char* kStreamNames[] = {"compute", "tp-comm", "dp-comm", "pp-comm",
-                                        "host",    "comm",    "other",   "cp-comm"};
+                                        "host",    "comm",    "other",   "cp-comm", "ep-comm"};
 
 uint64_t TrackKey(int64_t pid, int64_t tid) {
   const auto a = static_cast<uint64_t>(pid);
@@ -34,7 +34,7 @@ std::optional<Stream> StreamFromString(std::string_view s) {
 
 bool IsCommStream(Stream s) {
   return s == Stream::kTpComm || s == Stream::kDpComm || s == Stream::kPpComm || s == Stream::kComm ||
-         s == Stream::kCpComm;
+         s == Stream::kCpComm || s == Stream::kEpComm;
 }
 
 bool PackedIdentity::Fits(const OpIdentity& id) {

@@ -22,10 +22,11 @@ namespace parallax::traces {
 
 //! What a track runs. The first five are the rank streams of a parallax trace; kComm is
 //! communication of unknown parallel dimension (imported NCCL streams), kOther a free-form track;
-//! kCpComm (last, so the earlier values keep their numbers) is a rank's context-parallel stream.
-enum class Stream : uint8_t { kCompute, kTpComm, kDpComm, kPpComm, kHost, kComm, kOther, kCpComm };
+//! kCpComm (after them, so the earlier values keep their numbers) is a rank's context-parallel
+//! stream, kEpComm its expert-parallel (MoE all-to-all) stream.
+enum class Stream : uint8_t { kCompute, kTpComm, kDpComm, kPpComm, kHost, kComm, kOther, kCpComm, kEpComm };
 
-//! "compute", "tp-comm", "dp-comm", "pp-comm", "host", "comm", "other", "cp-comm"
+//! "compute", "tp-comm", "dp-comm", "pp-comm", "host", "comm", "other", "cp-comm", "ep-comm"
 const char* ToString(Stream s);
 std::optional<Stream> StreamFromString(std::string_view s);
 bool IsCommStream(Stream s);

@@ -19,7 +19,7 @@ void Tracer::InitNames() {
     }
     op_names_[k] = trace_.Intern(name);
   }
-  for (size_t s = 0; s <= static_cast<size_t>(Stream::kCpComm); ++s) {
+  for (size_t s = 0; s < kCachedStreams; ++s) {
     stream_names_[s] = trace_.Intern(ToString(static_cast<Stream>(s)));
   }
 }
@@ -30,7 +30,7 @@ TrackId Tracer::Track(int64_t rank, Stream stream) {
   const auto s = static_cast<size_t>(stream);
   constexpr size_t kMaxCachedRank = 1 << 16;
   const bool cacheable = rank >= 0 && static_cast<size_t>(rank) < kMaxCachedRank;
-  const size_t slot = cacheable ? static_cast<size_t>(rank) * 8 + s : 0;
+  const size_t slot = cacheable ? static_cast<size_t>(rank) * kCachedStreams + s : 0;
   if (cacheable && slot < rank_stream_cache_.size() && rank_stream_cache_[slot] != UINT32_MAX) {
     return rank_stream_cache_[slot];
   }
@@ -51,7 +51,7 @@ TrackId Tracer::Track(int64_t rank, Stream stream) {
     id = trace_.AddTrack(std::move(t));
   }
   if (cacheable) {
-    if (slot >= rank_stream_cache_.size()) rank_stream_cache_.resize(slot + 8, UINT32_MAX);
+    if (slot >= rank_stream_cache_.size()) rank_stream_cache_.resize(slot + kCachedStreams, UINT32_MAX);
     rank_stream_cache_[slot] = id;
   }
   return id;

@@ -89,9 +89,11 @@ class Tracer {
   Trace trace_;
   static constexpr size_t kMaxOpKinds = 64;
   StringId op_names_[kMaxOpKinds] = {};
-  StringId stream_names_[8] = {};
+  //! Every Stream value (the last is kEpComm).
+  static constexpr size_t kCachedStreams = static_cast<size_t>(Stream::kEpComm) + 1;
+  StringId stream_names_[kCachedStreams] = {};
   uint64_t next_flow_id_ = 1;
-  // Track(rank, stream) cache for small ranks: index rank * 8 + stream.
+  // Track(rank, stream) cache for small ranks: index rank * kCachedStreams + stream.
   std::vector<TrackId> rank_stream_cache_;
 };
 

@@ -54,6 +54,12 @@ struct RuntimeContext {
   int64_t init_threads = 1;  //!< host threads that generate the initial weights
   float loss_scale = 1;      //!< d(step loss)/d(token loss) = 1 / (global_batch * seq)
   Tensor loss_sum;           //!< one fp64 on the backend: this rank's summed token losses of the step
+  //! Mixture of experts: this rank's shares of the step's auxiliary load-balancing losses, summed
+  //! over its MoE layers and micro-batches (host; the world's sum over micro-batches per step).
+  double aux_loss_sum = 0;
+  //! d(step loss)/d(one micro-batch's auxiliary loss): micro_batch / global_batch (the step's loss
+  //! is the mean over micro-batches of LM + auxiliary loss, as Megatron-Core scales it).
+  double aux_loss_weight = 1;
   //! ZeRO 2/3 groups with a reduce-scatter in flight (at most one: folded at the next flush).
   std::vector<ParamGroup*> pending_grad_groups;
 

@@ -24,11 +24,11 @@ Status FoldPending(RuntimeContext& ctx, ParamGroup& g) {
 }  // namespace
 
 Status ReduceSequenceParallelGrads(RuntimeContext& ctx, ParamGroup& g, const Tensor& full_grads) {
-  if (!ctx.sp) return {};
+  if (ctx.tp == 1) return {};
   // One all-reduce per partial parameter on the tp stream; the compute stream waits only once.
   bool any = false;
   for (const ParamSpec& p : g.params()) {
-    if (!p.sequence_parallel_partial) continue;
+    if (!(ctx.sp && p.sequence_parallel_partial) && !p.tp_partial) continue;
     any = true;
     PX_TRY(RunCollectiveAt(
         ctx, OpKind::kTpAllReduce, ctx.rec->where().microbatch, g.stage, g.layer, Phase::kBwd, p.numel() * 4,

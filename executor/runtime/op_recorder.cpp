@@ -16,6 +16,8 @@ traces::Stream StreamOf(OpKind op) {
     case OpKind::kPpSend:
     case OpKind::kPpRecv: return traces::Stream::kPpComm;
     case OpKind::kCpSendRecv: return traces::Stream::kCpComm;
+    case OpKind::kMoeDispatch:
+    case OpKind::kMoeCombine: return traces::Stream::kEpComm;
     case OpKind::kDpAllReduce:
     case OpKind::kDpReduceScatter:
     case OpKind::kDpAllGather: return traces::Stream::kDpComm;
@@ -29,6 +31,7 @@ StreamKind StreamKindOf(OpKind op) {
     case traces::Stream::kPpComm: return StreamKind::kPpComm;
     case traces::Stream::kDpComm: return StreamKind::kDpComm;
     case traces::Stream::kCpComm: return StreamKind::kCpComm;
+    case traces::Stream::kEpComm: return StreamKind::kEpComm;
     default: return StreamKind::kCompute;
   }
 }
@@ -38,7 +41,8 @@ OpRecorder::OpRecorder(Backend* backend, int64_t rank)
 
 OpRecorder::~OpRecorder() = default;
 
-void OpRecorder::set_catalogue(const OpCatalogue& catalogue) {
+void OpRecorder::set_catalogue(const OpCatalogue& catalogue, std::vector<int> layer_kinds) {
+  layer_kinds_ = std::move(layer_kinds);
   for (auto& in_layer : tags_) {
     for (auto& by_op : in_layer) {
       for (Tag& t : by_op) t = Tag{};
@@ -54,6 +58,9 @@ void OpRecorder::set_catalogue(const OpCatalogue& catalogue) {
     }
   };
   fill(catalogue.layer, 1);
+  for (size_t k = 0; k < catalogue.kinds.size() && k < static_cast<size_t>(kLayerKinds); ++k) {
+    fill(catalogue.kinds[k].fwd.empty() ? catalogue.layer : catalogue.kinds[k], 2 + k);
+  }
   fill(catalogue.embedding, 0);
   fill(catalogue.head, 0);
   has_catalogue_ = true;
@@ -68,7 +75,7 @@ OpRecorder::Scope::Scope(OpRecorder* r, OpIdentity id, double flops, int64_t byt
   op.flops = flops;
   op.bytes = bytes;
   if (r_->has_catalogue_ && op.stream == traces::Stream::kCompute) {
-    const Tag& t = r_->tags_[id.layer >= 0 ? 1 : 0][static_cast<size_t>(id.op)][static_cast<size_t>(id.phase)];
+    const Tag& t = r_->tags_[r_->UnitOf(id.layer)][static_cast<size_t>(id.op)][static_cast<size_t>(id.phase)];
     if (t.flops >= 0) {
       op.flops = t.flops > 0 ? t.flops : -1;
       if (op.bytes < 0 && t.bytes > 0) op.bytes = static_cast<int64_t>(t.bytes);

@@ -71,7 +71,9 @@ class OpRecorder {
   //! The op catalogue of the run (model/op_catalogue.h): every op recorded afterwards is tagged
   //! with its entry's FLOPs (Megatron's convention, as the planner's predicted trace) and, for a
   //! compute op, HBM bytes. The catalogue is the one definition; callers pass no FLOPs of their own.
-  void set_catalogue(const OpCatalogue& catalogue);
+  //! `layer_kinds`: each global layer's LayerKindOf (an MoE layer's ops are tagged from its kind's
+  //! list); empty: every layer is tagged from catalogue.layer.
+  void set_catalogue(const OpCatalogue& catalogue, std::vector<int> layer_kinds = {});
   //! A device activity tracer (CUPTI): every op is bracketed with EnterOp/ExitOp, and Resolve
   //! re-times the ops from the device's own records and keeps those records for the trace.
   //! Null (the default): events alone time the ops.
@@ -124,7 +126,8 @@ class OpRecorder {
   Event epoch_;
   Where where_;
   std::vector<MeasuredOp> ops_;
-  //! Catalogue FLOPs and bytes by [in_layer][op][phase]; flops < 0: no entry.
+  //! Catalogue FLOPs and bytes by [unit][op][phase] (unit 0: outside the layers; 1: a layer of
+  //! catalogue.layer's kind; 2 + k: a layer of kind k); flops < 0: no entry.
   struct Tag {
     double flops = -1;
     double bytes = -1;
@@ -132,7 +135,13 @@ class OpRecorder {
   static constexpr size_t kOpKinds = static_cast<size_t>(kLastOpKind) + 1;
   static constexpr size_t kPhases = 5;
   bool has_catalogue_ = false;
-  Tag tags_[2][kOpKinds][kPhases] = {};
+  Tag tags_[2 + kLayerKinds][kOpKinds][kPhases] = {};
+  std::vector<int> layer_kinds_;
+  size_t UnitOf(int64_t layer) const {
+    if (layer < 0) return 0;
+    const auto i = static_cast<size_t>(layer);
+    return i < layer_kinds_.size() ? 2 + static_cast<size_t>(layer_kinds_[i]) : 1;
+  }
   uint64_t first_key_ = 1;       //!< ops_[i]'s key for the device tracer is first_key_ + i
   size_t device_from_ = 0;      //!< first op not yet matched with device records
   DeviceActivity* activity_ = nullptr;

@@ -11,7 +11,7 @@ void AppendGradSquareSpans(RuntimeContext& ctx, const ParamGroup& g, std::vector
   if (!g.counts_in_norm) return;
   const int64_t lo_shard = g.shard_begin(), hi_shard = g.shard_begin() + g.shard_size();
   for (const ParamSpec& p : g.params()) {
-    if (p.tp_replicated() && ctx.groups->coords.tp_idx != 0) continue;
+    if (p.tp_replicated() && !g.experts && ctx.groups->coords.tp_idx != 0) continue;
     const int64_t lo = std::max(lo_shard, p.offset), hi = std::min(hi_shard, p.offset + p.numel());
     if (lo >= hi) continue;
     spans->push_back(DevSpan{g.grads().at(g.grad_storage_index(lo)), hi - lo});

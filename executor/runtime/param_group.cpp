@@ -24,7 +24,7 @@ ZeroConfig ZeroConfigFor(const RuntimeContext& ctx, const ParamGroupDef& def) {
 Communicator& ReductionComm(const RuntimeContext& ctx, ReductionGroup g) {
   switch (g) {
     case ReductionGroup::kDpCp: return ctx.groups->DpCp();
-    case ReductionGroup::kExpertDp: return ctx.groups->DpCp();  // never reached: MoE models are refused (issue 37 item 5)
+    case ReductionGroup::kExpertDp: return *ctx.groups->expert_dp;
   }
   return ctx.groups->DpCp();
 }

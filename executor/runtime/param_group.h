@@ -42,6 +42,9 @@ struct ParamSpec {
   //! The gradient is a partial sum per TP rank under sequence parallelism (norm weights, biases
   //! added after a reduce-scatter, position embedding): all-reduced over TP before DP sync.
   bool sequence_parallel_partial = false;
+  //! The gradient is a partial sum per TP rank in every layout with tp > 1 (an MoE router: each TP
+  //! rank routes its own share of the tokens): all-reduced over TP before DP sync.
+  bool tp_partial = false;
 
   // Filled by ParamGroup:
   int64_t local_rows = 0, local_cols = 0;
@@ -137,6 +140,9 @@ class ParamGroup {
   //! Whether this copy counts in the global gradient norm (false for the last stage's copy of
   //! a tied word embedding, which the first stage already counts).
   bool counts_in_norm = true;
+  //! A layer's routed experts (model/param_groups.h kExperts): whole on every rank (etp = 1) yet
+  //! distinct across the tp ranks, so every rank counts its shard in the gradient norm.
+  bool experts = false;
   int64_t layer = -1;  //!< global layer for trace identities (-1: embedding/head)
   int64_t stage = -1;  //!< model stage that holds the group
 

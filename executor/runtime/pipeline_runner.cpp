@@ -229,7 +229,7 @@ Status PipelineStep::Forward(size_t i) {
   }
   st.layers.resize(ch.layers.size());
   for (size_t j = 0; j < ch.layers.size(); ++j) {
-    Acquired a(ctx_, {&ch.layers[j].group()}, ch.layers[j].layer());
+    Acquired a(ctx_, {&ch.layers[j].group(), ch.layers[j].experts()}, ch.layers[j].layer());
     PX_TRY(a.Outcome());
     // ZeRO-3: the next layer's gather overlaps this layer's compute.
     if (j + 1 < ch.layers.size()) PX_TRY(ch.layers[j + 1].group().Prefetch(ctx_, ch.layers[j + 1].layer()));
@@ -261,12 +261,13 @@ Status PipelineStep::Backward(size_t i) {
   for (size_t j = ch.layers.size(); j-- > 0;) {
     TransformerLayer& layer = ch.layers[j];
     {
-      Acquired a(ctx_, {&layer.group()}, layer.layer());
+      Acquired a(ctx_, {&layer.group(), layer.experts()}, layer.layer());
       PX_TRY(a.Outcome());
       if (j > 0) PX_TRY(ch.layers[j - 1].group().Prefetch(ctx_, ch.layers[j - 1].layer()));
       PX_ASSIGN(dx, layer.Backward(ctx_, st.layers[j], std::move(dx)));
     }
     PX_TRY(SyncGroup(ctx_, layer.group(), last_backward));
+    if (layer.experts() != nullptr) PX_TRY(SyncGroup(ctx_, *layer.experts(), last_backward));
   }
   if (ch.first) {
     Acquired a(ctx_, {model_.words(), model_.positions()}, -1);

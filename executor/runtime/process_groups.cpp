@@ -2,7 +2,7 @@
 
 namespace parallax::executor {
 
-Result<ProcessGroups> CreateProcessGroups(const Layout& l, Communicator& world, bool tied_embedding_group) {
+Result<ProcessGroups> CreateProcessGroups(const Layout& l, Communicator& world, bool tied_embedding_group, bool moe) {
   ProcessGroups g;
   g.rank = world.rank();
   g.coords = CoordsOf(l, g.rank);
@@ -13,6 +13,10 @@ Result<ProcessGroups> CreateProcessGroups(const Layout& l, Communicator& world, 
   if (l.cp > 1) {
     PX_ASSIGN(g.cp, world.Split(CpGroupRanks(l, g.rank)));
     PX_ASSIGN(g.dp_cp, world.Split(DpCpGroupRanks(l, g.rank)));
+  }
+  if (moe) {
+    PX_ASSIGN(g.ep, world.Split(GroupRanks(l, g.rank, RankGroup::kEp)));
+    PX_ASSIGN(g.expert_dp, world.Split(GroupRanks(l, g.rank, RankGroup::kExpertDp)));
   }
   // Every rank takes part in the split (middle stages form groups of one and drop them).
   auto emb = world.Split(EmbeddingGroupRanks(l, g.rank));

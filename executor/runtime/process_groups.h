@@ -33,8 +33,14 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> dp_cp;
   Communicator& DpCp() const { return dp_cp ? *dp_cp : *dp; }
   std::unique_ptr<Communicator> embedding;  //!< null unless tied embeddings with pp > 1 on its ends
+  //! Mixture of experts (model/rank_groups.h kEp, kExpertDp): the token all-to-all's group and the
+  //! expert gradients' reduction group; both null for a dense model.
+  std::unique_ptr<Communicator> ep;
+  std::unique_ptr<Communicator> expert_dp;
 };
 
-Result<ProcessGroups> CreateProcessGroups(const Layout& l, Communicator& world, bool tied_embedding_group);
+//! `moe`: the model has expert layers (the ep and expert-dp groups are created).
+Result<ProcessGroups> CreateProcessGroups(const Layout& l, Communicator& world, bool tied_embedding_group,
+                                          bool moe = false);
 
 }  // namespace parallax::executor

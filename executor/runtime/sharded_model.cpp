@@ -1,5 +1,6 @@
 #include "executor/runtime/sharded_model.h"
 
+#include "model/rank_groups.h"
 #include "model/schedule.h"
 #include "model/stage_split.h"
 
@@ -7,14 +8,16 @@ namespace parallax::executor {
 namespace {
 
 //! The parameters of a group of kind `def.kind` (a layer's also fill `ix`).
-std::vector<ParamSpec> SpecsOf(const ModelSpec& m, const ParamGroupDef& def, LayerParamIndex* ix) {
+std::vector<ParamSpec> SpecsOf(const RuntimeContext& ctx, const ParamGroupDef& def, LayerParamIndex* ix) {
+  const ModelSpec& m = ctx.model;
   switch (def.kind) {
     case ParamGroupKind::kWordEmbedding:
     case ParamGroupKind::kTiedEmbeddingCopy: return WordEmbeddingSpecs(m);
     case ParamGroupKind::kPositionEmbedding: return PositionEmbeddingSpecs(m);
     case ParamGroupKind::kLayer: return LayerParamSpecs(m, def.layer, ix);
     case ParamGroupKind::kHead: return HeadSpecs(m);
-    case ParamGroupKind::kExperts: return {};  // the trainer refuses MoE models (issue 37 item 5)
+    case ParamGroupKind::kExperts:
+      return ExpertParamSpecs(m, def.layer, ctx.layout.ep, IndexInGroup(ctx.layout, ctx.groups->coords, RankGroup::kEp));
   }
   return {};
 }
@@ -49,7 +52,7 @@ Result<std::unique_ptr<ShardedModel>> ShardedModel::Build(RuntimeContext& ctx) {
     for (; next < defs.size() && defs[next].chunk == c; ++next) {
       const ParamGroupDef& def = defs[next];
       LayerParamIndex ix;
-      ParamGroup* g = sm->AddGroup(ctx, def, SpecsOf(m, def, &ix));
+      ParamGroup* g = sm->AddGroup(ctx, def, SpecsOf(ctx, def, &ix));
       if (def.kind == ParamGroupKind::kLayer) {
         if (ctx.fp8) {
           PX_ASSIGN(auto scales, Fp8Scales::Create(*ctx.backend, static_cast<int64_t>(g->params().size()),
@@ -57,6 +60,11 @@ Result<std::unique_ptr<ShardedModel>> ShardedModel::Build(RuntimeContext& ctx) {
           g->set_fp8(std::move(scales));
         }
         ch.layers.emplace_back(def.layer, g, ix);
+        continue;
+      }
+      if (def.kind == ParamGroupKind::kExperts) {  // listed right after its layer
+        g->experts = true;
+        ch.layers.back().set_experts(g);
         continue;
       }
       if (def.kind == ParamGroupKind::kWordEmbedding) sm->words_ = g;

@@ -7,6 +7,7 @@
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/fp8_linear.h"
 #include "executor/runtime/grad_sync.h"
+#include "executor/runtime/moe_layer.h"
 #include "executor/runtime/optimizer.h"
 #include "executor/runtime/pipeline_runner.h"
 
@@ -33,10 +34,11 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
     return BadInput("plan: sequence_parallel needs tp=" + s(l.tp) + " to divide the tokens of a micro-batch on a cp " +
                     "rank (" + s(seq / l.cp * l.micro_batch) + ")");
   }
-  // Issue 37 item 5 (the executor's experts, MLA, local attention) is not built yet: refuse by name.
-  if (m.moe() || m.mla() || m.attention_window > 0 || m.head_size > 0) {
+  if (const std::string moe = MoeExecutionProblem(plan, seq); !moe.empty()) return BadInput(moe);
+  // Issue 37 item 5 (MLA, local attention) is not built yet: refuse by name.
+  if (m.mla() || m.attention_window > 0 || m.head_size > 0) {
     return BadInput("model: the executor does not run " +
-                    std::string(m.moe() ? "mixture-of-experts layers" : m.mla() ? "multi-head latent attention"
+                    std::string(m.mla() ? "multi-head latent attention"
                                 : m.attention_window > 0 ? "local (sliding or chunked) attention"
                                                          : "head_dim other than hidden/heads") +
                     " yet; `parallax plan` and `simulate` price it");
@@ -56,7 +58,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
   }
   auto t = std::unique_ptr<Trainer>(new Trainer(backend, world.rank()));
   t->options_ = options;
-  PX_ASSIGN(t->groups_, CreateProcessGroups(plan.layout, world, plan.model.tie_embeddings));
+  PX_ASSIGN(t->groups_, CreateProcessGroups(plan.layout, world, plan.model.tie_embeddings, plan.model.moe()));
   RuntimeContext& c = t->ctx_;
   c.backend = &backend;
   c.groups = &t->groups_;
@@ -78,6 +80,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
   c.sp = plan.layout.sequence_parallel && c.tp > 1;
   c.local_tokens = c.sp ? c.tokens / c.tp : c.tokens;
   c.loss_scale = static_cast<float>(1.0 / static_cast<double>(plan.layout.global_batch * c.seq));
+  c.aux_loss_weight = static_cast<double>(c.batch) / static_cast<double>(plan.layout.global_batch);
   switch (plan.training.precision) {
     case Precision::kFp32: c.compute = DType::kF32; break;
     case Precision::kBf16: c.compute = DType::kBf16; break;
@@ -105,7 +108,13 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const Plan& plan, Backend& back
     key.recompute = plan.layout.recompute;
     key.element_bytes = plan.training.precision == Precision::kFp32 ? 4 : 2;
     key.fp8_linear = plan.training.precision == Precision::kFp8;
-    t->rec_.set_catalogue(BuildOpCatalogue(plan.model, key, DefaultImplementation()));
+    key.ep = plan.layout.ep;
+    key.etp = plan.layout.expert_tp();
+    std::vector<int> kinds;
+    if (plan.model.moe()) {
+      for (int64_t i = 0; i < plan.model.layers; ++i) kinds.push_back(LayerKindOf(plan.model, i));
+    }
+    t->rec_.set_catalogue(BuildOpCatalogue(plan.model, key, DefaultImplementation()), std::move(kinds));
   }
   PX_ASSIGN(t->data_, DataSource::Create(options.data, plan.model.vocab, c.seq));
   PX_ASSIGN(t->model_, ShardedModel::Build(c));
@@ -126,7 +135,13 @@ Result<double> Trainer::ComputeGradients() {
     for (ParamGroup* g : model_->groups()) be.Fill(g->grads().ptr(), g->grads().numel(), 0.0f);
   }
   PX_ASSIGN(ctx_.loss_sum, be.AllocateZeroed(1, DType::kF64, MemoryKind::kWorkspace));
+  ctx_.aux_loss_sum = 0;
   PX_TRY(RunPipelineStep(ctx_, *model_, *data_, step_));
+  if (ctx_.model.moe()) {
+    // Every rank's shares of every micro-batch's auxiliary losses: their mean over micro-batches.
+    PX_TRY(groups_.world->HostAllReduce(&ctx_.aux_loss_sum, 1, ReduceOp::kSum));
+    aux_loss_ = ctx_.aux_loss_sum * ctx_.aux_loss_weight;
+  }
   ParamGroup* tied = groups_.embedding ? model_->tied_pair() : nullptr;
   PX_TRY(FinishGradSync(ctx_, model_->groups(), tied));
   // Every last-stage TP rank 0 holds its replica's micro-batch losses: one readback per step.
@@ -170,6 +185,7 @@ Result<StepResult> Trainer::Step(const GradientHook& hook) {
   StepResult r;
   r.step = step_;
   r.loss = loss;
+  r.aux_loss = aux_loss_;
   r.step_time_s = seconds;
   r.grad_norm = opt.grad_norm;
   r.skipped = opt.skipped;

@@ -40,6 +40,9 @@ struct TrainerOptions {
 struct StepResult {
   int64_t step = 0;        //!< 0-based index of the step just run
   double loss = 0;         //!< mean cross-entropy over the global batch (identical on every rank)
+  //! MoE: the auxiliary load-balancing losses (summed over the MoE layers, mean over micro-batches)
+  //! the step also minimised; 0 for a dense model.
+  double aux_loss = 0;
   double step_time_s = 0;  //!< slowest rank's wall time of the step
   double grad_norm = 0;
   bool skipped = false;    //!< fp16 overflow: no update, loss scale halved
@@ -82,6 +85,8 @@ class Trainer {
   const RuntimeContext& context() const { return ctx_; }
   const DataSource& data() const { return *data_; }
   ShardedModel& model() { return *model_; }
+  //! The auxiliary (MoE load-balancing) loss of the last ComputeGradients (0 for a dense model).
+  double aux_loss() const { return aux_loss_; }
 
  private:
   Trainer(Backend& backend, int64_t rank) : rec_(&backend, rank) {}
@@ -92,6 +97,7 @@ class Trainer {
   std::unique_ptr<ShardedModel> model_;
   std::unique_ptr<DataSource> data_;
   int64_t step_ = 0;
+  double aux_loss_ = 0;  //!< the last ComputeGradients' auxiliary loss (StepResult::aux_loss)
 };
 
 }  // namespace parallax::executor

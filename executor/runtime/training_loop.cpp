@@ -92,6 +92,7 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
       return r.error();
     }
     report.losses.push_back(r->loss);
+    report.aux_losses.push_back(r->aux_loss);
     report.step_times_s.push_back(r->step_time_s);
     report.grad_norms.push_back(r->grad_norm);
     report.skipped.push_back(r->skipped);

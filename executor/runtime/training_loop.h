@@ -51,6 +51,7 @@ struct ProfilingReport {
 
 struct TrainingReport {
   std::vector<double> losses;
+  std::vector<double> aux_losses;  //!< MoE: StepResult::aux_loss per step (0 for a dense model)
   std::vector<double> step_times_s;
   std::vector<double> grad_norms;
   std::vector<bool> skipped;  //!< fp16 overflow steps

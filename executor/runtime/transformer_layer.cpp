@@ -142,7 +142,7 @@ void LinearBackward(Backend& be, const LinearBackwardArgs& a) {
 std::vector<ParamSpec> LayerParamSpecs(const ModelSpec& m, int64_t layer, LayerParamIndex* ix) {
   std::vector<ParamSpec> out;
   const std::string prefix = "layer" + std::to_string(layer) + ".";
-  const int64_t h = m.hidden, q = m.heads * m.head_dim(), kv = m.kv_dim(), f = m.ffn_hidden;
+  const int64_t h = m.hidden, q = m.heads * m.head_dim(), kv = m.kv_dim(), f = MlpWidth(m, layer);
   const float std_out = 0.02f / std::sqrt(2.0f * static_cast<float>(m.layers));
   auto add = [&](const std::string& name, int64_t rows, int64_t cols, ShardDim shard, InitKind init, float sd,
                  bool decay, bool sp_partial) {
@@ -171,17 +171,26 @@ std::vector<ParamSpec> LayerParamSpecs(const ModelSpec& m, int64_t layer, LayerP
   if (m.bias) ix->bo = add("bo", 1, h, ShardDim::kNone, InitKind::kZeros, 0, false, true);
   ix->ln2_w = add("ln2_w", 1, h, ShardDim::kNone, InitKind::kOnes, 0, false, true);
   if (ln && m.bias) ix->ln2_b = add("ln2_b", 1, h, ShardDim::kNone, InitKind::kZeros, 0, false, true);
-  if (m.mlp == MlpKind::kSwiglu) {
-    ix->fc1 = add("fc1_gate", f, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
-    if (m.bias) ix->b1 = add("b1_gate", 1, f, ShardDim::kCols, InitKind::kZeros, 0, false, false);
-    ix->up = add("fc1_up", f, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
-    if (m.bias) ix->bup = add("b1_up", 1, f, ShardDim::kCols, InitKind::kZeros, 0, false, false);
-  } else {
-    ix->fc1 = add("fc1", f, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
-    if (m.bias) ix->b1 = add("b1", 1, f, ShardDim::kCols, InitKind::kZeros, 0, false, false);
+  // An MoE layer: the router (whole on every TP rank, its gradient partial over TP) and, in place of
+  // the dense MLP, its shared experts (column/row parallel like it).
+  const bool moe = IsMoeLayer(m, layer);
+  if (moe) {
+    ix->router = add("router", m.experts, h, ShardDim::kNone, InitKind::kNormal, 0.02f, true, false);
+    out.back().tp_partial = true;
   }
-  ix->fc2 = add("fc2", h, f, ShardDim::kCols, InitKind::kNormal, std_out, true, false);
-  if (m.bias) ix->b2 = add("b2", 1, h, ShardDim::kNone, InitKind::kZeros, 0, false, true);
+  const std::string mlp = moe ? "shared_" : "";
+  if (MlpWidth(m, layer) == 0) return out;
+  if (m.mlp == MlpKind::kSwiglu) {
+    ix->fc1 = add(mlp + "fc1_gate", f, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
+    if (m.bias) ix->b1 = add(mlp + "b1_gate", 1, f, ShardDim::kCols, InitKind::kZeros, 0, false, false);
+    ix->up = add(mlp + "fc1_up", f, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
+    if (m.bias) ix->bup = add(mlp + "b1_up", 1, f, ShardDim::kCols, InitKind::kZeros, 0, false, false);
+  } else {
+    ix->fc1 = add(mlp + "fc1", f, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
+    if (m.bias) ix->b1 = add(mlp + "b1", 1, f, ShardDim::kCols, InitKind::kZeros, 0, false, false);
+  }
+  ix->fc2 = add(mlp + "fc2", h, f, ShardDim::kCols, InitKind::kNormal, std_out, true, false);
+  if (m.bias) ix->b2 = add(mlp + "b2", 1, h, ShardDim::kNone, InitKind::kZeros, 0, false, true);
   return out;
 }
 
@@ -257,10 +266,8 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
 }
 
 Result<Tensor> TransformerLayer::MlpBlockForward(RuntimeContext& ctx, LayerCache& c, Tensor attn) {
-  Backend& be = *ctx.backend;
-  OpRecorder& rec = *ctx.rec;
   const ModelSpec& m = ctx.model;
-  const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, F = m.ffn_hidden / ctx.tp;
+  const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens;
 
   PX_ASSIGN(c.h, ctx.Act(Tl * H));
   // h = x + attention output + bo, fused into the MLP norm.
@@ -272,6 +279,29 @@ Result<Tensor> TransformerLayer::MlpBlockForward(RuntimeContext& ctx, LayerCache
   c.mg_local = std::move(n2.local);
   c.mg = std::move(n2.region);
   attn.Reset();
+  PX_ASSIGN(Tensor y, DenseMlpForward(ctx, c, MlpWidth(m, layer_) / ctx.tp));
+  if (experts_ != nullptr) {
+    // Each TP rank routes its share of the rows; their outputs join the shared experts' partial
+    // sums, so the region's exit sums them over TP with the rest.
+    const int64_t rows = T / ctx.tp, r0 = ctx.groups->coords.tp_idx * rows;
+    c.moe = std::make_shared<MoeCache>();
+    PX_TRY(MoeForward(ctx, Moe(), c.mg.at(r0 * H), rows, y.at(r0 * H), *c.moe));
+    if (ctx.sp) c.mg.Reset();
+  }
+  PX_ASSIGN(Tensor y2, LeaveRegion(ctx, std::move(y), H, layer_));
+  PX_ASSIGN(Tensor out, ctx.Act(Tl * H));
+  // out = h + MLP output + b2, one pass
+  ctx.backend->ResidualAdd(
+      {.x = y2.ptr(), .residual = c.h.ptr(), .bias = P(ix_.b2), .out = out.ptr(), .rows = Tl, .cols = H});
+  return out;
+}
+
+Result<Tensor> TransformerLayer::DenseMlpForward(RuntimeContext& ctx, LayerCache& c, int64_t F) {
+  Backend& be = *ctx.backend;
+  OpRecorder& rec = *ctx.rec;
+  const ModelSpec& m = ctx.model;
+  const int64_t H = m.hidden, T = ctx.tokens;
+  if (F == 0) return ctx.ActZeroed(T * H);
   const bool swiglu = m.mlp == MlpKind::kSwiglu;
   PX_ASSIGN(c.f1, ctx.Act(T * F));
   if (swiglu) {
@@ -288,7 +318,7 @@ Result<Tensor> TransformerLayer::MlpBlockForward(RuntimeContext& ctx, LayerCache
                      .fp8 = F8(ix_.up)});
     }
   }
-  if (ctx.sp) c.mg.Reset();
+  if (ctx.sp && experts_ == nullptr) c.mg.Reset();  // an MoE layer routes c.mg after this
   PX_ASSIGN(c.act, ctx.Act(T * F));
   {
     auto s = rec.Op(OpKind::kAct, layer_);
@@ -300,15 +330,9 @@ Result<Tensor> TransformerLayer::MlpBlockForward(RuntimeContext& ctx, LayerCache
     }
   }
   PX_ASSIGN(Tensor y, ctx.Act(T * H));
-  {
-    auto s = rec.Op(OpKind::kFc2, layer_);
-    LinearForward(be, {.x = c.act.ptr(), .w = P(ix_.fc2), .y = y.ptr(), .rows = T, .n = H, .k = F, .fp8 = F8(ix_.fc2)});
-  }
-  PX_ASSIGN(Tensor y2, LeaveRegion(ctx, std::move(y), H, layer_));
-  PX_ASSIGN(Tensor out, ctx.Act(Tl * H));
-  // out = h + MLP output + b2, one pass
-  be.ResidualAdd({.x = y2.ptr(), .residual = c.h.ptr(), .bias = P(ix_.b2), .out = out.ptr(), .rows = Tl, .cols = H});
-  return out;
+  auto s = rec.Op(OpKind::kFc2, layer_);
+  LinearForward(be, {.x = c.act.ptr(), .w = P(ix_.fc2), .y = y.ptr(), .rows = T, .n = H, .k = F, .fp8 = F8(ix_.fc2)});
+  return y;
 }
 
 Result<Tensor> TransformerLayer::Backward(RuntimeContext& ctx, LayerCache& cache, Tensor dout) {
@@ -333,18 +357,41 @@ Result<Tensor> TransformerLayer::Grad(RuntimeContext& ctx, LayerCache& c, Tensor
   return AttentionBlockGrad(ctx, c, std::move(dh));
 }
 
-// MLP block: out = h + fc2(act(fc1(norm2(h)))) + b2.
+// MLP block: out = h + fc2(act(fc1(norm2(h)))) (+ the routed experts) + b2.
 Result<Tensor> TransformerLayer::MlpBlockGrad(RuntimeContext& ctx, LayerCache& c, Tensor dout) {
   Backend& be = *ctx.backend;
-  OpRecorder& rec = *ctx.rec;
   const ModelSpec& m = ctx.model;
-  const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, F = m.ffn_hidden / ctx.tp;
-  const bool swiglu = m.mlp == MlpKind::kSwiglu;
+  const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens;
 
   PX_ASSIGN(Tensor dh, ctx.Act(Tl * H));
   be.Copy({.dst = dh.ptr(), .src = dout.ptr(), .n = Tl * H});
   if (ix_.b2 >= 0) be.BiasBackward({.dy = dout.ptr(), .dbias = G(ix_.b2), .rows = Tl, .cols = H});
   PX_ASSIGN(Tensor dy, LeaveRegionBackward(ctx, std::move(dout), H, layer_));
+  Tensor dmg;
+  if (experts_ != nullptr) {
+    const int64_t rows = T / ctx.tp, r0 = ctx.groups->coords.tp_idx * rows;
+    PX_ASSIGN(dmg, ctx.ActZeroed(T * H));
+    PX_TRY(MoeBackward(ctx, Moe(), dy.at(r0 * H), dmg.at(r0 * H), *c.moe));
+    c.moe.reset();
+  }
+  PX_ASSIGN(dmg, DenseMlpGrad(ctx, c, std::move(dy), MlpWidth(m, layer_) / ctx.tp, std::move(dmg)));
+  PX_ASSIGN(Tensor dm, EnterRegionBackward(ctx, std::move(dmg), H, layer_));
+  {
+    auto s = ctx.rec->Op(OpKind::kMlpNorm, layer_);  // the norm's input gradient joins the residual stream's dh
+    NormBackwardAdd(ctx, {.dy = dm.ptr(), .x = c.h.ptr(), .gamma = P(ix_.ln2_w), .mean = c.n2_mean.ptr(),
+                          .rstd = c.n2_rstd.ptr(), .dx = dh.ptr(), .dgamma = G(ix_.ln2_w), .dbeta = G(ix_.ln2_b),
+                          .rows = Tl, .cols = H});
+  }
+  return dh;
+}
+
+Result<Tensor> TransformerLayer::DenseMlpGrad(RuntimeContext& ctx, LayerCache& c, Tensor dy, int64_t F, Tensor dmg) {
+  Backend& be = *ctx.backend;
+  OpRecorder& rec = *ctx.rec;
+  const ModelSpec& m = ctx.model;
+  const int64_t H = m.hidden, T = ctx.tokens;
+  if (F == 0) return dmg.empty() ? ctx.ActZeroed(T * H) : std::move(dmg);
+  const bool swiglu = m.mlp == MlpKind::kSwiglu;
   PX_ASSIGN(Tensor dact, ctx.Act(T * F));
   {
     auto s = rec.Op(OpKind::kFc2, layer_);
@@ -370,27 +417,19 @@ Result<Tensor> TransformerLayer::MlpBlockGrad(RuntimeContext& ctx, LayerCache& c
     PX_ASSIGN(c.mg, Regather(ctx, c.mg_local, H, layer_));
     c.mg_local.Reset();
   }
-  PX_ASSIGN(Tensor dmg, ctx.Act(T * H));
-  {
-    auto s = rec.Op(OpKind::kFc1, layer_);
-    LinearBackward(be, {.dy = df.ptr(), .x = c.mg.ptr(), .w = P(ix_.fc1), .dw = G(ix_.fc1),
-                        .dbias = swiglu ? G(ix_.b1) : DevPtr{}, .dx = dmg.ptr(), .rows = T, .n = F, .k = H,
-                                                             .fp8 = F8(ix_.fc1)});
-    if (swiglu) {
-      LinearBackward(be, {.dy = dup.ptr(), .x = c.mg.ptr(), .w = P(ix_.up), .dw = G(ix_.up), .dbias = G(ix_.bup),
-                          .dx = dmg.ptr(), .rows = T, .n = F, .k = H, .accumulate_dx = true, .fp8 = F8(ix_.up)});
-    }
+  const bool accumulate = !dmg.empty();  // onto the routed experts' input gradient
+  if (!accumulate) {
+    PX_ASSIGN(dmg, ctx.Act(T * H));
   }
-  df.Reset();
-  dup.Reset();
-  PX_ASSIGN(Tensor dm, EnterRegionBackward(ctx, std::move(dmg), H, layer_));
-  {
-    auto s = rec.Op(OpKind::kMlpNorm, layer_);  // the norm's input gradient joins the residual stream's dh
-    NormBackwardAdd(ctx, {.dy = dm.ptr(), .x = c.h.ptr(), .gamma = P(ix_.ln2_w), .mean = c.n2_mean.ptr(),
-                          .rstd = c.n2_rstd.ptr(), .dx = dh.ptr(), .dgamma = G(ix_.ln2_w), .dbeta = G(ix_.ln2_b),
-                          .rows = Tl, .cols = H});
+  auto s = rec.Op(OpKind::kFc1, layer_);
+  LinearBackward(be, {.dy = df.ptr(), .x = c.mg.ptr(), .w = P(ix_.fc1), .dw = G(ix_.fc1),
+                      .dbias = swiglu ? G(ix_.b1) : DevPtr{}, .dx = dmg.ptr(), .rows = T, .n = F, .k = H,
+                      .accumulate_dx = accumulate, .fp8 = F8(ix_.fc1)});
+  if (swiglu) {
+    LinearBackward(be, {.dy = dup.ptr(), .x = c.mg.ptr(), .w = P(ix_.up), .dw = G(ix_.up), .dbias = G(ix_.bup),
+                        .dx = dmg.ptr(), .rows = T, .n = F, .k = H, .accumulate_dx = true, .fp8 = F8(ix_.up)});
   }
-  return dh;
+  return dmg;
 }
 
 // Attention block: h = x + wo(attn(qkv(norm1(x)))) + bo.

@@ -8,10 +8,12 @@
 // (phase recompute) before the backward pass.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "executor/backend.h"
 #include "executor/runtime/context.h"
+#include "executor/runtime/moe_layer.h"
 #include "executor/runtime/param_group.h"
 
 namespace parallax::executor {
@@ -20,7 +22,14 @@ namespace parallax::executor {
 struct LayerParamIndex {
   int ln1_w = -1, ln1_b = -1, wq = -1, bq = -1, wk = -1, bk = -1, wv = -1, bv = -1, wo = -1, bo = -1;
   int ln2_w = -1, ln2_b = -1, fc1 = -1, b1 = -1, up = -1, bup = -1, fc2 = -1, b2 = -1;
+  int router = -1;  //!< an MoE layer's router; its fc1/up/fc2 are the shared experts' (absent without them)
 };
+
+//! Columns of layer `layer`'s dense MLP: ffn_hidden, or in an MoE layer its shared experts'
+//! shared_experts x moe_ffn_hidden (0 without them).
+inline int64_t MlpWidth(const ModelSpec& m, int64_t layer) {
+  return IsMoeLayer(m, layer) ? m.shared_experts * m.moe_ffn_hidden : m.ffn_hidden;
+}
 
 //! The logical parameters of global layer `layer` (names "layer3.wq", ...).
 std::vector<ParamSpec> LayerParamSpecs(const ModelSpec& m, int64_t layer, LayerParamIndex* index);
@@ -33,6 +42,7 @@ struct LayerCache {
   //! weight gradients in backward instead of keeping the gathered [tokens, hidden] `ag`/`mg`.
   Tensor ag_local, mg_local;
   bool dropped = false;  //!< full recompute: only x is kept
+  std::shared_ptr<MoeCache> moe;  //!< an MoE layer's routed experts
 };
 
 class TransformerLayer {
@@ -42,6 +52,9 @@ class TransformerLayer {
 
   int64_t layer() const { return layer_; }
   ParamGroup& group() const { return *group_; }
+  //! An MoE layer's routed experts (a group of their own, reduced over expert dp), else null.
+  ParamGroup* experts() const { return experts_; }
+  void set_experts(ParamGroup* g) { experts_ = g; }
 
   //! x: [local_tokens, hidden], moved into the cache. Returns the layer output.
   Result<Tensor> Forward(RuntimeContext& ctx, Tensor x, LayerCache& cache);
@@ -55,6 +68,14 @@ class TransformerLayer {
   Result<Tensor> AttentionBlockForward(RuntimeContext& ctx, LayerCache& c, bool keep_stats);
   //! The residual join with `attn` into norm2, fc1, activation, fc2 and the final residual add.
   Result<Tensor> MlpBlockForward(RuntimeContext& ctx, LayerCache& c, Tensor attn);
+  //! fc1, activation and fc2 of `cols` columns per TP rank on c.mg (the dense MLP, or an MoE layer's
+  //! shared experts); the partial output [tokens, H] (zero when cols is 0).
+  Result<Tensor> DenseMlpForward(RuntimeContext& ctx, LayerCache& c, int64_t cols);
+  //! Backward of DenseMlpForward from d(its output) `dy`: returns d(c.mg) [tokens, H], partial over TP,
+  //! added onto `dmg` when it is given (the routed experts' part).
+  Result<Tensor> DenseMlpGrad(RuntimeContext& ctx, LayerCache& c, Tensor dy, int64_t cols, Tensor dmg);
+  //! The routed experts on this TP rank's share of the block's rows.
+  MoeParams Moe() const { return {.layer = layer_, .group = group_, .router = ix_.router, .experts = experts_}; }
   Result<Tensor> Grad(RuntimeContext& ctx, LayerCache& c, Tensor dout);
   //! Backward through the MLP block: returns d(h), the gradient of the residual stream between
   //! the blocks.
@@ -72,6 +93,7 @@ class TransformerLayer {
   int64_t layer_;
   ParamGroup* group_;
   LayerParamIndex ix_;
+  ParamGroup* experts_ = nullptr;
 };
 
 //! The norm epsilon of every model the executor runs.

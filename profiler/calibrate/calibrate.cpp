@@ -231,8 +231,9 @@ void AddCollectiveCurveItems(ItemContext& x, const JobShape& job, Communicator& 
                              CollectiveItems& c) {
   const int64_t max_bytes =
       x.o.max_collective_bytes > 0 ? x.o.max_collective_bytes : (x.o.quick ? (4 << 20) : (64 << 20));
+  // all_to_all: the MoE token dispatch and combine (the planner prices them with its curve).
   for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
-                              CollectiveKind::kBroadcast, CollectiveKind::kSendRecv}) {
+                              CollectiveKind::kBroadcast, CollectiveKind::kSendRecv, CollectiveKind::kAllToAll}) {
     CollectiveCurve& curve = c.curves[{kind, g}];
     curve.op = kind;
     curve.group_size = g;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "executor/all_to_all.h"
 #include "profiler/calibrate/backend_timer.h"
 
 namespace parallax::profiler {
@@ -45,7 +46,12 @@ Status CollectiveProbe::Enqueue(executor::Backend& backend) {
       }
       return group_.GroupEnd();
     }
-    case CollectiveKind::kAllToAll: return Error{"all-to-all is not in the backend seam", ErrorKind::kInternal};
+    case CollectiveKind::kAllToAll: {
+      // A block of count / n elements to every rank (the MoE token dispatch's pattern), as grouped
+      // sends and receives.
+      const std::vector<int64_t> blocks(static_cast<size_t>(n), block);
+      return executor::GroupedAllToAll(group_, send_.ptr(), blocks, recv_.ptr(), blocks, 7, s);
+    }
   }
   return {};
 }

@@ -145,6 +145,57 @@ INSTANTIATE_TEST_SUITE_P(ContextParallel, Layouts,
                                   std::get<1>(param_info.param) + "_" + ToString(std::get<2>(param_info.param));
                          });
 
+// Mixture of experts (issue 37): testing::MoePlan (4 experts, top-2, a shared expert, a dense first
+// layer) in every layout with expert parallelism against its own single-process reference, losses
+// and the auxiliary loss (the router's counts over tp x cp make it layout independent). Names start
+// with moe_ so the filters above select none of them.
+const Case kMoeCases[] = {
+    {"moe_ep2", "dp=2,ep=2,etp=1,micro_batch=2"},
+    {"moe_tp2_sp_etp1", "tp=2,etp=1,micro_batch=2,sequence_parallel=1"},
+    {"moe_tp2_sp_ep2", "tp=2,ep=2,etp=1,micro_batch=2,sequence_parallel=1"},
+    {"moe_ep2_edp2", "dp=4,ep=2,etp=1,micro_batch=2"},
+    {"moe_dp2_tp2_sp_ep4", "dp=2,tp=2,ep=4,etp=1,micro_batch=2,sequence_parallel=1"},
+    {"moe_ep2_pp2", "dp=2,pp=2,ep=2,etp=1,micro_batch=2"},
+    {"moe_ep2_edp2_zero1", "dp=4,ep=2,etp=1,micro_batch=2,zero=1"},
+    {"moe_ep2_edp2_zero2", "dp=4,ep=2,etp=1,micro_batch=2,zero=2"},
+    {"moe_ep2_edp2_zero3", "dp=4,ep=2,etp=1,micro_batch=2,zero=3"},
+    {"moe_cp2_dp2_ep2", "cp=2,dp=2,ep=2,etp=1,micro_batch=2"},
+};
+
+class MoeLayouts : public ::testing::TestWithParam<std::tuple<Case, const char*>> {};
+
+TEST_P(MoeLayouts, LossesAndAuxLossesMatchSingleProcessReference) {
+  const auto [c, recompute] = GetParam();
+  const Plan plan = testing::MoePlan(std::string(c.layout) + ",recompute=" + recompute, kGlobalBatch);
+  if (const std::string wrong = WrongWorldSize(plan.layout.world_size()); !wrong.empty()) FAIL() << wrong;
+  auto r = Train(plan, *g_world, kSteps);
+  ASSERT_TRUE(r) << r.error().message;
+  static const testing::TrainOutcome reference = [] {
+    auto local = LocalCommunicator();
+    auto ref = Train(testing::MoePlan("micro_batch=2", kGlobalBatch), *local, kSteps);
+    if (!ref) throw std::runtime_error(ref.error().message);
+    return *ref;
+  }();
+  const double diff = MaxRelDiff(r->losses, reference.losses);
+  const double aux = MaxRelDiff(r->aux_losses, reference.aux_losses);
+  const double norm = MaxRelDiff(r->grad_norms, reference.grad_norms);
+  if (g_world->rank() == 0) {
+    std::printf("%-22s %-5s loss[9]=%.6f ref[9]=%.6f aux[9]=%.6f max rel diff: loss %.2e, aux %.2e, grad norm %.2e\n",
+                c.name, recompute, r->losses[9], reference.losses[9], r->aux_losses[9], diff, aux, norm);
+  }
+  EXPECT_LT(diff, 1e-4) << c.layout;
+  EXPECT_LT(aux, 1e-4) << c.layout;
+  EXPECT_LT(norm, 1e-4) << c.layout << ": gradient norms differ from the reference";
+  EXPECT_GT(reference.aux_losses[0], 0.0);
+  EXPECT_LT(reference.losses[9], reference.losses[0] - 0.05) << "reference does not learn";
+}
+
+INSTANTIATE_TEST_SUITE_P(Moe, MoeLayouts,
+                         ::testing::Combine(::testing::ValuesIn(kMoeCases), ::testing::Values("none", "full")),
+                         [](const auto& param_info) {
+                           return std::string(std::get<0>(param_info.param).name) + "_" + std::get<1>(param_info.param);
+                         });
+
 // Rotary positions follow each cp rank's chunks; grouped-query heads travel as K/V blocks.
 TEST(ContextParallel, LlamaStyleModelMatchesItsSingleProcessReference) {
   auto llama = [](const std::string& layout) {

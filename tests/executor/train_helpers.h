@@ -42,9 +42,29 @@ inline Plan WidePlan(const std::string& layout, int64_t global_batch) {
   return p;
 }
 
+//! A small mixture-of-experts model in the Llama style: 4 layers (the first dense), 4 routed experts
+//! of 32 columns, top-2, one shared expert.
+inline Plan MoePlan(const std::string& layout, int64_t global_batch) {
+  Plan p = TinyPlan(layout, global_batch);
+  p.model.name = "moe-tiny";
+  p.model.norm = NormKind::kRmsNorm;
+  p.model.mlp = MlpKind::kSwiglu;
+  p.model.position = PositionKind::kRotary;
+  p.model.bias = false;
+  p.model.tie_embeddings = false;
+  p.model.ffn_hidden = 128;
+  p.model.experts = 4;
+  p.model.experts_per_token = 2;
+  p.model.moe_ffn_hidden = 32;
+  p.model.shared_experts = 1;
+  p.model.dense_layers = 1;
+  return p;
+}
+
 struct TrainOutcome {
   std::vector<double> losses;
   std::vector<double> grad_norms;  //!< global gradient norm before clipping, per step
+  std::vector<double> aux_losses;  //!< MoE auxiliary losses, per step (0 for a dense model)
   int64_t peak_bytes = 0;
 };
 
@@ -59,6 +79,7 @@ inline Result<TrainOutcome> Train(const Plan& plan, Communicator& world, int ste
     if (!r) return r.error();
     out.losses.push_back(r->loss);
     out.grad_norms.push_back(r->grad_norm);
+    out.aux_losses.push_back(r->aux_loss);
   }
   out.peak_bytes = backend.memory().peak_bytes;
   return out;
