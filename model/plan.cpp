@@ -280,14 +280,14 @@ Status ValidateExpertLayout(const Layout& l, const ModelSpec& m) {
     }
     return Status::Ok();
   }
-  const int64_t etp = l.expert_tp(), stage_ranks = l.tp * l.dp;
+  const int64_t etp = l.expert_tp(), stage_ranks = l.tp * l.cp * l.dp;  // as Layout::expert_dp
   if (m.experts % l.ep != 0) return fail("ep=" + s(l.ep) + " does not divide experts=" + s(m.experts));
   if (m.moe_ffn_hidden % etp != 0) {
     return fail("etp=" + s(etp) + " does not divide moe_ffn_hidden=" + s(m.moe_ffn_hidden));
   }
   if (stage_ranks % (l.ep * etp) != 0) {
-    return fail("ep*etp = " + s(l.ep) + "*" + s(etp) + " does not divide a pipeline stage's tp*dp = " +
-                s(stage_ranks) + " ranks (expert groups are carved from tp x dp within a stage, as Megatron-Core's "
+    return fail("ep*etp = " + s(l.ep) + "*" + s(etp) + " does not divide a pipeline stage's tp*cp*dp = " +
+                s(stage_ranks) + " ranks (expert groups are carved from tp x cp x dp within a stage, as Megatron-Core's "
                 "parallel folding)");
   }
   if (l.tp > 1 && !l.sequence_parallel) {

@@ -35,8 +35,10 @@ TEST(ExpertLayout, EpDoesNotMultiplyTheWorldSize) {
 TEST(ExpertLayout, RejectionsNameTheRule) {
   EXPECT_EQ(Check("dp=16,tp=1,ep=3,global_batch=64", "mixtral-8x7b", 2), "plan: ep=3 does not divide experts=8");
   EXPECT_EQ(Check("dp=2,tp=8,ep=8,sp=1,global_batch=64", "mixtral-8x7b", 2),
-            "plan: ep*etp = 8*8 does not divide a pipeline stage's tp*dp = 16 ranks (expert groups are carved from tp "
-            "x dp within a stage, as Megatron-Core's parallel folding)");
+            "plan: ep*etp = 8*8 does not divide a pipeline stage's tp*cp*dp = 16 ranks (expert groups are carved "
+            "from tp x cp x dp within a stage, as Megatron-Core's parallel folding)");
+  // cp ranks hold experts too (Megatron-Core's folding): ep 8 over tp 1 x cp 4 x dp 2.
+  EXPECT_EQ(Check("dp=2,cp=4,ep=8,etp=1,global_batch=64", "mixtral-8x7b", 1), "ok");
   EXPECT_EQ(Check("dp=16,tp=1,ep=2,global_batch=64", "llama3-8b", 2),
             "plan: ep=2 needs a mixture-of-experts model (llama3-8b has no experts)");
   EXPECT_EQ(Check("dp=2,tp=8,ep=2,etp=1,global_batch=64", "mixtral-8x7b", 2),
