@@ -23,8 +23,12 @@ namespace {
 //! layer, gathered when the layer is reached; it queues behind the previous layer's reduce-scatter
 //! on the one DP stream, so each later layer waits r + d, and the compute overlaps only the
 //! prefetched part a of the next layer.
+//! `one_in_flight` (per-group buckets, kReduceScattersInFlight): layer i+1's gather is issued when
+//! layer i starts, ahead of layer i's reduce-scatter (issued at its end), so it queues behind layer
+//! i-1's only: layer 1 waits for its gather alone, and the pass ends when its last layer's compute
+//! and layer n-2's reduce-scatter (which the last one waits for before it is issued) are both done.
 double Zero3Extra(int64_t n, double a, double r, double x, double x_c, double k, double queued, double lead,
-                  bool prefetch, double d) {
+                  bool prefetch, double d, bool one_in_flight) {
   if (n <= 0) return 0;
   if (!prefetch) return std::max(0.0, queued + a - lead) + static_cast<double>(n - 1) * (a + r);
   if (d > 0) {
@@ -35,6 +39,11 @@ double Zero3Extra(int64_t n, double a, double r, double x, double x_c, double k,
   const double busy = a + r;
   const double xk = x + (k - 1) * std::min(x_c, busy / k);
   const double nn = static_cast<double>(n);
+  if (one_in_flight && r > 0 && n >= 2) {
+    const double first = std::max(a, x + (k - 1) * std::min(x_c, a / k));
+    const double last = std::max(r, x + (k - 1) * std::min(x_c, r / k));
+    return std::max(0.0, queued + a - lead) + first + (nn - 2) * std::max(busy, xk) + last - nn * x;
+  }
   return std::max(0.0, queued + a - lead) + (nn - 1) * std::max(busy, xk) + x - nn * x;
 }
 
@@ -44,12 +53,13 @@ struct Zero3Pass {
   int64_t layers = 0;
   double gather_s = 0, reduce_s = 0, layer_s = 0, layer_compute_s = 0, contention = 1, lead_s = 0;
   bool prefetch = true;
+  bool one_in_flight = false;  //!< per-group buckets: one reduce-scatter in flight (Zero3Extra)
   double demand_s = 0, outer_s = 0;
 
   //! The pass's extra time with `queued_s` of DP work ahead of its first gather.
   double Extra(double queued_s) const {
     return Zero3Extra(layers, gather_s, reduce_s, layer_s, layer_compute_s, contention, queued_s, lead_s, prefetch,
-                      demand_s) +
+                      demand_s, one_in_flight) +
            outer_s;
   }
 };
@@ -116,6 +126,7 @@ void AddZero3Waits(const Plan& plan, const PlanCosts& pc, const RankCost& rc, Ra
                         .contention = pc.contention,
                         .lead_s = cc.embedding && !pg ? u.embedding.fwd_s : 0.0,
                         .prefetch = plan.implementation.zero3_prefetch_layers.value > 0,
+                        .one_in_flight = pg,
                         .demand_s = rc.dp.gather_demand_layer_s,
                         .outer_s = pg ? og.embedding_gathers + og.head_gathers : 0.0};
     Zero3Pass bwd = fwd;
