@@ -234,7 +234,7 @@ TEST(ClassicModes, EveryModeConvergesAtLeastHalfAsMuchAsAllReduce) {
       {"ps, 2 workers + 2 servers", "dp=2,sync=ps,servers=2", ""},
       {"async, 2 workers + 1 server", "dp=2,sync=async,servers=1", ""},
       {"ssp:1, 2 workers + 1 server", "dp=2,sync=ssp:1,servers=1", ""},
-      {"backup:1 of 4, rank 1 slow x3", "dp=4,sync=backup:1", "rank=1,factor=3"},
+      {"backup:1 of 4, rank 1 slow x20", "dp=4,sync=backup:1", "rank=1,factor=20"},
       {"local:4, 2 workers", "dp=2,sync=local:4", ""},
       {"local:2, 4 workers", "dp=4,sync=local:2", ""},
       {"local:4 federated label_skew, 4", "dp=4,sync=local:4,data=federated:label_skew", ""},
