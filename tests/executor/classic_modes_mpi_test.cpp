@@ -17,6 +17,7 @@
 #include "executor/runtime/classic/flat_model.h"
 #include "executor/runtime/classic/worker_data.h"
 #include "executor/runtime/training_loop.h"
+#include "tests/executor/mpi_main.h"
 #include "tests/executor/train_helpers.h"
 
 namespace parallax::executor {
@@ -267,21 +268,5 @@ TEST(ClassicModes, BadCombinationsAreRejectedBeforeTraining) {
 }  // namespace parallax::executor
 
 int main(int argc, char** argv) {
-  auto launch = parallax::executor::InitLaunch(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  auto world = launch->World(120);
-  if (!world) {
-    std::fprintf(stderr, "%s\n", world.error().message.c_str());
-    return 1;
-  }
-  parallax::executor::g_world = std::move(world).value();
-  if (launch->world_rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int rc = RUN_ALL_TESTS();
-  double failed = rc;
-  (void)parallax::executor::g_world->HostAllReduce(&failed, 1, parallax::executor::ReduceOp::kMax);
-  parallax::executor::g_world.reset();
-  return failed > 0 ? 1 : 0;
+  return parallax::executor::testing::RunOnWorld(&argc, &argv, parallax::executor::g_world, 120);
 }

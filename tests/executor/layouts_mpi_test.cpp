@@ -21,6 +21,7 @@
 #include "executor/runtime/checkpoint.h"
 #include "planner/memory/memory_model.h"
 #include "planner/sim/simulator.h"
+#include "tests/executor/mpi_main.h"
 #include "tests/executor/train_helpers.h"
 
 namespace parallax::executor {
@@ -511,26 +512,5 @@ TEST(MultiRank, UnwritableCheckpointDirFailsOnEveryRank) {
 }  // namespace parallax::executor
 
 int main(int argc, char** argv) {
-  auto launch = parallax::executor::InitLaunch(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  auto world = launch->World(60);
-  if (!world) {
-    std::fprintf(stderr, "%s\n", world.error().message.c_str());
-    return 1;
-  }
-  parallax::executor::g_world = std::move(world).value();
-  if (launch->world_rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int rc = RUN_ALL_TESTS();
-  if (::testing::UnitTest::GetInstance()->test_to_run_count() == 0) {
-    std::fprintf(stderr, "no test matches this --gtest_filter: fix the case name in tests/executor/CMakeLists.txt\n");
-    rc = 1;
-  }
-  // Every rank must agree: a failure on any rank fails the job.
-  double failed = rc;
-  (void)parallax::executor::g_world->HostAllReduce(&failed, 1, parallax::executor::ReduceOp::kMax);
-  parallax::executor::g_world.reset();
-  return failed > 0 ? 1 : 0;
+  return parallax::executor::testing::RunOnWorld(&argc, &argv, parallax::executor::g_world, 60);
 }

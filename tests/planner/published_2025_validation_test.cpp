@@ -1,9 +1,8 @@
 // FP8 on H100 and BF16 on GB200 NVL72 (tests/data/validation/published_2025_fp8_gb200.json: NVIDIA
 // dgxc-benchmarking releases v25.02-v25.05): predicted vs published step time, with nothing fitted.
 // Each row is built through the planner's own readers (the model JSON, the inline layout with its
-// cp / ep / etp keys), so a row whose dimension the planner cannot express yet (context parallelism,
-// mixture of experts) is printed as skipped with what it needs, and is compared as soon as the
-// planner reads it. A row the planner predicts does not fit is a miss: these runs did fit.
+// cp / ep / etp keys); a row they refuse fails the test. A row the planner predicts does not fit, or
+// rejects, is a miss (100%): these runs did fit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,22 +19,9 @@ namespace parallax::planner {
 namespace {
 
 struct RowResult {
-  bool compared = false;
-  std::string why;  //!< skipped: what the row needs; compared: "" or "does not fit"
+  std::string why;  //!< "", or why the row is a miss (does not fit, rejected, unreadable)
   double error = 0;  //!< (predicted - published) / published
 };
-
-//! What the row needs that the planner cannot read, or "" when it reads the whole row.
-std::string Needs(const Json& row, const Result<ModelSpec>& model, const Result<Layout>& layout) {
-  const bool moe = row["model"].contains("experts") || row["layout"].value("ep", 1) > 1;
-  const bool cp = row["layout"].value("cp", 1) > 1;
-  std::string needs;
-  if (!layout && cp) needs = "cp";
-  if ((!model || !layout) && moe) needs += std::string(needs.empty() ? "" : "/") + "ep";
-  if (needs.empty() && !model) needs = "model: " + model.error().message;
-  if (needs.empty() && !layout) needs = "layout: " + layout.error().message;
-  return needs;
-}
 
 //! The inline layout of a row: the published dimensions, cp / ep only where they are not 1 (so that
 //! a dense row reads without them), etp wherever an MoE row publishes it.
@@ -61,10 +47,11 @@ RowResult Predict(const Json& row, const char* implementation) {
   mj["version"] = 1;
   mj["name"] = row["model_name"];
   const Result<ModelSpec> model = ModelFromJson(mj, "published_2025_fp8_gb200.json", "/model");
-  const Result<Layout> probe = ParseInlineLayout(InlineLayout(row["layout"], Recompute::kNone));
   RowResult out;
-  if (const std::string needs = Needs(row, model, probe); !needs.empty()) {
-    out.why = "skipped: needs " + needs;
+  if (!model) {
+    ADD_FAILURE() << row["model_name"].get<std::string>() << ": " << model.error().message;
+    out.why = "model: " + model.error().message;
+    out.error = 1.0;
     return out;
   }
   const bool gb200 = row["gpu"].get<std::string>().find("GB200") != std::string::npos;
@@ -99,7 +86,6 @@ RowResult Predict(const Json& row, const char* implementation) {
     if (!fits || p->step_time_s < best) best = p->step_time_s;
     fits = true;
   }
-  out.compared = true;
   const double published = row["step_time_s"].get<double>();
   if (!fits) {
     out.why = out.why.empty() ? "does not fit (a miss: the run did)" : out.why;
@@ -115,7 +101,7 @@ TEST(Published2025Validation, Fp8OnH100AndBf16OnGb200WithinTheirTargets) {
   auto j = LoadJsonFile(PARALLAX_TEST_DATA_DIR "/validation/published_2025_fp8_gb200.json");
   ASSERT_TRUE(j) << j.error().message;
   double abs_sum = 0, worst = 0;
-  int compared = 0, skipped = 0;
+  int compared = 0;
   for (const char* set : {"dense_cp_h100_fp8", "moe_h100_fp8", "gb200_bf16"}) {
     std::printf("%s\n%-48s %5s %-9s %10s %8s\n", set, "model", "gpus", "precision", "published", "error%");
     for (const Json& row : (*j)["sets"][set]) {
@@ -123,20 +109,15 @@ TEST(Published2025Validation, Fp8OnH100AndBf16OnGb200WithinTheirTargets) {
       std::printf("%-48s %5lld %-9s %10.3f ", row["model_name"].get<std::string>().c_str(),
                   (long long)row["gpus"].get<int64_t>(), row["precision"].get<std::string>().c_str(),
                   row["step_time_s"].get<double>());
-      if (!r.compared) {
-        std::printf("%s\n", r.why.c_str());
-        ++skipped;
-        continue;
-      }
       std::printf("%+7.1f%% %s\n", 100 * r.error, r.why.c_str());
       abs_sum += std::abs(r.error);
       worst = std::max(worst, std::abs(r.error));
       ++compared;
     }
   }
-  std::printf("compared %d rows, skipped %d; mean |error| %.2f%%, worst %.2f%%\n", compared, skipped,
+  std::printf("compared %d rows; mean |error| %.2f%%, worst %.2f%%\n", compared,
               compared > 0 ? 100 * abs_sum / compared : 0.0, 100 * worst);
-  if (compared == 0) GTEST_SKIP() << "every row needs a dimension the planner cannot express yet (cp / ep)";
+  ASSERT_GT(compared, 0);
   EXPECT_LE(abs_sum / compared, 0.10);
   EXPECT_LE(worst, 0.20);
 }
