@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "executor/backend_registry.h"
+#include "tests/executor/train_helpers.h"
 #include "executor/launch.h"
 
 namespace parallax::executor {
@@ -821,15 +822,7 @@ TEST_P(OpsTest, CollectivesOnStreams) {
   if (me == 0) std::printf("collectives checked over %d rank(s) in %s on %s\n", n, ToString(dt_), be_->name().c_str());
 }
 
-// Every backend this binary can create (CPU always; CUDA where a GPU is present: the CUDA
-// instances run only on a GPU machine, and the ctest entry needs no gpu label to pick them up).
-std::vector<std::string> UsableBackends() {
-  std::vector<std::string> out;
-  for (const std::string& name : CompiledBackends()) {
-    if (CreateBackend(name)) out.push_back(name);
-  }
-  return out;
-}
+using testing::UsableBackends;
 
 INSTANTIATE_TEST_SUITE_P(Seam, OpsTest,
                          ::testing::Combine(::testing::ValuesIn(UsableBackends()),

@@ -199,18 +199,7 @@ INSTANTIATE_TEST_SUITE_P(Moe, MoeLayouts,
 
 // Rotary positions follow each cp rank's chunks; grouped-query heads travel as K/V blocks.
 TEST(ContextParallel, LlamaStyleModelMatchesItsSingleProcessReference) {
-  auto llama = [](const std::string& layout) {
-    Plan p = TinyPlan(layout, kGlobalBatch);
-    p.model.name = "llama-tiny";
-    p.model.norm = NormKind::kRmsNorm;
-    p.model.mlp = MlpKind::kSwiglu;
-    p.model.position = PositionKind::kRotary;
-    p.model.bias = false;
-    p.model.tie_embeddings = false;
-    p.model.kv_heads = 2;
-    p.model.ffn_hidden = 128;
-    return p;
-  };
+  auto llama = [](const std::string& layout) { return testing::LlamaTinyPlan(layout, kGlobalBatch); };
   const Plan plan = llama("cp=" + std::to_string(g_world->size()) + ",micro_batch=2");
   auto r = Train(plan, *g_world, kSteps);
   ASSERT_TRUE(r) << r.error().message;

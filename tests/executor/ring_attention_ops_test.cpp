@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "executor/backend_registry.h"
+#include "tests/executor/train_helpers.h"
 
 namespace parallax::executor {
 namespace {
@@ -149,13 +150,7 @@ TEST_P(RingAttentionOps, ThreeUnequalKeyBlocksMergeToTheUnsplitAttention) {
              {5, 23});
 }
 
-std::vector<std::string> UsableBackends() {
-  std::vector<std::string> out;
-  for (const std::string& name : CompiledBackends()) {
-    if (CreateBackend(name)) out.push_back(name);
-  }
-  return out;
-}
+using testing::UsableBackends;
 
 INSTANTIATE_TEST_SUITE_P(Seam, RingAttentionOps,
                          ::testing::Combine(::testing::ValuesIn(UsableBackends()),

@@ -448,15 +448,7 @@ TEST(Training, RecomputeModesGiveTheSameLossesWithLessMemory) {
 
 TEST(Training, LlamaStyleModelTrains) {
   // RMSNorm, SwiGLU, rotary positions, no biases, untied head, grouped-query attention.
-  Plan p = TinyPlan("micro_batch=2", 8);
-  p.model.name = "llama-tiny";
-  p.model.norm = NormKind::kRmsNorm;
-  p.model.mlp = MlpKind::kSwiglu;
-  p.model.position = PositionKind::kRotary;
-  p.model.bias = false;
-  p.model.tie_embeddings = false;
-  p.model.kv_heads = 2;
-  p.model.ffn_hidden = 128;
+  const Plan p = testing::LlamaTinyPlan("micro_batch=2", 8);
   auto world = LocalCommunicator();
   auto r = Train(p, *world, 20);
   ASSERT_TRUE(r) << r.error().message;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/backend_registry.h"
 #include "executor/cpu/cpu_backend.h"
 #include "executor/launch.h"
 #include "executor/runtime/trainer.h"
@@ -40,6 +41,31 @@ inline Plan WidePlan(const std::string& layout, int64_t global_batch) {
   p.model.ffn_hidden = 1024;
   p.model.seq_len = 128;
   return p;
+}
+
+//! gpt-tiny in the Llama style: RMSNorm, SwiGLU, rotary positions, no biases, an untied head,
+//! grouped-query attention (2 kv heads), ffn 128.
+inline Plan LlamaTinyPlan(const std::string& layout, int64_t global_batch) {
+  Plan p = TinyPlan(layout, global_batch);
+  p.model.name = "llama-tiny";
+  p.model.norm = NormKind::kRmsNorm;
+  p.model.mlp = MlpKind::kSwiglu;
+  p.model.position = PositionKind::kRotary;
+  p.model.bias = false;
+  p.model.tie_embeddings = false;
+  p.model.kv_heads = 2;
+  p.model.ffn_hidden = 128;
+  return p;
+}
+
+//! Every backend this binary can create (CPU always; CUDA where a GPU is present: the CUDA
+//! instances run only on a GPU machine, and a ctest entry needs no gpu label to pick them up).
+inline std::vector<std::string> UsableBackends() {
+  std::vector<std::string> out;
+  for (const std::string& name : CompiledBackends()) {
+    if (CreateBackend(name)) out.push_back(name);
+  }
+  return out;
 }
 
 //! A small mixture-of-experts model in the Llama style: 4 layers (the first dense), 4 routed experts
