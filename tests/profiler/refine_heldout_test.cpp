@@ -91,8 +91,15 @@ TEST_F(RefineLoop, RefiningOneLayoutImprovesItsPrediction) {
   // machine: every op cost at least its kernel count x the profile's 5 us CUDA launch, which the
   // CPU executor's 1-10 us ops never paid, and refine shared each op's median against that floor.)
   EXPECT_LT(after, 0.15) << "refined prediction over the measured step";
-  // The executor's smallest ops (under 1 us a kernel) bound the launch floor below the profile's.
-  EXPECT_TRUE(j["launch_overhead"]["lowered"].get<bool>()) << j["launch_overhead"].dump();
+  // The launch floor: the trace bounds it by its smallest op median per kernel; refine lowers the
+  // figure in use (the profile's 5 us) to that bound where the bound is below it, and never raises
+  // it. On a quiet machine the executor's smallest ops bound it near 1 us and it is lowered; under
+  // ASan or load (CI, 2026-11-28: 8.6 us) the bound is above 5 us and the figure stays.
+  const Json& launch = j["launch_overhead"];
+  ASSERT_GT(launch["trace_bound_us"].get<double>(), 0.0) << launch.dump();
+  EXPECT_EQ(launch["lowered"].get<bool>(),
+            launch["trace_bound_us"].get<double>() < launch["in_use_us"].get<double>())
+      << launch.dump();
   // The ops refine sampled: their measured total against the prediction, before and after.
   double measured = 0, err_before = 0, err_after = 0;
   for (const auto& f : j["families"]) {
