@@ -152,17 +152,28 @@ int RunCalibrate(const CalibrateOptions& o) {
     }
   }
   const size_t before = db.collectives.size();
-  if (Status s = profiler::ImportNcclTestsFiles(o.nccl_tests, db, o.device); !s) return ReportError(s.error(), o.json);
+  std::vector<CollectiveCurve> replaced;
+  if (Status s = profiler::ImportNcclTestsFiles(o.nccl_tests, db, o.device, &replaced); !s) {
+    return ReportError(s.error(), o.json);
+  }
   if (Status s = SaveCostDbFile(o.output, db); !s) return ReportError(s.error(), o.json);
   Json curves = Json::array();
-  for (size_t i = before; i < db.collectives.size(); ++i) {
+  Json gone = Json::array();
+  for (const auto& c : replaced) {
+    gone.push_back({{"op", ToString(c.op)}, {"group_size", c.group_size}, {"spans_nodes", c.spans_nodes}, {"source", c.source}});
+  }
+  for (size_t i = before - replaced.size(); i < db.collectives.size(); ++i) {
     const auto& c = db.collectives[i];
     curves.push_back({{"op", ToString(c.op)}, {"group_size", c.group_size}, {"spans_nodes", c.spans_nodes},
                       {"placement", c.placement}, {"origin", c.origin}, {"points", c.points.size()},
                       {"peak_busbw_GBps", c.points.empty() ? 0.0 : c.points.back().busbw_GBps}});
   }
   if (o.json) {
-    PrintJson(Json{{"costdb", o.output}, {"device", db.device}, {"imported", curves}, {"skipped", db.skipped.size()}});
+    PrintJson(Json{{"costdb", o.output},
+                   {"device", db.device},
+                   {"imported", curves},
+                   {"replaced", gone},
+                   {"skipped", db.skipped.size()}});
     return 0;
   }
   std::printf("%-14s %5s %-6s %-12s %6s %14s  %s\n", "collective", "ranks", "nodes", "placement", "points",
@@ -172,6 +183,11 @@ int RunCalibrate(const CalibrateOptions& o) {
                 static_cast<long long>(c["group_size"].get<int64_t>()), c["spans_nodes"].get<bool>() ? "multi" : "one",
                 c["placement"].get<std::string>().c_str(), static_cast<long long>(c["points"].get<int64_t>()),
                 c["peak_busbw_GBps"].get<double>(), c["origin"].get<std::string>().c_str());
+  }
+  for (const auto& c : gone) {
+    std::printf("replaced: %s over %lld ranks (%s nodes) from %s\n", c["op"].get<std::string>().c_str(),
+                static_cast<long long>(c["group_size"].get<int64_t>()), c["spans_nodes"].get<bool>() ? "multi" : "one",
+                c["source"].get<std::string>().c_str());
   }
   if (!db.skipped.empty()) std::printf("%zu measurement(s) skipped (listed in the database)\n", db.skipped.size());
   std::printf("wrote %s (device %s)\n", o.output.c_str(), db.device.c_str());

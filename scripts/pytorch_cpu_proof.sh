@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 40, item 5: learn PyTorch's own costs from one profiled run and predict its other layouts.
-#   1. Calibrate this machine (2 ranks: the DDP cases need 2-rank collectives): parallax calibrate --quick.
+#   1. Calibrate this machine (2 ranks: the DDP cases need 2-rank collectives): parallax calibrate --quick;
+#      then measure gloo's all-reduce (what DDP runs) and import it in its place.
 #   2. Train the peer GPT (bench/peer) in PyTorch on the CPU with the profiler on, at micro-batch 8,
 #      one process, for 5 profiled steps (refine drops the first as warm-up), and write the trace;
 #      again (up to 3 times) when refine finds the run disturbed.
@@ -26,6 +27,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 if [[ ! -f "$out/db.json" ]]; then
   mpirun --oversubscribe -np 2 "$bin" calibrate --backend cpu --quick --model "$model" \
     -o "$out/db.json" --cluster-out "$out/cluster2.json" > "$out/calibrate.log" 2>&1
+fi
+# DDP reduces its gradients over gloo, not over our MPI: its all-reduce curve, measured by
+# bench/peer/gloo_all_reduce.py in nccl-tests' format, replaces calibrate's (profiler.md "Importing
+# nccl-tests output"), as a GPU user imports nccl-tests for NCCL.
+if [[ ! -f "$out/gloo_all_reduce_perf.txt" ]]; then
+  "$py" bench/peer/gloo_all_reduce.py --world 2 > "$out/gloo_all_reduce_perf.txt"
+  "$bin" calibrate --import-nccl-tests "$out/gloo_all_reduce_perf.txt" --costdb "$out/db.json" \
+    -o "$out/db.json" > "$out/gloo_import.log"
 fi
 # One process is one device: the same cluster with one per node.
 "$py" - "$out" "$model" <<'PY'

@@ -23,10 +23,32 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
+
+
+def _threads_before_torch(argv):
+    """--threads must hold for every library torch calls: torch.set_num_threads sets ATen's and
+    OpenMP's pools, but Debian's PyTorch (BLAS_INFO=generic) runs its GEMMs in the system BLAS
+    (OpenBLAS), whose own thread pool is sized once, when the library loads, from
+    OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, else every core. Without them a "one-thread" process
+    used both cores of a 2-core machine for its GEMMs (2026-11-28: 69 ms a step alone against 113 ms
+    with the variables set; two such processes side by side 147-153 ms each), and DDP = 2 looked 2.1x
+    slower than one process. So the variables are set here, before torch (and its BLAS) load."""
+    threads = "1"
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            threads = argv[i + 1]
+        elif a.startswith("--threads="):
+            threads = a.split("=", 1)[1]
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = threads
+
+
+_threads_before_torch(sys.argv[1:])
+
+import numpy as np  # noqa: E402  (after the thread variables: numpy loads the BLAS too)
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 MASK = (1 << 64) - 1
 
@@ -221,7 +243,7 @@ def main():
     ap.add_argument("--model", required=True, help="parallax model JSON (gelu, layernorm, learned, tied, bias)")
     ap.add_argument("--global-batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=1, help="intra-op threads per process")
+    ap.add_argument("--threads", type=int, default=1, help="threads per process, for ATen, OpenMP and the BLAS alike")
     ap.add_argument("--world", type=int, default=1, help="DDP processes over gloo")
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--weight-decay", type=float, default=0.1)

@@ -1,5 +1,7 @@
 #include "profiler/nccl_tests/import.h"
 
+#include <algorithm>
+#include <iterator>
 
 #include "planner/cost/collective.h"
 
@@ -79,19 +81,38 @@ Result<NcclTestsImport> ImportNcclTests(const NcclTestsOutput& out) {
   return imp;
 }
 
-Status ImportNcclTestsFiles(const std::vector<std::string>& files, CostDb& db, const std::string& device_override) {
+Status ImportNcclTestsFiles(const std::vector<std::string>& files, CostDb& db, const std::string& device_override,
+                            std::vector<CollectiveCurve>* replaced) {
+  std::string device = db.device;
+  std::vector<CollectiveCurve> curves;
+  std::vector<SkippedMeasurement> skipped;
   for (const std::string& f : files) {
     PX_ASSIGN(auto out, ReadNcclTestsFile(f));
     PX_ASSIGN(auto imp, ImportNcclTests(out));
     if (!device_override.empty()) imp.device = device_override;
-    if (db.device.empty()) db.device = imp.device;
-    if (imp.device != db.device) {
-      return BadInput(f + ": measured on \"" + imp.device + "\" but the cost database is for \"" + db.device +
+    if (device.empty()) device = imp.device;
+    if (imp.device != device) {
+      return BadInput(f + ": measured on \"" + imp.device + "\" but the cost database is for \"" + device +
                       "\" (import each device's outputs into its own database)");
     }
-    for (auto& c : imp.curves) db.collectives.push_back(std::move(c));
-    for (auto& s : imp.skipped) db.skipped.push_back(std::move(s));
+    std::move(imp.curves.begin(), imp.curves.end(), std::back_inserter(curves));
+    std::move(imp.skipped.begin(), imp.skipped.end(), std::back_inserter(skipped));
   }
+  // The imported curves price their collective from now on: a curve of the same collective, group
+  // size and node span that the database held before (calibrate's own, over our communicator, or
+  // an earlier import's) goes. Both placements of these files stay, in-place all-reduce first.
+  const auto superseded = [&curves](const CollectiveCurve& old) {
+    return std::any_of(curves.begin(), curves.end(), [&old](const CollectiveCurve& c) {
+      return c.op == old.op && c.group_size == old.group_size && c.spans_nodes == old.spans_nodes;
+    });
+  };
+  if (replaced != nullptr) {
+    std::copy_if(db.collectives.begin(), db.collectives.end(), std::back_inserter(*replaced), superseded);
+  }
+  std::erase_if(db.collectives, superseded);
+  db.device = device;
+  std::move(curves.begin(), curves.end(), std::back_inserter(db.collectives));
+  std::move(skipped.begin(), skipped.end(), std::back_inserter(db.skipped));
   return Status::Ok();
 }
 

@@ -35,6 +35,12 @@ Result<NcclTestsImport> ImportNcclTests(const NcclTestsOutput& out);
 //! files' device; otherwise every file must have been measured on that device (exit-2 error naming
 //! the file otherwise). `device_override` non-empty: the files are taken as measured on that device
 //! whatever GPU their rank lines name (e.g. 40 GB outputs for an 80 GB part on the same NVLink).
-Status ImportNcclTestsFiles(const std::vector<std::string>& files, CostDb& db, const std::string& device_override = "");
+//! An imported curve replaces the database's curves of the same collective, group size and node
+//! span (calibrate's, refine's, an earlier import's): the planner prices a collective with the
+//! nearest curve, and an import measures the library the user's framework runs (NCCL; gloo)
+//! rather than our communicator. The imported curves are the last of `db.collectives`;
+//! `replaced`, when given, gets the ones that went. On an error `db` is unchanged.
+Status ImportNcclTestsFiles(const std::vector<std::string>& files, CostDb& db, const std::string& device_override = "",
+                            std::vector<CollectiveCurve>* replaced = nullptr);
 
 }  // namespace parallax::profiler

@@ -10,7 +10,9 @@
 #include <ostream>
 #include <string>
 
+#include "model/cluster_spec.h"
 #include "planner/cost/collective.h"
+#include "planner/cost/placement.h"
 #include "profiler/nccl_tests/import.h"
 #include "profiler/nccl_tests/output_parser.h"
 
@@ -165,6 +167,50 @@ TEST(NcclTestsImport, WrongResultsAreSkippedWithTheirLine) {
   ASSERT_EQ(db.skipped.size(), 1u);
   EXPECT_EQ(db.skipped[0].what, "all_reduce 2 ranks 8 B in-place (parallax_nccl_all_reduce_perf_wrong.txt:10)");
   EXPECT_EQ(db.skipped[0].reason, "nccl-tests counted 3 wrong results");
+}
+
+// An import prices its collective from then on: calibrate's curve of the same collective, group
+// size and node span goes (calibrate measured our communicator; the import, the user's library),
+// the others stay, and the planner's curve for that group is the imported one.
+TEST(NcclTestsImport, AnImportedCurveReplacesTheDatabasesCurveOfTheSameCollective) {
+  const std::string f = WriteTemp("all_reduce_perf_replaces.txt",
+                                  std::string(kHeader) +
+                                      "     1048576        262144     float     sum      -1   500.00    2.10    2.10  "
+                                      "    0   400.00    2.62    2.62      0\n");
+  CostDb db;
+  db.device = "a100-sxm-80g";
+  auto calibrated = [](CollectiveKind op, bool spans) {
+    CollectiveCurve c;
+    c.op = op;
+    c.group_size = 2;
+    c.spans_nodes = spans;
+    c.source = "calibrate";
+    c.points = {{.bytes = 1 << 20, .time_s = 100e-6}};
+    return c;
+  };
+  db.collectives = {calibrated(CollectiveKind::kAllReduce, true), calibrated(CollectiveKind::kAllReduce, false),
+                    calibrated(CollectiveKind::kAllGather, true)};
+  std::vector<CollectiveCurve> replaced;
+  ASSERT_TRUE(ImportNcclTestsFiles({f}, db, "", &replaced));
+  ASSERT_EQ(replaced.size(), 1u);
+  EXPECT_EQ(replaced[0].op, CollectiveKind::kAllReduce);
+  EXPECT_TRUE(replaced[0].spans_nodes);
+  ASSERT_EQ(db.collectives.size(), 4u);  // the one-node all-reduce, the all-gather, the two imported
+  EXPECT_FALSE(db.collectives[0].spans_nodes);
+  EXPECT_EQ(db.collectives[1].op, CollectiveKind::kAllGather);
+  EXPECT_EQ(db.collectives[2].source, "nccl-tests");
+  EXPECT_EQ(db.collectives[2].placement, "in-place");
+  ClusterSpec cluster;
+  cluster.nodes = 2;
+  cluster.gpus_per_node = 1;
+  const planner::CollectiveModel model(cluster, &db);
+  const planner::PlacedGroup two_nodes{.size = 2, .ranks_per_node = 1, .nodes = 2, .gpus_per_node = 1};
+  EXPECT_NEAR(model.Time(CollectiveKind::kAllReduce, 1 << 20, two_nodes), 400e-6, 1e-9);  // imported, in-place
+  // A second import of the same collective replaces the first one's curves.
+  replaced.clear();
+  ASSERT_TRUE(ImportNcclTestsFiles({f}, db, "", &replaced));
+  EXPECT_EQ(replaced.size(), 2u);
+  EXPECT_EQ(db.collectives.size(), 4u);
 }
 
 struct Malformed {
