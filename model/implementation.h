@@ -107,7 +107,9 @@ struct ImplementationProfile {
   Fact<int64_t> max_zero_stage;
   //! The highest ZeRO stage it runs together with pipeline parallelism (pp > 1).
   Fact<int64_t> max_zero_stage_pipelined;
-  Fact<bool> overlap_tp_comm;         //!< TP collectives overlap the GEMMs next to them
+  //! Transformer Engine userbuffers: the sequence-parallel collectives overlap the linears next to
+  //! them by TE's default method per GEMM (planner/cost/layer_ops.cpp OverlapAsUserbuffers)
+  Fact<bool> overlap_tp_comm;
   //! Only the column-parallel linears' backward collectives run asynchronously under that linear's
   //! own GEMMs (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication): the
   //! input-gradient all-reduce (sequence parallel: reduce-scatter) under the weight-gradient GEMM,

@@ -124,10 +124,10 @@ class Pricer {
     out.reserve(specs.size());
     for (const OpSpec& s : specs) out.push_back(Price(s));
     if (impl_.moe_shared_expert_overlap.value) HideDispatchBehindSharedExperts(out, c_.contention_factor());
-    if (impl_.overlap_tp_comm.value) {
-      HideTpBehindGemms(out, c_.contention_factor());
-    } else if (impl_.async_tp_backward.value) {
-      HideColumnParallelBackward(out, c_.contention_factor());
+    std::vector<bool> overlapped(out.size(), false);
+    if (impl_.overlap_tp_comm.value) overlapped = OverlapAsUserbuffers(out);
+    if (impl_.async_tp_backward.value || impl_.overlap_tp_comm.value) {
+      HideColumnParallelBackward(out, c_.contention_factor(), overlapped);
     }
     AddNoise(out);
     // The device waits for the host between two ops (refine measures it on the executor's trace).
@@ -140,24 +140,93 @@ class Pricer {
   }
 
  private:
-  // Overlapped TP communication (Transformer Engine userbuffers): a TP collective runs in chunks
-  // under the GEMM that consumes or produces it; only what the neighbouring GEMM cannot hide stays
-  // on the critical path. The GEMM it hides behind runs on fewer SMs meanwhile: slowed by the
-  // contention factor k over the overlapped time, as DP overlap is (DESIGN.md "Overlap").
-  static void HideTpBehindGemms(std::vector<CostedOp>& ops, double k) {
+  // Transformer Engine's userbuffers overlap of the sequence-parallel collectives with the layer's
+  // linears (Megatron-Core --tp-comm-overlap, which needs sequence parallelism: all-reduces are not
+  // overlapped), each by TE's default method and knobs (transformer_engine/pytorch/module/base.py
+  // initialize_ub, TE 1.x-2.x; Megatron-Core passes no config of its own):
+  //  - ring_exchange (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad: the all-gather before a forward
+  //    column-parallel GEMM or a backward row-parallel input-gradient GEMM): the GEMM runs as tp
+  //    chunks of m / tp rows, each while the next rank's chunk arrives over peer-to-peer copies
+  //    (copy engines, one SM): the chunked GEMM's time, and what of the tp - 1 transfers outlasts the
+  //    chunks before them;
+  //  - pipeline (proj_fprop, fc2_fprop: the reduce-scatter after a forward row-parallel GEMM): the
+  //    GEMM in 4 chunks on the SMs the communication's 16 leave it (set_sm_margin), chunk i's
+  //    reduce-scatter under chunk i + 1; the last chunk's stays exposed;
+  //  - bulk (qkv_dgrad / fc1_dgrad: the input's re-gather beside the input-gradient GEMMs;
+  //    qkv_wgrad / fc1_wgrad: the input gradient's reduce-scatter beside the weight-gradient GEMMs):
+  //    the collective on 16 SMs, the GEMMs on the rest (set_sm_margin), hidden up to their length.
+  // A collective next to any other op (the LM head's) is left to HideColumnParallelBackward.
+  static constexpr int64_t kUbCommSms = 16;      // pipeline and bulk: num_sm
+  static constexpr int64_t kUbPipelineSplits = 4;  // pipeline: num_splits (ring_exchange: tp)
+  //! Returns which ops it overlapped.
+  std::vector<bool> OverlapAsUserbuffers(std::vector<CostedOp>& ops) const {
+    std::vector<bool> done(ops.size(), false);
+    auto linear = [&](size_t j) {
+      const OpKind op = ops[j].op;
+      return j < ops.size() && !ops[j].tp_comm && !ops[j].gemms.empty() &&
+             (op == OpKind::kQkv || op == OpKind::kAttnOut || op == OpKind::kFc1 || op == OpKind::kFc2);
+    };
     for (size_t i = 0; i < ops.size(); ++i) {
-      if (!ops[i].tp_comm || ops[i].expert_comm) continue;
-      size_t g = ops.size();
-      if (i + 1 < ops.size() && !ops[i + 1].tp_comm && ops[i + 1].flops > 0) g = i + 1;
-      if (i > 0 && !ops[i - 1].tp_comm && ops[i - 1].flops > 0 &&
-          (g == ops.size() || ops[i - 1].time_s > ops[g].time_s)) {
-        g = i - 1;
+      CostedOp& comm = ops[i];
+      if (!comm.tp_comm || comm.expert_comm || comm.op == OpKind::kTpAllReduce) continue;
+      const bool gather = comm.op == OpKind::kTpAllGather;
+      const size_t g = gather ? i + 1 : i - 1;  // a gather feeds the next GEMM, a reduce-scatter follows its GEMM
+      if ((!gather && i == 0) || !linear(g)) continue;
+      CostedOp& gemm = ops[g];
+      const bool row = gemm.op == OpKind::kAttnOut || gemm.op == OpKind::kFc2;
+      done[i] = true;
+      if (gemm.phase != Phase::kBwd && gather && !row) {
+        RingExchange(comm, gemm);
+      } else if (gemm.phase != Phase::kBwd && !gather && row) {
+        Pipeline(comm, gemm);
+      } else if (gemm.phase == Phase::kBwd && gather) {
+        row ? RingExchange(comm, gemm) : Bulk(comm, gemm, 0);
+      } else if (gemm.phase == Phase::kBwd && !row && gemm.gemms.size() > 1) {
+        Bulk(comm, gemm, 1);
+      } else {
+        done[i] = false;
       }
-      if (g == ops.size()) continue;
-      const double hidden = std::min(ops[i].time_s, ops[g].time_s);
-      ops[i].time_s -= hidden;
-      ops[g].time_s += (k - 1) * hidden;
     }
+    return done;
+  }
+
+  //! `part`'s time run as `splits` chunks of m / splits rows (the chunks' GEMM over the whole's, as
+  //! the compute model prices both: wave and tile quantization of the smaller GEMMs).
+  double Chunked(const GemmPart& part, int64_t splits) const {
+    const int64_t rows = (part.m + splits - 1) / splits;
+    const double whole = c_.Gemm(part.m, part.n, part.k, part.batch, part.accumulate);
+    if (whole <= 0) return part.time_s;
+    return part.time_s * static_cast<double>(splits) * c_.Gemm(rows, part.n, part.k, part.batch, part.accumulate) / whole;
+  }
+  //! A GEMM on the SMs kUbCommSms leave it: slower by SMs / (SMs - kUbCommSms) (1 without an SM count).
+  double SmMargin() const {
+    const int64_t sms = c_.traits().sm_count;
+    return sms > kUbCommSms ? static_cast<double>(sms) / static_cast<double>(sms - kUbCommSms) : 1.0;
+  }
+  static void Retime(CostedOp& gemm, size_t part, double t) {
+    gemm.time_s += t - gemm.gemms[part].time_s;
+    gemm.gemms[part].time_s = t;
+  }
+  void RingExchange(CostedOp& comm, CostedOp& gemm) const {
+    const int64_t tp = std::max<int64_t>(tp_.size, 2);
+    const double chunked = Chunked(gemm.gemms[0], tp);
+    Retime(gemm, 0, chunked);
+    comm.time_s = std::max(0.0, comm.time_s - static_cast<double>(tp - 1) * chunked / static_cast<double>(tp));
+  }
+  void Pipeline(CostedOp& comm, CostedOp& gemm) const {
+    const double chunk = Chunked(gemm.gemms[0], kUbPipelineSplits) * SmMargin() / kUbPipelineSplits;
+    const double rs = comm.time_s / kUbPipelineSplits;
+    Retime(gemm, 0, chunk * kUbPipelineSplits);
+    // Chunk i's reduce-scatter starts when its GEMM and the previous reduce-scatter have ended.
+    comm.time_s = rs + (kUbPipelineSplits - 1) * std::max(0.0, rs - chunk);
+  }
+  void Bulk(CostedOp& comm, CostedOp& gemm, size_t parity) const {
+    double under = 0;
+    for (size_t p = parity; p < gemm.gemms.size(); p += 2) {
+      Retime(gemm, p, gemm.gemms[p].time_s * SmMargin());
+      under += gemm.gemms[p].time_s;
+    }
+    comm.time_s = std::max(0.0, comm.time_s - under);
   }
 
   // Megatron-Core's --moe-shared-expert-overlap: the shared experts (an MoE layer's fc1 / fc2) run on
@@ -191,8 +260,9 @@ class Pricer {
   // input that precedes it (qkv, fc1: the catalogue's head keeps its gathered input) under its
   // input-gradient GEMMs (the catalogue lists a backward linear's GEMMs as (input gradient, weight
   // gradient) pairs). The row-parallel linears' backward gather and every forward collective stay
-  // exposed. The hiding GEMM is slowed by k over the hidden time.
-  static void HideColumnParallelBackward(std::vector<CostedOp>& ops, double k) {
+  // exposed. The hiding GEMM is slowed by k over the hidden time. Ops in `skip` are overlapped
+  // already (OverlapAsUserbuffers).
+  static void HideColumnParallelBackward(std::vector<CostedOp>& ops, double k, const std::vector<bool>& skip) {
     auto column_parallel = [&](size_t j) {
       const OpKind op = ops[j].op;
       return !ops[j].tp_comm && ops[j].phase == Phase::kBwd &&
@@ -204,7 +274,7 @@ class Pricer {
       return t;
     };
     for (size_t i = 0; i < ops.size(); ++i) {
-      if (!ops[i].tp_comm || ops[i].expert_comm || ops[i].phase != Phase::kBwd) continue;
+      if (!ops[i].tp_comm || ops[i].expert_comm || ops[i].phase != Phase::kBwd || skip[i]) continue;
       size_t g = ops.size();
       double under = 0;
       if (ops[i].op == OpKind::kTpAllGather) {

@@ -92,8 +92,11 @@ Status ImportNcclTestsFiles(const std::vector<std::string>& files, CostDb& db, c
     if (!device_override.empty()) imp.device = device_override;
     if (device.empty()) device = imp.device;
     if (imp.device != device) {
-      return BadInput(f + ": measured on \"" + imp.device + "\" but the cost database is for \"" + device +
-                      "\" (import each device's outputs into its own database)");
+      std::string msg = f;
+      msg += ": measured on \"" + imp.device + "\" but the cost database is for \"";
+      msg += device;
+      msg += "\" (import each device's outputs into its own database)";
+      return BadInput(msg);
     }
     std::move(imp.curves.begin(), imp.curves.end(), std::back_inserter(curves));
     std::move(imp.skipped.begin(), imp.skipped.end(), std::back_inserter(skipped));

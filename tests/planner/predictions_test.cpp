@@ -165,6 +165,65 @@ TEST(Predictions, AsyncColumnParallelBackwardHidesOnlyItsOwnCollectives) {
   }
 }
 
+// Transformer Engine's userbuffers overlap (--tp-comm-overlap; model/implementation.cpp megatron-core)
+// against the same profile without it, on H100 (132 SMs) at tp 8 with sequence parallelism, by TE's
+// default method per collective (planner/cost/layer_ops.cpp OverlapAsUserbuffers): a forward
+// reduce-scatter keeps its last quarter exposed and its GEMM runs on the 116 SMs the
+// communication's 16 leave; a forward all-gather is hidden by a GEMM split into tp chunks, which
+// is never faster; a backward column-parallel GEMM beside a bulk collective runs on 116 SMs.
+// Without sequence parallelism TE has no overlap: the forward all-reduces stay exposed.
+TEST(Predictions, UserbuffersOverlapEachSequenceParallelCollectiveByTeDefaultMethod) {
+  ClusterSpec cluster = *ClusterPreset("dgx-h100");
+  cluster.nodes = 1;
+  const ModelSpec m = *ModelPreset("llama3-70b");
+  ImplementationProfile ub = *ImplementationPreset("megatron-core");
+  ASSERT_TRUE(ub.overlap_tp_comm.value);
+  ImplementationProfile plain = ub;
+  plain.overlap_tp_comm.value = false;
+  const double margin = 132.0 / 116.0;
+  for (bool sp : {true, false}) {
+    Layout l = *ParseInlineLayout("tp=8,micro_batch=1,global_batch=1");
+    l.sequence_parallel = sp;
+    CostContext a(cluster, Precision::kBf16, nullptr, &plain), b(cluster, Precision::kBf16, nullptr, &ub);
+    const UnitOps& before = a.Units(m, l, m.seq_len).layer;
+    const UnitOps& after = b.Units(m, l, m.seq_len).layer;
+    ASSERT_EQ(before.fwd.size(), after.fwd.size());
+    for (size_t i = 0; i < before.fwd.size(); ++i) {
+      const CostedOp& o = before.fwd[i];
+      if (!sp) {
+        EXPECT_EQ(after.fwd[i].time_s, o.time_s) << ToString(o.op);
+        continue;
+      }
+      if (o.op == OpKind::kTpReduceScatter) {
+        // At least the last quarter stays exposed; exactly that where fc2's longer chunks hide the
+        // other three (attn_out's are shorter than its reduce-scatter's chunks at tp 8).
+        EXPECT_GE(after.fwd[i].time_s, o.time_s / 4 * 0.999);
+        EXPECT_LT(after.fwd[i].time_s, o.time_s);
+        if (before.fwd[i - 1].op == OpKind::kFc2) {
+          EXPECT_NEAR(after.fwd[i].time_s, o.time_s / 4, 1e-12);
+        }
+        EXPECT_GE(after.fwd[i - 1].time_s, o.time_s > 0 ? before.fwd[i - 1].time_s * margin * 0.999 : 0.0)
+            << ToString(after.fwd[i - 1].op);
+      } else if (o.op == OpKind::kTpAllGather) {
+        EXPECT_EQ(after.fwd[i].time_s, 0.0);  // hidden under the chunks before the last
+        EXPECT_GE(after.fwd[i + 1].time_s, before.fwd[i + 1].time_s) << ToString(after.fwd[i + 1].op);
+      }
+    }
+    if (!sp) continue;
+    for (size_t i = 0; i < before.bwd.size(); ++i) {
+      const CostedOp& o = before.bwd[i];
+      if (o.tp_comm || (o.op != OpKind::kQkv && o.op != OpKind::kFc1)) continue;
+      // Both kinds of GEMM sit beside a bulk collective: the re-gather (input gradient), the
+      // reduce-scatter (weight gradient).
+      ASSERT_EQ(o.gemms.size(), after.bwd[i].gemms.size());
+      for (size_t g = 0; g < o.gemms.size(); ++g) {
+        EXPECT_NEAR(after.bwd[i].gemms[g].time_s, o.gemms[g].time_s * margin, 1e-12) << ToString(o.op) << " " << g;
+      }
+    }
+    EXPECT_LT(after.fwd_tp_s + after.bwd_tp_s, before.fwd_tp_s + before.bwd_tp_s);
+  }
+}
+
 // Sequence parallelism's whole-held parameters (norm weights and biases, row-parallel biases): our
 // executor all-reduces each one's gradient over TP at its group's last backward (per_parameter;
 // matched op by op against a real trace in PredictedVsMeasured), Megatron all of them in one
