@@ -13,13 +13,15 @@ namespace {
 constexpr size_t kRecordWords = 8;
 constexpr int64_t kSliceRecord = 0, kFlowOut = 1, kFlowIn = 2;
 
+// Both lanes are comm tracks of their rank: the exchange, which `trace stats` counts as the rank's
+// communication, and which a reader gives back to the rank (its pid) and the GUI shows in its lane.
 traces::TrackId LaneTrack(traces::Tracer& tracer, int64_t rank, ExchangeLane lane, int64_t index) {
   if (lane == ExchangeLane::kWorker) {
     return tracer.CustomTrack(rank, kWorkerExchangeTid, "worker " + std::to_string(index) + " exchange", rank,
                               traces::Stream::kComm);
   }
   return tracer.CustomTrack(rank, kServerLaneTid + index, "server " + std::to_string(index), rank,
-                            traces::Stream::kOther);
+                            traces::Stream::kComm);
 }
 
 }  // namespace

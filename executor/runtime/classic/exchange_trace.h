@@ -4,7 +4,7 @@
 //   lane "worker <r> exchange" (pid r, stream comm): push, pull, read_grads, write_weights; the
 //     backup coordinator's gather/receive/broadcast; compression's reduction (named by its method);
 //     local SGD's average
-//   lane "server <s>" (pid = the rank serving shard s, stream other): receive, apply, reply
+//   lane "server <s>" (pid = the rank serving shard s, stream comm): receive, apply, reply
 //   flows "push" (a gradient from its sender's push to its receipt) and "pull" (weights from the
 //     reply, or the coordinator's broadcast, to the worker's pull)
 // Times are host-clock ns since the job's common start, the Trainer recorder's epoch. Each end of a
