@@ -24,7 +24,7 @@ namespace {
 constexpr int kSteps = 3;
 
 std::filesystem::path Dir() {
-  const auto dir = std::filesystem::temp_directory_path() / "parallax_classic_trace";
+  auto dir = std::filesystem::temp_directory_path() / "parallax_classic_trace";
   std::filesystem::create_directories(dir);
   return dir;
 }
@@ -44,7 +44,7 @@ int MpiRun(int np, const std::string& plan, const std::string& args, const std::
 
 //! Runs `plan` on `np` ranks for kSteps steps with --trace; returns the trace's path.
 std::string TracedRun(const std::string& name, int np, const std::string& plan) {
-  const std::string trace = (Dir() / (name + ".json")).string();
+  std::string trace = (Dir() / (name + ".json")).string();
   std::filesystem::remove(trace);
   const std::string log = (Dir() / (name + ".log")).string();
   EXPECT_EQ(MpiRun(np, plan, "--steps " + std::to_string(kSteps) + " --trace " + trace, log), 0) << "see " << log;
@@ -149,6 +149,36 @@ TEST(ClassicTrace, ColocatedServersRunOnTheirHostWorkersLanes) {
   auto t = traces::ReadChromeTrace(path);
   ASSERT_TRUE(t) << t.error().message;
   ExpectLanesAndFlows(*t, 2, {0, 1});
+}
+
+TEST(ClassicTrace, BackupWorkersPushToTheCoordinatorAndPullItsBroadcast) {
+  constexpr int kWorkers = 2;  // worker 0 coordinates; each step uses the first gradient in
+  const std::string path = TracedRun("backup", kWorkers, "dp=2,sync=backup:1");
+  auto t = traces::ReadChromeTrace(path);
+  ASSERT_TRUE(t) << t.error().message;
+  auto coordinator = TrackNamed(*t, 0, "worker 0 exchange");
+  ASSERT_TRUE(coordinator);
+  for (int w = 1; w < kWorkers; ++w) {
+    auto lane = TrackNamed(*t, w, "worker " + std::to_string(w) + " exchange");
+    ASSERT_TRUE(lane) << "worker " << w;
+    int pushes = 0, pulls = 0;
+    t->flows().ForEach([&](const traces::Flow& f) {
+      if (f.from_track == *lane && f.to_track == *coordinator) {
+        EXPECT_EQ(t->Str(f.name), "push");
+        EXPECT_EQ(Enclosing(*t, f.from_track, f.from_ns), "push");
+        EXPECT_EQ(Enclosing(*t, f.to_track, f.to_ns), "receive");
+        ++pushes;
+      } else if (f.from_track == *coordinator && f.to_track == *lane) {
+        EXPECT_EQ(t->Str(f.name), "pull");
+        EXPECT_EQ(Enclosing(*t, f.from_track, f.from_ns), "broadcast");
+        EXPECT_EQ(Enclosing(*t, f.to_track, f.to_ns), "pull");
+        ++pulls;
+      }
+    });
+    // A late worker skips the steps it missed, so it may push fewer than kSteps gradients.
+    EXPECT_GE(pushes, 1) << "worker " << w;
+    EXPECT_GE(pulls, 1) << "worker " << w;
+  }
 }
 
 TEST(ClassicTrace, StatsAndDiffReadAClassicModeTrace) {
