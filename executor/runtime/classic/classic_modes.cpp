@@ -523,8 +523,9 @@ Result<TrainingReport> RunClassicModes(const Plan& plan, Backend& backend, Commu
   } else {
     PX_TRY(AgreeOnStatus(world, Status()));
   }
-  // One time origin for the job: the ops' recorder and the exchange lanes start after one barrier.
-  PX_TRY(backend.Synchronize());
+  // One time origin for the job: the ops' recorder and the exchange lanes start after one barrier
+  // (on idle streams, so the epoch event is stamped when it is recorded).
+  if (tracing) PX_TRY(backend.Synchronize());
   PX_TRY(world.Barrier());
   if (tracing && trainer) trainer->recorder().set_epoch(backend.RecordEvent(StreamKind::kCompute));
   j.t0 = Clock::now();
