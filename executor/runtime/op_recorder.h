@@ -64,6 +64,9 @@ class OpRecorder {
   void set_enabled(bool on) { enabled_ = on; }
   bool enabled() const { return enabled_; }
   void set_step(int64_t step) { step_ = step; }
+  //! The rank in the identities of the ops recorded afterwards (a classic-mode worker's replica
+  //! runs on a one-rank communicator; its ops carry its rank in the job).
+  void set_rank(int64_t rank) { rank_ = rank; }
   void set_where(const Where& w) { where_ = w; }
   const Where& where() const { return where_; }
   //! Event that start times are measured from; recorded after a world barrier, kept for the job.

@@ -121,20 +121,26 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
   report.peak_memory_bytes = top[0];
   std::copy(top.begin() + 1, top.end(), report.peak_memory_by_kind.begin());
   if (!o.trace_path.empty()) {
-    const bool root = world.rank() == 0;
-    traces::Tracer tracer("measured");
-    traces::TraceMetadata& meta = tracer.metadata();
-    meta.tool_version = "parallax 0.1.0";
-    meta.plan = PlanToJson(plan);
-    meta.model = plan.model.name;
-    meta.world_size = world.size();
-    meta.comm_progress = backend.CollectivesProgressOnHostThread() ? "host" : "device";
-    PX_TRY(t.recorder().GatherInto(world, root ? &tracer : nullptr));
-    Status written;
-    if (root) written = traces::WriteChromeTrace(tracer.trace(), o.trace_path);
-    PX_TRY(AgreeOnStatus(world, written));
+    PX_TRY(WriteMeasuredTrace(plan, backend, world, o.trace_path,
+                              [&](traces::Tracer* tracer) { return t.recorder().GatherInto(world, tracer); }));
   }
   return report;
+}
+
+Status WriteMeasuredTrace(const Plan& plan, Backend& backend, Communicator& world, const std::string& path,
+                          const std::function<Status(traces::Tracer*)>& gather) {
+  const bool root = world.rank() == 0;
+  traces::Tracer tracer("measured");
+  traces::TraceMetadata& meta = tracer.metadata();
+  meta.tool_version = "parallax 0.1.0";
+  meta.plan = PlanToJson(plan);
+  meta.model = plan.model.name;
+  meta.world_size = world.size();
+  meta.comm_progress = backend.CollectivesProgressOnHostThread() ? "host" : "device";
+  PX_TRY(gather(root ? &tracer : nullptr));
+  Status written;
+  if (root) written = traces::WriteChromeTrace(tracer.trace(), path);
+  return AgreeOnStatus(world, written);
 }
 
 }  // namespace parallax::executor

@@ -86,4 +86,10 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
                                    const TrainingRunOptions& options, const StartCallback& on_start,
                                    const StepCallback& on_step, bool* step_failed);
 
+//! Collective over `world`: the measured trace of a run, written to `path` by world rank 0 with
+//! its metadata (plan, model, world size, how collectives progressed). `gather` adds every rank's
+//! part (itself a collective; the tracer is null off rank 0). Every rank returns the write's status.
+Status WriteMeasuredTrace(const Plan& plan, Backend& backend, Communicator& world, const std::string& path,
+                          const std::function<Status(traces::Tracer*)>& gather);
+
 }  // namespace parallax::executor

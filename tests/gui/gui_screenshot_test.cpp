@@ -57,6 +57,20 @@ int LaneHeaderRows(const QImage& img) {
   return n;
 }
 
+//! [first, last] pixel rows of each lane header, top to bottom.
+std::vector<std::pair<int, int>> LaneHeaderBands(const QImage& img) {
+  std::vector<std::pair<int, int>> bands;
+  for (int y = 0; y < img.height(); ++y) {
+    if (img.pixel(img.width() - 40, y) != qRgb(226, 230, 238) || img.pixel(200, y) != qRgb(226, 230, 238)) continue;
+    if (!bands.empty() && bands.back().second == y - 1) {
+      bands.back().second = y;
+    } else {
+      bands.push_back({y, y});
+    }
+  }
+  return bands;
+}
+
 std::set<QRgb> Colors(const QImage& img) {
   std::set<QRgb> s;
   for (int y = 0; y < img.height(); y += 2) {
@@ -149,6 +163,34 @@ class TstGuiScreenshot : public QObject {
       coloured += (std::max({r, g, b}) - std::min({r, g, b}) > 60) ? 1 : 0;
     }
     QVERIFY(coloured > 20);
+  }
+
+  // A synchronous parameter-server run (2 workers, 1 dedicated server; issue 41): a lane per rank,
+  // the server's on rank 2, and with the first push selected its flow arrow from the pushing
+  // worker's exchange row (rank 0 or 1) across rank 2's lane header into the server's row.
+  void classicModeTraceShowsThePushFlowToTheServer() {
+    const QString trace = test::ClassicTrace();
+    if (trace.isEmpty()) QSKIP("no MPI: parallax run cannot make a measured trace");
+    const QStringList view = {"--view", "timeline"};
+    Shot plain = Screenshot("classic_plain", view + QStringList{trace});
+    Shot sel = Screenshot("classic_push", view + QStringList{"--select", "^push$", trace});
+    QCOMPARE(plain.exit_code, 0);
+    QCOMPARE(sel.exit_code, 0);
+    const auto headers = LaneHeaderBands(plain.image);
+    QCOMPARE(static_cast<int>(headers.size()), 3);
+    constexpr int kPlotX = 176;  // right of the label column (TimelineView::kLabelWidth)
+    // Pixels that turn dark when the push is selected: its outline and the arrow.
+    int top = plain.image.height(), bottom = -1;
+    for (int y = 0; y < plain.image.height(); ++y) {
+      for (int x = kPlotX; x < plain.image.width(); ++x) {
+        const QRgb a = plain.image.pixel(x, y), b = sel.image.pixel(x, y);
+        if (a == b || qRed(b) + qGreen(b) + qBlue(b) > 300) continue;
+        top = std::min(top, y);
+        bottom = std::max(bottom, y);
+      }
+    }
+    QVERIFY2(top < headers[2].first, qPrintable(QString("dark from %1").arg(top)));  // on rank 0 or 1
+    QVERIFY2(bottom > headers[2].second, qPrintable(QString("dark to %1, rank 2 from %2").arg(bottom).arg(headers[2].second)));
   }
 
   void statsView() {

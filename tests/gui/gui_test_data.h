@@ -159,6 +159,22 @@ inline QString MeasuredTrace() {
   return QFile::exists(out) ? out : QString();
 }
 
+//! `mpirun -np 3 parallax run` of synchronous parameter servers (2 workers, 1 dedicated server):
+//! a classic-mode trace with exchange lanes and push/pull flows ("" without MPI).
+inline QString ClassicTrace() {
+  const std::string mpi = PARALLAX_MPIEXEC;
+  if (mpi.empty()) return {};
+  const QString out = DataDir() + "/classic_ps.json";
+  static bool made = false;
+  if (made) return QFile::exists(out) ? out : QString();
+  made = true;
+  QFile::remove(out);
+  Shell(mpi + " --oversubscribe -np 3 " + PARALLAX_CLI +
+        " run --model gpt-tiny --plan dp=2,sync=ps,servers=1,global_batch=8 --steps 2 --trace " +
+        out.toStdString() + " > /dev/null 2>&1");
+  return QFile::exists(out) ? out : QString();
+}
+
 //! `parallax plan --candidates` for gpt-tiny on the local cluster.
 inline QString CandidatesFile() {
   SimulatedTrace();  // writes the cluster

@@ -9,6 +9,7 @@
 
 #include "executor/mailbox.h"
 #include "executor/runtime/classic/compression.h"
+#include "executor/runtime/classic/exchange_trace.h"
 #include "executor/runtime/classic/flat_model.h"
 #include "executor/runtime/classic/shard_server.h"
 #include "executor/runtime/classic/worker_data.h"
@@ -45,9 +46,14 @@ struct Job {
   std::vector<Record> records;
   std::vector<int64_t> staleness;
   int64_t dropped = 0;
+  ExchangeTrace trace;  //!< on with `run --trace`
 
   int ServerRank(int64_t s) const { return static_cast<int>(mode.colocated ? s : workers + s); }
   double Since(Clock::time_point t) const { return std::chrono::duration<double>(Clock::now() - t).count(); }
+  //! A slice of this worker's exchange lane until the returned span ends.
+  ExchangeSpan Span(ExchangeName name, int64_t bytes = -1) {
+    return {&trace, ExchangeLane::kWorker, rank, name, bytes};
+  }
 };
 
 // ---- worker iterations ------------------------------------------------------------------------
@@ -73,13 +79,30 @@ Status TimedStep(Job& j, Trainer& t, const GradientHook& exchange, const std::fu
   return {};
 }
 
+ExchangeName CompressionSliceName(CompressionKind k) {
+  switch (k) {
+    case CompressionKind::kBf16: return ExchangeName::kBf16;
+    case CompressionKind::kInt8: return ExchangeName::kInt8;
+    case CompressionKind::kTopK: return ExchangeName::kTopK;
+    case CompressionKind::kPowerSgd: return ExchangeName::kPowerSgd;
+    default: return ExchangeName::kAllReduce;
+  }
+}
+
 Status RunCompressed(Job& j, Trainer& t) {
   const FlatModel flat(t.model().groups());
   GradientCompressor c(j.mode, flat.params(), flat.size());
   std::vector<float> g;
   const GradientHook exchange = [&](Trainer&) -> Result<bool> {
-    flat.ReadGrads(*j.be, &g);
-    PX_TRY(c.MeanOverWorkers(*j.world, &g));
+    {
+      ExchangeSpan read = j.Span(ExchangeName::kReadGrads);
+      flat.ReadGrads(*j.be, &g);
+    }
+    {
+      ExchangeSpan reduce = j.Span(CompressionSliceName(j.mode.compression));
+      PX_TRY(c.MeanOverWorkers(*j.world, &g));
+      reduce.set_bytes(c.wire_bytes());
+    }
     flat.WriteGrads(*j.be, g);
     return true;
   };
@@ -95,6 +118,7 @@ Status RunLocalSgd(Job& j, Trainer& t) {
   // The weights and the Adam moments, so every worker restarts from one state.
   const auto average_models = [&]() -> Status {
     if (!average) return {};
+    ExchangeSpan span = j.Span(ExchangeName::kAverage, 3 * flat.size() * 4);
     for (FlatModel::Part part : {FlatModel::Part::kWeights, FlatModel::Part::kAdamM, FlatModel::Part::kAdamV}) {
       flat.Read(*j.be, part, &w);
       d.assign(w.begin(), w.end());
@@ -169,7 +193,8 @@ Result<std::unique_ptr<ShardServer>> ReceiveShard(Job& j, int64_t shard, Communi
                           .workers = j.workers,
                           .steps = j.steps,
                           .grad_clip = j.plan->training.grad_clip,
-                          .servers = servers};
+                          .servers = servers,
+                          .trace = &j.trace};
   return std::make_unique<ShardServer>(*j.mb, setup, std::move(opt));
 }
 
@@ -180,24 +205,32 @@ Status RunPsWorker(Job& j, Trainer& t, ShardServer* colocated) {
   std::vector<float> g, w(static_cast<size_t>(n));
   std::vector<char> msg;
   const GradientHook exchange = [&](Trainer& tr) -> Result<bool> {
-    flat.ReadGrads(*j.be, &g);
+    {
+      ExchangeSpan read = j.Span(ExchangeName::kReadGrads);
+      flat.ReadGrads(*j.be, &g);
+    }
     const double clip = ClipScale(std::sqrt(SumSquares(g)), j.plan->training.grad_clip);
     for (int64_t s = 0; s < shards; ++s) {
       const int64_t lo = ShardBegin(n, s, shards), hi = ShardBegin(n, s + 1, shards);
+      ExchangeSpan push = j.Span(ExchangeName::kPush, (hi - lo) * 4);
       const PushHeader h{.version = version[static_cast<size_t>(s)], .iteration = static_cast<double>(tr.step()),
                          .clip_scale = clip, .kind = 0};
       msg.resize(sizeof(h) + static_cast<size_t>(hi - lo) * 4);
       std::memcpy(msg.data(), &h, sizeof(h));
       std::memcpy(msg.data() + sizeof(h), g.data() + lo, static_cast<size_t>(hi - lo) * 4);
+      push.FlowOut({FlowKind::kPush, j.rank, s, tr.step()});
       PX_TRY(j.mb->Post(j.ServerRank(s), kTagPush, msg.data(), static_cast<int64_t>(msg.size())));
     }
     for (int64_t s = 0; s < shards; ++s) {
+      ExchangeSpan pull = j.Span(ExchangeName::kPull, (ShardBegin(n, s + 1, shards) - ShardBegin(n, s, shards)) * 4);
       PX_TRY(Await(j, j.ServerRank(s), kTagWeights, colocated, &msg));
+      pull.FlowIn({FlowKind::kPull, s, j.rank, tr.step()});
       PushHeader h;
       std::memcpy(&h, msg.data(), sizeof(h));
       version[static_cast<size_t>(s)] = h.version;
       std::memcpy(w.data() + ShardBegin(n, s, shards), msg.data() + sizeof(h), msg.size() - sizeof(h));
     }
+    ExchangeSpan write = j.Span(ExchangeName::kWriteWeights);
     flat.WriteWeights(*j.be, w);
     return false;
   };
@@ -216,6 +249,17 @@ Status RunBackupCoordinator(Job& j, Trainer& t) {
   int64_t finished = 0, chosen = 0;
   std::vector<float> sum(n), own, w;
   std::vector<char> msg;
+  // The next gradient (or a worker's last message) into msg.
+  auto receive = [&]() -> Status {
+    int src = 0;
+    PX_TRY(AwaitMessage(*j.mb, kAnySource, kTagGrad, &src, nullptr));
+    ExchangeSpan span = j.Span(ExchangeName::kReceive);
+    PX_TRY(ReceiveMessage(*j.mb, kAnySource, kTagGrad, &msg, &src));
+    PushHeader h;
+    std::memcpy(&h, msg.data(), sizeof(h));
+    if (h.kind == 0) span.FlowIn({FlowKind::kPush, src, 0, static_cast<int64_t>(h.iteration)});
+    return {};
+  };
   auto take = [&](int64_t step) {
     PushHeader h;
     std::memcpy(&h, msg.data(), sizeof(h));
@@ -230,12 +274,13 @@ Status RunBackupCoordinator(Job& j, Trainer& t) {
     }
   };
   const GradientHook exchange = [&](Trainer& tr) -> Result<bool> {
+    ExchangeSpan gather = j.Span(ExchangeName::kGather);
     std::fill(sum.begin(), sum.end(), 0.0f);
     chosen = 0;
     for (int src = 0; chosen < need;) {
       PX_ASSIGN(const bool ready, j.mb->Poll(kAnySource, kTagGrad, &src, nullptr));
       if (!ready) break;
-      PX_TRY(ReceiveMessage(*j.mb, kAnySource, kTagGrad, &msg));
+      PX_TRY(receive());
       take(tr.step());
     }
     flat.ReadGrads(*j.be, &own);
@@ -246,7 +291,7 @@ Status RunBackupCoordinator(Job& j, Trainer& t) {
       ++j.dropped;
     }
     while (chosen < need) {
-      PX_TRY(ReceiveMessage(*j.mb, kAnySource, kTagGrad, &msg));
+      PX_TRY(receive());
       take(tr.step());
     }
     for (float& x : sum) x /= static_cast<float>(need);
@@ -255,16 +300,20 @@ Status RunBackupCoordinator(Job& j, Trainer& t) {
   };
   for (int64_t i = 0; i < j.steps; ++i) {
     PX_TRY(TimedStep(j, t, exchange));
+    ExchangeSpan broadcast = j.Span(ExchangeName::kBroadcast, static_cast<int64_t>(n * 4));
     flat.ReadWeights(*j.be, &w);
     const PushHeader h{.version = static_cast<double>(t.step()), .iteration = 0, .clip_scale = 1, .kind = 0};
     msg.resize(sizeof(h) + n * 4);
     std::memcpy(msg.data(), &h, sizeof(h));
     std::memcpy(msg.data() + sizeof(h), w.data(), n * 4);
-    for (int r = 1; r < j.workers; ++r) PX_TRY(j.mb->Post(r, kTagModel, msg.data(), static_cast<int64_t>(msg.size())));
+    for (int r = 1; r < j.workers; ++r) {
+      broadcast.FlowOut({FlowKind::kPull, 0, r, t.step()});
+      PX_TRY(j.mb->Post(r, kTagModel, msg.data(), static_cast<int64_t>(msg.size())));
+    }
   }
   // Late gradients still travelling: take them until every worker said it is done.
   while (finished < j.workers - 1) {
-    PX_TRY(ReceiveMessage(*j.mb, kAnySource, kTagGrad, &msg));
+    PX_TRY(receive());
     take(j.steps);
   }
   return {};
@@ -277,21 +326,27 @@ Status RunBackupWorker(Job& j, Trainer& t) {
   std::vector<char> msg;
   int64_t next = 0;
   const GradientHook exchange = [&](Trainer& tr) -> Result<bool> {
-    flat.ReadGrads(*j.be, &g);
-    const PushHeader h{.version = 0, .iteration = static_cast<double>(tr.step()), .clip_scale = 1, .kind = 0};
-    msg.resize(sizeof(h) + n * 4);
-    std::memcpy(msg.data(), &h, sizeof(h));
-    std::memcpy(msg.data() + sizeof(h), g.data(), n * 4);
-    PX_TRY(j.mb->Post(0, kTagGrad, msg.data(), static_cast<int64_t>(msg.size())));
+    {
+      ExchangeSpan push = j.Span(ExchangeName::kPush, static_cast<int64_t>(n * 4));
+      flat.ReadGrads(*j.be, &g);
+      const PushHeader h{.version = 0, .iteration = static_cast<double>(tr.step()), .clip_scale = 1, .kind = 0};
+      msg.resize(sizeof(h) + n * 4);
+      std::memcpy(msg.data(), &h, sizeof(h));
+      std::memcpy(msg.data() + sizeof(h), g.data(), n * 4);
+      push.FlowOut({FlowKind::kPush, j.rank, 0, tr.step()});
+      PX_TRY(j.mb->Post(0, kTagGrad, msg.data(), static_cast<int64_t>(msg.size())));
+    }
     // The newest weights the coordinator has sent (a late worker skips the steps it missed).
+    ExchangeSpan pull = j.Span(ExchangeName::kPull, static_cast<int64_t>(n * 4));
+    PushHeader got;
     int src = 0;
     for (bool first = true;; first = false) {
       PX_ASSIGN(const bool ready, j.mb->Poll(0, kTagModel, &src, nullptr));
       if (!ready && !first) break;
       PX_TRY(ReceiveMessage(*j.mb, 0, kTagModel, &msg));
+      std::memcpy(&got, msg.data(), sizeof(got));
+      pull.FlowIn({FlowKind::kPull, 0, j.rank, static_cast<int64_t>(got.version)});
     }
-    PushHeader got;
-    std::memcpy(&got, msg.data(), sizeof(got));
     next = static_cast<int64_t>(got.version);
     std::vector<float> w(n);
     std::memcpy(w.data(), msg.data() + sizeof(got), n * 4);
@@ -429,10 +484,10 @@ Result<TrainingReport> RunClassicModes(const Plan& plan, Backend& backend, Commu
                                        const TrainingRunOptions& o, TrainingReport base, const StartCallback& on_start,
                                        const StepCallback& on_step, bool* step_failed) {
   PX_TRY(ValidateClassicExecution(plan, world.size()));
-  if (!o.trace_path.empty() || !o.checkpoint_dir.empty()) {
-    return BadInput("run: --trace and --checkpoint-dir are not supported with sync=" + SyncToString(plan.layout.sync) +
-                    " yet");
+  if (!o.checkpoint_dir.empty()) {
+    return BadInput("run: --checkpoint-dir is not supported with sync=" + SyncToString(plan.layout.sync) + " yet");
   }
+  const bool tracing = !o.trace_path.empty();
   Job j;
   j.plan = &plan;
   j.be = &backend;
@@ -459,20 +514,35 @@ Result<TrainingReport> RunClassicModes(const Plan& plan, Backend& backend, Commu
   if (j.rank < j.workers) {
     TrainerOptions topt = o.trainer;
     topt.init_threads = base.host_threads.threads;
+    topt.record_ops = topt.record_ops || tracing;
     auto made = MakeWorker(j, *self, topt);
     if (Status agreed = AgreeOnStatus(world, made ? Status() : Status(made.error())); !agreed) return agreed.error();
     trainer = std::move(*made);
+    trainer->recorder().set_rank(j.rank);
     if (on_start && j.rank == 0) on_start(*trainer);
   } else {
     PX_TRY(AgreeOnStatus(world, Status()));
   }
+  // One time origin for the job: the ops' recorder and the exchange lanes start after one barrier
+  // (on idle streams, so the epoch event is stamped when it is recorded).
+  if (tracing) PX_TRY(backend.Synchronize());
   PX_TRY(world.Barrier());
+  if (tracing && trainer) trainer->recorder().set_epoch(backend.RecordEvent(StreamKind::kCompute));
   j.t0 = Clock::now();
+  if (tracing) j.trace.Start(j.t0);
   if (Status st = RunRole(j, trainer.get(), serving ? server_comm.get() : nullptr); !st) {
     *step_failed = true;
     return st.error();
   }
   PX_TRY(Summarise(j, &base));
+  if (tracing) {
+    const auto gather = [&](traces::Tracer* tracer) -> Status {
+      const OpRecorder none(&backend, j.rank);  // a dedicated server runs no ops
+      PX_TRY((trainer ? trainer->recorder() : none).GatherInto(world, tracer));
+      return j.trace.GatherInto(world, tracer);
+    };
+    PX_TRY(WriteMeasuredTrace(plan, backend, world, o.trace_path, gather));
+  }
   base.first_step = 0;
   base.data_description = trainer ? trainer->data().Describe() : "";
   double peak = static_cast<double>(backend.memory().peak_bytes);

@@ -10,14 +10,11 @@
 
 namespace parallax::executor {
 
-Status ReceiveMessage(Mailbox& mailbox, int peer, int tag, std::vector<char>* out, int* source) {
-  // Its size first (polling, as Receive does, with the same limit), then the message whole.
-  int from = -1;
-  int64_t bytes = 0;
+Status AwaitMessage(Mailbox& mailbox, int peer, int tag, int* source, int64_t* bytes) {
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
-    PX_ASSIGN(const bool ready, mailbox.Poll(peer, tag, &from, &bytes));
-    if (ready) break;
+    PX_ASSIGN(const bool ready, mailbox.Poll(peer, tag, source, bytes));
+    if (ready) return {};
     if (std::chrono::steady_clock::now() - start > std::chrono::seconds(kMailboxWaitS)) {
       return Error{"classic mode: no message (tag " + std::to_string(tag) + ") from " +
                        (peer == kAnySource ? std::string("any rank") : "rank " + std::to_string(peer)) + " within " +
@@ -26,6 +23,13 @@ Status ReceiveMessage(Mailbox& mailbox, int peer, int tag, std::vector<char>* ou
     }
     std::this_thread::yield();
   }
+}
+
+Status ReceiveMessage(Mailbox& mailbox, int peer, int tag, std::vector<char>* out, int* source) {
+  // Its size first (polling, as Receive does, with the same limit), then the message whole.
+  int from = -1;
+  int64_t bytes = 0;
+  PX_TRY(AwaitMessage(mailbox, peer, tag, &from, &bytes));
   out->resize(static_cast<size_t>(bytes));
   PX_ASSIGN(from, mailbox.Receive(from, tag, out->data(), bytes));
   if (source != nullptr) *source = from;
@@ -45,7 +49,14 @@ Status ShardServer::Serve(bool block) {
     int source = -1;
     PX_ASSIGN(const bool ready, mailbox_->Poll(kAnySource, kTagPush, &source, nullptr));
     if (!ready && !(block && first)) break;
-    PX_TRY(ReceiveMessage(*mailbox_, kAnySource, kTagPush, &message, &source));
+    if (!ready) PX_TRY(AwaitMessage(*mailbox_, kAnySource, kTagPush, &source, nullptr));
+    {
+      ExchangeSpan receive = Span(ExchangeName::kReceive);
+      PX_TRY(ReceiveMessage(*mailbox_, kAnySource, kTagPush, &message, &source));
+      PushHeader h;
+      std::memcpy(&h, message.data(), std::min(sizeof(h), message.size()));
+      receive.FlowIn({FlowKind::kPush, source, setup_.shard, static_cast<int64_t>(h.iteration)});
+    }
     PX_TRY(Handle(source, message));
   }
   return {};
@@ -69,15 +80,27 @@ Status ShardServer::Handle(int worker, const std::vector<char>& message) {
   const auto stale = static_cast<size_t>(std::max<int64_t>(0, opt_->updates() - static_cast<int64_t>(h.version)));
   if (staleness_.size() <= stale) staleness_.resize(stale + 1, 0);
   ++staleness_[stale];
-  std::vector<float> g(grad, grad + n);
-  // A push carries 1/W of a global batch: it takes 1/W of a step, so W pushes without staleness
-  // move the weights as far as one synchronous step (exactly so for SGD).
-  opt_->Apply(g, h.clip_scale, 1.0 / static_cast<double>(setup_.workers));
+  {
+    ExchangeSpan apply = Span(ExchangeName::kApply);
+    std::vector<float> g(grad, grad + n);
+    // A push carries 1/W of a global batch: it takes 1/W of a step, so W pushes without staleness
+    // move the weights as far as one synchronous step (exactly so for SGD).
+    opt_->Apply(g, h.clip_scale, 1.0 / static_cast<double>(setup_.workers));
+  }
   waiting_.push_back(worker);
   return ReleaseWaiting();
 }
 
 Status ShardServer::FinishSyncStep() {
+  {
+    ExchangeSpan apply = Span(ExchangeName::kApply);
+    PX_TRY(ApplySum());
+  }
+  for (int w = 0; w < setup_.workers; ++w) PX_TRY(Answer(w));
+  return {};
+}
+
+Status ShardServer::ApplySum() {
   for (float& x : sum_) x /= static_cast<float>(setup_.workers);
   // Clipping spans every shard: the global norm is the root of the servers' summed squares.
   double sq = SumSquares(sum_);
@@ -85,7 +108,6 @@ Status ShardServer::FinishSyncStep() {
   opt_->Apply(sum_, ClipScale(std::sqrt(sq), setup_.grad_clip));
   std::fill(sum_.begin(), sum_.end(), 0.0f);
   received_ = 0;
-  for (int w = 0; w < setup_.workers; ++w) PX_TRY(Answer(w));
   return {};
 }
 
@@ -107,6 +129,7 @@ Status ShardServer::ReleaseWaiting() {
 }
 
 Status ShardServer::Answer(int worker) {
+  ExchangeSpan reply = Span(ExchangeName::kReply, opt_->size() * 4);
   std::vector<float> w;
   opt_->ReadWeights(&w);
   std::vector<char> message(sizeof(PushHeader) + w.size() * 4);
@@ -114,6 +137,8 @@ Status ShardServer::Answer(int worker) {
   h.version = static_cast<double>(opt_->updates());
   std::memcpy(message.data(), &h, sizeof(h));
   std::memcpy(message.data() + sizeof(h), w.data(), w.size() * 4);
+  // The answer to the worker's latest push (clock_: iterations pushed).
+  reply.FlowOut({FlowKind::kPull, setup_.shard, worker, clock_[static_cast<size_t>(worker)] - 1});
   return mailbox_->Post(worker, kTagWeights, message.data(), static_cast<int64_t>(message.size()));
 }
 

@@ -17,6 +17,7 @@
 
 #include "executor/backend.h"
 #include "executor/mailbox.h"
+#include "executor/runtime/classic/exchange_trace.h"
 #include "executor/runtime/classic/shard_optimizer.h"
 #include "model/sync_mode.h"
 
@@ -45,6 +46,7 @@ struct ServerSetup {
   int64_t steps = 1;           //!< iterations every worker pushes
   double grad_clip = 0;
   Communicator* servers = nullptr;  //!< every shard's server (synchronous clipping); null: one shard
+  ExchangeTrace* trace = nullptr;   //!< receive/apply/reply on lane "server <shard>"; null: not traced
 };
 
 class ShardServer {
@@ -59,7 +61,12 @@ class ShardServer {
 
  private:
   Status Handle(int worker, const std::vector<char>& message);
+  //! A slice of this shard's lane until the returned span ends.
+  ExchangeSpan Span(ExchangeName name, int64_t bytes = -1) {
+    return {setup_.trace, ExchangeLane::kServer, setup_.shard, name, bytes};
+  }
   Status FinishSyncStep();
+  Status ApplySum();  //!< ps: the mean of the step's pushes, clipped over every shard, applied
   Status Answer(int worker);
   Status ReleaseWaiting();
 
@@ -74,6 +81,9 @@ class ShardServer {
   std::vector<int64_t> staleness_;
 };
 
+//! Waits (at most kMailboxWaitS) until a message with `tag` from `peer` (or anyone) is waiting; sets
+//! *source and *bytes as Mailbox::Poll does.
+Status AwaitMessage(Mailbox& mailbox, int peer, int tag, int* source, int64_t* bytes);
 //! Receives a whole message of unknown size from `peer` (or anyone) with `tag`; *source: its sender.
 Status ReceiveMessage(Mailbox& mailbox, int peer, int tag, std::vector<char>* out, int* source = nullptr);
 
