@@ -207,8 +207,12 @@ def train(rank, world, args):
     for step in range(args.steps):
         in_profile = bool(args.profile) and args.profile_step <= step <= last_profiled
         if in_profile and step == args.profile_step:
-            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
-                                          with_modules=True)
+            # A schedule of the profiled steps, as torch.profiler users record them: each step is a
+            # "ProfilerStep#N" range (the profiler records those only under a schedule).
+            prof = torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_modules=True,
+                schedule=torch.profiler.schedule(wait=0, warmup=0, active=args.profile_steps, repeat=1),
+                on_trace_ready=(lambda p: p.export_chrome_trace(args.profile)) if rank == 0 else None)
             prof.__enter__()
         first = step * args.global_batch + rank * per_rank
         batch = np.stack([synthetic_sample(data_key, first + b, seq, vocab) for b in range(per_rank)])
@@ -221,10 +225,10 @@ def train(rank, world, args):
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         opt.step()
         (profiled if in_profile else times).append(time.perf_counter() - t0)
+        if in_profile:
+            prof.step()  # the last profiled step's ends the schedule's window and writes the trace
         if in_profile and step == last_profiled:
             prof.__exit__(None, None, None)
-            if rank == 0:
-                prof.export_chrome_trace(args.profile)
         lv = loss.detach().clone()
         if world > 1:
             dist.all_reduce(lv)

@@ -77,18 +77,35 @@ class EventsBefore {
   std::vector<int64_t> ts_;  // sorted: events are
 };
 
+//! Where the profiler's step annotations ("ProfilerStep#N": torch.profiler's step(), in both trace
+//! forms) start, ascending; empty when the trace has none.
+std::vector<int64_t> StepMarks(const KinetoEvents& ev) {
+  std::vector<int64_t> marks;
+  for (const auto& e : ev.events) {
+    if (PatternMatches("ProfilerStep#*", e.name)) marks.push_back(e.ts_ns);
+  }
+  std::sort(marks.begin(), marks.end());
+  return marks;
+}
+
 class Assigner {
  public:
   Assigner(const KinetoEvents& ev, const Attribution& a, const traces::Trace& predicted, int64_t rank)
-      : ev_(ev), a_(a), predicted_(predicted), rank_(rank) {
+      : ev_(ev), a_(a), predicted_(predicted), rank_(rank), marks_(StepMarks(ev)) {
     std::tie(compute_, comm_) = PlanOps(predicted, rank);
     work_.emplace_back(compute_.size());
   }
 
   void Run() {
     destinations_.assign(a_.units.size(), "unattributed");
+    size_t mark = 0;
     for (size_t i = 0; i < a_.units.size(); ++i) {
       const AttributedUnit& u = a_.units[i];
+      // A step annotation starts the plan's op list again: the units after it are the next step's,
+      // whatever the ones before it matched (an op the step skipped cannot shift the next one).
+      for (; mark < marks_.size() && u.start_ns >= marks_[mark]; ++mark) {
+        if (started_) NextStep();
+      }
       FamilyTime& f = families_[std::string(FamilyOf(u))];
       f.time_s += static_cast<double>(u.dur_ns) * 1e-9;
       ++f.units;
@@ -126,8 +143,9 @@ class Assigner {
       return &compute_[current_];
     }
     auto j = FindOp(u, compute_, started_ ? current_ : 0);
-    if (!j && started_ && current_ + kAssignLookahead + 1 >= compute_.size()) {
-      // The plan's last ops are done: a unit that starts the op list again starts the next step.
+    if (!j && marks_.empty() && started_ && current_ + kAssignLookahead + 1 >= compute_.size()) {
+      // Without step annotations: the plan's last ops are done, so a unit that starts the op list
+      // again starts the next step.
       j = FindOp(u, compute_, 0);
       if (j) {
         work_.emplace_back(compute_.size());
@@ -150,6 +168,13 @@ class Assigner {
     return &comm_[*j];
   }
 
+  void NextStep() {
+    work_.emplace_back(compute_.size());
+    current_ = 0;
+    comm_next_ = 0;
+    started_ = false;
+  }
+
   void Add(size_t j, const AttributedUnit& u) {
     OpWork& w = work_.back()[j];
     if (w.first_ns < 0) w.first_ns = u.start_ns;
@@ -162,6 +187,7 @@ class Assigner {
   const Attribution& a_;
   const traces::Trace& predicted_;
   int64_t rank_;
+  std::vector<int64_t> marks_;  //!< StepMarks
   std::vector<PlanOp> compute_, comm_;
   std::vector<std::vector<OpWork>> work_;
   std::vector<std::tuple<const PlanOp*, const AttributedUnit*, int64_t>> comm_pairs_;
