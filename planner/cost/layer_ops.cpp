@@ -162,9 +162,9 @@ class Pricer {
   std::vector<bool> OverlapAsUserbuffers(std::vector<CostedOp>& ops) const {
     std::vector<bool> done(ops.size(), false);
     auto linear = [&](size_t j) {
+      if (j >= ops.size() || ops[j].tp_comm || ops[j].gemms.empty()) return false;
       const OpKind op = ops[j].op;
-      return j < ops.size() && !ops[j].tp_comm && !ops[j].gemms.empty() &&
-             (op == OpKind::kQkv || op == OpKind::kAttnOut || op == OpKind::kFc1 || op == OpKind::kFc2);
+      return op == OpKind::kQkv || op == OpKind::kAttnOut || op == OpKind::kFc1 || op == OpKind::kFc2;
     };
     for (size_t i = 0; i < ops.size(); ++i) {
       CostedOp& comm = ops[i];
