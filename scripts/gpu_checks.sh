@@ -17,7 +17,8 @@
 #   WORK    where logs are written (default /tmp/gpu-checks)
 #   SECONDS the deadline for the whole pass (default 450)
 #   STEP    env probe ops cp_attention gpu cli bench side cudnn calibrate calibrate_generic cupti
-#           fidelity profile dram fp8 (default: all but calibrate_generic and dram, in this order: the
+#           fidelity profile dram fp8 pytorch_proof (default: all but calibrate_generic, dram and
+#           pytorch_proof, in this order: the
 #           gpu-label tests and the cross-backend op test first, what does not fit the deadline is
 #           skipped and listed)
 # The CUDA libraries (cuBLAS, cuBLASLt, cuDNN, NCCL, CUPTI, the runtime) are looked up on the GPU
@@ -215,6 +216,13 @@ for st in "${steps[@]}"; do
       step fp8_1p3b_fp8 90 "$px" run --plan micro_batch=1 --model gpt-1.3b --global-batch 8 --steps 6 --backend cuda \
         --cluster $cl --precision fp8 --json --no-cupti ;;
     # ---- end fp8 ----------------------------------------------------------------------------------
+    # ---- foreign traces (issue 40 item 6; not in the default list: about 3 minutes) ----------------
+    pytorch_proof)
+      # PyTorch's own step time on this GPU from one profiled PyTorch run (micro-batch 1/2/4, full
+      # recompute), refined from its Kineto trace; uses the calibrate step's database when it ran.
+      step pytorch_proof 240 env COSTDB="$logs/costdb-gpt-1.3b.json" CLUSTER="$logs/cluster.json" \
+        scripts/pytorch_gpu_proof.sh "$b" "$logs/pytorch-proof" ;;
+    # ---- end foreign traces -------------------------------------------------------------------------
     *) echo "unknown step $st" | tee -a "$out/summary.txt" ;;
   esac
 done

@@ -8,6 +8,11 @@ precision), AdamW (fused), global batch 8 sequences by gradient accumulation ove
 causal attention through F.scaled_dot_product_attention (FlashAttention-2 kernels on sm80+).
 Prints one JSON line: tokens/s, MFU (PaLM's model FLOPs per token over the bf16 dense peak of the
 device, the same figures bench_cuda uses) and peak memory (torch.cuda.max_memory_allocated).
+--recompute full checkpoints every block (torch.utils.checkpoint, non-reentrant); --profile FILE
+runs the timed steps' first --profile-steps under torch.profiler (CPU and CUDA activities, shapes,
+modules; a schedule, so each step is a ProfilerStep#N range) and writes their Kineto trace, which
+`parallax refine --implementation pytorch` reads (scripts/pytorch_gpu_proof.sh); the profiled steps
+are left out of the step time.
 """
 import argparse
 import json
@@ -17,6 +22,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint as checkpoint
 
 # bf16 dense peak TFLOP/s, NVIDIA datasheets (the device presets of model/presets.cpp).
 PEAK_BF16 = {"H200": 989.4, "H100": 989.4, "A100": 312.0}
@@ -44,8 +50,9 @@ class Block(nn.Module):
 
 
 class Gpt(nn.Module):
-    def __init__(self, layers, h, heads, vocab, seq):
+    def __init__(self, layers, h, heads, vocab, seq, recompute=False):
         super().__init__()
+        self.recompute = recompute
         self.wte = nn.Embedding(vocab, h)
         self.wpe = nn.Embedding(seq, h)
         self.blocks = nn.ModuleList(Block(h, heads) for _ in range(layers))
@@ -55,7 +62,7 @@ class Gpt(nn.Module):
         pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for blk in self.blocks:
-            x = blk(x)
+            x = checkpoint.checkpoint(blk, x, use_reentrant=False) if self.recompute else blk(x)
         logits = self.ln_f(x) @ self.wte.weight.t()  # tied LM head
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
 
@@ -72,11 +79,14 @@ def main():
     ap.add_argument("--global-batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--recompute", choices=["none", "full"], default="none")
+    ap.add_argument("--profile", default="", help="write a torch.profiler trace of the first profiled steps here")
+    ap.add_argument("--profile-steps", type=int, default=3)
     a = ap.parse_args()
     layers, h, heads, vocab, seq = 24, 2048, 16, 51200, 2048
     torch.manual_seed(7)
     dev = torch.device("cuda")
-    model = Gpt(layers, h, heads, vocab, seq).to(dev)
+    model = Gpt(layers, h, heads, vocab, seq, a.recompute == "full").to(dev)
     run = torch.compile(model) if a.compile else model
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
     accum = a.global_batch // a.micro_batch
@@ -97,6 +107,15 @@ def main():
 
     for _ in range(2):
         step()
+    if a.profile:
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        sched = torch.profiler.schedule(wait=0, warmup=0, active=a.profile_steps, repeat=1)
+        with torch.profiler.profile(activities=acts, record_shapes=True, with_modules=True, schedule=sched,
+                                    on_trace_ready=lambda p: p.export_chrome_trace(a.profile)) as prof:
+            for _ in range(a.profile_steps):
+                step()
+                torch.cuda.synchronize()
+                prof.step()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
@@ -109,7 +128,7 @@ def main():
     tokens_per_s = a.global_batch * seq / step_s
     mfu = model_flops_per_token(layers, h, vocab, seq) * tokens_per_s / (peak * 1e12) if peak else 0.0
     print(json.dumps({"impl": "pytorch" + ("+compile" if a.compile else ""), "torch": torch.__version__, "gpu": name,
-                      "micro_batch": a.micro_batch, "step_s": round(step_s, 4), "tokens_per_s": round(tokens_per_s, 1),
+                      "micro_batch": a.micro_batch, "recompute": a.recompute, "step_s": round(step_s, 4), "tokens_per_s": round(tokens_per_s, 1),
                       "mfu": round(mfu, 4), "peak_GiB": round(torch.cuda.max_memory_allocated() / 2**30, 2),
                       "loss": round(float(loss) * 1.0, 4)}))
 
