@@ -83,7 +83,10 @@ double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const Pla
   const double grad = params * 4, w = static_cast<double>(plan.layout.dp);
   const double hbm = std::max(plan.cluster.device.hbm_GBps, 1.0) * 1e9;
   switch (s.compression) {
-    case CompressionKind::kBf16: return 3 * grad / hbm + cm.Time(CollectiveKind::kAllReduce, grad / 2, g);
+    // As the executor runs it (executor/runtime/classic/compression.cpp): every worker's bf16 copy
+    // all-gathered, then summed in fp32 (an all-gather, not an all-reduce of half the bytes).
+    case CompressionKind::kBf16:
+      return (3 * grad + w * params * 2) / hbm + cm.Time(CollectiveKind::kAllGather, w * params * 2, g);
     case CompressionKind::kInt8:
       return (3 * grad + w * params) / hbm + cm.Time(CollectiveKind::kAllGather, w * params, g);
     case CompressionKind::kTopK: {

@@ -109,6 +109,20 @@ TEST(SyncModes, TopKSendsFewerBytesOnASlowNetwork) {
   EXPECT_LT(Mode(p).exchange_s, dense.exchange_s);
 }
 
+// The executor's bf16 compression all-gathers every worker's bf16 copy and sums them: its traffic
+// grows with the workers, where a dense all-reduce's per-rank traffic does not, so on a slow
+// network it loses to the all-reduce at many workers (priced as an all-reduce of half the bytes
+// until 2026-11-28, it always won).
+TEST(SyncModes, Bf16CompressionIsAnAllGatherThatGrowsWithTheWorkers) {
+  Plan p = MakePlan("dp=16,global_batch=64", "dgx-a100", 2);
+  p.model = *ModelPreset("gpt-1.3b");
+  p.cluster.inter_node.bandwidth_GBps = 1;
+  const ModeEstimate dense = Mode(p);
+  p.layout.sync = ParseInlineLayout("compression=bf16")->sync;
+  const ModeEstimate bf16 = Mode(p);
+  EXPECT_GT(bf16.exchange_s, 2 * dense.exchange_s);
+}
+
 TEST(SyncModes, LocalSgdAveragesOnlyEveryHSteps) {
   Plan p = MakePlan("dp=16,global_batch=64", "dgx-a100", 2);
   p.cluster.inter_node.bandwidth_GBps = 1;
