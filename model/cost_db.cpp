@@ -128,7 +128,7 @@ Result<CostDb> CostDbFromJson(const Json& j, const std::string& file) {
         curve.spans_nodes = c.Bool("spans_nodes", false);
         curve.source = c.String("source", "calibrate");
         curve.origin = c.String("origin", "");
-        curve.placement = c.Choice("placement", {"in-place", "out-of-place"}, "");
+        curve.placement = c.Choice("placement", {"in-place", "out-of-place", kHostPlacement}, "");
         ForEachObject(c, "points", file, [&](ObjectReader& p) {
           CollectivePoint pt;
           pt.bytes = p.PositiveInt("bytes");

@@ -60,9 +60,15 @@ struct CollectiveCurve {
   bool spans_nodes = false;  //!< group crosses node boundaries
   std::string source;        //!< "calibrate", "nccl-tests", "refine"
   std::string origin{};      //!< where it came from (an imported file's name); may be empty
-  std::string placement{};   //!< "in-place", "out-of-place" or empty (unknown / not applicable)
+  //! "in-place", "out-of-place", kHostPlacement, or empty (unknown / not applicable)
+  std::string placement{};
   std::vector<CollectivePoint> points;  //!< sorted by bytes
 };
+
+//! The placement of a host-plane curve: mailbox messages and the host all-gather the classic modes
+//! exchange over (profiler/calibrate/host_plane_probe.h), which only their pricing reads
+//! (planner/cost/collective.h HostTime).
+inline constexpr const char* kHostPlacement = "host";
 
 //! A measurement that could not be taken (out of memory at a large shape, a failed validation
 //! row in an import): kept so the database says what is missing and why.

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "executor/cpu/wait_policy.h"
@@ -33,9 +32,15 @@ MpiMailbox::~MpiMailbox() {
 
 Status MpiMailbox::Post(int peer, int tag, const void* data, int64_t bytes) {
   if (bytes < 0 || bytes > INT32_MAX) return Error{"mailbox message too large", ErrorKind::kInternal};
-  auto out = std::make_unique<Outgoing>();
-  out->bytes.resize(static_cast<size_t>(bytes));
-  if (bytes > 0) std::memcpy(out->bytes.data(), data, static_cast<size_t>(bytes));
+  std::unique_ptr<Outgoing> out;
+  if (spare_.empty()) {
+    out = std::make_unique<Outgoing>();
+  } else {
+    out = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  const auto* first = static_cast<const char*>(data);
+  out->bytes.assign(first, first + bytes);  // no zero fill; reuses a kept buffer's capacity
   PX_MPI_CHECK(MPI_Isend(out->bytes.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &out->request));
   outgoing_.push_back(std::move(out));
   return Reap();
@@ -46,6 +51,7 @@ Status MpiMailbox::Reap() {
     int done = 0;
     PX_MPI_CHECK(MPI_Test(&outgoing_[i]->request, &done, MPI_STATUS_IGNORE));
     if (done) {
+      Keep(std::move(outgoing_[i]));
       outgoing_[i] = std::move(outgoing_.back());
       outgoing_.pop_back();
     } else {
@@ -96,8 +102,13 @@ Result<int> MpiMailbox::Receive(int peer, int tag, void* data, int64_t bytes) {
 
 Status MpiMailbox::Flush() {
   for (auto& out : outgoing_) PX_TRY(owner_->Wait(&out->request, "mailbox send", -1));
+  for (auto& out : outgoing_) Keep(std::move(out));
   outgoing_.clear();
   return {};
+}
+
+void MpiMailbox::Keep(std::unique_ptr<Outgoing> out) {
+  if (spare_.size() < kSpareSends) spare_.push_back(std::move(out));
 }
 
 // NOLINTEND(clang-analyzer-optin.mpi.MPI-Checker)

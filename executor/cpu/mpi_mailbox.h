@@ -35,11 +35,16 @@ class MpiMailbox final : public Mailbox {
     std::vector<char> bytes;
     MPI_Request request = MPI_REQUEST_NULL;
   };
+  //! A delivered send's buffer kept for the next Post (at most kSpareSends): a classic mode posts
+  //! a model's gradient or weights every step, and a fresh buffer of that size is fresh pages.
+  void Keep(std::unique_ptr<Outgoing> out);
+  static constexpr size_t kSpareSends = 8;
   MpiCommunicator* owner_;
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
   std::vector<std::unique_ptr<Outgoing>> outgoing_;
+  std::vector<std::unique_ptr<Outgoing>> spare_;
 };
 
 }  // namespace parallax::executor

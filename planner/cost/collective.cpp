@@ -87,14 +87,14 @@ double CollectiveModel::Flat(CollectiveKind op, double bytes, int64_t n, double 
   return steps * latency_s + bytes * BusFactor(op, std::max<int64_t>(n, 2)) / bw_Bps;
 }
 
-const CollectiveCurve* CollectiveModel::Curve(CollectiveKind op, const PlacedGroup& g) const {
+const CollectiveCurve* CollectiveModel::Curve(CollectiveKind op, const PlacedGroup& g, bool host) const {
   if (!db_) return nullptr;
   // The curve of this op and node span at the nearest group size (in log ranks); busbw of a ring
   // or tree changes little with the rank count, the bus factor carries the rest.
   const CollectiveCurve* best = nullptr;
   double best_d = 0;
   for (const auto& c : db_->collectives) {
-    if (c.op != op || c.spans_nodes != g.spans_nodes() || c.points.empty()) continue;
+    if (c.op != op || c.spans_nodes != g.spans_nodes() || c.points.empty() || (c.placement == kHostPlacement) != host) continue;
     const double d = std::abs(std::log(static_cast<double>(c.group_size)) - std::log(static_cast<double>(g.size)));
     if (!best || d < best_d) {
       best = &c;
@@ -128,6 +128,12 @@ double CollectiveModel::MeasuredTime(const CollectiveCurve& c, CollectiveKind op
     bw = std::exp(std::log(busbw(*lo)) + f * (std::log(busbw(*hi)) - std::log(busbw(*lo))));
   }
   return bytes * f_query / bw;
+}
+
+double CollectiveModel::HostTime(CollectiveKind op, double bytes, const PlacedGroup& g) const {
+  if (bytes <= 0) return 0;
+  if (const CollectiveCurve* c = Curve(op, g, true)) return MeasuredTime(*c, op, bytes, g.size);
+  return Time(op, bytes, g);
 }
 
 double CollectiveModel::Time(CollectiveKind op, double bytes, const PlacedGroup& g) const {

@@ -42,7 +42,11 @@ class CollectiveModel {
                            DpAlgorithm spanning = DpAlgorithm::kNccl);
 
   //! Seconds for collective `op` of `bytes` (nccl-tests "size": the full buffer) over `group`.
+  //! Host-plane curves (placement "host") are not read here.
   double Time(CollectiveKind op, double bytes, const PlacedGroup& group) const;
+  //! The same over the host plane the classic modes exchange on (mailbox messages, the host
+  //! all-gather: profiler/calibrate/host_plane_probe.h): the CostDb's host curves, else Time.
+  double HostTime(CollectiveKind op, double bytes, const PlacedGroup& group) const;
 
   //! nccl-tests bus-bandwidth factor for `op` over n ranks.
   static double BusFactor(CollectiveKind op, int64_t n);
@@ -62,7 +66,9 @@ class CollectiveModel {
 
  private:
   double Flat(CollectiveKind op, double bytes, int64_t n, double bw_Bps, double latency_s) const;
-  const CollectiveCurve* Curve(CollectiveKind op, const PlacedGroup& g) const;
+  //! The curve of `op` at the nearest group size and the group's node span: device-plane curves,
+  //! or (`host`) host-plane ones.
+  const CollectiveCurve* Curve(CollectiveKind op, const PlacedGroup& g, bool host = false) const;
   static double MeasuredTime(const CollectiveCurve& c, CollectiveKind op, double bytes, int64_t n);
 
   ClusterSpec cluster_;

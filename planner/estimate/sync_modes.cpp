@@ -77,7 +77,9 @@ std::vector<std::pair<double, double>> Matrices(const ModelSpec& m, int64_t tp) 
   return out;
 }
 
-//! Compression's kernels and its collective over the data-parallel group, per iteration.
+//! Compression's kernels and its collective over the data-parallel group, per iteration: the
+//! all-gathers on the host plane (Communicator::HostAllGather, as the executor gathers), priced with
+//! the calibrated host all-gather where there is one.
 double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const PlacedGroup& g, double params) {
   const SyncMode& s = plan.layout.sync;
   const double grad = params * 4, w = static_cast<double>(plan.layout.dp);
@@ -86,12 +88,12 @@ double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const Pla
     // As the executor runs it (executor/runtime/classic/compression.cpp): every worker's bf16 copy
     // all-gathered, then summed in fp32 (an all-gather, not an all-reduce of half the bytes).
     case CompressionKind::kBf16:
-      return (3 * grad + w * params * 2) / hbm + cm.Time(CollectiveKind::kAllGather, w * params * 2, g);
+      return (3 * grad + w * params * 2) / hbm + cm.HostTime(CollectiveKind::kAllGather, w * params * 2, g);
     case CompressionKind::kInt8:
-      return (3 * grad + w * params) / hbm + cm.Time(CollectiveKind::kAllGather, w * params, g);
+      return (3 * grad + w * params) / hbm + cm.HostTime(CollectiveKind::kAllGather, w * params, g);
     case CompressionKind::kTopK: {
       const double k = std::ceil(s.topk_fraction * params);
-      return (3 * grad + w * k * 8) / hbm + cm.Time(CollectiveKind::kAllGather, w * k * 8, g);
+      return (3 * grad + w * k * 8) / hbm + cm.HostTime(CollectiveKind::kAllGather, w * k * 8, g);
     }
     case CompressionKind::kPowerSgd: {
       const double flops = std::max(plan.cluster.device.peak_tflops.fp32, 1e-3) * 1e12;
@@ -131,7 +133,8 @@ IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar
   // One message between two ranks, across nodes when the job spans them (the calibrated send/recv
   // curve where there is one).
   const PlacedGroup pair = PlaceRanks(plan.cluster, 0, 2, plan.cluster.nodes > 1 ? plan.cluster.gpus_per_node : 1);
-  const auto p2p = [&](double bytes) { return cm.Time(CollectiveKind::kSendRecv, bytes, pair); };
+  // Messages go through the host mailbox: its calibrated curve where there is one (HostTime).
+  const auto p2p = [&](double bytes) { return cm.HostTime(CollectiveKind::kSendRecv, bytes, pair); };
   IterationCosts c;
   c.compute_s = IterationCompute(ar);
   if (s.uses_servers()) {

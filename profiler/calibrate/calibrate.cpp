@@ -17,6 +17,7 @@
 #include "profiler/calibrate/backend_timer.h"
 #include "profiler/calibrate/calibration_set.h"
 #include "profiler/calibrate/collective_probe.h"
+#include "profiler/calibrate/host_plane_probe.h"
 #include "profiler/calibrate/kernel_probe.h"
 #include "profiler/calibrate/noise_probe.h"
 
@@ -220,11 +221,61 @@ void AddKernelItems(ItemContext& x, const CalibrationSet& set) {
   }
 }
 
-//! The split groups and the curves their items fill (both must outlive the calibrator's run).
+//! The split groups and the curves their items fill (both must outlive the calibrator's run);
+//! the host plane's mailbox and curves (placement "host", HostPlaneProbe).
 struct CollectiveItems {
   std::vector<std::unique_ptr<Communicator>> groups;
   std::map<CurveKey, CollectiveCurve> curves;
+  std::unique_ptr<executor::Mailbox> mailbox;
+  std::map<CurveKey, CollectiveCurve> host_curves;
 };
+
+//! One point of a curve from a measured median.
+CollectivePoint PointOf(CollectiveKind kind, int64_t group, int64_t bytes, const Measurement& m) {
+  CollectivePoint pt;
+  pt.bytes = bytes;
+  pt.time_s = m.median_s;
+  pt.algbw_GBps = static_cast<double>(bytes) / m.median_s / 1e9;
+  pt.busbw_GBps = pt.algbw_GBps * planner::CollectiveModel::BusFactor(kind, group);
+  pt.stats = m.stats();
+  return pt;
+}
+
+//! The host plane the classic modes exchange over (host_plane_probe.h): a mailbox message between
+//! ranks 0 and 1 and the world's host all-gather, by size. Only where the communicator has a
+//! mailbox (the CPU backend under MPI); the sizes stop at 4 MiB (the classic modes' messages are a
+//! model's gradient or a shard of it).
+void AddHostPlaneItems(ItemContext& x, const JobShape& job, CollectiveItems& c) {
+  if (x.world.size() < 2) return;
+  auto mailbox = x.world.OpenMailbox();
+  if (!mailbox) return;
+  c.mailbox = std::move(*mailbox);
+  const int64_t ranks = x.world.size();
+  const bool spans = job.nodes > 1;
+  for (CollectiveKind kind : {CollectiveKind::kSendRecv, CollectiveKind::kAllGather}) {
+    const int64_t g = kind == CollectiveKind::kSendRecv ? 2 : ranks;
+    CollectiveCurve& curve = c.host_curves[{kind, g}];
+    curve.op = kind;
+    curve.group_size = g;
+    curve.spans_nodes = spans && kind == CollectiveKind::kAllGather;
+    curve.source = "calibrate";
+    curve.placement = kHostPlacement;
+    curve.origin = "host plane (mailbox, host all-gather), " + std::to_string(ranks) + " ranks";
+    for (int64_t bytes : CollectiveSizes(int64_t{4} << 20, true)) {
+      if (bytes < ranks) continue;
+      auto probe = std::make_shared<HostPlaneProbe>(kind, bytes / g * g, x.world, c.mailbox.get());
+      CalibrationItem item;
+      item.what = std::string("host ") + ToString(kind) + " " + std::to_string(g) + " ranks " + std::to_string(bytes) + " B";
+      item.expected_s = static_cast<double>(bytes) / 1e9 + 50e-6;
+      item.measure = Agreed(
+          x.world, [probe](int64_t n) { return probe->Measure(n); }, RankReduce::kMax, x.o.interrupt, &x.stop);
+      item.record = [&curve, kind, g, bytes = bytes / g * g](const Measurement& m) {
+        curve.points.push_back(PointOf(kind, g, bytes, m));
+      };
+      x.cal.Add(std::move(item));
+    }
+  }
+}
 
 //! One item per collective kind and size over the group `group` of `g` ranks, filling its curves.
 void AddCollectiveCurveItems(ItemContext& x, const JobShape& job, Communicator& group, int64_t g, bool spans,
@@ -249,15 +300,7 @@ void AddCollectiveCurveItems(ItemContext& x, const JobShape& job, Communicator& 
       item.measure = Agreed(
           x.world, [&backend = x.backend, probe](int64_t n) { return probe->Measure(backend, n); }, RankReduce::kMax,
           x.o.interrupt, &x.stop);
-      item.record = [&curve, probe, bytes, kind, g](const Measurement& m) {
-        CollectivePoint pt;
-        pt.bytes = bytes;
-        pt.time_s = m.median_s;
-        pt.algbw_GBps = static_cast<double>(bytes) / m.median_s / 1e9;
-        pt.busbw_GBps = pt.algbw_GBps * planner::CollectiveModel::BusFactor(kind, g);
-        pt.stats = m.stats();
-        curve.points.push_back(pt);
-      };
+      item.record = [&curve, bytes, kind, g](const Measurement& m) { curve.points.push_back(PointOf(kind, g, bytes, m)); };
       item.release = [probe] { probe->Release(); };
       x.cal.Add(std::move(item));
     }
@@ -495,6 +538,7 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   AddKernelItems(items, set);
   CollectiveItems collectives;
   PX_TRY(AddCollectiveItems(items, job, collectives));
+  AddHostPlaneItems(items, job, collectives);
   auto contention = std::make_shared<Contention>();
   AddContentionItems(items, so.kernel_dtype, contention);
 
@@ -508,6 +552,7 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   db.skipped = report->skipped;
   PX_TRY(MeasureSystemNoise(backend, world, o, so.kernel_dtype, db));
   CollectMeasured(collectives.curves, *contention, db);
+  CollectMeasured(collectives.host_curves, Contention{}, db);
 
   Json links;
   out.cluster = MeasuredCluster(o, job, backend, db, links);

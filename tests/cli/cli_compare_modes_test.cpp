@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -50,6 +51,50 @@ TEST(CompareModes, WritesLossAndWallClockPerModeWithPredictedAndMeasuredThroughp
   int lines = 0;
   while (std::getline(csv, line)) ++lines;
   EXPECT_EQ(lines, 1 + 3 * 4);
+}
+
+// Under mpirun, calibrate also times the host plane the classic modes exchange over (mailbox
+// messages between ranks 0 and 1, the host all-gather): curves with placement "host", which the
+// device collectives never read (the plain all-reduce plan prices alike without them) and the
+// parameter-server plan's exchange does.
+TEST(CompareModes, CalibrateTimesTheHostPlaneOnlyTheClassicModesRead) {
+  const std::string db = Prefix("host_db.json"), cluster = Prefix("host_cluster.json");
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  const std::string run = std::string(PARALLAX_MPIEXEC) + " --oversubscribe -np 2 " + PARALLAX_CLI +
+                          " calibrate --backend cpu --quick --model gpt-tiny --no-progress -o " + db + " --cluster-out " +
+                          cluster + " > " + Prefix("host_calibrate.log") + " 2>&1";
+  ASSERT_EQ(std::system(run.c_str()), 0) << run;
+  nlohmann::json j = Read(db);
+  int host = 0;
+  for (const auto& c : j["collectives"]) {
+    if (c.value("placement", "") != "host") continue;
+    ++host;
+    EXPECT_TRUE(c["op"] == "send_recv" || c["op"] == "all_gather") << c.dump();
+    EXPECT_EQ(c["group_size"], 2);
+    ASSERT_GE(c["points"].size(), 3U);
+    EXPECT_GT(c["points"].back()["time_s"].get<double>(), c["points"].front()["time_s"].get<double>());
+  }
+  EXPECT_EQ(host, 2);
+  // Without the host curves: the same all-reduce step, another parameter-server exchange.
+  nlohmann::json device_only = j;
+  device_only["collectives"] = nlohmann::json::array();
+  for (const auto& c : j["collectives"]) {
+    if (c.value("placement", "") != "host") device_only["collectives"].push_back(c);
+  }
+  const std::string db2 = Prefix("host_db_device_only.json");
+  std::ofstream(db2) << device_only.dump();
+  auto step = [&](const std::string& costdb, const std::string& plan) {
+    auto r = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --costdb " + costdb + " --plan " +
+                               plan + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const auto out = nlohmann::json::parse(r.out);
+    return out.contains("classic") ? out["classic"]["sync_mode"]["exchange_s"].get<double>()
+                                   : out["step_time_s"].get<double>();
+  };
+  const std::string ar = "dp=2,global_batch=12", ps = "dp=2,global_batch=12,sync=ps,servers=colocated:1";
+  EXPECT_EQ(step(db, ar), step(db2, ar));
+  EXPECT_NE(step(db, ps), step(db2, ps));
 }
 
 TEST(CompareModes, RefusesAModeItCannotRunWithExitTwo) {

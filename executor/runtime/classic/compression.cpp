@@ -58,9 +58,11 @@ Status GradientCompressor::MeanOverWorkers(Communicator& comm, std::vector<float
 
 Status GradientCompressor::Bf16(Communicator& comm, std::vector<float>* g) {
   const auto n = static_cast<int64_t>(g->size());
-  std::vector<uint16_t> mine(g->size());
+  std::vector<uint16_t>& mine = bf16_mine_;
+  mine.resize(g->size());
   for (size_t i = 0; i < g->size(); ++i) mine[i] = FloatToBf16((*g)[i]);
-  std::vector<uint16_t> all(g->size() * static_cast<size_t>(comm.size()));
+  std::vector<uint16_t>& all = bf16_all_;
+  all.resize(g->size() * static_cast<size_t>(comm.size()));
   PX_TRY(comm.HostAllGather(mine.data(), all.data(), n * 2));
   std::fill(g->begin(), g->end(), 0.0f);
   for (int r = 0; r < comm.size(); ++r) {
@@ -75,7 +77,8 @@ Status GradientCompressor::Int8(Communicator& comm, std::vector<float>* g) {
   // Message: per parameter a float scale, then one int8 per element.
   const auto n = static_cast<int64_t>(g->size());
   const int64_t bytes = static_cast<int64_t>(params_.size()) * 4 + n;
-  std::vector<char> mine(static_cast<size_t>(bytes), 0);
+  std::vector<char>& mine = bytes_mine_;
+  mine.assign(static_cast<size_t>(bytes), 0);
   auto* scales = reinterpret_cast<float*>(mine.data());
   auto* q = reinterpret_cast<int8_t*>(mine.data() + params_.size() * 4);
   for (size_t k = 0; k < params_.size(); ++k) {
@@ -90,7 +93,8 @@ Status GradientCompressor::Int8(Communicator& comm, std::vector<float>* g) {
       error_[i] = (*g)[i] - static_cast<float>(v) * scale;
     }
   }
-  std::vector<char> all(static_cast<size_t>(bytes * comm.size()));
+  std::vector<char>& all = bytes_all_;
+  all.resize(static_cast<size_t>(bytes * comm.size()));
   PX_TRY(comm.HostAllGather(mine.data(), all.data(), bytes));
   std::fill(g->begin(), g->end(), 0.0f);
   for (int r = 0; r < comm.size(); ++r) {
@@ -111,7 +115,8 @@ Status GradientCompressor::Int8(Communicator& comm, std::vector<float>* g) {
 Status GradientCompressor::TopK(Communicator& comm, std::vector<float>* g) {
   const auto n = static_cast<int64_t>(g->size());
   const auto k = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(mode_.topk_fraction * static_cast<double>(n))), 1, n);
-  std::vector<int32_t> idx(static_cast<size_t>(n));
+  std::vector<int32_t>& idx = topk_index_;
+  idx.resize(static_cast<size_t>(n));
   std::iota(idx.begin(), idx.end(), 0);
   if (k < n) {
     std::nth_element(idx.begin(), idx.begin() + k, idx.end(),

@@ -39,6 +39,10 @@ class GradientCompressor {
   std::vector<float> error_;                //!< error feedback memory (int8, topk, powersgd)
   std::vector<std::vector<double>> q_;      //!< PowerSGD's Q per matrix (warm start)
   int64_t wire_bytes_ = 0;
+  // Buffers kept from step to step (a gradient-sized buffer made afresh is fresh pages every time).
+  std::vector<uint16_t> bf16_mine_, bf16_all_;
+  std::vector<char> bytes_mine_, bytes_all_;  //!< int8's messages
+  std::vector<int32_t> topk_index_;
 };
 
 }  // namespace parallax::executor

@@ -44,7 +44,7 @@ ShardServer::ShardServer(Mailbox& mailbox, const ServerSetup& setup, std::unique
       clock_(static_cast<size_t>(setup.workers), 0) {}
 
 Status ShardServer::Serve(bool block) {
-  std::vector<char> message;
+  std::vector<char>& message = incoming_;
   for (bool first = true; !done(); first = false) {
     int source = -1;
     PX_ASSIGN(const bool ready, mailbox_->Poll(kAnySource, kTagPush, &source, nullptr));
@@ -82,10 +82,10 @@ Status ShardServer::Handle(int worker, const std::vector<char>& message) {
   ++staleness_[stale];
   {
     ExchangeSpan apply = Span(ExchangeName::kApply);
-    std::vector<float> g(grad, grad + n);
+    grad_.assign(grad, grad + n);
     // A push carries 1/W of a global batch: it takes 1/W of a step, so W pushes without staleness
     // move the weights as far as one synchronous step (exactly so for SGD).
-    opt_->Apply(g, h.clip_scale, 1.0 / static_cast<double>(setup_.workers));
+    opt_->Apply(grad_, h.clip_scale, 1.0 / static_cast<double>(setup_.workers));
   }
   waiting_.push_back(worker);
   return ReleaseWaiting();
@@ -130,9 +130,10 @@ Status ShardServer::ReleaseWaiting() {
 
 Status ShardServer::Answer(int worker) {
   ExchangeSpan reply = Span(ExchangeName::kReply, opt_->size() * 4);
-  std::vector<float> w;
+  std::vector<float>& w = weights_;
   opt_->ReadWeights(&w);
-  std::vector<char> message(sizeof(PushHeader) + w.size() * 4);
+  std::vector<char>& message = answer_;
+  message.resize(sizeof(PushHeader) + w.size() * 4);
   PushHeader h;
   h.version = static_cast<double>(opt_->updates());
   std::memcpy(message.data(), &h, sizeof(h));

@@ -79,6 +79,11 @@ class ShardServer {
   std::vector<int64_t> clock_;    //!< iterations each worker has pushed
   std::vector<int> waiting_;      //!< ssp: workers whose answer waits for the slowest
   std::vector<int64_t> staleness_;
+  // Buffers kept from step to step (a fresh one of a gradient's size is fresh pages every time).
+  std::vector<char> incoming_;       //!< the push being received
+  std::vector<float> grad_;          //!< async/ssp: the push's gradient
+  std::vector<float> weights_;       //!< an answer's weights
+  std::vector<char> answer_;         //!< an answer's message
 };
 
 //! Waits (at most kMailboxWaitS) until a message with `tag` from `peer` (or anyone) is waiting; sets
