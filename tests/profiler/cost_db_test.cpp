@@ -165,7 +165,7 @@ TEST(CostDbExtensions, BadPlacementNamesThePath) {
   ASSERT_FALSE(db);
   EXPECT_EQ(db.error().message,
             "bad.json: /collectives/0/placement: unknown value \"sideways\" (expected one of \"in-place\", "
-            "\"out-of-place\")");
+            "\"out-of-place\", \"host\")");
 }
 
 }  // namespace
