@@ -265,14 +265,22 @@ class Catalogue {
   //! parallelism with tp > 1), k copies each; the etp group gathers its ranks' received tokens.
   struct Routed {
     double tokens = 0;      //!< the rank's routed tokens (its sequence shard)
+    int64_t rows = 0;       //!< the same as a GEMM dimension (the router's m)
+    double topk = 0;        //!< experts per token (k)
     double received = 0;    //!< token copies its experts process: k x tokens x etp x load
     int64_t local = 1;      //!< experts on this rank
     int64_t per_expert = 0; //!< tokens per local expert: the grouped GEMM's m
+    int64_t f = 0;          //!< an expert's inner width on this etp rank (moe_ffn_hidden / etp)
+    int64_t fin = 0;        //!< its fc1's output width (2 f for SwiGLU's gate and up)
   };
   Routed RoutedShape() const {
     Routed r;
     r.tokens = sT_;
-    r.received = static_cast<double>(m_.experts_per_token) * sT_ * static_cast<double>(k_.etp) * k_.expert_load;
+    r.rows = static_cast<int64_t>(sT_);
+    r.topk = static_cast<double>(m_.experts_per_token);
+    r.f = m_.moe_ffn_hidden / k_.etp;
+    r.fin = m_.mlp == MlpKind::kSwiglu ? 2 * r.f : r.f;
+    r.received = r.topk * sT_ * static_cast<double>(k_.etp) * k_.expert_load;
     r.local = std::max<int64_t>(m_.experts / std::max<int64_t>(k_.ep, 1), 1);
     r.per_expert = std::max<int64_t>(static_cast<int64_t>(std::ceil(r.received / static_cast<double>(r.local))), 1);
     return r;
@@ -318,11 +326,8 @@ class Catalogue {
   // read, weighted and summed into the token, added to the residual).
   void RoutedFwd(std::vector<OpSpec>& o, Phase ph) const {
     const Routed r = RoutedShape();
-    const int64_t E = m_.experts, f = m_.moe_ffn_hidden / k_.etp;
-    const int64_t fin = m_.mlp == MlpKind::kSwiglu ? 2 * f : f;
-    const int64_t Tl = static_cast<int64_t>(r.tokens);
-    const double k = static_cast<double>(m_.experts_per_token);
-    const double hd = static_cast<double>(h_);
+    const int64_t E = m_.experts, f = r.f, fin = r.fin, Tl = r.rows;
+    const double k = r.topk, hd = static_cast<double>(h_);
     o.push_back(Gemm(OpKind::kRouter, ph, {{Tl, E, h_, 1}}, 12.0 * r.tokens * static_cast<double>(E),
                      m_.router == RouterKind::kSigmoid ? 4 : 3));
     o.push_back(Mem(OpKind::kPermute, ph, 2 * e_ * k * r.tokens * hd));
@@ -340,11 +345,8 @@ class Catalogue {
   void RoutedBwd(std::vector<OpSpec>& o) const {
     const Phase ph = Phase::kBwd;
     const Routed r = RoutedShape();
-    const int64_t E = m_.experts, f = m_.moe_ffn_hidden / k_.etp;
-    const int64_t fin = m_.mlp == MlpKind::kSwiglu ? 2 * f : f;
-    const int64_t Tl = static_cast<int64_t>(r.tokens);
-    const double k = static_cast<double>(m_.experts_per_token);
-    const double hd = static_cast<double>(h_);
+    const int64_t E = m_.experts, f = r.f, fin = r.fin, Tl = r.rows;
+    const double k = r.topk, hd = static_cast<double>(h_);
     // The unpermute's gradient: the token gradient copied to its k outputs, each scaled by its
     // probability, and the probabilities' gradient (a dot product per copy).
     o.push_back(Mem(OpKind::kUnpermute, ph, 2 * e_ * k * r.tokens * hd + 2 * e_ * r.tokens * hd));

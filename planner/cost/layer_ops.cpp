@@ -221,12 +221,16 @@ class Pricer {
     comm.time_s = rs + (kUbPipelineSplits - 1) * std::max(0.0, rs - chunk);
   }
   void Bulk(CostedOp& comm, CostedOp& gemm, size_t parity) const {
-    double under = 0;
-    for (size_t p = parity; p < gemm.gemms.size(); p += 2) {
-      Retime(gemm, p, gemm.gemms[p].time_s * SmMargin());
-      under += gemm.gemms[p].time_s;
-    }
-    comm.time_s = std::max(0.0, comm.time_s - under);
+    for (size_t p = parity; p < gemm.gemms.size(); p += 2) Retime(gemm, p, gemm.gemms[p].time_s * SmMargin());
+    comm.time_s = std::max(0.0, comm.time_s - GemmTimeOfKind(gemm, parity));
+  }
+
+  //! A backward linear's GEMMs of one kind (the catalogue lists them as (input gradient, weight
+  //! gradient) pairs): parity 0 the input-gradient GEMMs, 1 the weight-gradient ones.
+  static double GemmTimeOfKind(const CostedOp& o, size_t parity) {
+    double t = 0;
+    for (size_t g = parity; g < o.gemms.size(); g += 2) t += o.gemms[g].time_s;
+    return t;
   }
 
   // Megatron-Core's --moe-shared-expert-overlap: the shared experts (an MoE layer's fc1 / fc2) run on
@@ -268,11 +272,6 @@ class Pricer {
       return !ops[j].tp_comm && ops[j].phase == Phase::kBwd &&
              (op == OpKind::kQkv || op == OpKind::kFc1 || op == OpKind::kLmHead);
     };
-    auto gemm_time = [](const CostedOp& o, size_t parity) {
-      double t = 0;
-      for (size_t g = parity; g < o.gemms.size(); g += 2) t += o.gemms[g].time_s;
-      return t;
-    };
     for (size_t i = 0; i < ops.size(); ++i) {
       if (!ops[i].tp_comm || ops[i].expert_comm || ops[i].phase != Phase::kBwd || skip[i]) continue;
       size_t g = ops.size();
@@ -280,11 +279,11 @@ class Pricer {
       if (ops[i].op == OpKind::kTpAllGather) {
         if (i + 1 < ops.size() && column_parallel(i + 1)) {
           g = i + 1;
-          under = gemm_time(ops[g], 0);  // the input-gradient GEMMs
+          under = GemmTimeOfKind(ops[g], 0);  // the input-gradient GEMMs
         }
       } else if (i > 0 && column_parallel(i - 1)) {
         g = i - 1;
-        under = gemm_time(ops[g], 1);  // the weight-gradient GEMMs
+        under = GemmTimeOfKind(ops[g], 1);  // the weight-gradient GEMMs
       }
       if (g == ops.size()) continue;
       const double hidden = std::min(ops[i].time_s, under);

@@ -241,6 +241,21 @@ CollectivePoint PointOf(CollectiveKind kind, int64_t group, int64_t bytes, const
   return pt;
 }
 
+//! An item measuring one point of `curve`, `bytes` (nccl-tests' size), with `measure` agreed over
+//! the world as a collective is (it ends with its slowest member); `latency_s` sizes its expected
+//! time (progress weights only).
+CalibrationItem CurvePointItem(ItemContext& x, CollectiveCurve& curve, int64_t bytes, std::string what,
+                               MeasureFn measure, double latency_s) {
+  CalibrationItem item;
+  item.what = std::move(what);
+  item.expected_s = static_cast<double>(bytes) / 1e9 + latency_s;
+  item.measure = Agreed(x.world, std::move(measure), RankReduce::kMax, x.o.interrupt, &x.stop);
+  item.record = [&curve, bytes](const Measurement& m) {
+    curve.points.push_back(PointOf(curve.op, curve.group_size, bytes, m));
+  };
+  return item;
+}
+
 //! The host plane the classic modes exchange over (host_plane_probe.h): a mailbox message between
 //! ranks 0 and 1 and the world's host all-gather, by size. Only where the communicator has a
 //! mailbox (the CPU backend under MPI); the sizes stop at 4 MiB (the classic modes' messages are a
@@ -263,16 +278,12 @@ void AddHostPlaneItems(ItemContext& x, const JobShape& job, CollectiveItems& c) 
     curve.origin = "host plane (mailbox, host all-gather), " + std::to_string(ranks) + " ranks";
     for (int64_t bytes : CollectiveSizes(int64_t{4} << 20, true)) {
       if (bytes < ranks) continue;
-      auto probe = std::make_shared<HostPlaneProbe>(kind, bytes / g * g, x.world, c.mailbox.get());
-      CalibrationItem item;
-      item.what = std::string("host ") + ToString(kind) + " " + std::to_string(g) + " ranks " + std::to_string(bytes) + " B";
-      item.expected_s = static_cast<double>(bytes) / 1e9 + 50e-6;
-      item.measure = Agreed(
-          x.world, [probe](int64_t n) { return probe->Measure(n); }, RankReduce::kMax, x.o.interrupt, &x.stop);
-      item.record = [&curve, kind, g, bytes = bytes / g * g](const Measurement& m) {
-        curve.points.push_back(PointOf(kind, g, bytes, m));
-      };
-      x.cal.Add(std::move(item));
+      const int64_t size = bytes / g * g;
+      auto probe = std::make_shared<HostPlaneProbe>(kind, size, x.world, c.mailbox.get());
+      x.cal.Add(CurvePointItem(x, curve, size,
+                               std::string("host ") + ToString(kind) + " " + std::to_string(g) + " ranks " +
+                                   std::to_string(bytes) + " B",
+                               [probe](int64_t n) { return probe->Measure(n); }, 50e-6));
     }
   }
 }
@@ -294,13 +305,9 @@ void AddCollectiveCurveItems(ItemContext& x, const JobShape& job, Communicator& 
                    std::to_string(job.nodes) + " node(s)";
     for (int64_t bytes : CollectiveSizes(max_bytes, x.o.quick)) {
       auto probe = std::make_shared<CollectiveProbe>(kind, bytes, group, x.world);
-      CalibrationItem item;
-      item.what = std::string(ToString(kind)) + " " + std::to_string(g) + " ranks " + std::to_string(bytes) + " B";
-      item.expected_s = static_cast<double>(bytes) / 1e9 + 30e-6;
-      item.measure = Agreed(
-          x.world, [&backend = x.backend, probe](int64_t n) { return probe->Measure(backend, n); }, RankReduce::kMax,
-          x.o.interrupt, &x.stop);
-      item.record = [&curve, bytes, kind, g](const Measurement& m) { curve.points.push_back(PointOf(kind, g, bytes, m)); };
+      CalibrationItem item = CurvePointItem(
+          x, curve, bytes, std::string(ToString(kind)) + " " + std::to_string(g) + " ranks " + std::to_string(bytes) + " B",
+          [&backend = x.backend, probe](int64_t n) { return probe->Measure(backend, n); }, 30e-6);
       item.release = [probe] { probe->Release(); };
       x.cal.Add(std::move(item));
     }
@@ -445,14 +452,20 @@ Status MeasureSystemNoise(Backend& backend, Communicator& world, const Calibrate
   return {};
 }
 
-//! The measured curves (by size) and the contention factor into `db`.
-void CollectMeasured(std::map<CurveKey, CollectiveCurve>& curves, const Contention& contention, CostDb& db) {
+//! The measured curves into `db`, each by size (a curve without points is left out).
+void AppendCurves(std::map<CurveKey, CollectiveCurve>& curves, CostDb& db) {
   for (auto& [key, curve] : curves) {
     if (curve.points.empty()) continue;
     std::sort(curve.points.begin(), curve.points.end(),
               [](const CollectivePoint& a, const CollectivePoint& b) { return a.bytes < b.bytes; });
     db.collectives.push_back(std::move(curve));
   }
+}
+
+//! The device plane's and the host plane's curves and the contention factor into `db`.
+void CollectMeasured(CollectiveItems& c, const Contention& contention, CostDb& db) {
+  AppendCurves(c.curves, db);
+  AppendCurves(c.host_curves, db);
   if (contention.gemm_s > 0 && contention.comm_s > 0 && contention.both_s > 0) {
     db.contention_factor = ContentionFromOverlap(contention.gemms * contention.gemm_s, contention.comm_s,
                                                  contention.both_s);
@@ -551,8 +564,7 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   out.report = *report;
   db.skipped = report->skipped;
   PX_TRY(MeasureSystemNoise(backend, world, o, so.kernel_dtype, db));
-  CollectMeasured(collectives.curves, *contention, db);
-  CollectMeasured(collectives.host_curves, Contention{}, db);
+  CollectMeasured(collectives, *contention, db);
 
   Json links;
   out.cluster = MeasuredCluster(o, job, backend, db, links);

@@ -150,7 +150,7 @@ std::vector<AttributionRule> Concat(std::initializer_list<std::vector<Attributio
 }
 
 const std::vector<std::string_view> kTorchWrappers{
-    "ProfilerStep#*", "##*", "DistributedDataParallel.forward", "nn.Module:*", "Trace*", "PyTorch Profiler*",
+    kProfilerStepPattern, "##*", "DistributedDataParallel.forward", "nn.Module:*", "Trace*", "PyTorch Profiler*",
     "enumerate(DataLoader)*"};
 
 const std::map<std::string, AttributionTable>& Tables() {

@@ -38,6 +38,10 @@ struct AttributionTable {
   std::vector<std::string_view> wrappers;
 };
 
+//! The range torch.profiler records around each step under a schedule ("ProfilerStep#N"): a wrapper
+//! of every table, and where the op assignment starts a step's ops afresh.
+inline constexpr std::string_view kProfilerStepPattern = "ProfilerStep#*";
+
 //! The glob `pattern` ('*' only) against the whole of `name`.
 bool PatternMatches(std::string_view pattern, std::string_view name);
 

@@ -82,7 +82,7 @@ class EventsBefore {
 std::vector<int64_t> StepMarks(const KinetoEvents& ev) {
   std::vector<int64_t> marks;
   for (const auto& e : ev.events) {
-    if (PatternMatches("ProfilerStep#*", e.name)) marks.push_back(e.ts_ns);
+    if (PatternMatches(kProfilerStepPattern, e.name)) marks.push_back(e.ts_ns);
   }
   std::sort(marks.begin(), marks.end());
   return marks;
