@@ -141,9 +141,16 @@ Status WriteCandidates(const std::string& path, const ModelSpec& model, const Cl
 
 void PrintBreakdownRow(int rank, const Layout& l, const planner::Prediction& p, const std::optional<double>& mfu) {
   // An MoE layout's expert dimensions follow the row (a dense row is unchanged).
-  const std::string experts = l.ep != 1 || l.etp != 0 ? "  ep=" + std::to_string(l.ep) + " etp=" +
-                                                            std::to_string(l.expert_tp())
-                                                      : "";
+  std::string experts = l.ep != 1 || l.etp != 0 ? "  ep=" + std::to_string(l.ep) + " etp=" +
+                                                      std::to_string(l.expert_tp())
+                                                : "";
+  // So do an explicit pipeline split and selective recompute's named modules.
+  if (l.first_stage_layers != 0 || l.last_stage_layers != 0) {
+    experts += "  layers first/last=" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers);
+  }
+  if (l.recompute == Recompute::kSelective && l.selective_modules() != kRecomputeCoreAttn) {
+    experts += "  recompute_modules=" + RecomputeModulesToString(l.selective_modules());
+  }
   std::printf("%3d  dp=%-3lld tp=%-2lld pp=%-3lld cp=%-3lld zero=%lld mb=%-2lld gb=%-5lld %-9s %-11s v=%-2lld sp=%d  %9s %10s %7.1f %6s %10s%s\n",
               rank, (long long)l.dp, (long long)l.tp, (long long)l.pp, (long long)l.cp, (long long)l.zero_stage, (long long)l.micro_batch,
               (long long)l.global_batch, ToString(l.recompute), ToString(l.schedule), (long long)l.virtual_stages,

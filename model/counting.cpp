@@ -136,13 +136,15 @@ double AttentionCoreFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   return CountModel(m, seq_len).layers.front().attn_core_flops_per_token;
 }
 
-double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute recompute) {
+double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute recompute, uint32_t selective_modules) {
   const ModelCounts c = CountModel(m, seq_len);
   double layers = 0;
   for (const LayerCount& lc : c.layers) {
     layers += 3.0 * lc.fwd_flops_per_token;
     if (recompute == Recompute::kFull) layers += lc.fwd_flops_per_token;
-    if (recompute == Recompute::kSelective) layers += lc.attn_core_flops_per_token;
+    if (recompute == Recompute::kSelective && (selective_modules & kRecomputeCoreAttn) != 0) {
+      layers += lc.attn_core_flops_per_token;
+    }
   }
   return layers + 3.0 * c.fwd_flops_per_token_head;
 }
@@ -178,13 +180,17 @@ int64_t LayerActivationBytes(const ModelSpec& m, int64_t layer, const Activation
   // norms' fp32 statistics (two per token per norm: LayerNorm's mean and 1/std, RMSNorm's 1/rms
   // with our executor keeping a mean slot too), which the paper's count omits.
   const int64_t norm_stats = int64_t{16} * s * b;  // 2 norms x 2 statistics x 4 bytes
-  const int64_t seq_shardable = 4 * e * sbh + 2 * drop * sbh + norm_stats;
+  const uint32_t redo = o.recompute == Recompute::kSelective ? o.selective_modules : 0;
+  // The two norms' inputs, and their outputs (the QKV and fc1 / router inputs) unless the layernorm
+  // module recomputes them from the inputs.
+  const int64_t norm_io = ((redo & kRecomputeLayernorm) != 0 ? 2 : 4) * e * sbh;
+  const int64_t seq_shardable = norm_io + 2 * drop * sbh + norm_stats;
   const int64_t sbf = s * b * m.ffn_hidden;
   const int64_t attn_saved = e * s * b * AttentionSavedWidth(m);
   const bool moe = IsMoeLayer(m, layer);
   const int64_t mlp_saved = moe ? 0 : (m.mlp == MlpKind::kSwiglu ? 3 * e * sbf : 2 * e * sbf);
   int64_t tp_sharded = attn_saved + mlp_saved;
-  if (o.recompute == Recompute::kNone) {
+  if ((redo & kRecomputeCoreAttn) == 0) {  // kept unless the attention core is recomputed
     const int64_t as2b = m.heads * s * AttendedKeys(m, layer, s) * b;
     if (o.attention_keeps_statistics) {
       tp_sharded += 4 * m.heads * s * b;  // fp32 log-sum-exp per query row; dropout replayed from its RNG state
@@ -205,12 +211,15 @@ int64_t MoeActivationBytes(const ModelSpec& m, const ActivationOptions& o, int64
   const int64_t tokens = SeqOf(m, o.seq_len) * o.micro_batch / (o.sequence_parallel ? t : 1);
   const int64_t f = m.moe_ffn_hidden;
   const int64_t mlp_width = FcInWidth(m, f) + f;  // fc1 output(s) and the activation's output
+  // The routed experts' activation output is not kept when the moe_act module recomputes it.
+  const bool redo_act = o.recompute == Recompute::kSelective && (o.selective_modules & kRecomputeMoeAct) != 0;
+  const int64_t routed_width = redo_act ? FcInWidth(m, f) : mlp_width;
   // Routed: k copies of each of the etp group's tokens arrive (dispatch buffer, h each), each kept
   // at fc1 output and activation output over f / etp; the combine keeps the rank's own k copies (h
   // each) for the probabilities' gradient, after the etp reduce-scatter (Megatron-Core
   // token_dispatcher.py: reduce_scatter over the expert-TP group, the all-to-all, then unpermute with
   // the probabilities), not the etp group's.
-  const int64_t routed = m.experts_per_token * tokens * (et * (e * m.hidden + e * mlp_width / et) + e * m.hidden);
+  const int64_t routed = m.experts_per_token * tokens * (et * (e * m.hidden + e * routed_width / et) + e * m.hidden);
   const int64_t router = 4 * m.experts * tokens;  // fp32 scores (probabilities) for the backward
   const int64_t shared = m.shared_experts * SeqOf(m, o.seq_len) * o.micro_batch * e * mlp_width / t;
   return routed + router + shared;
@@ -228,9 +237,14 @@ int64_t RecomputeWorkingBytes(const ModelSpec& m, const ActivationOptions& o) {
   if (o.recompute == Recompute::kNone) return 0;
   ActivationOptions none = o;
   none.recompute = Recompute::kNone;
-  const int64_t whole = ActivationBytesPerLayer(m, none);
-  // Selective: only what it dropped (the attention core's probabilities or statistics) comes back, one layer at a time.
-  return o.recompute == Recompute::kSelective ? whole - ActivationBytesPerLayer(m, o) : whole;
+  // The largest layer: layer 0, or the first MoE layer where the first ones are dense.
+  int64_t layer = 0;
+  while (layer + 1 < m.layers && m.moe() && !IsMoeLayer(m, layer)) ++layer;
+  const int64_t whole = std::max(ActivationBytesOfLayer(m, layer, none), ActivationBytesPerLayer(m, none));
+  if (o.recompute != Recompute::kSelective) return whole;
+  // Selective: only what it dropped (the selected modules' outputs) comes back, one layer at a time.
+  return std::max(ActivationBytesOfLayer(m, layer, none) - ActivationBytesOfLayer(m, layer, o),
+                  ActivationBytesPerLayer(m, none) - ActivationBytesPerLayer(m, o));
 }
 
 int64_t EmbeddingActivationBytes(const ModelSpec& m, const ActivationOptions& o) {

@@ -72,7 +72,10 @@ const ModelCounts& CountParams(const ModelSpec& m);
 
 //! FLOPs per token of one training step: forward + backward (2x) + recomputed forward work
 //! (full: the whole layer forward again; selective: the attention core again).
-double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute recompute);
+//! `selective_modules` (RecomputeModule bits) say what selective recompute reruns; of them only
+//! core_attn adds FLOPs (the norms and the activation are memory-bound kernels, counted as none).
+double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute recompute,
+                             uint32_t selective_modules = kRecomputeCoreAttn);
 
 //! The part of the per-layer forward FLOPs per token that selective recompute repeats.
 double AttentionCoreFlopsPerToken(const ModelSpec& m, int64_t seq_len);
@@ -83,6 +86,7 @@ struct ActivationOptions {
   int64_t tp = 1;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
+  uint32_t selective_modules = kRecomputeCoreAttn;  //!< with recompute selective (Layout::selective_modules)
   int64_t bytes_per_element = 2;  //!< 2 for bf16/fp16 activations, 4 for fp32
   // What the implementation keeps (ImplementationProfile; ForImplementation fills these):
   bool dropout = true;             //!< the model's dropout masks are kept (false: no dropout applied)

@@ -320,6 +320,13 @@ class Catalogue {
     out.push_back(o);
   }
 
+  //! The routed experts' activation, forward (or rerun by the moe_act recompute module): reads fc1's
+  //! output(s), writes the activation.
+  OpSpec ExpertActFwd(Phase ph) const {
+    const Routed r = RoutedShape();
+    return Mem(OpKind::kExpertAct, ph, (m_.mlp == MlpKind::kSwiglu ? 3 : 2) * e_ * r.received * static_cast<double>(r.f));
+  }
+
   // The routed experts, forward: router GEMM and its top-k (fp32 scores written, read by the
   // softmax / sigmoid and the top-k), permute, dispatch, grouped GEMMs of the rank's experts at their
   // token counts (each expert's fc1 over moe_ffn_hidden / etp), combine, unpermute (the k outputs
@@ -334,8 +341,7 @@ class Catalogue {
     AddDispatch(o, ph, false, false);
     AddEtp(o, ph, true);
     o.push_back(Gemm(OpKind::kExpertFc1, ph, {{r.per_expert, fin, h_, r.local}}));
-    const double act = (m_.mlp == MlpKind::kSwiglu ? 3 : 2) * e_ * r.received * static_cast<double>(f);
-    o.push_back(Mem(OpKind::kExpertAct, ph, act));
+    o.push_back(ExpertActFwd(ph));
     o.push_back(Gemm(OpKind::kExpertFc2, ph, {{r.per_expert, h_, f, r.local}}));
     AddEtp(o, ph, false);
     AddDispatch(o, ph, true, false);
@@ -399,7 +405,14 @@ class Catalogue {
     if (k_.recompute == Recompute::kFull) {
       o = LayerFwd(Phase::kRecompute);
     } else if (k_.recompute == Recompute::kSelective) {
-      o.push_back(AttnCore(Phase::kRecompute, false));
+      // Megatron-Core's --recompute-modules: each selected module's forward again, before its backward.
+      const uint32_t redo = k_.selective_modules;
+      if ((redo & kRecomputeCoreAttn) != 0) o.push_back(AttnCore(Phase::kRecompute, false));
+      if ((redo & kRecomputeLayernorm) != 0) {
+        o.push_back(Mem(OpKind::kAttnNorm, Phase::kRecompute, 2 * e_ * sT_ * h_));
+        o.push_back(Mem(OpKind::kMlpNorm, Phase::kRecompute, 2 * e_ * sT_ * h_));
+      }
+      if (moe_ && (redo & kRecomputeMoeAct) != 0) o.push_back(ExpertActFwd(Phase::kRecompute));
     }
     if (!moe_) {
       MlpBwd(o, m_.ffn_hidden);

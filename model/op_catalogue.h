@@ -77,6 +77,7 @@ struct OpShapeKey {
   int64_t tp = 1;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
+  uint32_t selective_modules = kRecomputeCoreAttn;  //!< with recompute selective (Layout::selective_modules)
   int64_t element_bytes = 2;  //!< activation element size (2 for bf16/fp16/fp8, 4 for fp32)
   //! Transformer Engine's FP8 linear layers (Precision::kFp8): qkv, attention output, fc1 and fc2
   //! run FP8 GEMMs (GemmShape::fp8), and each casts what its GEMMs read to FP8 first: in the forward

@@ -105,7 +105,7 @@ std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, 
   std::vector<ParamGroupDef> out;
   size_t groups = 0;  // reserved up front: the search asks for every layout it prices
   for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
-    groups += static_cast<size_t>(StageLayers(m.layers, stages, ModelStage(l.pp, pp_rank, chunk)).count) + 4;
+    groups += static_cast<size_t>(StageLayers(l, m.layers, ModelStage(l.pp, pp_rank, chunk)).count) + 4;
   }
   out.reserve(groups);
   // A group first read by `first` (and by the head too when `head_reuses`).
@@ -142,7 +142,7 @@ std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, 
             false);
       }
     }
-    const LayerRange range = StageLayers(m.layers, stages, stage);
+    const LayerRange range = StageLayers(l, m.layers, stage);
     for (int64_t layer = range.first; layer < range.end(); ++layer) {
       const int64_t params = IsMoeLayer(m, layer) ? moe_params : dense_params;
       ParamGroupDef& g = add(ParamGroupKind::kLayer, "layer" + std::to_string(layer), stage, chunk, params,

@@ -70,6 +70,42 @@ Result<Recompute> RecomputeFromString(const std::string& s) {
   return BadInput("unknown recompute \"" + s + "\" (expected none, selective or full)");
 }
 
+namespace {
+constexpr std::pair<RecomputeModule, const char*> kRecomputeModuleNames[] = {
+    {kRecomputeCoreAttn, "core_attn"}, {kRecomputeLayernorm, "layernorm"}, {kRecomputeMoeAct, "moe_act"}};
+}  // namespace
+
+std::string RecomputeModulesToString(uint32_t modules) {
+  std::string out;
+  for (const auto& [bit, name] : kRecomputeModuleNames) {
+    if ((modules & bit) == 0) continue;
+    if (!out.empty()) out += '+';
+    out += name;
+  }
+  return out;
+}
+
+Result<uint32_t> RecomputeModulesFromString(const std::string& s) {
+  uint32_t modules = 0;
+  std::string name;
+  std::stringstream ss(s);
+  while (ss >> name) {
+    std::stringstream parts(name);
+    std::string part;
+    while (std::getline(parts, part, '+')) {
+      if (part.empty()) continue;
+      uint32_t bit = 0;
+      for (const auto& [b, n] : kRecomputeModuleNames) bit = part == n ? b : bit;
+      if (bit == 0) {
+        return BadInput("unknown recompute module \"" + part + "\" (expected core_attn, layernorm or moe_act, joined by +)");
+      }
+      modules |= bit;
+    }
+  }
+  if (modules == 0) return BadInput("recompute_modules is empty (expected core_attn, layernorm or moe_act, joined by +)");
+  return modules;
+}
+
 std::string ToString(const Routing& r) {
   if (r.kind == RoutingKind::kBalanced) return "balanced";
   std::ostringstream o;
@@ -94,6 +130,28 @@ Result<Routing> RoutingFromString(const std::string& s) {
   }
   return Routing{kind == "dropless" ? RoutingKind::kDropless : RoutingKind::kCapacity, f};
 }
+
+namespace {
+
+//! Whether the layout names modules beyond selective recompute's default (core_attn).
+bool HasRecomputeModules(const Layout& l) {
+  return l.recompute == Recompute::kSelective && l.recompute_modules != 0 && l.recompute_modules != kRecomputeCoreAttn;
+}
+
+//! recompute_modules implies selective recompute (Megatron-Core: --recompute-granularity selective);
+//! beside recompute=full it is an error. A default set (core_attn) is stored as 0.
+Status ApplyRecomputeModules(Layout& l, const std::string& where) {
+  if (l.recompute_modules == 0) return Status::Ok();
+  if (l.recompute == Recompute::kFull) {
+    return BadInput((where.empty() ? "" : where + ": ") +
+                    "recompute_modules names selective recompute's modules; recompute=full reruns every module");
+  }
+  l.recompute = Recompute::kSelective;
+  if (l.recompute_modules == kRecomputeCoreAttn) l.recompute_modules = 0;
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<Layout> ParseInlineLayout(const std::string& text) {
   Layout l;
@@ -124,6 +182,8 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
     else if (key == "virtual_stages" || key == "vp") st = set_int(l.virtual_stages);
     else if (key == "ep") st = set_int(l.ep);
     else if (key == "etp") st = set_int(l.etp);
+    else if (key == "first_stage_layers") st = set_int(l.first_stage_layers);
+    else if (key == "last_stage_layers") st = set_int(l.last_stage_layers);
     else if (key == "routing") {
       auto r = RoutingFromString(v);
       if (!r) return BadInput("plan: /routing: " + r.error().message);
@@ -132,6 +192,10 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
       auto r = RecomputeFromString(v);
       if (!r) return BadInput("plan: /recompute: " + r.error().message);
       l.recompute = *r;
+    } else if (key == "recompute_modules") {
+      auto r = RecomputeModulesFromString(v);
+      if (!r) return BadInput("plan: /recompute_modules: " + r.error().message);
+      l.recompute_modules = *r;
     } else if (key == "schedule") {
       auto s = ScheduleFromString(v);
       if (!s) return BadInput("plan: /schedule: " + s.error().message);
@@ -140,11 +204,13 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
       PX_ASSIGN(l.sequence_parallel, ParseBool(key, v));
     } else {
       return BadInput("plan: /" + key +
-                      ": unknown key (expected dp, tp, pp, cp, zero, micro_batch, global_batch, recompute, "
-                      "schedule, virtual_stages, sequence_parallel, ep, etp, routing, sync, servers, compression, data)");
+                      ": unknown key (expected dp, tp, pp, cp, zero, micro_batch, global_batch, recompute, recompute_modules, "
+                      "schedule, virtual_stages, first_stage_layers, last_stage_layers, sequence_parallel, ep, etp, routing, sync, "
+                      "servers, compression, data)");
     }
     PX_TRY(st);
   }
+  PX_TRY(ApplyRecomputeModules(l, "plan: /recompute_modules"));
   return l;
 }
 
@@ -161,9 +227,17 @@ Result<Layout> LayoutFromJson(const Json& j, const std::string& file, const std:
     l.micro_batch = r.PositiveInt("micro_batch", 1);
     l.global_batch = r.NonNegativeInt("global_batch", 0);
     l.recompute = *RecomputeFromString(r.Choice("recompute", {"none", "selective", "full"}, "none"));
+    if (r.Has("recompute_modules")) {
+      auto modules = RecomputeModulesFromString(r.String("recompute_modules"));
+      if (!modules) r.Fail("recompute_modules", modules.error().message);
+      l.recompute_modules = *modules;
+      if (Status st = ApplyRecomputeModules(l, ""); !st) r.Fail("recompute_modules", st.error().message);
+    }
     l.schedule = *ScheduleFromString(r.Choice("schedule", {"gpipe", "1f1b", "interleaved"}, "1f1b"));
     l.virtual_stages = r.PositiveInt("virtual_stages", 1);
     l.sequence_parallel = r.Bool("sequence_parallel", false);
+    l.first_stage_layers = r.NonNegativeInt("first_stage_layers", 0);
+    l.last_stage_layers = r.NonNegativeInt("last_stage_layers", 0);
     l.ep = r.PositiveInt("ep", 1);
     l.etp = r.Has("etp") ? r.PositiveInt("etp") : 0;
     if (r.Has("routing")) {
@@ -189,6 +263,9 @@ Json LayoutToJson(const Layout& l) {
          {"virtual_stages", l.virtual_stages},
          {"sequence_parallel", l.sequence_parallel}};
   if (l.cp != 1) j["cp"] = l.cp;
+  if (HasRecomputeModules(l)) j["recompute_modules"] = RecomputeModulesToString(l.recompute_modules);
+  if (l.first_stage_layers != 0) j["first_stage_layers"] = l.first_stage_layers;
+  if (l.last_stage_layers != 0) j["last_stage_layers"] = l.last_stage_layers;
   // Expert keys only where set: a dense layout's file is unchanged.
   if (l.ep != 1) j["ep"] = l.ep;
   if (l.etp != 0) j["etp"] = l.etp;
@@ -203,8 +280,12 @@ std::string LayoutToString(const Layout& l) {
   if (l.cp != 1) o << ",cp=" << l.cp;
   o << ",zero=" << l.zero_stage
     << ",micro_batch=" << l.micro_batch << ",global_batch=" << l.global_batch
-    << ",recompute=" << ToString(l.recompute) << ",schedule=" << ToString(l.schedule)
+    << ",recompute=" << ToString(l.recompute);
+  if (HasRecomputeModules(l)) o << ",recompute_modules=" << RecomputeModulesToString(l.recompute_modules);
+  o << ",schedule=" << ToString(l.schedule)
     << ",virtual_stages=" << l.virtual_stages << ",sequence_parallel=" << (l.sequence_parallel ? 1 : 0);
+  if (l.first_stage_layers != 0) o << ",first_stage_layers=" << l.first_stage_layers;
+  if (l.last_stage_layers != 0) o << ",last_stage_layers=" << l.last_stage_layers;
   if (l.ep != 1) o << ",ep=" << l.ep;
   if (l.etp != 0) o << ",etp=" << l.etp;
   if (l.routing != Routing{}) o << ",routing=" << ToString(l.routing);

@@ -19,6 +19,21 @@ namespace parallax {
 //! core (softmax, dropout, QK^T, AV); full keeps only each layer's input and reruns the layer.
 enum class Recompute { kNone, kSelective, kFull };
 
+//! What selective recompute drops and reruns, as Megatron-Core's --recompute-modules (bit mask):
+//! core_attn (its default: the attention core's probabilities or statistics), layernorm (the two
+//! norms' outputs, recomputed from their inputs) and moe_act (the routed experts' activation output,
+//! recomputed from fc1's output).
+enum RecomputeModule : uint32_t {
+  kRecomputeCoreAttn = 1,
+  kRecomputeLayernorm = 2,
+  kRecomputeMoeAct = 4,
+};
+inline constexpr uint32_t kRecomputeAllModules = kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct;
+//! "core_attn+layernorm+moe_act" (the set bits, in that order).
+std::string RecomputeModulesToString(uint32_t modules);
+//! Parses "+"- or space-separated module names; BadInput naming the unknown one.
+Result<uint32_t> RecomputeModulesFromString(const std::string& s);
+
 //! How the planner prices the router's balance (DESIGN.md "Mixture of experts"); pricing only: `run`
 //! routes with the learned top-k router, dropless unless a capacity is given.
 enum class RoutingKind {
@@ -45,9 +60,15 @@ struct Layout {
   int64_t micro_batch = 1;     //!< sequences per micro-batch per DP replica
   int64_t global_batch = 0;    //!< sequences per step; 0 = from the TrainingSpec
   Recompute recompute = Recompute::kNone;
+  //! Selective recompute's modules (RecomputeModule bits); 0 = core_attn, Megatron-Core's default.
+  uint32_t recompute_modules = 0;
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   int64_t virtual_stages = 1;  //!< model chunks per pipeline rank (interleaved only)
   bool sequence_parallel = false;
+  //! Layers of the first / last pipeline rank (Megatron-Core's num_layers_in_first_pipeline_stage /
+  //! num_layers_in_last_pipeline_stage); 0 = the default split (model/stage_split.h).
+  int64_t first_stage_layers = 0;
+  int64_t last_stage_layers = 0;
   // Expert parallelism (Megatron-Core parallel folding): each stage's tp x cp x dp ranks regrouped
   // as etp x ep x edp for the expert layers; does not change the world size.
   int64_t ep = 1;   //!< routed experts split over ep ranks
@@ -59,6 +80,15 @@ struct Layout {
   //! Ranks of the job: the workers plus dedicated parameter servers (after the workers).
   int64_t job_ranks() const { return world_size() + sync.dedicated_servers(); }
   int64_t expert_tp() const { return etp > 0 ? etp : tp; }
+  //! Selective recompute's modules (recompute_modules, or core_attn when unset).
+  uint32_t selective_modules() const { return recompute_modules != 0 ? recompute_modules : kRecomputeCoreAttn; }
+  //! The modules each layer recomputes: none, every one (full: the whole layer reruns), or the
+  //! selective set.
+  uint32_t recomputed_modules() const {
+    if (recompute == Recompute::kNone) return 0;
+    if (recompute == Recompute::kFull) return kRecomputeAllModules;
+    return selective_modules();
+  }
   //! Expert data parallel: the ranks an expert's gradient is summed over.
   int64_t expert_dp() const { return tp * cp * dp / (ep * expert_tp()); }
   //! Micro-batches per step per pipeline (gradient-accumulation steps).

@@ -35,6 +35,11 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
                     "rank (" + s(seq / l.cp * l.micro_batch) + ")");
   }
   if (const std::string moe = MoeExecutionProblem(plan, seq); !moe.empty()) return BadInput(moe);
+  if (l.recompute == Recompute::kSelective && l.selective_modules() != kRecomputeCoreAttn) {
+    return BadInput("plan: recompute_modules=" + RecomputeModulesToString(l.selective_modules()) +
+                    ": the executor's selective recompute reruns the attention core only (core_attn); `parallax "
+                    "plan` and `simulate` price the other modules");
+  }
   // Issue 37 item 5 (MLA, local attention) is not built yet: refuse by name.
   if (m.mla() || m.attention_window > 0 || m.head_size > 0) {
     return BadInput("model: the executor does not run " +

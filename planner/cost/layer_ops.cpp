@@ -337,6 +337,7 @@ UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const Compu
   k.tp = key.tp;
   k.sequence_parallel = key.sequence_parallel;
   k.recompute = key.recompute;
+  k.selective_modules = key.selective_modules;
   k.element_bytes = compute.element_bytes();
   k.ep = key.ep;
   k.etp = key.etp;

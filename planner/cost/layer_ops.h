@@ -84,6 +84,7 @@ struct UnitKey {
   int64_t seq_len = 0;  //!< the whole sequence (a cp rank holds seq_len / cp of it)
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
+  uint32_t selective_modules = kRecomputeCoreAttn;  //!< with recompute selective (Layout::selective_modules)
   int64_t ep = 1, etp = 1;  //!< an MoE layer's expert groups (Layout ep, expert_tp)
   Routing routing;
   bool operator==(const UnitKey&) const = default;

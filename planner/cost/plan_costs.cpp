@@ -41,6 +41,7 @@ const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int
               .seq_len = seq_len,
               .sequence_parallel = l.sequence_parallel,
               .recompute = l.recompute,
+              .selective_modules = l.selective_modules(),
               .ep = 1,
               .etp = 1,
               .routing = Routing{}};

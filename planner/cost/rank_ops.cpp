@@ -65,7 +65,7 @@ void CostChunks(const CostInputs& in, int64_t pp_rank, RankCost& rc) {
   for (int64_t c = 0; c < l.virtual_stages; ++c) {
     ChunkCost cc;
     cc.stage = ModelStage(l.pp, pp_rank, c);
-    cc.layers = StageLayers(in.plan.model.layers, stages, cc.stage);
+    cc.layers = StageLayers(l, in.plan.model.layers, cc.stage);
     cc.embedding = cc.stage == 0;
     cc.head = cc.stage == stages - 1;
     cc.fwd_s = ChunkSum(in.units, cc, &UnitOps::fwd_s);

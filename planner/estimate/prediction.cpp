@@ -15,7 +15,7 @@ Prediction FinishPrediction(const Plan& plan, double step_time_s, const Breakdow
   const double gpus = static_cast<double>(plan.layout.world_size());
   p.tokens_per_s = step_time_s > 0 ? tokens / step_time_s : 0;
   const double model_flops = TrainingFlopsPerToken(plan.model, seq, Recompute::kNone) * tokens;
-  const double hw_flops = TrainingFlopsPerToken(plan.model, seq, plan.layout.recompute) * tokens;
+  const double hw_flops = TrainingFlopsPerToken(plan.model, seq, plan.layout.recompute, plan.layout.selective_modules()) * tokens;
   if (step_time_s > 0) {
     p.model_tflops_per_gpu = model_flops / step_time_s / gpus / 1e12;
     p.hardware_tflops_per_gpu = hw_flops / step_time_s / gpus / 1e12;

@@ -29,12 +29,13 @@ void AddContextParallel(const Plan& plan, MegatronArgs& out) {
 }
 
 //! The layers per stage: --num-layers-per-virtual-pipeline-stage for an even interleaved split;
-//! Megatron-Core's embedding-and-loss split (model/stage_split.h) with its two flags (and
-//! --num-virtual-stages-per-pipeline-rank when interleaved).
+//! Megatron-Core's embedding-and-loss split (model/stage_split.h) with its two flags, or the explicit
+//! first/last rank's layers (--decoder-first/last-pipeline-num-layers), and
+//! --num-virtual-stages-per-pipeline-rank when interleaved.
 void AddPipelineSplit(const Plan& plan, MegatronArgs& out) {
   const Layout& l = plan.layout;
   const bool interleaved = l.schedule == ScheduleKind::kInterleaved && l.virtual_stages > 1;
-  switch (StageSplitOf(plan.model.layers, ModelStages(l))) {
+  switch (StageSplitOf(l, plan.model.layers)) {
     case StageSplit::kEven:
       if (interleaved) {
         out.args.insert(out.args.end(), {"--num-layers-per-virtual-pipeline-stage",
@@ -44,6 +45,18 @@ void AddPipelineSplit(const Plan& plan, MegatronArgs& out) {
     case StageSplit::kEmbeddingAndLossAsLayers:
       out.args.insert(out.args.end(), {"--account-for-embedding-in-pipeline-split",
                                        "--account-for-loss-in-pipeline-split"});
+      if (interleaved) {
+        out.args.insert(out.args.end(),
+                        {"--num-virtual-stages-per-pipeline-rank", std::to_string(l.virtual_stages)});
+      }
+      return;
+    case StageSplit::kExplicit:
+      if (l.first_stage_layers > 0) {
+        out.args.insert(out.args.end(), {"--decoder-first-pipeline-num-layers", std::to_string(l.first_stage_layers)});
+      }
+      if (l.last_stage_layers > 0) {
+        out.args.insert(out.args.end(), {"--decoder-last-pipeline-num-layers", std::to_string(l.last_stage_layers)});
+      }
       if (interleaved) {
         out.args.insert(out.args.end(),
                         {"--num-virtual-stages-per-pipeline-rank", std::to_string(l.virtual_stages)});
@@ -118,6 +131,14 @@ MegatronArgs ExportMegatron(const Plan& plan) {
     add("--recompute-num-layers", 1);
   } else if (l.recompute == Recompute::kSelective) {
     add("--recompute-granularity", std::string("selective"));
+    if (l.selective_modules() != kRecomputeCoreAttn) {
+      // --recompute-modules takes the names space-separated (one argument each).
+      out.args.push_back("--recompute-modules");
+      const uint32_t mods = l.selective_modules();
+      for (uint32_t bit : {kRecomputeCoreAttn, kRecomputeLayernorm, kRecomputeMoeAct}) {
+        if ((mods & bit) != 0) out.args.push_back(RecomputeModulesToString(bit));
+      }
+    }
   }
   if (l.zero_stage >= 1) flag("--use-distributed-optimizer");
   if (l.zero_stage >= 2) {

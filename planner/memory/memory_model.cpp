@@ -89,6 +89,7 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   ao.tp = l.tp;
   ao.sequence_parallel = l.sequence_parallel;
   ao.recompute = l.recompute;
+  ao.selective_modules = l.selective_modules();
   ao.bytes_per_element = e;
   ao = ForImplementation(ao, plan.implementation);
   const int64_t per_layer = ActivationBytesPerLayer(m, ao);
@@ -100,11 +101,11 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   int64_t max_chunk_layers = 0;
   for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
     const int64_t stage = ModelStage(l.pp, pp_rank, chunk);
-    const int64_t layers = StageLayers(m.layers, stages, stage).count;
+    const int64_t layers = StageLayers(l, m.layers, stage).count;
     max_chunk_layers = std::max(max_chunk_layers, layers);
     int64_t bytes = layers * per_layer;
     if (!uniform) {
-      const LayerRange range = StageLayers(m.layers, stages, stage);
+      const LayerRange range = StageLayers(l, m.layers, stage);
       bytes = 0;
       for (int64_t i = range.first; i < range.end(); ++i) bytes += ActivationBytesOfLayer(m, i, ao, l.expert_tp());
     }
@@ -173,7 +174,7 @@ int64_t Fp8WeightCopyBytes(const Plan& plan, int64_t pp_rank) {
   }
   int64_t layers = 0;
   for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
-    layers += StageLayers(plan.model.layers, ModelStages(l), ModelStage(l.pp, pp_rank, chunk)).count;
+    layers += StageLayers(l, plan.model.layers, ModelStage(l.pp, pp_rank, chunk)).count;
   }
   // Every parameter of the layer (norms too: an upper bound), 1 B for the copy and 1 B for its
   // transpose, held whole even under ZeRO-3 (also an upper bound).

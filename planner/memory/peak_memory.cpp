@@ -14,7 +14,7 @@ namespace {
 int64_t RankLayers(const Layout& l, int64_t layers, int64_t pp_rank) {
   int64_t n = 0;
   for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
-    n += StageLayers(layers, ModelStages(l), ModelStage(l.pp, pp_rank, chunk)).count;
+    n += StageLayers(l, layers, ModelStage(l.pp, pp_rank, chunk)).count;
   }
   return n;
 }

@@ -10,7 +10,10 @@ bool Constraints::Admits(const Layout& l) const {
          (!global_batch || *global_batch == l.global_batch) && (!virtual_stages || *virtual_stages == l.virtual_stages) &&
          (!recompute || *recompute == l.recompute) && (!schedule || *schedule == l.schedule) &&
          (!sequence_parallel || *sequence_parallel == l.sequence_parallel) && (!ep || *ep == l.ep) &&
-         (!etp || *etp == l.expert_tp()) && (!routing || *routing == l.routing);
+         (!etp || *etp == l.expert_tp()) && (!routing || *routing == l.routing) &&
+         (!recompute_modules || (l.recompute == Recompute::kSelective && l.selective_modules() == *recompute_modules)) &&
+         (!first_stage_layers || *first_stage_layers == l.first_stage_layers) &&
+         (!last_stage_layers || *last_stage_layers == l.last_stage_layers);
 }
 
 Result<Constraints> ParseConstraints(const std::string& text) {
@@ -35,6 +38,11 @@ Result<Constraints> ParseConstraints(const std::string& text) {
     else if (key == "global_batch") c.global_batch = l.global_batch;
     else if (key == "virtual_stages" || key == "vp") c.virtual_stages = l.virtual_stages;
     else if (key == "recompute") c.recompute = l.recompute;
+    else if (key == "recompute_modules") {
+      c.recompute = Recompute::kSelective;
+      c.recompute_modules = l.selective_modules();
+    } else if (key == "first_stage_layers") c.first_stage_layers = l.first_stage_layers;
+    else if (key == "last_stage_layers") c.last_stage_layers = l.last_stage_layers;
     else if (key == "schedule") c.schedule = l.schedule;
     else if (key == "sequence_parallel" || key == "sp") c.sequence_parallel = l.sequence_parallel;
     else if (key == "ep") c.ep = l.ep;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "model/rank_groups.h"
@@ -128,14 +129,28 @@ void AddExpertVariants(LayoutWalk& w, const Layout& l) {
   }
 }
 
+//! The recompute settings searched: none, selective (the attention core), full, and for an MoE model
+//! also selective recompute of the norms and the experts' activation (--recompute-modules layernorm
+//! moe_act, the Megatron-MoE model zoo's Qwen3 and Megatron-Bridge's gpt-oss H100 recipes), which
+//! frees the largest MoE activations for almost no compute. --fix recompute_modules=... searches
+//! that set alone.
+std::vector<std::pair<Recompute, uint32_t>> RecomputeVariants(const LayoutWalk& w) {
+  if (w.o.fix.recompute_modules) return {{Recompute::kSelective, *w.o.fix.recompute_modules}};
+  std::vector<std::pair<Recompute, uint32_t>> out{{Recompute::kNone, 0}, {Recompute::kSelective, 0}};
+  if (w.m.moe()) out.emplace_back(Recompute::kSelective, kRecomputeLayernorm | kRecomputeMoeAct);
+  out.emplace_back(Recompute::kFull, 0);
+  return out;
+}
+
 //! Every ZeRO stage, recompute and sequence-parallel variant of `base` under schedule `s`.
 void AddVariants(LayoutWalk& w, const Layout& base, const Sched& s) {
   for (int64_t zero = 0; zero <= (DenseReductionRanks(base) > 1 ? 3 : 0); ++zero) {
-    for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    for (const auto& [rc, modules] : RecomputeVariants(w)) {
       for (int sp = 0; sp <= (base.tp > 1 ? 1 : 0); ++sp) {
         Layout l = base;
         l.zero_stage = zero;
         l.recompute = rc;
+        l.recompute_modules = modules;
         l.schedule = s.kind;
         l.virtual_stages = s.v;
         l.sequence_parallel = sp == 1;
@@ -196,10 +211,23 @@ void WalkPipelines(LayoutWalk& w, int64_t world, int64_t tp, int64_t cp) {
       w.Reject("pp_exceeds_layers", l);
       continue;
     }
-    if (StageSplitOf(w.m.layers, pp) == StageSplit::kNone) {
-      // No virtual depth splits them either: pp * v divides layers (+ 2) only where pp does.
-      w.Reject("pp_does_not_split_layers", l);
-      continue;
+    if (w.o.fix.first_stage_layers || w.o.fix.last_stage_layers) {
+      l.first_stage_layers = w.o.fix.first_stage_layers.value_or(0);
+      l.last_stage_layers = w.o.fix.last_stage_layers.value_or(0);
+      if (!StageSplitProblem(l, w.m.layers).empty()) {
+        w.Reject("pp_does_not_split_layers", l);
+        continue;
+      }
+    } else if (StageSplitOf(w.m.layers, pp) == StageSplit::kNone) {
+      // No virtual depth splits them by the default rules (pp * v divides layers (+ 2) only where pp
+      // does): the first and last ranks take fewer layers (model/stage_split.h), or none fits.
+      const auto split = SearchedExplicitSplit(w.m.layers, pp);
+      if (!split) {
+        w.Reject("pp_does_not_split_layers", l);
+        continue;
+      }
+      l.first_stage_layers = split->first;
+      l.last_stage_layers = split->second;
     }
     l.dp = rest / pp;
     if (w.o.fix.dp && *w.o.fix.dp != l.dp) continue;

@@ -107,6 +107,7 @@ const Case kCases[] = {
     {"pp2_gpipe", "pp=2,micro_batch=2,schedule=gpipe"},
     {"pp2_1f1b", "pp=2,micro_batch=2,schedule=1f1b"},
     {"pp2_interleaved_v2", "pp=2,micro_batch=2,schedule=interleaved,virtual_stages=2"},
+    {"pp2_first1", "pp=2,micro_batch=2,first_stage_layers=1"},  // the explicit split: 1 + 3 layers
     {"dp2_zero1", "dp=2,micro_batch=2,zero=1"},
     {"dp2_zero2", "dp=2,micro_batch=2,zero=2"},
     {"dp2_zero3", "dp=2,micro_batch=2,zero=3"},

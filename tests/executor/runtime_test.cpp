@@ -15,6 +15,7 @@
 #include "executor/runtime/param_group.h"
 #include "executor/runtime/process_groups.h"
 #include "executor/runtime/sharded_model.h"
+#include "executor/runtime/trainer.h"
 #include "executor/runtime/transformer_layer.h"
 #include "model/param_groups.h"
 #include "model/stage_split.h"
@@ -181,6 +182,22 @@ TEST(ShardedModel, BuildsTheGroupsTheDefinitionLists) {
   ExpectBuiltGroupsMatchTheDefinition(llama, "dp=1,tp=2,pp=2,zero=1");
   ExpectBuiltGroupsMatchTheDefinition(llama, "dp=1,tp=1,pp=1,zero=2");
   ExpectBuiltGroupsMatchTheDefinition(deep, "dp=1,tp=1,pp=2,schedule=interleaved,virtual_stages=2");
+  // The explicit split: the first rank 1 layer, the second 7, or 2 and 6 over two chunks each.
+  ExpectBuiltGroupsMatchTheDefinition(deep, "dp=1,tp=1,pp=2,first_stage_layers=1");
+  ExpectBuiltGroupsMatchTheDefinition(deep, "dp=1,tp=1,pp=2,first_stage_layers=2,schedule=interleaved,virtual_stages=2");
+}
+
+TEST(ShardedModel, RecomputeModulesBeyondTheAttentionCoreAreRefusedByNameNotRunAsSomethingElse) {
+  // The executor's selective recompute reruns the attention core; layernorm and moe_act are priced
+  // only, and a plan asking for them is refused rather than run with other activations kept.
+  EXPECT_TRUE(ValidateForExecution(testing::TinyPlan("micro_batch=2,recompute=selective", 8), 1));
+  EXPECT_TRUE(ValidateForExecution(testing::TinyPlan("micro_batch=2,recompute_modules=core_attn", 8), 1));
+  Status st = ValidateForExecution(testing::TinyPlan("micro_batch=2,recompute_modules=layernorm+moe_act", 8), 1);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("recompute_modules=layernorm+moe_act: the executor's selective recompute reruns "
+                                    "the attention core only"),
+            std::string::npos)
+      << st.error().message;
 }
 
 TEST(Data, SamplesAreDeterministicAndPartitionedOverReplicas) {

@@ -11,6 +11,7 @@
 #include "model/presets.h"
 #include "planner/cost/moe_costs.h"
 #include "planner/cost/plan_costs.h"
+#include "planner/export/megatron.h"
 #include "planner/estimate/step_estimate.h"
 #include "planner/memory/memory_model.h"
 #include "planner/search/search.h"
@@ -152,17 +153,26 @@ TEST(MoeMemory, ExpertStateShardsOverTheExpertDataParallelGroup) {
   EXPECT_GT(MoeDispatchWorkspaceBytes(p), 0);
 }
 
+//! The megatron-core search of `model` on `nodes` DGX H100 nodes at `global_batch`, `fix` pinned.
+Result<SearchResult> SearchMegatronCore(const std::string& model, int64_t nodes, int64_t global_batch,
+                                        const std::string& fix, int64_t top_k) {
+  ClusterSpec c = *ClusterPreset("dgx-h100");
+  c.nodes = nodes;
+  TrainingSpec t;
+  t.global_batch = global_batch;
+  SearchOptions o;
+  o.implementation = *ImplementationPreset("megatron-core");
+  o.top_k = top_k;
+  o.threads = 1;
+  o.fix = *ParseConstraints(fix);
+  return Search(*ModelPreset(model), c, t, o);
+}
+
 TEST(MoeSearch, CoversEpAndEtpAndCountsExpertRejections) {
   ModelSpec m = *ModelPreset("mixtral-8x7b");
   ClusterSpec c = *ClusterPreset("dgx-h100");
   c.nodes = 2;
-  TrainingSpec t;
-  t.global_batch = 64;
-  SearchOptions o;
-  o.implementation = *ImplementationPreset("megatron-core");
-  o.top_k = 400;
-  o.threads = 1;
-  auto r = Search(m, c, t, o);
+  auto r = SearchMegatronCore("mixtral-8x7b", 2, 64, "", 400);
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_FALSE(r->plans.empty());
   bool ep_above_1 = false, etp_below_tp = false;
@@ -175,6 +185,68 @@ TEST(MoeSearch, CoversEpAndEtpAndCountsExpertRejections) {
   EXPECT_TRUE(etp_below_tp);
   EXPECT_GT(r->rejected["moe_tp_needs_sequence_parallel"], 0);
   EXPECT_GT(r->rejected["expert_groups_do_not_tile_the_stage"], 0);
+}
+
+TEST(MoeRecompute, LayernormAndMoeActModulesFreeTheirActivationsForAFewMemoryBoundKernels) {
+  // The Megatron-MoE model zoo's Qwen3-235B layout, which does not fit without recompute.
+  const std::string layout = "dp=16,tp=2,pp=8,ep=32,etp=1,zero=1,micro_batch=1,global_batch=2048,sequence_parallel=1,"
+                             "schedule=interleaved,virtual_stages=4";
+  Plan none = MakePlan("qwen3-235b-a22b", layout, 32);
+  Plan redo = MakePlan("qwen3-235b-a22b", layout + ",recompute_modules=layernorm+moe_act", 32);
+  auto a = Estimate(none);
+  auto b = Estimate(redo);
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(a->fits);
+  EXPECT_TRUE(b->fits) << b->peak_memory_bytes;
+  // The recomputed kernels cost time, far less than the attention core's selective recompute adds.
+  Plan core = MakePlan("qwen3-235b-a22b", layout + ",recompute=selective", 32);
+  auto c = Estimate(core);
+  ASSERT_TRUE(c);
+  EXPECT_GT(b->step_time_s, a->step_time_s);
+  EXPECT_LT(b->step_time_s - a->step_time_s, c->step_time_s - a->step_time_s);
+  EXPECT_EQ(MoeOp(redo, OpKind::kExpertAct, Phase::kRecompute).phase, Phase::kRecompute);
+}
+
+TEST(MoeSearch, SplitsLayersThePipelineDoesNotDivideAndSearchesTheMoeRecomputeModules) {
+  // DeepSeek-V3's 61 layers at pp 16 split by neither default rule: the search tries 3 + 14 x 4 + 2
+  // (NeMo's H100 recipe) instead of rejecting pp 16.
+  auto r = SearchMegatronCore("deepseek-v3", 64, 1024, "pp=16", 2000);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_FALSE(r->plans.empty());
+  bool modules = false;
+  for (const RankedPlan& p : r->plans) {
+    EXPECT_EQ(p.layout.first_stage_layers, 3) << LayoutToString(p.layout);
+    EXPECT_EQ(p.layout.last_stage_layers, 2) << LayoutToString(p.layout);
+    modules = modules || p.layout.selective_modules() == (kRecomputeLayernorm | kRecomputeMoeAct);
+  }
+  EXPECT_TRUE(modules);
+  EXPECT_EQ(r->rejected["pp_does_not_split_layers"], 0);
+  // --fix names them: the search keeps to them, and refuses a split that does not share out.
+  r = SearchMegatronCore("deepseek-v3", 64, 1024, "pp=4,first_stage_layers=15,last_stage_layers=14,recompute_modules=moe_act", 2000);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_FALSE(r->plans.empty());
+  for (const RankedPlan& p : r->plans) {
+    EXPECT_EQ(p.layout.first_stage_layers, 15);
+    EXPECT_EQ(p.layout.selective_modules(), kRecomputeMoeAct);
+  }
+  r = SearchMegatronCore("deepseek-v3", 64, 1024, "pp=4,first_stage_layers=16,last_stage_layers=16", 2000);  // 29 over 2
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->plans.empty());
+  EXPECT_GT(r->rejected["pp_does_not_split_layers"], 0);
+}
+
+TEST(MoeExport, MegatronGetsTheExplicitSplitAndTheRecomputeModules) {
+  Plan p = MakePlan("deepseek-v3",
+                    "dp=8,tp=2,pp=4,ep=8,etp=1,zero=1,global_batch=64,sequence_parallel=1,first_stage_layers=15,"
+                    "last_stage_layers=14,recompute_modules=layernorm+moe_act",
+                    8);
+  const MegatronArgs a = ExportMegatron(p);
+  std::string line;
+  for (const std::string& arg : a.args) line += arg + " ";
+  EXPECT_NE(line.find("--decoder-first-pipeline-num-layers 15 --decoder-last-pipeline-num-layers 14 "), std::string::npos)
+      << line;
+  EXPECT_NE(line.find("--recompute-granularity selective --recompute-modules layernorm moe_act "), std::string::npos)
+      << line;
 }
 
 }  // namespace

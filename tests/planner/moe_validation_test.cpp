@@ -53,9 +53,17 @@ Plan RowPlan(const Json& row, const ModelSpec& m) {
   // Megatron-FSDP shards parameters, gradients and optimizer state (ZeRO-3); the others run
   // Megatron-Core's distributed optimizer (ZeRO-1).
   l.zero_stage = j.contains("note") && j["note"].get<std::string>().find("FSDP") != std::string::npos ? 3 : 1;
-  // "full" is full recompute; "norm, act" (--recompute-modules) recomputes the norms and activations,
-  // which is nearer no recompute than the attention core's selective recompute: priced as none.
-  l.recompute = j.value("recompute", "") == "full" ? Recompute::kFull : Recompute::kNone;
+  // "full" is full recompute; "norm, act" is the model zoo's short form of --recompute-modules
+  // layernorm moe_act (selective recompute of the two norms and the experts' activation). The
+  // gpt-oss row ran Megatron-Bridge's GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2, which sets the same
+  // modules (scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py @ 07eea52d:
+  // recompute_modules=["layernorm", "moe_act"]).
+  const std::string recompute = j.value("recompute", "");
+  l.recompute = recompute == "full" ? Recompute::kFull : Recompute::kNone;
+  if (recompute == "norm, act" || row["model_name"].get<std::string>() == "gpt-oss-120b") {
+    l.recompute = Recompute::kSelective;
+    l.recompute_modules = kRecomputeLayernorm | kRecomputeMoeAct;
+  }
   plan.training.global_batch = l.global_batch;
   return plan;
 }

@@ -39,6 +39,17 @@ std::string InlineLayout(const Json& l, Recompute rc) {
   return s;
 }
 
+//! The pipeline split of the recipe a row ran, where the row's layers do not split by Megatron-Core's
+//! default rules: NeMo's DeepSeek-V3 performance recipe (NVIDIA/NeMo
+//! scripts/performance/llm/pretrain_deepseek_v3.py @ 0349f235, which dgxc v25.05.04's launch.sh
+//! runs) gives the first pipeline rank 64/pp - 1 layers and the last 64/pp - 2 (61 at pp 4: 15, 16,
+//! 16, 14).
+std::string RecipeSplit(const Json& row) {
+  const int64_t pp = row["layout"].value("pp", static_cast<int64_t>(1));
+  if (row["model_name"].get<std::string>().find("DeepSeek-V3") == std::string::npos || pp < 2) return "";
+  return ",first_stage_layers=" + std::to_string(64 / pp - 1) + ",last_stage_layers=" + std::to_string(64 / pp - 2);
+}
+
 //! The dgxc-benchmarking Llama 3.1 rows ran NeMo's performance recipes (llama3.1/pretrain_llama31.py):
 //! the nemo profile; the others keep megatron-core.
 RowResult Predict(const Json& row, const char* implementation) {
@@ -73,7 +84,7 @@ RowResult Predict(const Json& row, const char* implementation) {
   double best = 0;
   bool fits = false;
   for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-    auto layout = ParseInlineLayout(InlineLayout(row["layout"], rc));
+    auto layout = ParseInlineLayout(InlineLayout(row["layout"], rc) + RecipeSplit(row));
     if (!layout) continue;
     plan.layout = *layout;
     plan.training.global_batch = plan.layout.global_batch;
