@@ -288,6 +288,16 @@ void BackwardAddThroughWorkspace(Backend& be, const NormBackwardArgs& a,
 
 void Backend::ResidualAdd(const ResidualAddArgs& a) { JoinResidual(*this, a); }
 
+void Backend::Copy2D(const Copy2DArgs& a) {
+  for (int64_t r = 0; r < a.rows; ++r) {
+    if (a.accumulate) {
+      Axpy({.y = a.dst + r * a.dst_ld, .x = a.src + r * a.src_ld, .n = a.cols, .alpha = 1.0f});
+    } else {
+      Copy({.dst = a.dst + r * a.dst_ld, .src = a.src + r * a.src_ld, .n = a.cols});
+    }
+  }
+}
+
 void Backend::ResidualLayerNormForward(const ResidualNormArgs& a) {
   JoinResidual(*this, JoinOf(a));
   LayerNormForward(NormOfSum(a));

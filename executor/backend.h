@@ -257,6 +257,16 @@ struct CopyArgs {
   int64_t n = 0;
 };
 
+//! dst[r * dst_ld + c] = src[r * src_ld + c], or += with accumulate, for r < rows, c < cols
+//! (Backend::Copy2D): a block between two row-strided layouts, as multi-head latent attention moves
+//! each head's no-position and rotary parts of its queries and keys.
+struct Copy2DArgs {
+  [[no_unique_address]] ByName by_name{};
+  DevPtr dst{}, src{};
+  int64_t rows = 0, cols = 0, dst_ld = 0, src_ld = 0;
+  bool accumulate = false;
+};
+
 //! y += alpha * x (Backend::Axpy).
 struct AxpyArgs {
   [[no_unique_address]] ByName by_name{};
@@ -655,6 +665,8 @@ class Backend {
   //! out = x + residual (+ bias per row when set): a residual join not followed by a norm in the
   //! same layer. Default: Copy, Axpy, AddBias.
   virtual void ResidualAdd(const ResidualAddArgs& a);
+  //! A strided block copy (Copy2DArgs). Default: one Copy (or Axpy when accumulating) per row.
+  virtual void Copy2D(const Copy2DArgs& a);
   //! h = x + residual (+ bias per row when set), then y = LayerNorm(h) with mean and rstd saved as
   //! LayerNormForward does. Default: Copy, Axpy, AddBias, LayerNormForward.
   virtual void ResidualLayerNormForward(const ResidualNormArgs& a);

@@ -509,6 +509,28 @@ std::optional<std::string> CatalogueMismatch(const CostDb& db) {
          ": samples keyed by bytes or GEMM kind may be read at other sizes; run `parallax calibrate` again";
 }
 
+std::vector<int64_t> LayerGradSyncElements(const ModelSpec& m, bool moe, bool sequence_parallel) {
+  const int64_t h = m.hidden;
+  const bool norm_bias = m.norm == NormKind::kLayerNorm && m.bias;
+  std::vector<int64_t> out;
+  if (sequence_parallel) {
+    out.push_back(h);
+    if (norm_bias) out.push_back(h);
+  }
+  if (m.mla()) {  // q_down, q_norm (with the query latent), kv_down, k_rope, kv_norm
+    if (m.q_lora_rank > 0) out.insert(out.end(), {m.q_lora_rank * h, m.q_lora_rank});
+    out.insert(out.end(), {m.kv_lora_rank * h, m.qk_rope_head_dim * h, m.kv_lora_rank});
+  }
+  if (sequence_parallel) {
+    if (m.bias) out.push_back(h);  // attention output bias (row-parallel)
+    out.push_back(h);
+    if (norm_bias) out.push_back(h);
+  }
+  if (moe) out.push_back(m.experts * h);  // the router
+  if (sequence_parallel && m.bias) out.push_back(h);  // fc2 bias
+  return out;
+}
+
 OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, const ImplementationProfile& impl) {
   Catalogue c(model, key, impl);
   OpCatalogue out;
@@ -525,19 +547,14 @@ OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, cons
   out.layer.bwd = c.LayerBwd();
   out.embedding = c.Embedding();
   out.head = c.Head();
+  for (int kind = 0; kind < kLayerKinds; ++kind) {
+    UnitOpSpecs& u = out.kinds[static_cast<size_t>(kind)];
+    if (!u.fwd.empty()) u.grad_sync = c.GradSync(LayerGradSyncElements(model, kind % 2 == 1, key.sequence_parallel));
+  }
+  out.layer.grad_sync = out.kinds[static_cast<size_t>(LayerKindOf(model, 0))].grad_sync;
   if (key.sequence_parallel) {
     const int64_t h = model.hidden;
     const bool norm_bias = model.norm == NormKind::kLayerNorm && model.bias;
-    std::vector<int64_t> layer = {h};
-    if (norm_bias) layer.push_back(h);
-    if (model.bias) layer.push_back(h);  // attention output bias (row-parallel)
-    layer.push_back(h);
-    if (norm_bias) layer.push_back(h);
-    if (model.bias) layer.push_back(h);  // fc2 bias
-    out.layer.grad_sync = c.GradSync(layer);
-    for (UnitOpSpecs& u : out.kinds) {
-      if (!u.fwd.empty()) u.grad_sync = out.layer.grad_sync;
-    }
     // Learned positions: our executor adds them to its sequence shard (each rank's gradient is
     // partial); Megatron adds them before scattering the sequence, so its gradient is whole.
     if (model.position == PositionKind::kLearned && impl.sp_grad_reduction.value == SpGradReduction::kPerParameter) {

@@ -121,6 +121,12 @@ inline constexpr int64_t kOpCatalogueVersion = 2;
 //! nullopt when its stamp is this build's (or it holds no sample a catalogue keys: collectives only).
 std::optional<std::string> CatalogueMismatch(const CostDb& db);
 
+//! The elements of each parameter of a layer whose gradient every TP rank holds partially, in the
+//! executor's order (executor/runtime/transformer_layer.cpp LayerParamSpecs), one TP all-reduce each:
+//! with sequence parallelism the norms and the row-parallel biases; always (tp > 1) an MoE layer's
+//! router and multi-head latent attention's down-projections and latent norms.
+std::vector<int64_t> LayerGradSyncElements(const ModelSpec& m, bool moe, bool sequence_parallel);
+
 //! The catalogue of `model` for `key` as `impl` runs it (attention kernel, fusions).
 OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, const ImplementationProfile& impl);
 

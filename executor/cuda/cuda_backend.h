@@ -69,6 +69,7 @@ class CudaBackend final : public Backend {
   void Gemm(const GemmArgs& g) override;
   void Fill(DevPtr x, int64_t n, float value) override;
   void Copy(const CopyArgs& a) override;
+  void Copy2D(const Copy2DArgs& a) override;
   void Axpy(const AxpyArgs& a) override;
   void AddBias(const BiasArgs& a) override;
   void BiasBackward(const BiasBackwardArgs& a) override;

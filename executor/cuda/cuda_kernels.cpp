@@ -42,6 +42,15 @@ void CudaBackend::Copy(const CopyArgs& a) {
   PX_CUDA_RECORD(gpu::LaunchConvert(K(a.dst), K(a.src), a.n, Compute()));
 }
 
+void CudaBackend::Copy2D(const Copy2DArgs& a) {
+  if (a.rows <= 0 || a.cols <= 0) return;
+  if (a.accumulate || a.dst.dtype != a.src.dtype) return Backend::Copy2D(a);  // per row
+  const auto e = static_cast<size_t>(SizeOf(a.dst.dtype));
+  PX_CUDA_RECORD(cudaMemcpy2DAsync(a.dst.ptr, static_cast<size_t>(a.dst_ld) * e, a.src.ptr,
+                                   static_cast<size_t>(a.src_ld) * e, static_cast<size_t>(a.cols) * e,
+                                   static_cast<size_t>(a.rows), cudaMemcpyDeviceToDevice, Compute()));
+}
+
 void CudaBackend::Axpy(const AxpyArgs& a) { PX_CUDA_RECORD(gpu::LaunchAxpy(K(a.y), K(a.x), a.n, a.alpha, Compute())); }
 
 void CudaBackend::AddBias(const BiasArgs& a) {

@@ -40,13 +40,18 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
                     ": the executor's selective recompute reruns the attention core only (core_attn); `parallax "
                     "plan` and `simulate` price the other modules");
   }
-  // Issue 37 item 5 (MLA, local attention) is not built yet: refuse by name.
-  if (m.mla() || m.attention_window > 0 || m.head_size > 0) {
-    return BadInput("model: the executor does not run " +
-                    std::string(m.mla() ? "multi-head latent attention"
-                                : m.attention_window > 0 ? "local (sliding or chunked) attention"
-                                                         : "head_dim other than hidden/heads") +
-                    " yet; `parallax plan` and `simulate` price it");
+  // Local attention is priced, not run: refuse it by name.
+  if (m.attention_window > 0) {
+    return BadInput("model: the executor does not run local (sliding or chunked) attention yet; `parallax plan` "
+                    "and `simulate` price it");
+  }
+  if (m.mla() && (m.bias || m.v_head_dim > m.head_dim())) {
+    return BadInput(std::string("model: the executor runs multi-head latent attention ") +
+                    (m.bias ? "without biases" : "with v_head_dim <= qk_nope_head_dim + qk_rope_head_dim") +
+                    " (its values are padded to the query width)");
+  }
+  if (m.mla() && m.position == PositionKind::kRotary && m.qk_rope_head_dim % 2 != 0) {
+    return BadInput("model: rotary positions need an even qk_rope_head_dim");
   }
   if (m.head_dim() % 2 != 0 && m.position == PositionKind::kRotary) {
     return BadInput("model: rotary positions need an even head dimension");

@@ -161,13 +161,37 @@ std::vector<ParamSpec> LayerParamSpecs(const ModelSpec& m, int64_t layer, LayerP
   const bool ln = m.norm == NormKind::kLayerNorm;
   ix->ln1_w = add("ln1_w", 1, h, ShardDim::kNone, InitKind::kOnes, 0, false, true);
   if (ln && m.bias) ix->ln1_b = add("ln1_b", 1, h, ShardDim::kNone, InitKind::kZeros, 0, false, true);
-  ix->wq = add("wq", q, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
-  if (m.bias) ix->bq = add("bq", 1, q, ShardDim::kCols, InitKind::kZeros, 0, false, false);
-  ix->wk = add("wk", kv, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
-  if (m.bias) ix->bk = add("bk", 1, kv, ShardDim::kCols, InitKind::kZeros, 0, false, false);
-  ix->wv = add("wv", kv, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
-  if (m.bias) ix->bv = add("bv", 1, kv, ShardDim::kCols, InitKind::kZeros, 0, false, false);
-  ix->wo = add("wo", h, q, ShardDim::kCols, InitKind::kNormal, std_out, true, false);
+  if (m.mla()) {
+    // Down-projections and latent norms whole on every TP rank (their gradients partial over TP: each
+    // rank back-propagates its own heads), up-projections split by heads (model/param_groups.cpp).
+    auto whole = [&](const std::string& name, int64_t rows, int64_t cols, InitKind init, float sd, bool decay) {
+      const int i = add(name, rows, cols, ShardDim::kNone, init, sd, decay, false);
+      out.back().tp_partial = true;
+      return i;
+    };
+    const int64_t nope = m.qk_nope_head_dim, rope = m.qk_rope_head_dim, heads = m.heads;
+    const int64_t q_in = m.q_lora_rank > 0 ? m.q_lora_rank : h;
+    if (m.q_lora_rank > 0) {
+      ix->q_down = whole("q_down", m.q_lora_rank, h, InitKind::kNormal, 0.02f, true);
+      ix->q_norm = whole("q_norm", 1, m.q_lora_rank, InitKind::kOnes, 0, false);
+    }
+    ix->q_nope = add("q_nope", heads * nope, q_in, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
+    ix->q_rope = add("q_rope", heads * rope, q_in, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
+    ix->kv_down = whole("kv_down", m.kv_lora_rank, h, InitKind::kNormal, 0.02f, true);
+    ix->k_rope = whole("k_rope", rope, h, InitKind::kNormal, 0.02f, true);
+    ix->kv_norm = whole("kv_norm", 1, m.kv_lora_rank, InitKind::kOnes, 0, false);
+    ix->k_up = add("k_up", heads * nope, m.kv_lora_rank, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
+    ix->v_up = add("v_up", heads * m.v_head_dim, m.kv_lora_rank, ShardDim::kRows, InitKind::kNormal, 0.02f, true,
+                   false);
+  } else {
+    ix->wq = add("wq", q, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
+    if (m.bias) ix->bq = add("bq", 1, q, ShardDim::kCols, InitKind::kZeros, 0, false, false);
+    ix->wk = add("wk", kv, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
+    if (m.bias) ix->bk = add("bk", 1, kv, ShardDim::kCols, InitKind::kZeros, 0, false, false);
+    ix->wv = add("wv", kv, h, ShardDim::kRows, InitKind::kNormal, 0.02f, true, false);
+    if (m.bias) ix->bv = add("bv", 1, kv, ShardDim::kCols, InitKind::kZeros, 0, false, false);
+  }
+  ix->wo = add("wo", h, m.attn_out_dim(), ShardDim::kCols, InitKind::kNormal, std_out, true, false);
   if (m.bias) ix->bo = add("bo", 1, h, ShardDim::kNone, InitKind::kZeros, 0, false, true);
   ix->ln2_w = add("ln2_w", 1, h, ShardDim::kNone, InitKind::kOnes, 0, false, true);
   if (ln && m.bias) ix->ln2_b = add("ln2_b", 1, h, ShardDim::kNone, InitKind::kZeros, 0, false, true);
@@ -217,7 +241,9 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
   OpRecorder& rec = *ctx.rec;
   const ModelSpec& m = ctx.model;
   const int64_t H = m.hidden, T = ctx.tokens, D = m.head_dim();
-  const int64_t nq = m.heads / ctx.tp, nkv = m.kv_heads / ctx.tp, Q = nq * D, K = nkv * D;
+  // Multi-head latent attention: a key per head (no grouping), values padded to the query width.
+  const int64_t nq = m.heads / ctx.tp, nkv = (m.mla() ? m.heads : m.kv_heads) / ctx.tp, Q = nq * D, K = nkv * D;
+  const int64_t O = nq * m.value_dim();
 
   PX_ASSIGN(NormedInput n1, NormIntoRegion(ctx, OpKind::kAttnNorm, layer_,
                                            {.x = c.x.ptr(), .gamma = P(ix_.ln1_w), .beta = P(ix_.ln1_b)}));
@@ -229,7 +255,9 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
   PX_ASSIGN(c.q, ctx.Act(T * Q));
   PX_ASSIGN(c.k, ctx.Act(T * K));
   PX_ASSIGN(c.v, ctx.Act(T * K));
-  {
+  if (m.mla()) {
+    PX_TRY(MlaProject(ctx, c));
+  } else {
     auto s = rec.Op(OpKind::kQkv, layer_);
     const DevPtr in = c.ag.ptr();
     LinearForward(be, {.x = in, .w = P(ix_.wq), .bias = P(ix_.bq), .y = c.q.ptr(), .rows = T, .n = Q, .k = H,
@@ -260,7 +288,12 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
   PX_ASSIGN(Tensor o, ctx.Act(T * H));
   {
     auto s = rec.Op(OpKind::kAttnOut, layer_);
-    LinearForward(be, {.x = c.ctx.ptr(), .w = P(ix_.wo), .y = o.ptr(), .rows = T, .n = H, .k = Q, .fp8 = F8(ix_.wo)});
+    DevPtr in = c.ctx.ptr();
+    if (m.mla()) {  // the output projection reads each head's value width, not the padding
+      PX_TRY(MlaNarrow(ctx, c));
+      in = c.ctx_v.ptr();
+    }
+    LinearForward(be, {.x = in, .w = P(ix_.wo), .y = o.ptr(), .rows = T, .n = H, .k = O, .fp8 = F8(ix_.wo)});
   }
   return LeaveRegion(ctx, std::move(o), H, layer_);
 }
@@ -438,7 +471,8 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
   OpRecorder& rec = *ctx.rec;
   const ModelSpec& m = ctx.model;
   const int64_t H = m.hidden, T = ctx.tokens, Tl = ctx.local_tokens, D = m.head_dim();
-  const int64_t nq = m.heads / ctx.tp, nkv = m.kv_heads / ctx.tp, Q = nq * D, K = nkv * D;
+  const int64_t nq = m.heads / ctx.tp, nkv = (m.mla() ? m.heads : m.kv_heads) / ctx.tp, Q = nq * D, K = nkv * D;
+  const int64_t O = nq * m.value_dim();
 
   PX_ASSIGN(Tensor dx, ctx.Act(Tl * H));
   be.Copy({.dst = dx.ptr(), .src = dh.ptr(), .n = Tl * H});
@@ -447,8 +481,18 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
   PX_ASSIGN(Tensor dctx, ctx.Act(T * Q));
   {
     auto s = rec.Op(OpKind::kAttnOut, layer_);
-    LinearBackward(be, {.dy = dof.ptr(), .x = c.ctx.ptr(), .w = P(ix_.wo), .dw = G(ix_.wo), .dx = dctx.ptr(),
-                        .rows = T, .n = H, .k = Q, .fp8 = F8(ix_.wo)});
+    if (!m.mla()) {
+      LinearBackward(be, {.dy = dof.ptr(), .x = c.ctx.ptr(), .w = P(ix_.wo), .dw = G(ix_.wo), .dx = dctx.ptr(),
+                          .rows = T, .n = H, .k = Q, .fp8 = F8(ix_.wo)});
+    } else {  // MLA: d(values' width), zero on the padding the output projection never read
+      PX_ASSIGN(Tensor dctx_v, ctx.Act(T * O));
+      LinearBackward(be, {.dy = dof.ptr(), .x = c.ctx_v.ptr(), .w = P(ix_.wo), .dw = G(ix_.wo), .dx = dctx_v.ptr(),
+                          .rows = T, .n = H, .k = O, .fp8 = F8(ix_.wo)});
+      PX_TRY(MlaWiden(ctx, c));
+      be.Fill(dctx.ptr(), T * Q, 0.0f);
+      be.Copy2D({.dst = dctx.ptr(), .src = dctx_v.ptr(), .rows = T * nq, .cols = m.value_dim(), .dst_ld = D,
+                 .src_ld = m.value_dim()});
+    }
   }
   dof.Reset();
   PX_ASSIGN(Tensor dq, ctx.Act(T * Q));
@@ -465,7 +509,9 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
     c.ag_local.Reset();
   }
   PX_ASSIGN(Tensor dag, ctx.Act(T * H));
-  {
+  if (m.mla()) {
+    PX_TRY(MlaProjectGrad(ctx, c, dq, dk, dv, dag.ptr()));
+  } else {
     auto s = rec.Op(OpKind::kQkv, layer_);
     if (m.position == PositionKind::kRotary) {
       RotaryOnChunks(ctx, dq.ptr(), nq, D, true);

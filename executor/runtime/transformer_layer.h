@@ -23,6 +23,12 @@ struct LayerParamIndex {
   int ln1_w = -1, ln1_b = -1, wq = -1, bq = -1, wk = -1, bk = -1, wv = -1, bv = -1, wo = -1, bo = -1;
   int ln2_w = -1, ln2_b = -1, fc1 = -1, b1 = -1, up = -1, bup = -1, fc2 = -1, b2 = -1;
   int router = -1;  //!< an MoE layer's router; its fc1/up/fc2 are the shared experts' (absent without them)
+  // Multi-head latent attention (in place of wq, wk, wv): the query down-projection and its norm
+  // (absent without q_lora_rank), the queries' no-position and rotary parts (from the query latent,
+  // or from the input directly), the KV latent's down-projection and norm, the shared rotary key,
+  // and the keys' and values' up-projections.
+  int q_down = -1, q_norm = -1, q_nope = -1, q_rope = -1, kv_down = -1, kv_norm = -1, k_rope = -1, k_up = -1,
+      v_up = -1;
 };
 
 //! Columns of layer `layer`'s dense MLP: ffn_hidden, or in an MoE layer its shared experts'
@@ -38,6 +44,10 @@ std::vector<ParamSpec> LayerParamSpecs(const ModelSpec& m, int64_t layer, LayerP
 struct LayerCache {
   Tensor x;  //!< layer input [local_tokens, hidden] (kept under every recompute mode)
   Tensor n1_mean, n1_rstd, ag, q, k, v, lse, ctx, h, n2_mean, n2_rstd, mg, f1, up, act;
+  //! Multi-head latent attention: the query and KV latents before their norms (kept; the normed ones
+  //! and the norms' statistics only while computed), the values and the attention output at the value
+  //! width (kept; widened to the query width only around the attention core).
+  Tensor cq, cq_rstd, cqn, ckv, ckv_rstd, ckvn, ctx_v, mla_v;
   //! Sequence parallel: the local [local_tokens, hidden] inputs of QKV and fc1, re-gathered for the
   //! weight gradients in backward instead of keeping the gathered [tokens, hidden] `ag`/`mg`.
   Tensor ag_local, mg_local;
@@ -82,6 +92,16 @@ class TransformerLayer {
   Result<Tensor> MlpBlockGrad(RuntimeContext& ctx, LayerCache& c, Tensor dout);
   //! Backward through the attention block from d(h): returns d(x).
   Result<Tensor> AttentionBlockGrad(RuntimeContext& ctx, LayerCache& c, Tensor dh);
+  //! Multi-head latent attention's projections (executor/runtime/mla_attention.cpp): c.q, c.k and c.v
+  //! [tokens, heads/tp x (nope + rope)] from c.ag, the values zero-padded to the query width.
+  Status MlaProject(RuntimeContext& ctx, LayerCache& c);
+  //! After the attention core: c.ctx_v, the output at the value width (the output projection's input);
+  //! the widened output and values are dropped. MlaWiden rebuilds them for the core's backward.
+  Status MlaNarrow(RuntimeContext& ctx, LayerCache& c);
+  Status MlaWiden(RuntimeContext& ctx, LayerCache& c);
+  //! Their backward from the attention core's dq, dk, dv (freed as they are read): parameter
+  //! gradients, and d(c.ag) written into `dag` [tokens, hidden] (partial over TP).
+  Status MlaProjectGrad(RuntimeContext& ctx, LayerCache& c, Tensor& dq, Tensor& dk, Tensor& dv, DevPtr dag);
   //! The attention core's backward, `a` without lse: the cache's, or, dropped by selective
   //! recompute, rebuilt first in phase recompute.
   Status AttentionCoreGrad(RuntimeContext& ctx, LayerCache& c, AttentionBackwardArgs a);

@@ -141,6 +141,7 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   }
   transient += UnfusedAttentionWorkspaceBytes(plan);
   transient += MoeDispatchWorkspaceBytes(plan);
+  transient += MlaWideningWorkspaceBytes(plan);
   const int64_t modelled = r.weights + r.gradients + r.optimizer + r.activations;
   r.workspace = transient + static_cast<int64_t>(kAllocatorMargin * static_cast<double>(modelled));
   r.reserve = RuntimeReserveBytes(plan);
@@ -158,6 +159,14 @@ int64_t MoeDispatchWorkspaceBytes(const Plan& plan) {
   const double load = std::max(1.0, l.routing.LoadFactor());
   return static_cast<int64_t>(load * static_cast<double>(m.experts_per_token * tokens * m.hidden *
                                                          BytesPerElement(plan.training.precision)));
+}
+
+int64_t MlaWideningWorkspaceBytes(const Plan& plan) {
+  const ModelSpec& m = plan.model;
+  const Layout& l = plan.layout;
+  if (!m.mla() || m.value_dim() >= m.head_dim()) return 0;
+  const int64_t tokens = SeqLen(plan) / l.cp * l.micro_batch;
+  return 2 * tokens * (m.heads / l.tp) * m.head_dim() * BytesPerElement(plan.training.precision);
 }
 
 int64_t Fp8WeightCopyBytes(const Plan& plan, int64_t pp_rank) {

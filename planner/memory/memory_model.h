@@ -49,6 +49,10 @@ int64_t UnfusedAttentionWorkspaceBytes(const Plan& plan);
 //! An MoE layer's all-to-all send buffer (k permuted copies of the rank's tokens, times the routing's
 //! load factor), transient beside the kept receive buffer; 0 for a dense model.
 int64_t MoeDispatchWorkspaceBytes(const Plan& plan);
+//! Multi-head latent attention with v_head_dim below the query width: its values and attention output
+//! widened to that width (zero-padded) around the attention core's backward, beside the narrow
+//! copies the layer keeps (executor/runtime/mla_attention.cpp); 0 otherwise.
+int64_t MlaWideningWorkspaceBytes(const Plan& plan);
 //! Under the fp8 precision, the FP8 copies of the rank's layer weights and their transposes that
 //! Transformer Engine caches over a step's micro-batches (the forward GEMM reads W, the input-gradient
 //! GEMM W^T), counted with the weights; 0 otherwise, and 0 under the profile's fp8_params (the FP8

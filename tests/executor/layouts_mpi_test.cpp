@@ -198,6 +198,69 @@ INSTANTIATE_TEST_SUITE_P(Moe, MoeLayouts,
                            return std::string(std::get<0>(param_info.param).name) + "_" + std::get<1>(param_info.param);
                          });
 
+// Multi-head latent attention (issue 37 item 5): testing::MlaPlan in each dimension against its own
+// single-process reference; its down-projections are whole on every TP rank with gradients summed
+// over TP, its rotary parts follow the cp chunks. Checked against central differences in
+// mla_gradient_test.cpp. "mla_moe_*" adds MoePlan's experts (DeepSeek-V3's combination).
+struct MlaCase {
+  const char* name;
+  const char* layout;
+  bool query_latent;
+  bool experts;
+};
+
+Plan MlaCasePlan(const MlaCase& c, const std::string& layout) {
+  Plan p = testing::MlaPlan(layout, kGlobalBatch, c.query_latent);
+  if (c.experts) {
+    const Plan moe = testing::MoePlan(layout, kGlobalBatch);
+    p.model.experts = moe.model.experts;
+    p.model.experts_per_token = moe.model.experts_per_token;
+    p.model.moe_ffn_hidden = moe.model.moe_ffn_hidden;
+    p.model.shared_experts = moe.model.shared_experts;
+    p.model.dense_layers = moe.model.dense_layers;
+  }
+  return p;
+}
+
+const MlaCase kMlaCases[] = {
+    {"mla_tp2_sp", "tp=2,micro_batch=2,sequence_parallel=1", true, false},
+    {"mla_tp2", "tp=2,micro_batch=2", true, false},
+    {"mla_noqlatent_tp2_sp", "tp=2,micro_batch=2,sequence_parallel=1", false, false},
+    {"mla_cp2", "cp=2,micro_batch=2", true, false},
+    {"mla_pp2", "pp=2,micro_batch=2", true, false},
+    {"mla_dp2_zero1", "dp=2,micro_batch=2,zero=1", true, false},
+    {"mla_moe_ep2", "dp=2,ep=2,etp=1,micro_batch=2", true, true},
+    {"mla_moe_tp2_sp_ep2", "tp=2,ep=2,etp=1,micro_batch=2,sequence_parallel=1", true, true},
+};
+
+class MlaLayouts : public ::testing::TestWithParam<std::tuple<MlaCase, const char*>> {};
+
+TEST_P(MlaLayouts, LossesMatchSingleProcessReference) {
+  const auto [c, recompute] = GetParam();
+  const Plan plan = MlaCasePlan(c, std::string(c.layout) + ",recompute=" + recompute);
+  if (const std::string wrong = WrongWorldSize(plan.layout.world_size()); !wrong.empty()) FAIL() << wrong;
+  auto r = Train(plan, *g_world, kSteps);
+  ASSERT_TRUE(r) << r.error().message;
+  auto local = LocalCommunicator();
+  auto ref = Train(MlaCasePlan(c, "micro_batch=2"), *local, kSteps);
+  ASSERT_TRUE(ref) << ref.error().message;
+  const double diff = MaxRelDiff(r->losses, ref->losses);
+  const double norm = MaxRelDiff(r->grad_norms, ref->grad_norms);
+  if (g_world->rank() == 0) {
+    std::printf("%-22s %-5s loss[9]=%.6f ref[9]=%.6f max rel diff: loss %.2e, grad norm %.2e\n", c.name, recompute,
+                r->losses[9], ref->losses[9], diff, norm);
+  }
+  EXPECT_LT(diff, 1e-4) << c.layout;
+  EXPECT_LT(norm, 1e-4) << c.layout << ": gradient norms differ from the reference";
+  EXPECT_LT(ref->losses[9], ref->losses[0] - 0.05) << "reference does not learn";
+}
+
+INSTANTIATE_TEST_SUITE_P(Mla, MlaLayouts,
+                         ::testing::Combine(::testing::ValuesIn(kMlaCases), ::testing::Values("none", "full")),
+                         [](const auto& param_info) {
+                           return std::string(std::get<0>(param_info.param).name) + "_" + std::get<1>(param_info.param);
+                         });
+
 // Rotary positions follow each cp rank's chunks; grouped-query heads travel as K/V blocks.
 TEST(ContextParallel, LlamaStyleModelMatchesItsSingleProcessReference) {
   auto llama = [](const std::string& layout) { return testing::LlamaTinyPlan(layout, kGlobalBatch); };

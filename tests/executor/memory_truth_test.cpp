@@ -20,7 +20,7 @@
 namespace parallax::executor {
 namespace {
 
-enum class Shape { kTiny, kWide, kLongSeq };
+enum class Shape { kTiny, kWide, kLongSeq, kMla };
 
 struct Case {
   const char* layout;
@@ -47,6 +47,7 @@ Plan PlanFor(const Case& c, int64_t global_batch) {
   switch (c.shape) {
     case Shape::kWide: return testing::WidePlan(c.layout, global_batch);
     case Shape::kLongSeq: return LongSeqPlan(c.layout, global_batch);
+    case Shape::kMla: return testing::MlaPlan(c.layout, global_batch);
     case Shape::kTiny: break;
   }
   return testing::TinyPlan(c.layout, global_batch);
@@ -54,7 +55,11 @@ Plan PlanFor(const Case& c, int64_t global_batch) {
 
 // Readable ctest names (gtest_discover_tests names each case by its printed value).
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << (c.shape == Shape::kWide ? "6x256 " : c.shape == Shape::kLongSeq ? "1.3b-shaped " : "tiny ") << c.layout;
+  *os << (c.shape == Shape::kWide      ? "6x256 "
+          : c.shape == Shape::kLongSeq ? "1.3b-shaped "
+          : c.shape == Shape::kMla     ? "mla-tiny "
+                                       : "tiny ")
+      << c.layout;
 }
 struct PrecisionName {
   Precision p;
@@ -91,7 +96,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{"micro_batch=4,recompute=full", Shape::kWide},
                                          Case{"micro_batch=2,recompute=selective", Shape::kWide},
                                          Case{"micro_batch=1", Shape::kLongSeq},
-                                         Case{"micro_batch=2,recompute=selective", Shape::kLongSeq}),
+                                         Case{"micro_batch=2,recompute=selective", Shape::kLongSeq},
+                                         Case{"micro_batch=4", Shape::kMla}, Case{"micro_batch=4,recompute=full", Shape::kMla}),
                        ::testing::Values(PrecisionName{Precision::kFp32}, PrecisionName{Precision::kBf16},
                                          PrecisionName{Precision::kFp16})));
 

@@ -87,6 +87,22 @@ inline Plan MoePlan(const std::string& layout, int64_t global_batch) {
   return p;
 }
 
+//! llama-tiny with multi-head latent attention (DeepSeek-V3's shape, scaled down): queries through
+//! a 24-wide latent (none with `query_latent` false), a 16-wide KV latent, per-head widths 16
+//! no-position + 8 rotary for queries and keys, 12 for values.
+inline Plan MlaPlan(const std::string& layout, int64_t global_batch, bool query_latent = true) {
+  Plan p = LlamaTinyPlan(layout, global_batch);
+  p.model.name = "mla-tiny";
+  p.model.attention = AttentionKind::kMla;
+  p.model.kv_heads = p.model.heads;
+  p.model.q_lora_rank = query_latent ? 24 : 0;
+  p.model.kv_lora_rank = 16;
+  p.model.qk_nope_head_dim = 16;
+  p.model.qk_rope_head_dim = 8;
+  p.model.v_head_dim = 12;
+  return p;
+}
+
 struct TrainOutcome {
   std::vector<double> losses;
   std::vector<double> grad_norms;  //!< global gradient norm before clipping, per step
@@ -109,6 +125,78 @@ inline Result<TrainOutcome> Train(const Plan& plan, Communicator& world, int ste
   }
   out.peak_bytes = backend.memory().peak_bytes;
   return out;
+}
+
+// Central-difference gradient checks (one process, fp32): the layout suite compares layouts with the
+// single-process run, which a backward wrong in every layout alike would pass.
+struct Probe {
+  ParamGroup* group = nullptr;
+  int64_t index = 0;  //!< flat element in the group
+};
+
+//! The step's loss (LM + auxiliary) with element `p` set to `value`.
+inline double LossAt(Trainer& t, CpuBackend& be, const Probe& p, float value) {
+  be.CopyToDevice(p.group->values().at(p.index), &value, DType::kF32, 1);
+  auto loss = t.ComputeGradients();
+  if (!loss) throw std::runtime_error(loss.error().message);
+  return *loss + t.aux_loss();
+}
+
+//! The element of parameter `name` in `g` with the largest gradient.
+inline Probe LargestGradient(CpuBackend& be, ParamGroup* g, const std::string& name) {
+  for (const ParamSpec& s : g->params()) {
+    if (s.name != name) continue;
+    std::vector<float> grad(static_cast<size_t>(s.numel()));
+    be.CopyToHost(grad.data(), DType::kF32, g->grads().at(s.offset), s.numel());
+    int64_t best = 0;
+    for (int64_t i = 1; i < s.numel(); ++i) {
+      if (std::abs(grad[static_cast<size_t>(i)]) > std::abs(grad[static_cast<size_t>(best)])) best = i;
+    }
+    return {g, s.offset + best};
+  }
+  throw std::runtime_error("no parameter " + name);
+}
+
+//! Central difference of the step's loss in element `p` against its analytic gradient: {numeric, analytic}.
+inline std::pair<double, double> CheckedGradient(Trainer& t, CpuBackend& be, const Probe& p, float eps = 2e-3f) {
+  float analytic = 0, w = 0;
+  be.CopyToHost(&analytic, DType::kF32, p.group->grads().at(p.index), 1);
+  be.CopyToHost(&w, DType::kF32, p.group->values().at(p.index), 1);
+  const double numeric = (LossAt(t, be, p, w + eps) - LossAt(t, be, p, w - eps)) / (2.0 * eps);
+  LossAt(t, be, p, w);
+  return {numeric, analytic};
+}
+
+//! The step's loss's derivative along a fixed random direction r (entries +-1) over every element
+//! of parameter `name` in `g`: {central difference, sum of r x analytic gradient}. Unlike one element,
+//! this sees an error in any part of the gradient.
+inline std::pair<double, double> DirectionalGradient(Trainer& t, CpuBackend& be, ParamGroup* g, const std::string& name,
+                                                     float eps = 1e-3f) {
+  for (const ParamSpec& s : g->params()) {
+    if (s.name != name) continue;
+    const auto n = static_cast<size_t>(s.numel());
+    std::vector<float> grad(n), w(n), moved(n), r(n);
+    be.CopyToHost(grad.data(), DType::kF32, g->grads().at(s.offset), s.numel());
+    be.CopyToHost(w.data(), DType::kF32, g->values().at(s.offset), s.numel());
+    uint32_t state = 12345;
+    double analytic = 0;
+    for (size_t i = 0; i < n; ++i) {
+      state = state * 1664525u + 1013904223u;
+      r[i] = (state >> 31) != 0 ? 1.0f : -1.0f;
+      analytic += static_cast<double>(r[i]) * grad[i];
+    }
+    auto loss_at = [&](float step) {
+      for (size_t i = 0; i < n; ++i) moved[i] = w[i] + step * r[i];
+      be.CopyToDevice(g->values().at(s.offset), moved.data(), DType::kF32, s.numel());
+      auto loss = t.ComputeGradients();
+      if (!loss) throw std::runtime_error(loss.error().message);
+      return *loss + t.aux_loss();
+    };
+    const double numeric = (loss_at(eps) - loss_at(-eps)) / (2.0 * eps);
+    loss_at(0);
+    return {numeric, analytic};
+  }
+  throw std::runtime_error("no parameter " + name);
 }
 
 inline double MaxRelDiff(const std::vector<double>& a, const std::vector<double>& b) {
