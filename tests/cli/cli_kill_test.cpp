@@ -156,10 +156,16 @@ void KillWhileWriting(const std::string& name, const std::vector<std::string>& a
   previous.back() = previous.back() == '\n' ? ' ' : '\n';
   const std::set<std::string> expected_listing = Listing(dir);
   int killed = 0, leftovers = 0;
-  for (const double delay : Delays(full.seconds, runs, std::hash<std::string>{}(name))) {
+  // Kill times are fractions of the latest uninterrupted run's length: on a machine whose load
+  // changes (CI's two cores), a run far faster than the first would otherwise finish before most
+  // kills land.
+  double run_s = full.seconds;
+  for (const double fraction : Delays(1.0, runs, std::hash<std::string>{}(name))) {
+    const double delay = fraction * run_s;
     std::ofstream(dir / file, std::ios::binary | std::ios::trunc) << previous;
     const Ended e = RunAndKill(args, dir, delay);
     killed += e.killed ? 1 : 0;
+    if (!e.killed && e.exit_code == 0) run_s = e.seconds;
     if (!e.killed) {
       EXPECT_EQ(e.exit_code, 0) << name << ": a run that was not killed failed";
     }
