@@ -1,6 +1,7 @@
 #include "model/compression_kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace parallax {
@@ -23,20 +24,21 @@ const char* KernelFamily(CompressionKernel k) {
 }
 
 double BytesPerUnit(CompressionKernel k) {
-  switch (k) {
-    case CompressionKernel::kErrorFeedback: return 12;   // g and residue read, g written
-    case CompressionKernel::kBf16Encode: return 6;       // fp32 in, bf16 out
-    case CompressionKernel::kBf16Accumulate: return 10;  // bf16 in, the fp32 sum read and written
-    case CompressionKernel::kInt8Encode: return 13;      // g read twice (max, round), int8 and residue out
-    case CompressionKernel::kInt8Accumulate: return 9;   // int8 in, the sum read and written
-    case CompressionKernel::kTopKSelect: return 16;      // residue copy, the index array written and selected over
-    case CompressionKernel::kTopKAccumulate: return 16;  // an (index, value) pair in, the sum read and written
-    case CompressionKernel::kAverage: return 12;         // zeroed, then read and written divided
-    case CompressionKernel::kPowerSgdSplit: return 4;    // one flag pass per element (vectors' copies beside it)
-    case CompressionKernel::kPowerSgdProduct: return 8;  // one double operand per multiply-add (nominal)
-    case CompressionKernel::kPowerSgdOrthonormalise: return 8;
-  }
-  return 0;
+  // By CompressionKernel, in its order.
+  static constexpr std::array<double, kCompressionKernels> kBytes = {
+      12,  // error feedback: g and residue read, g written
+      6,   // bf16 encode: fp32 in, bf16 out
+      10,  // bf16 accumulate: bf16 in, the fp32 sum read and written
+      13,  // int8 encode: g read twice (max, round), int8 and residue out
+      9,   // int8 accumulate: int8 in, the sum read and written
+      16,  // top-k select: residue copy, the index array written and selected over
+      16,  // top-k accumulate: an (index, value) pair in, the sum read and written
+      12,  // average: zeroed, then read and written divided
+      4,   // PowerSGD split: one flag pass per element (the vectors' copies beside it)
+      8,   // PowerSGD product: one double operand per multiply-add (nominal)
+      8,   // orthonormalise: likewise
+  };
+  return kBytes[static_cast<size_t>(k)];
 }
 
 double FlopsPerUnit(CompressionKernel k) {

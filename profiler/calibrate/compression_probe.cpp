@@ -47,7 +47,7 @@ void CompressionProbe::Prepare() {
   const int64_t r = kCalibratedPowerSgdRank;
   int64_t n = units_;
   if (kernel_ == K::kPowerSgdProduct) {
-    rows_ = cols_ = units() / r == 0 ? 1 : std::llround(std::sqrt(static_cast<double>(units() / r)));
+    rows_ = cols_ = std::max<int64_t>(1, std::llround(std::sqrt(static_cast<double>(units()) / static_cast<double>(r))));
     n = rows_ * cols_;
     q_.assign(static_cast<size_t>(cols_ * r), 0.5);
     p_.assign(static_cast<size_t>(rows_ * r), 0.0);
