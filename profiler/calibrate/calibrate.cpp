@@ -290,13 +290,15 @@ void AddHostPlaneItems(ItemContext& x, const JobShape& job, CollectiveItems& c) 
 }
 
 //! The host kernels of gradient compression (compression_probe.h): every kernel of
-//! model/compression_kernels.h at 4Ki to 1Mi units (x16 apart quick, x4 in full), timed on every
-//! rank at once and agreed as compute is (the ranks' mean), into the CostDb kernel family of the
-//! kernel's name (bytes: units x BytesPerUnit).
+//! model/compression_kernels.h at 4Ki, 32Ki and 256Ki units quick (gpt-tiny's gradient is 218K
+//! values; a 1Mi top-k selection alone takes 17 ms a run on the 2-core VM), 4Ki to 4Mi x4 apart in
+//! full, timed on every rank at once and agreed as compute is (the ranks' mean), into the CostDb
+//! kernel family of the kernel's name (bytes: units x BytesPerUnit).
 void AddCompressionItems(ItemContext& x) {
+  const int64_t largest = x.o.quick ? int64_t{1} << 18 : int64_t{1} << 22;
   for (int k = 0; k < kCompressionKernels; ++k) {
     const auto kernel = static_cast<CompressionKernel>(k);
-    for (int64_t units = 4096; units <= (int64_t{1} << 20); units *= x.o.quick ? 16 : 4) {
+    for (int64_t units = 4096; units <= largest; units *= x.o.quick ? 8 : 4) {
       auto probe = std::make_shared<CompressionProbe>(kernel, units, x.world);
       const auto bytes = static_cast<int64_t>(static_cast<double>(probe->units()) * BytesPerUnit(kernel));
       CalibrationItem item;
