@@ -65,11 +65,14 @@ struct IterationCosts {
   double serve_s = 0;     //!< async/ssp: one push at one server shard
 };
 
-//! The (rows, cols) of every weight matrix of one model replica (per TP rank) for PowerSGD.
+//! The (rows, cols) of every weight matrix of one model replica (per TP rank) for PowerSGD: the
+//! word embedding, learned positions (not split over TP), the layers' four, an untied LM head.
 std::vector<std::pair<double, double>> Matrices(const ModelSpec& m, int64_t tp) {
   const double h = static_cast<double>(m.hidden), t = static_cast<double>(tp);
   const double ffn = static_cast<double>(m.ffn_hidden) * (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);
   std::vector<std::pair<double, double>> out{{static_cast<double>(m.vocab) / t, h}};
+  if (m.position == PositionKind::kLearned) out.push_back({static_cast<double>(m.seq_len), h});
+  if (!m.tie_embeddings) out.push_back({static_cast<double>(m.vocab) / t, h});
   for (int64_t i = 0; i < m.layers; ++i) {
     out.push_back({h, (h + 2.0 * static_cast<double>(m.kv_dim())) / t});
     out.push_back({h / t, h});
