@@ -6,8 +6,10 @@
 #include <queue>
 #include <random>
 
+#include "model/compression_kernels.h"
 #include "model/counting.h"
 #include "planner/cost/collective.h"
+#include "planner/cost/compute.h"
 #include "planner/cost/noise.h"
 #include "planner/cost/placement.h"
 #include "planner/estimate/prediction.h"
@@ -63,11 +65,14 @@ struct IterationCosts {
   double serve_s = 0;     //!< async/ssp: one push at one server shard
 };
 
-//! The (rows, cols) of every weight matrix of one model replica (per TP rank) for PowerSGD.
+//! The (rows, cols) of every weight matrix of one model replica (per TP rank) for PowerSGD: the
+//! word embedding, learned positions (not split over TP), the layers' four, an untied LM head.
 std::vector<std::pair<double, double>> Matrices(const ModelSpec& m, int64_t tp) {
   const double h = static_cast<double>(m.hidden), t = static_cast<double>(tp);
   const double ffn = static_cast<double>(m.ffn_hidden) * (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);
   std::vector<std::pair<double, double>> out{{static_cast<double>(m.vocab) / t, h}};
+  if (m.position == PositionKind::kLearned) out.push_back({static_cast<double>(m.seq_len), h});
+  if (!m.tie_embeddings) out.push_back({static_cast<double>(m.vocab) / t, h});
   for (int64_t i = 0; i < m.layers; ++i) {
     out.push_back({h, (h + 2.0 * static_cast<double>(m.kv_dim())) / t});
     out.push_back({h / t, h});
@@ -77,40 +82,32 @@ std::vector<std::pair<double, double>> Matrices(const ModelSpec& m, int64_t tp) 
   return out;
 }
 
-//! Compression's kernels and its collective over the data-parallel group, per iteration: the
-//! all-gathers on the host plane (Communicator::HostAllGather, as the executor gathers), priced with
-//! the calibrated host all-gather where there is one.
-double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const PlacedGroup& g, double params) {
-  const SyncMode& s = plan.layout.sync;
-  const double grad = params * 4, w = static_cast<double>(plan.layout.dp);
-  const double hbm = std::max(plan.cluster.device.hbm_GBps, 1.0) * 1e9;
-  switch (s.compression) {
-    // As the executor runs it (executor/runtime/classic/compression.cpp): every worker's bf16 copy
-    // all-gathered, then summed in fp32 (an all-gather, not an all-reduce of half the bytes).
-    case CompressionKind::kBf16:
-      return (3 * grad + w * params * 2) / hbm + cm.HostTime(CollectiveKind::kAllGather, w * params * 2, g);
-    case CompressionKind::kInt8:
-      return (3 * grad + w * params) / hbm + cm.HostTime(CollectiveKind::kAllGather, w * params, g);
-    case CompressionKind::kTopK: {
-      const double k = std::ceil(s.topk_fraction * params);
-      return (3 * grad + w * k * 8) / hbm + cm.HostTime(CollectiveKind::kAllGather, w * k * 8, g);
-    }
-    case CompressionKind::kPowerSgd: {
-      const double flops = std::max(plan.cluster.device.peak_tflops.fp32, 1e-3) * 1e12;
-      double small = 0, work = 0, matrix_params = 0;
-      for (const auto& [rows, cols] : Matrices(plan.model, plan.layout.tp)) {
-        const double r = std::min({static_cast<double>(s.powersgd_rank), rows, cols});
-        small += (rows + cols) * r * 4;
-        work += 6 * rows * cols * r;
-        matrix_params += rows * cols;
-      }
-      const double dense = std::max(0.0, params - matrix_params) * 4;
-      return work / flops + 2 * grad / hbm + 2 * cm.Time(CollectiveKind::kAllReduce, small / 2, g) +
-             cm.Time(CollectiveKind::kAllReduce, dense, g);
-    }
-    case CompressionKind::kNone: break;
+//! One call of compression kernel `k` on `units`: its calibrated family where the CostDb has one
+//! (ComputeModel::MemoryBound: interpolated in log bytes, as every kernel curve), else its bytes at
+//! the device's streaming bandwidth (calibrate sets hbm_GBps to its measured copy rate) and
+//! PowerSGD's products at the fp32 peak, as this estimate charged them before calibrate timed them.
+double KernelCallTime(const ComputeModel& compute, const DeviceSpec& d, CompressionKernel k, double units) {
+  const double bytes = units * BytesPerUnit(k);
+  if (compute.HasKernelFamily(KernelFamily(k))) return compute.MemoryBound(KernelFamily(k), bytes);
+  if (FlopsPerUnit(k) > 0) return units * FlopsPerUnit(k) / (std::max(d.peak_tflops.fp32, 1e-3) * 1e12);
+  return bytes / (std::max(d.hbm_GBps, 1.0) * 1e9);
+}
+
+//! Compression's host kernels and its exchanges over the data-parallel group per iteration, as the
+//! executor runs them (model/compression_kernels.h CompressionStepOf): the exchanges on the host
+//! plane (Communicator::HostAllGather / HostAllReduce), priced with its calibrated curves where
+//! there are some.
+double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const PlacedGroup& g, double params,
+                          const CostDb* db) {
+  const CompressionStep step =
+      CompressionStepOf(plan.layout.sync, params, plan.layout.dp, Matrices(plan.model, plan.layout.tp));
+  const ComputeModel compute(plan.cluster.device, DType::kFp32, db);
+  double t = 0;
+  for (const KernelRun& k : step.kernels) {
+    t += static_cast<double>(k.calls) * KernelCallTime(compute, plan.cluster.device, k.kernel, k.units);
   }
-  return 0;
+  for (const HostExchange& x : step.exchanges) t += static_cast<double>(x.calls) * cm.HostTime(x.op, x.bytes, g);
+  return t;
 }
 
 //! One worker iteration's compute from the all-reduce estimate: its step without the exposed DP
@@ -153,7 +150,7 @@ IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar
   } else if (s.kind == SyncKind::kLocal) {
     c.exchange_s = cm.Time(CollectiveKind::kAllReduce, grad, dp) / static_cast<double>(s.local_steps);
   } else if (s.compression != CompressionKind::kNone) {
-    c.exchange_s = CompressedExchange(plan, cm, dp, params);
+    c.exchange_s = CompressedExchange(plan, cm, dp, params, db);
   } else {
     c.exchange_s = AllReduceExchange(pc, ar);
   }

@@ -4,8 +4,9 @@
 //   - per worker iteration: the layout's compute (its step without the exposed DP time), times the
 //     worker's straggler factor (model/reliability.h) and a lognormal jitter draw;
 //   - the exchange each mode adds: the all-reduce (exposed as the estimate has it), or compression's
-//     kernels plus its smaller collectives (bf16 all-reduce of half the bytes; int8 and top-k
-//     all-gathers; PowerSGD's two small all-reduces per matrix), or the parameter servers' push and
+//     host kernels (model/compression_kernels.h, from their calibrated CostDb families) plus its
+//     host-plane exchanges (bf16, int8 and top-k all-gathers; PowerSGD's two small all-reduces per
+//     matrix and the dense one of the vectors), or the parameter servers' push and
 //     pull (each server's link carries W/S of every worker's gradient and weights: incast), or the
 //     backup coordinator's gather and broadcast, or local SGD's weight all-reduce every H steps;
 //   - and the waits: a synchronous step waits for the slowest worker, backup workers for the

@@ -17,6 +17,7 @@
 #include "profiler/calibrate/backend_timer.h"
 #include "profiler/calibrate/calibration_set.h"
 #include "profiler/calibrate/collective_probe.h"
+#include "profiler/calibrate/compression_probe.h"
 #include "profiler/calibrate/host_plane_probe.h"
 #include "profiler/calibrate/kernel_probe.h"
 #include "profiler/calibrate/noise_probe.h"
@@ -257,7 +258,7 @@ CalibrationItem CurvePointItem(ItemContext& x, CollectiveCurve& curve, int64_t b
 }
 
 //! The host plane the classic modes exchange over (host_plane_probe.h): a mailbox message between
-//! ranks 0 and 1 and the world's host all-gather, by size. Only where the communicator has a
+//! ranks 0 and 1 and the world's host all-gather and all-reduce, by size. Only where the communicator has a
 //! mailbox (the CPU backend under MPI); the sizes stop at 4 MiB (the classic modes' messages are a
 //! model's gradient or a shard of it).
 void AddHostPlaneItems(ItemContext& x, const JobShape& job, CollectiveItems& c) {
@@ -267,15 +268,15 @@ void AddHostPlaneItems(ItemContext& x, const JobShape& job, CollectiveItems& c) 
   c.mailbox = std::move(*mailbox);
   const int64_t ranks = x.world.size();
   const bool spans = job.nodes > 1;
-  for (CollectiveKind kind : {CollectiveKind::kSendRecv, CollectiveKind::kAllGather}) {
+  for (CollectiveKind kind : {CollectiveKind::kSendRecv, CollectiveKind::kAllGather, CollectiveKind::kAllReduce}) {
     const int64_t g = kind == CollectiveKind::kSendRecv ? 2 : ranks;
     CollectiveCurve& curve = c.host_curves[{kind, g}];
     curve.op = kind;
     curve.group_size = g;
-    curve.spans_nodes = spans && kind == CollectiveKind::kAllGather;
+    curve.spans_nodes = spans && kind != CollectiveKind::kSendRecv;
     curve.source = "calibrate";
     curve.placement = kHostPlacement;
-    curve.origin = "host plane (mailbox, host all-gather), " + std::to_string(ranks) + " ranks";
+    curve.origin = "host plane (mailbox, host all-gather and all-reduce), " + std::to_string(ranks) + " ranks";
     for (int64_t bytes : CollectiveSizes(int64_t{4} << 20, true)) {
       if (bytes < ranks) continue;
       const int64_t size = bytes / g * g;
@@ -284,6 +285,32 @@ void AddHostPlaneItems(ItemContext& x, const JobShape& job, CollectiveItems& c) 
                                std::string("host ") + ToString(kind) + " " + std::to_string(g) + " ranks " +
                                    std::to_string(bytes) + " B",
                                [probe](int64_t n) { return probe->Measure(n); }, 50e-6));
+    }
+  }
+}
+
+//! The host kernels of gradient compression (compression_probe.h): every kernel of
+//! model/compression_kernels.h at 4Ki, 32Ki and 256Ki units quick (gpt-tiny's gradient is 218K
+//! values; a 1Mi top-k selection alone takes 17 ms a run on the 2-core VM), 4Ki to 4Mi x4 apart in
+//! full, timed on every rank at once and agreed as compute is (the ranks' mean), into the CostDb
+//! kernel family of the kernel's name (bytes: units x BytesPerUnit).
+void AddCompressionItems(ItemContext& x) {
+  const int64_t largest = x.o.quick ? int64_t{1} << 18 : int64_t{1} << 22;
+  for (int k = 0; k < kCompressionKernels; ++k) {
+    const auto kernel = static_cast<CompressionKernel>(k);
+    for (int64_t units = 4096; units <= largest; units *= x.o.quick ? 8 : 4) {
+      auto probe = std::make_shared<CompressionProbe>(kernel, units, x.world);
+      const auto bytes = static_cast<int64_t>(static_cast<double>(probe->units()) * BytesPerUnit(kernel));
+      CalibrationItem item;
+      item.what = std::string(KernelFamily(kernel)) + " " + std::to_string(probe->units()) + " units";
+      item.expected_s = static_cast<double>(bytes) / kGuessBps + 5e-6;
+      item.measure = Agreed(x.world, [probe](int64_t n) { return probe->Measure(n); }, RankReduce::kMean,
+                            x.o.interrupt, &x.stop);
+      item.record = [&db = x.db, kernel, bytes](const Measurement& m) {
+        db.kernels.push_back({KernelFamily(kernel), bytes, m.median_s, m.stats(), "calibrate"});
+      };
+      item.release = [probe] { probe->Release(); };
+      x.cal.Add(std::move(item));
     }
   }
 }
@@ -552,6 +579,7 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   CollectiveItems collectives;
   PX_TRY(AddCollectiveItems(items, job, collectives));
   AddHostPlaneItems(items, job, collectives);
+  AddCompressionItems(items);
   auto contention = std::make_shared<Contention>();
   AddContentionItems(items, so.kernel_dtype, contention);
 

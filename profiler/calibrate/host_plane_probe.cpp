@@ -1,5 +1,6 @@
 #include "profiler/calibrate/host_plane_probe.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "executor/runtime/classic/shard_server.h"
@@ -36,17 +37,26 @@ Result<double> HostPlaneProbe::OneAllGather() {
   return Since(t0);
 }
 
+Result<double> HostPlaneProbe::OneAllReduce() {
+  const auto t0 = Clock::now();
+  PX_TRY(world_.HostAllReduce(values_.data(), static_cast<int64_t>(values_.size()), executor::ReduceOp::kSum));
+  return Since(t0);
+}
+
 Result<std::vector<double>> HostPlaneProbe::Measure(int64_t n) {
   const bool message = kind_ == CollectiveKind::kSendRecv;
   if (message && mailbox_ == nullptr) return Error{"host send/recv probe without a mailbox", ErrorKind::kInternal};
   const int64_t per_rank = message ? bytes_ : bytes_ / world_.size();
   send_.assign(static_cast<size_t>(per_rank), 1);
   recv_.assign(static_cast<size_t>(message ? per_rank : per_rank * world_.size()), 0);
+  if (kind_ == CollectiveKind::kAllReduce) values_.assign(static_cast<size_t>(std::max<int64_t>(1, bytes_ / 8)), 1e-3);
   std::vector<double> out;
   out.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     PX_TRY(world_.Barrier());
-    PX_ASSIGN(const double t, message ? OneMessage() : OneAllGather());
+    PX_ASSIGN(const double t, message                                     ? OneMessage()
+                              : kind_ == CollectiveKind::kAllReduce ? OneAllReduce()
+                                                                    : OneAllGather());
     out.push_back(t);
   }
   return out;

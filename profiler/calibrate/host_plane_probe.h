@@ -11,6 +11,8 @@
 //   send/recv: rank 0 posts `bytes` to rank 1, rank 1 answers with as many; one message is half the
 //              round trip as rank 0 timed it (the others wait at the barrier).
 //   all-gather: every rank gathers bytes / ranks from each (nccl-tests' size: the gathered buffer).
+//   all-reduce: every rank sums bytes / 8 doubles (Communicator::HostAllReduce, what PowerSGD's
+//               factors and the vectors beside them are averaged with).
 
 #include <cstdint>
 #include <memory>
@@ -34,11 +36,13 @@ class HostPlaneProbe {
  private:
   Result<double> OneMessage();
   Result<double> OneAllGather();
+  Result<double> OneAllReduce();
   CollectiveKind kind_;
   int64_t bytes_;
   executor::Communicator& world_;
   executor::Mailbox* mailbox_;
   std::vector<char> send_, recv_;
+  std::vector<double> values_;  //!< the all-reduce's
 };
 
 }  // namespace parallax::profiler

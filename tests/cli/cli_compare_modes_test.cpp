@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "model/compression_kernels.h"
 #include "run_command.h"
 
 namespace parallax {
@@ -54,23 +56,29 @@ TEST(CompareModes, WritesLossAndWallClockPerModeWithPredictedAndMeasuredThroughp
 }
 
 // Under mpirun, calibrate also times the host plane the classic modes exchange over (mailbox
-// messages between ranks 0 and 1, the host all-gather): curves with placement "host", which the
+// messages between ranks 0 and 1, the host all-gather and all-reduce): curves with placement "host", which the
 // device collectives never read (the plain all-reduce plan prices alike without them) and the
 // parameter-server plan's exchange does.
-TEST(CompareModes, CalibrateTimesTheHostPlaneOnlyTheClassicModesRead) {
-  const std::string db = Prefix("host_db.json"), cluster = Prefix("host_cluster.json");
+//! `calibrate --backend cpu --quick` of gpt-tiny on two ranks under mpirun into `db` and `cluster`;
+//! the exit status.
+int CalibrateTwoRanks(const std::string& db, const std::string& cluster, const std::string& log) {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   const std::string run = std::string(PARALLAX_MPIEXEC) + " --oversubscribe -np 2 " + PARALLAX_CLI +
                           " calibrate --backend cpu --quick --model gpt-tiny --no-progress -o " + db + " --cluster-out " +
-                          cluster + " > " + Prefix("host_calibrate.log") + " 2>&1";
-  ASSERT_EQ(std::system(run.c_str()), 0) << run;
+                          cluster + " > " + log + " 2>&1";
+  return std::system(run.c_str());
+}
+
+TEST(CompareModes, CalibrateTimesTheHostPlaneOnlyTheClassicModesRead) {
+  const std::string db = Prefix("host_db.json"), cluster = Prefix("host_cluster.json");
+  ASSERT_EQ(CalibrateTwoRanks(db, cluster, Prefix("host_calibrate.log")), 0);
   nlohmann::json j = Read(db);
   int host = 0;
   for (const auto& c : j["collectives"]) {
     if (c.value("placement", "") != "host") continue;
     ++host;
-    EXPECT_TRUE(c["op"] == "send_recv" || c["op"] == "all_gather") << c.dump();
+    EXPECT_TRUE(c["op"] == "send_recv" || c["op"] == "all_gather" || c["op"] == "all_reduce") << c.dump();
     EXPECT_EQ(c["group_size"], 2);
     // Points by size, each a measured time (not compared with each other: under load or a
     // sanitizer a small message can take longer than a large one, as CI saw on 2026-11-28).
@@ -82,7 +90,7 @@ TEST(CompareModes, CalibrateTimesTheHostPlaneOnlyTheClassicModesRead) {
       }
     }
   }
-  EXPECT_EQ(host, 2);
+  EXPECT_EQ(host, 3);
   // Without the host curves: the same all-reduce step, another parameter-server exchange.
   nlohmann::json device_only = j;
   device_only["collectives"] = nlohmann::json::array();
@@ -102,6 +110,47 @@ TEST(CompareModes, CalibrateTimesTheHostPlaneOnlyTheClassicModesRead) {
   const std::string ar = "dp=2,global_batch=12", ps = "dp=2,global_batch=12,sync=ps,servers=colocated:1";
   EXPECT_EQ(step(db, ar), step(db2, ar));
   EXPECT_NE(step(db, ps), step(db2, ps));
+}
+
+// Calibrate times every host kernel of gradient compression by calling the executor's own code
+// (model/compression_kernels.h), each at several sizes, into kernel families the classic modes'
+// pricing reads: the calibrated compressed step differs from the one with those families removed
+// (which falls back to the streaming bandwidth), and the dense all-reduce's does not.
+TEST(CompareModes, CalibrateWritesEveryCompressionKernelFamilyAndTheCompressedModesReadThem) {
+  const std::string db = Prefix("compress_db.json"), cluster = Prefix("compress_cluster.json");
+  ASSERT_EQ(CalibrateTwoRanks(db, cluster, Prefix("compress_calibrate.log")), 0);
+  nlohmann::json j = Read(db);
+  std::map<std::string, int> points;
+  nlohmann::json without = j;
+  without["kernels"] = nlohmann::json::array();
+  for (const auto& k : j["kernels"]) {
+    const std::string op = k["op"];
+    if (op.rfind("compress_", 0) != 0) {
+      without["kernels"].push_back(k);
+      continue;
+    }
+    ++points[op];
+    EXPECT_GT(k["time_s"].get<double>(), 0.0) << k.dump();
+  }
+  for (int k = 0; k < kCompressionKernels; ++k) {
+    EXPECT_GE(points[KernelFamily(static_cast<CompressionKernel>(k))], 3) << KernelFamily(static_cast<CompressionKernel>(k));
+  }
+  EXPECT_EQ(points.size(), static_cast<size_t>(kCompressionKernels));
+  const std::string db2 = Prefix("compress_db_without.json");
+  std::ofstream(db2) << without.dump();
+  auto exchange = [&](const std::string& costdb, const std::string& plan) {
+    auto r = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --costdb " + costdb + " --plan " +
+                               plan + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const auto out = nlohmann::json::parse(r.out);
+    return out.contains("classic") ? out["classic"]["sync_mode"]["exchange_s"].get<double>()
+                                   : out["step_time_s"].get<double>();
+  };
+  for (const char* c : {"bf16", "int8", "topk:0.1", "powersgd:4"}) {
+    const std::string plan = std::string("dp=2,global_batch=12,compression=") + c;
+    EXPECT_NE(exchange(db, plan), exchange(db2, plan)) << c;
+  }
+  EXPECT_EQ(exchange(db, "dp=2,global_batch=12"), exchange(db2, "dp=2,global_batch=12"));
 }
 
 TEST(CompareModes, RefusesAModeItCannotRunWithExitTwo) {

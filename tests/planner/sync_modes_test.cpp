@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "model/compression_kernels.h"
 #include "model/load.h"
 #include "model/presets.h"
 #include "planner/cost/plan_costs.h"
@@ -121,6 +122,36 @@ TEST(SyncModes, Bf16CompressionIsAnAllGatherThatGrowsWithTheWorkers) {
   p.layout.sync = ParseInlineLayout("compression=bf16")->sync;
   const ModeEstimate bf16 = Mode(p);
   EXPECT_GT(bf16.exchange_s, 2 * dense.exchange_s);
+}
+
+ModeEstimate ModeWith(const Plan& p, const CostDb& db) {
+  CostContext ctx(p.cluster, p.training.precision, &db, &p.implementation);
+  const PlanCosts pc = CostPlan(ctx, p);
+  return EstimateSyncMode(p, pc, EstimateStepTime(p, pc), &db);
+}
+
+// Compression's host kernels are priced from their calibrated CostDb families
+// (model/compression_kernels.h): a slower top-k selection slows top-k's exchange and no other
+// method's; without the families the estimate prices them at the streaming bandwidth.
+TEST(SyncModes, ASlowerCalibratedCompressionKernelSlowsOnlyTheMethodThatRunsIt) {
+  Plan p = MakePlan("dp=4,global_batch=8");
+  CostDb db;
+  for (int k = 0; k < kCompressionKernels; ++k) {
+    for (int64_t bytes : {int64_t{1} << 12, int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 24}) {
+      db.kernels.push_back({KernelFamily(static_cast<CompressionKernel>(k)), bytes, static_cast<double>(bytes) / 1e9});
+    }
+  }
+  CostDb slow = db;
+  for (KernelSample& s : slow.kernels) {
+    if (s.op == KernelFamily(CompressionKernel::kTopKSelect)) s.time_s *= 10;
+  }
+  auto exchange = [&](const CostDb& d, const std::string& c) {
+    p.layout.sync = ParseInlineLayout("compression=" + c)->sync;
+    return ModeWith(p, d).exchange_s;
+  };
+  EXPECT_GT(exchange(slow, "topk:0.1"), 1.5 * exchange(db, "topk:0.1"));
+  for (const char* c : {"bf16", "int8", "powersgd:4"}) EXPECT_EQ(exchange(slow, c), exchange(db, c)) << c;
+  EXPECT_NE(exchange(CostDb{}, "topk:0.1"), exchange(db, "topk:0.1"));
 }
 
 TEST(SyncModes, LocalSgdAveragesOnlyEveryHSteps) {

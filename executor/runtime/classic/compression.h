@@ -10,11 +10,14 @@
 //             (Vogels et al. 2019, algorithm 1)
 // topk:1 and powersgd at full rank reproduce the uncompressed mean (up to rounding).
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "executor/backend.h"
+#include "executor/runtime/classic/compression_kernels.h"
 #include "executor/runtime/classic/flat_model.h"
+#include "model/compression_kernels.h"
 #include "model/sync_mode.h"
 
 namespace parallax::executor {
@@ -26,6 +29,9 @@ class GradientCompressor {
   Status MeanOverWorkers(Communicator& comm, std::vector<float>* grad);
   //! Bytes this worker sent in the last reduction.
   int64_t wire_bytes() const { return wire_bytes_; }
+  //! Units each CompressionKernel ran over all reductions so far (calls x units, as
+  //! model/compression_kernels.h CompressionStepOf counts them), by the kernel's index.
+  const std::array<double, kCompressionKernels>& kernel_units() const { return units_; }
 
  private:
   Status Bf16(Communicator& comm, std::vector<float>* g);
@@ -33,6 +39,10 @@ class GradientCompressor {
   Status TopK(Communicator& comm, std::vector<float>* g);
   Status PowerSgd(Communicator& comm, std::vector<float>* g);
   Status PowerSgdMatrix(Communicator& comm, const FlatParam& p, size_t index, std::vector<float>* g);
+  //! g = the mean of the members' parts: zeroed, `add(r)` for each member r, divided (kAverage).
+  template <typename AddMember>
+  void AverageMembers(int members, int64_t n, float* g, const AddMember& add);
+  void Ran(CompressionKernel k, double units);
 
   SyncMode mode_;
   std::vector<FlatParam> params_;
@@ -43,6 +53,10 @@ class GradientCompressor {
   std::vector<uint16_t> bf16_mine_, bf16_all_;
   std::vector<char> bytes_mine_, bytes_all_;  //!< int8's messages
   std::vector<int32_t> topk_index_;
+  std::vector<TopKPair> topk_mine_, topk_all_;
+  std::vector<char> in_matrix_;  //!< PowerSGD: which entries lie in a factorised matrix
+  std::vector<double> dense_;    //!< PowerSGD: the other entries, all-reduced dense
+  std::array<double, kCompressionKernels> units_{};
 };
 
 }  // namespace parallax::executor
