@@ -226,7 +226,7 @@ StaleRun SimulateStale(const std::vector<double>& f, IterationDraw& draw, const 
     }
     server_free = begin + c.serve_s;
     const auto stale = static_cast<size_t>(version - pulled[w]);
-    if (run.staleness.size() <= stale) run.staleness.resize(stale + 1, 0);
+    while (run.staleness.size() <= stale) run.staleness.push_back(0);
     ++run.staleness[stale];
     ++version;
     ++clock[w];
