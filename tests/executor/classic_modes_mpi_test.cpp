@@ -217,7 +217,11 @@ TEST(ClassicModes, BackupWorkersDropTheSlowRanksGradients) {
   ASSERT_EQ(g_world->size(), 4);
   auto r = RunPlan(TinyPlan("dp=4,sync=backup:1", kGlobalBatch), 6, "rank=1,factor=4");
   ASSERT_TRUE(r) << r.error().message;
-  EXPECT_GE(r->dropped_gradients, 3);
+  // How many of the six steps drop a gradient is timing: on an idle 2-core VM at least 3 (20+ runs),
+  // but four ranks on two cores under a parallel ctest make the others late too (it failed twice
+  // at >= 3). That the dropped gradient is the slow rank's, and the update SGD over the others',
+  // BackupWorkersWithAnAlwaysLateRank... checks without timing.
+  EXPECT_GE(r->dropped_gradients, 1);
   EXPECT_EQ(r->losses.size(), 6U);
 }
 
