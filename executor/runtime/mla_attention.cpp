@@ -46,6 +46,16 @@ void Widen(Backend& be, DevPtr narrow, DevPtr wide, const MlaDims& d) {
   be.Copy2D({.dst = wide, .src = narrow, .rows = d.T * d.nq, .cols = d.V, .dst_ld = d.D, .src_ld = d.V});
 }
 
+//! A latent's RMSNorm (tokens rows of `cols`): its statistics into `rstd` and the normed latent into
+//! `y`; in forward, and again in backward from the kept latent `x`.
+Status NormLatent(RuntimeContext& ctx, const Tensor& x, DevPtr gamma, int64_t cols, Tensor& rstd, Tensor& y) {
+  PX_ASSIGN(rstd, ctx.F32(ctx.tokens));
+  PX_ASSIGN(y, ctx.Act(ctx.tokens * cols));
+  ctx.backend->RmsNormForward({.x = x.ptr(), .gamma = gamma, .y = y.ptr(), .rstd = rstd.ptr(), .rows = ctx.tokens,
+                               .cols = cols, .eps = kNormEps});
+  return {};
+}
+
 }  // namespace
 
 Status TransformerLayer::MlaNarrow(RuntimeContext& ctx, LayerCache& c) {
@@ -82,10 +92,7 @@ Status TransformerLayer::MlaProject(RuntimeContext& ctx, LayerCache& c) {
     PX_ASSIGN(c.cq, ctx.Act(d.T * d.ql));
     LinearForward(be, {.x = in, .w = P(ix_.q_down), .y = c.cq.ptr(), .rows = d.T, .n = d.ql, .k = d.H,
                        .fp8 = F8(ix_.q_down)});
-    PX_ASSIGN(c.cq_rstd, ctx.F32(d.T));
-    PX_ASSIGN(c.cqn, ctx.Act(d.T * d.ql));
-    be.RmsNormForward({.x = c.cq.ptr(), .gamma = P(ix_.q_norm), .y = c.cqn.ptr(), .rstd = c.cq_rstd.ptr(),
-                       .rows = d.T, .cols = d.ql, .eps = kNormEps});
+    PX_TRY(NormLatent(ctx, c.cq, P(ix_.q_norm), d.ql, c.cq_rstd, c.cqn));
     q_in = c.cqn.ptr();
     q_width = d.ql;
   }
@@ -105,10 +112,7 @@ Status TransformerLayer::MlaProject(RuntimeContext& ctx, LayerCache& c) {
   PX_ASSIGN(c.ckv, ctx.Act(d.T * d.kl));
   LinearForward(be, {.x = in, .w = P(ix_.kv_down), .y = c.ckv.ptr(), .rows = d.T, .n = d.kl, .k = d.H,
                      .fp8 = F8(ix_.kv_down)});
-  PX_ASSIGN(c.ckv_rstd, ctx.F32(d.T));
-  PX_ASSIGN(c.ckvn, ctx.Act(d.T * d.kl));
-  be.RmsNormForward({.x = c.ckv.ptr(), .gamma = P(ix_.kv_norm), .y = c.ckvn.ptr(), .rstd = c.ckv_rstd.ptr(),
-                     .rows = d.T, .cols = d.kl, .eps = kNormEps});
+  PX_TRY(NormLatent(ctx, c.ckv, P(ix_.kv_norm), d.kl, c.ckv_rstd, c.ckvn));
   LinearForward(be, {.x = c.ckvn.ptr(), .w = P(ix_.k_up), .y = part.ptr(), .rows = d.T, .n = d.nq * d.nope,
                      .k = d.kl, .fp8 = F8(ix_.k_up)});
   into_heads(c.k.ptr(), 0, d.nope);
@@ -141,11 +145,7 @@ Status TransformerLayer::MlaProjectGrad(RuntimeContext& ctx, LayerCache& c, Tens
   // The normed latents again from the kept ones (two memory-bound passes, not two tensors kept).
   for (auto [x, rstd, y, gamma, cols] : {std::tuple{&c.cq, &c.cq_rstd, &c.cqn, ix_.q_norm, d.ql},
                                          std::tuple{&c.ckv, &c.ckv_rstd, &c.ckvn, ix_.kv_norm, d.kl}}) {
-    if (cols == 0) continue;
-    PX_ASSIGN(*rstd, ctx.F32(d.T));
-    PX_ASSIGN(*y, ctx.Act(d.T * cols));
-    be.RmsNormForward({.x = x->ptr(), .gamma = P(gamma), .y = y->ptr(), .rstd = rstd->ptr(), .rows = d.T, .cols = cols,
-                       .eps = kNormEps});
+    if (cols > 0) PX_TRY(NormLatent(ctx, *x, P(gamma), cols, *rstd, *y));
   }
   PX_ASSIGN(Tensor part, ctx.Act(d.T * d.Widest()));
   const auto from_heads = [&](const Tensor& src, int64_t offset, int64_t cols) {

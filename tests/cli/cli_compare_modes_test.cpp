@@ -70,6 +70,16 @@ int CalibrateTwoRanks(const std::string& db, const std::string& cluster, const s
   return std::system(run.c_str());
 }
 
+//! `simulate` of gpt-tiny under `plan` with `costdb`: a classic mode's exchange seconds, else the step time.
+double Exchange(const std::string& cluster, const std::string& costdb, const std::string& plan) {
+  auto r = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --costdb " + costdb + " --plan " + plan +
+                             " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out);
+  return out.contains("classic") ? out["classic"]["sync_mode"]["exchange_s"].get<double>()
+                                 : out["step_time_s"].get<double>();
+}
+
 TEST(CompareModes, CalibrateTimesTheHostPlaneOnlyTheClassicModesRead) {
   const std::string db = Prefix("host_db.json"), cluster = Prefix("host_cluster.json");
   ASSERT_EQ(CalibrateTwoRanks(db, cluster, Prefix("host_calibrate.log")), 0);
@@ -99,14 +109,7 @@ TEST(CompareModes, CalibrateTimesTheHostPlaneOnlyTheClassicModesRead) {
   }
   const std::string db2 = Prefix("host_db_device_only.json");
   std::ofstream(db2) << device_only.dump();
-  auto step = [&](const std::string& costdb, const std::string& plan) {
-    auto r = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --costdb " + costdb + " --plan " +
-                               plan + " --json");
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    const auto out = nlohmann::json::parse(r.out);
-    return out.contains("classic") ? out["classic"]["sync_mode"]["exchange_s"].get<double>()
-                                   : out["step_time_s"].get<double>();
-  };
+  auto step = [&](const std::string& costdb, const std::string& plan) { return Exchange(cluster, costdb, plan); };
   const std::string ar = "dp=2,global_batch=12", ps = "dp=2,global_batch=12,sync=ps,servers=colocated:1";
   EXPECT_EQ(step(db, ar), step(db2, ar));
   EXPECT_NE(step(db, ps), step(db2, ps));
@@ -138,14 +141,7 @@ TEST(CompareModes, CalibrateWritesEveryCompressionKernelFamilyAndTheCompressedMo
   EXPECT_EQ(points.size(), static_cast<size_t>(kCompressionKernels));
   const std::string db2 = Prefix("compress_db_without.json");
   std::ofstream(db2) << without.dump();
-  auto exchange = [&](const std::string& costdb, const std::string& plan) {
-    auto r = test::RunParallax("simulate --model gpt-tiny --cluster " + cluster + " --costdb " + costdb + " --plan " +
-                               plan + " --json");
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    const auto out = nlohmann::json::parse(r.out);
-    return out.contains("classic") ? out["classic"]["sync_mode"]["exchange_s"].get<double>()
-                                   : out["step_time_s"].get<double>();
-  };
+  auto exchange = [&](const std::string& costdb, const std::string& plan) { return Exchange(cluster, costdb, plan); };
   for (const char* c : {"bf16", "int8", "topk:0.1", "powersgd:4"}) {
     const std::string plan = std::string("dp=2,global_batch=12,compression=") + c;
     EXPECT_NE(exchange(db, plan), exchange(db2, plan)) << c;
