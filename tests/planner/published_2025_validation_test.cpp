@@ -94,6 +94,9 @@ RowResult Predict(const Json& row, const char* implementation) {
     // with cuDNN 9.11 (transformer_engine/common/fused_attn/fused_attn.cpp lines 219-221): TE runs
     // UnfusedDotProductAttention, the scores materialised.
     if (gb200) plan.implementation.attention = {AttentionKernel::kUnfused, "Transformer Engine bee4649 (see test)"};
+    // The same script turns Transformer Engine's userbuffers off (lines 86-89:
+    // MegatronCommOverlapCallback(tp_comm_overlap=False)): its TP collectives are not overlapped.
+    plan.implementation.overlap_tp_comm = {false, "NeMo @ 7a8f1cc7 pretrain_deepseek_v3.py lines 86-89"};
   }
   // The recompute the publication leaves unstated: the fastest that fits, as the NeMo table's test does.
   // DeepSeek-V3's states it: dgxc v25.05.04 deepseek_v3/pretraining/launch.sh passes
