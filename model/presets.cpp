@@ -354,10 +354,15 @@ Microarch Hopper() {
 //   warp_specialized_mma: tcgen05.mma is asynchronous (issued by one thread, accumulating in tensor
 //     memory, completion signalled on an mbarrier; PTX ISA "tcgen05"), so softmax overlaps the MMAs
 //     as on Hopper.
-//   Not published, left at the model's default: peak and sustained clocks and a sustained (power-
-//     limited) matmul rate, so the tile model runs at the datasheet peak (no clock derating: the
-//     GEMM side is optimistic by what derating Hopper's 0.71 measured; calibrate / refine replace
-//     it); the special-function rate per SM and clock (NVIDIA gives 5 and 10.7 TeraExponentials/s
+//   Matmul rate: no sustained (thermally soaked) figure is published for Blackwell; the best
+//     measured burst rate is, and as for A100 the tile model is capped to it (an upper bound on the
+//     sustained rate): MAMF bf16 B200 SXM 1745.0 TFLOP/s (77.6% of 2250), GB200 1822.0 (72.9% of
+//     2500), B300 SXM 1769.0 (78.6% of 2250) (stas00/ml-engineering @ 744d01e
+//     compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table", mamf-finder,
+//     mean of 100 iterations at the best shape; its FP8 rows agree: 76.3 / 72.3 / 74.5% of peak).
+//     GB300 has no measurement: uncapped, the tile model at the datasheet peak (optimistic).
+//   Not published, left at the model's default: peak and sustained clocks (the tile model's clock
+//     derating comes from the matmul cap above); the special-function rate per SM and clock (NVIDIA gives 5 and 10.7 TeraExponentials/s
 //     for Blackwell and Blackwell Ultra, verda.com table, but without the clock it is priced free,
 //     as on a device with sfu_ops_per_clock_per_sm 0); NVLink SHARP: NCCL's NVLS model has an
 //     efficiency of 0.74 on Blackwell (NVIDIA/nccl src/graph/tuning.cc nvlsEfficiency) where this
@@ -366,14 +371,14 @@ Microarch Hopper() {
 //   Carried over from Hopper (not measured on Blackwell; the same software stack): dram_fraction 0.88,
 //     dram_latency 0.6 us, kernel overhead 2 us, 8 NCCL channels, context reserve 2821 MiB, cuBLAS
 //     workspace 32 MiB, the accumulating-epilogue fraction 0.8; no unfused-attention fractions.
-Microarch Blackwell(int64_t sm_count) {
+Microarch Blackwell(int64_t sm_count, double mamf_bf16_tflops) {
   Microarch a = Hopper();
   a.sm_count = sm_count;
   a.l2_MiB = 126e6 / (1024.0 * 1024.0);
   a.gemm_tiles = {GemmTile{128, 256, 64, 4}, GemmTile{128, 128, 64, 4}, GemmTile{64, 128, 64, 4}};
   a.peak_clock_MHz = 0;
   a.sustained_clock_MHz = 0;
-  a.sustained_matmul_tflops = 0;
+  a.sustained_matmul_tflops = mamf_bf16_tflops;
   a.sfu_ops_per_clock_per_sm = 0;
   a.warp_specialized_mma = true;
   a.nvlink_sharp = false;
@@ -395,10 +400,14 @@ const std::map<std::string, DeviceSpec>& Devices() {
     d->emplace("h200-sxm-141g", with(Device("h200-sxm-141g", h100, 140.4, 4800), Hopper()));
     // Blackwell: dense peaks per GPU, TFLOP/s {fp32, tf32, bf16, fp16, fp8, fp4}; sources above Blackwell().
     constexpr double kGB = 1e9 / (1024.0 * 1024.0 * 1024.0);  // GiB per GB
-    d->emplace("b200", with(Device("b200", PeakTflops{75, 1100, 2250, 2250, 4500, 9000}, 180 * kGB, 7700), Blackwell(148)));
-    d->emplace("gb200", with(Device("gb200", PeakTflops{80, 1250, 2500, 2500, 5000, 10000}, 186 * kGB, 8000), Blackwell(148)));
-    d->emplace("b300", with(Device("b300", PeakTflops{75, 1125, 2250, 2250, 4500, 13500}, 288 * kGB, 7700), Blackwell(160)));
-    d->emplace("gb300", with(Device("gb300", PeakTflops{80, 1250, 2500, 2500, 5000, 15000}, 288 * kGB, 8000), Blackwell(160)));
+    d->emplace("b200", with(Device("b200", PeakTflops{75, 1100, 2250, 2250, 4500, 9000}, 180 * kGB, 7700),
+                            Blackwell(148, 1745.0)));
+    d->emplace("gb200", with(Device("gb200", PeakTflops{80, 1250, 2500, 2500, 5000, 10000}, 186 * kGB, 8000),
+                             Blackwell(148, 1822.0)));
+    d->emplace("b300", with(Device("b300", PeakTflops{75, 1125, 2250, 2250, 4500, 13500}, 288 * kGB, 7700),
+                            Blackwell(160, 1769.0)));
+    d->emplace("gb300", with(Device("gb300", PeakTflops{80, 1250, 2500, 2500, 5000, 15000}, 288 * kGB, 8000),
+                             Blackwell(160, 0)));
     // One core of an AVX2 machine, the device one CPU rank runs on: 2.5 GHz x 32 fp32 FLOP/cycle
     // (two 8-lane FMA units: 2 x 8 x 2) = 0.08 TFLOP/s, and a core's share (half) of a two-channel
     // DDR4 host's nominal 20 GB/s; 8 GiB. Nominal figures, meant to be replaced by
