@@ -96,6 +96,8 @@ inline void ApplyMoeRecipe(const Json& recipe, Plan& plan, std::vector<std::stri
     } else if (key == "pipeline_layout") {
       l.pipeline_layout = v.get<std::string>();
       if (plan.model.mtp_layers > 0) unexpressed.push_back("the MTP module on the last stage (not priced)");
+    } else if (key == "fp8_param_gather") {
+      impl.fp8_params = {v.get<bool>(), source};
     } else if (key == "fp8_recipe") {
       if (v != "delayed scaling") unexpressed.push_back("FP8 recipe " + v.get<std::string>() + " (priced as delayed scaling)");
     } else if (key == "cuda_graph_scope") {
