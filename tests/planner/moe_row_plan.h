@@ -7,7 +7,8 @@
 //
 // A row may carry "recipe": {fact: {"value": ..., "source": ...}} with the facts of the recipe it
 // ran (dispatcher, recompute, TP overlap, gradient dtype, CUDA graphs, ...), each cited by file and
-// line in the row. Facts the planner cannot express are listed beside the row's prediction.
+// line in the row. Facts the planner cannot express are listed beside the row's prediction. A
+// row's "label", where given, names it in the table (else its model_name).
 
 #include <gtest/gtest.h>
 
@@ -190,7 +191,7 @@ inline MoeRowsSummary PredictMoeRows(const std::string& path, const std::string&
     mj["version"] = 1;
     mj["name"] = row["model_name"];
     auto m = ModelFromJson(mj, file, "/rows/model");
-    const std::string name = row["model_name"].get<std::string>();
+    const std::string name = row.value("label", row["model_name"].get<std::string>());
     const auto gpus = static_cast<long long>(row["gpus"].get<int64_t>());
     ++out.rows;
     if (!m) {
