@@ -121,7 +121,8 @@ inline Plan MoeRowPlan(const Json& row, const ModelSpec& m, std::vector<std::str
   plan.training.precision = precision.find("FP8") != std::string::npos ? Precision::kFp8 : Precision::kBf16;
   plan.implementation = *ImplementationPreset("megatron-core");
   // The Megatron-MoE model zoo's Qwen3 table names each run's dispatcher (its "Dispatcher" column):
-  // both rows copied here ran DeepEP (--moe-token-dispatcher-type flex).
+  // moe_h100_bf16's two rows ran DeepEP (--moe-token-dispatcher-type flex); moe_more's rows state
+  // theirs in their recipe (applied below).
   if (row["source"].get<std::string>().find("Megatron-MoE-ModelZoo") != std::string::npos) {
     plan.implementation.moe_dispatcher = {MoeDispatcher::kDeepEp, "Megatron-MoE-ModelZoo best_practice/qwen3/readme.md"};
   }
