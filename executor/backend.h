@@ -200,6 +200,12 @@ struct GemmArgs {
 //!   - a key chunk wholly after it:                  masked, skip the call (it contributes nothing);
 //!   - any other alignment (a half chunk, unequal sizes) follows from the offset.
 //! A row that sees no key gets out = 0 and lse = -inf (the identity of the merge below).
+//!
+//! Local attention (causal only; model/model_spec.h attention_window): with `window` > 0 a query
+//! also stops seeing keys from the front. Sliding: the query at absolute position p sees the last
+//! `window` positions (p - window, p]; chunked: only its own block of `window` positions,
+//! [window * floor(p / window), p]. Absolute positions: query row i is at query_start + i, key j
+//! at query_start - causal_offset + j (only chunked needs them).
 struct AttentionShape {
   int64_t batch = 1;
   int64_t seq = 1;  //!< query positions
@@ -209,17 +215,36 @@ struct AttentionShape {
   int64_t kv_seq = 0;  //!< key/value positions; 0: seq
   bool causal = true;
   int64_t causal_offset = 0;  //!< query i sees key j when j <= i + causal_offset (causal only)
+  int64_t window = 0;         //!< local attention's span; 0: none
+  bool chunked = false;       //!< window is a chunk (Llama 4), not a sliding span (gpt-oss)
+  int64_t query_start = 0;    //!< absolute position of query row 0 (chunked windows)
 
   int64_t keys() const { return kv_seq > 0 ? kv_seq : seq; }
   int64_t q_elements() const { return seq * batch * heads * head_dim; }
   int64_t kv_elements() const { return keys() * batch * kv_heads * head_dim; }
   //! fp32 log-sum-exp statistics: one per (query row, head), [seq*batch, heads] like q's rows.
   int64_t stats_floats() const { return seq * batch * heads; }
-  //! Keys query row i sees: [0, VisibleKeys(i)).
+  //! Keys query row i sees: [FirstVisibleKey(i), VisibleKeys(i)) (empty when first >= end).
   int64_t VisibleKeys(int64_t i) const {
     if (!causal) return keys();
     const int64_t n = i + causal_offset + 1;
     return n < 0 ? 0 : (n > keys() ? keys() : n);
+  }
+  int64_t FirstVisibleKey(int64_t i) const {
+    if (!causal || window <= 0) return 0;
+    int64_t first = i + causal_offset - window + 1;  // sliding: the last `window` positions
+    if (chunked) {
+      const int64_t p = query_start + i;
+      first = p / window * window - (query_start - causal_offset);
+    }
+    return first < 0 ? 0 : (first > keys() ? keys() : first);
+  }
+  //! Whether some query row sees some key (a ring-attention block that does not is skipped).
+  bool AnyVisible() const {
+    for (int64_t i = 0; i < seq; ++i) {
+      if (FirstVisibleKey(i) < VisibleKeys(i)) return true;
+    }
+    return false;
   }
 };
 

@@ -76,8 +76,10 @@ asan_skip='^executor_mpi_.*_bf16$|^executor_mpi_(tp2|tp2_sp|pp2_gpipe|pp2_1f1b|d
 asan_skip+='|^KillWhileWriting\.|^MixedPrecision\.Bf16FollowsFp32After50StepsOn6x256$'
 asan_skip+='|^ParallelReader\.CutsAndCorruptionsAsSequential$|^CliPlan\.WritesAPlanThatSimulateAndLoadAccept$'
 asan_skip+='|^Tune\.|^RefineLoop\.ATrace|^executor_mpi_memory_truth_4ranks$'
-# The explicit split's and MLA's full-recompute twins but tp + SP and cp (the same recompute path).
+# The explicit split's, MLA's and local attention's full-recompute twins but tp + SP and cp (the
+# same recompute path).
 asan_skip+='|^executor_mpi_pp2_first1_full_fp32$|^executor_mpi_mla_(tp2|noqlatent_tp2_sp|pp2|dp2_zero1|moe_ep2|moe_tp2_sp_ep2)_full$'
+asan_skip+='|^executor_mpi_(sliding_pp2|chunked_cp2)_full$'
 asan_skip+='|^Executor/MemoryTruth\..*(6x256|bf16|fp16)'
 # The report's rendering in headless Chromium: the same page is checked as text under the sanitizers.
 asan_skip+='|^CliReport\.RendersInHeadlessChromium'

@@ -49,28 +49,44 @@ void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
               static_cast<blasint>(ldc));
 }
 
-// Query rows [i0, i1) of one (sequence, head): the score rows (leading dimension keys()) over the
-// `cols` keys the block's last row sees, and where the head's lse of row i0 lies.
+// Query rows [i0, i1) of one (sequence, head): the score rows (leading dimension keys()) over keys
+// [k0, k0 + cols), from the first key the block's first row sees to the last its last row sees,
+// and where the head's lse of row i0 lies. Column c of a score row is key k0 + c.
 struct Block {
-  int64_t i0, i1, cols;
+  int64_t i0, i1, k0, cols;
   vec::ScoreRows rows;
   int64_t lse_off, lse_stride;
 };
 
-Block BlockOf(const AttentionShape& s, int64_t b, int64_t h, int64_t i0) {
-  const int64_t i1 = std::min(s.seq, i0 + kBlock), keys = s.keys();
-  const int64_t cols = s.VisibleKeys(i1 - 1);
-  const int64_t first = s.causal ? i0 + s.causal_offset + 1 : keys;
-  const int64_t lse_stride = s.batch * s.heads;
-  return {i0, i1, cols, {.ld = keys, .first_len = first, .cap = keys, .count = i1 - i0, .zero_to = cols},
-          i0 * lse_stride + b * s.heads + h, lse_stride};
+// The block of rows from i0: kBlock rows, fewer at the end, and never across a chunk's boundary
+// (a chunked window's rows of one block then share their first key).
+int64_t BlockEnd(const AttentionShape& s, int64_t i0) {
+  int64_t i1 = std::min(s.seq, i0 + kBlock);
+  if (s.causal && s.window > 0 && s.chunked) {
+    const int64_t p = s.query_start + i0;
+    i1 = std::min(i1, i0 + (p / s.window + 1) * s.window - p);
+  }
+  return i1;
 }
 
-// scale Q[i0:i1] K[0:cols]^T into dst (row r of dst is query row i0 + r).
+Block BlockOf(const AttentionShape& s, int64_t b, int64_t h, int64_t i0) {
+  const int64_t i1 = BlockEnd(s, i0), keys = s.keys();
+  const int64_t k0 = std::min(s.FirstVisibleKey(i0), s.VisibleKeys(i1 - 1));
+  const int64_t cols = s.VisibleKeys(i1 - 1) - k0;
+  const int64_t first = s.causal ? i0 + s.causal_offset + 1 : keys;
+  const bool sliding = s.causal && s.window > 0 && !s.chunked;
+  const int64_t lse_stride = s.batch * s.heads;
+  const vec::ScoreRows rows{.ld = keys, .first_len = first - k0, .cap = keys - k0, .count = i1 - i0, .zero_to = cols,
+                            .start_base = sliding ? i0 + s.causal_offset - s.window + 1 - k0 : 0,
+                            .start_step = sliding ? 1 : 0};
+  return {i0, i1, k0, cols, rows, i0 * lse_stride + b * s.heads + h, lse_stride};
+}
+
+// scale Q[i0:i1] K[k0:k0+cols]^T into dst (row r of dst is query row i0 + r).
 void Scores(const AttentionShape& s, const HeadView& hv, const Block& blk, const float* q, const float* k,
             float* dst) {
   Sgemm(false, true, blk.i1 - blk.i0, blk.cols, s.head_dim, ScaleOf(s), q + hv.q_off + blk.i0 * hv.ld_q, hv.ld_q,
-        k + hv.kv_off, hv.ld_kv, 0.0f, dst, s.keys());
+        k + hv.kv_off + blk.k0 * hv.ld_kv, hv.ld_kv, 0.0f, dst, s.keys());
 }
 
 // Uninitialised scratch for one call; the kernels write before reading.
@@ -89,7 +105,7 @@ void CpuBackend::AttentionForward(const AttentionShape& s, const float* q, const
     for (int64_t pair = first; pair < end; ++pair) {
       const int64_t b = pair / s.heads, h = pair % s.heads;
       const HeadView hv = ViewOf(s, b, h);
-      for (int64_t i0 = 0; i0 < s.seq; i0 += kBlock) {
+      for (int64_t i0 = 0; i0 < s.seq; i0 = BlockEnd(s, i0)) {
         const Block blk = BlockOf(s, b, h, i0);
         float* out_blk = out + hv.q_off + i0 * hv.ld_q;
         float* lse_blk = lse ? lse + blk.lse_off : unkept;
@@ -103,8 +119,8 @@ void CpuBackend::AttentionForward(const AttentionShape& s, const float* q, const
         }
         Scores(s, hv, blk, q, k, p.get());
         vec::SoftmaxRowsLse(p.get(), blk.rows, lse_blk, lse_stride);
-        Sgemm(false, false, blk.i1 - i0, s.head_dim, blk.cols, 1.0f, p.get(), s.keys(), v + hv.kv_off, hv.ld_kv,
-              0.0f, out_blk, hv.ld_q);
+        Sgemm(false, false, blk.i1 - i0, s.head_dim, blk.cols, 1.0f, p.get(), s.keys(),
+              v + hv.kv_off + blk.k0 * hv.ld_kv, hv.ld_kv, 0.0f, out_blk, hv.ld_q);
       }
     }
   });
@@ -128,9 +144,9 @@ void CpuBackend::AttentionBackward(const AttentionShape& s, const AttentionGradO
       const int64_t b = gi / s.kv_heads, kvh = gi % s.kv_heads;
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         const HeadView hv = ViewOf(s, b, h);
-        for (int64_t i0 = 0; i0 < s.seq; i0 += kBlock) {
+        for (int64_t i0 = 0; i0 < s.seq; i0 = BlockEnd(s, i0)) {
           const Block blk = BlockOf(s, b, h, i0);
-          const int64_t m = blk.i1 - i0, q_blk = hv.q_off + i0 * hv.ld_q;
+          const int64_t m = blk.i1 - i0, q_blk = hv.q_off + i0 * hv.ld_q, kv_blk = hv.kv_off + blk.k0 * hv.ld_kv;
           if (blk.cols == 0) {
             for (int64_t r = 0; r < m; ++r) std::fill_n(g.dq + q_blk + r * hv.ld_q, D, 0.0f);
             continue;
@@ -141,13 +157,11 @@ void CpuBackend::AttentionBackward(const AttentionShape& s, const AttentionGradO
           }
           Scores(s, hv, blk, g.q, g.k, p);
           vec::ExpMinusLseRows(p, blk.rows, g.lse + blk.lse_off, blk.lse_stride);
-          Sgemm(false, true, m, blk.cols, D, 1.0f, g.dout + q_blk, hv.ld_q, g.v + hv.kv_off, hv.ld_kv, 0.0f, ds,
-                keys);
+          Sgemm(false, true, m, blk.cols, D, 1.0f, g.dout + q_blk, hv.ld_q, g.v + kv_blk, hv.ld_kv, 0.0f, ds, keys);
           vec::SoftmaxGradDeltaRows(p, ds, blk.rows, delta, scale);
-          Sgemm(false, false, m, D, blk.cols, 1.0f, ds, keys, g.k + hv.kv_off, hv.ld_kv, 0.0f, g.dq + q_blk, hv.ld_q);
-          Sgemm(true, false, blk.cols, D, m, 1.0f, ds, keys, g.q + q_blk, hv.ld_q, 1.0f, g.dk + hv.kv_off, hv.ld_kv);
-          Sgemm(true, false, blk.cols, D, m, 1.0f, p, keys, g.dout + q_blk, hv.ld_q, 1.0f, g.dv + hv.kv_off,
-                hv.ld_kv);
+          Sgemm(false, false, m, D, blk.cols, 1.0f, ds, keys, g.k + kv_blk, hv.ld_kv, 0.0f, g.dq + q_blk, hv.ld_q);
+          Sgemm(true, false, blk.cols, D, m, 1.0f, ds, keys, g.q + q_blk, hv.ld_q, 1.0f, g.dk + kv_blk, hv.ld_kv);
+          Sgemm(true, false, blk.cols, D, m, 1.0f, p, keys, g.dout + q_blk, hv.ld_q, 1.0f, g.dv + kv_blk, hv.ld_kv);
         }
       }
     }

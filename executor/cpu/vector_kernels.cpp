@@ -304,17 +304,24 @@ HWY_INLINE void ZeroRowTail(float* x, int64_t written, int64_t zero_to) {
   if (zero_to > written) std::memset(x + written, 0, static_cast<size_t>(zero_to - written) * sizeof(float));
 }
 
+// Zeros of the `start` columns before x (the keys a local-attention row no longer sees).
+HWY_INLINE void ZeroRowHead(float* x, int64_t start) {
+  if (start > 0) std::memset(x - start, 0, static_cast<size_t>(start) * sizeof(float));
+}
+
 void SoftmaxRowsLseImpl(float* rows, const ScoreRows& s, float* lse, int64_t lse_stride) {
   const D d;
   for (int64_t r = 0; r < s.count; ++r) {
-    float* x = rows + r * s.ld;
-    const int64_t len = s.Len(r), padded = RoundUpToLanes(len);
+    const int64_t start = s.Start(r);
+    float* x = rows + r * s.ld + start;
+    ZeroRowHead(x, start);
+    const int64_t len = s.Len(r) - start, padded = RoundUpToLanes(len), zero_to = s.zero_to - start;
     if (len == 0) {
-      ZeroRowTail(x, 0, s.zero_to);
+      ZeroRowTail(x, 0, zero_to);
       lse[r * lse_stride] = -INFINITY;
       continue;
     }
-    const bool room = padded <= s.ld;
+    const bool room = start + padded <= s.ld;
     V m = hn::Set(d, x[0]);
     ForEach(len, [&](int64_t i, int64_t c) {
       const V v = LoadRow(x + i, c, room);
@@ -330,7 +337,7 @@ void SoftmaxRowsLseImpl(float* rows, const ScoreRows& s, float* lse, int64_t lse
     });
     const V inv = hn::Set(d, static_cast<float>(1.0 / sum));
     ForEach(len, [&](int64_t i, int64_t c) { StoreRow(hn::Mul(LoadRow(x + i, c, room), inv), x + i, c, room); });
-    ZeroRowTail(x, room ? padded : len, s.zero_to);
+    ZeroRowTail(x, room ? padded : len, zero_to);
     lse[r * lse_stride] = max + static_cast<float>(std::log(sum));
   }
 }
@@ -338,16 +345,18 @@ void SoftmaxRowsLseImpl(float* rows, const ScoreRows& s, float* lse, int64_t lse
 void ExpMinusLseRowsImpl(float* rows, const ScoreRows& s, const float* lse, int64_t lse_stride) {
   const D d;
   for (int64_t r = 0; r < s.count; ++r) {
-    float* x = rows + r * s.ld;
-    const int64_t len = s.Len(r), padded = RoundUpToLanes(len);
-    const bool room = padded <= s.ld;
+    const int64_t start = s.Start(r);
+    float* x = rows + r * s.ld + start;
+    ZeroRowHead(x, start);
+    const int64_t len = s.Len(r) - start, padded = RoundUpToLanes(len);
+    const bool room = start + padded <= s.ld;
     const V sh = hn::Set(d, lse[r * lse_stride]);
     if (len > 0) {
       ForEach(len, [&](int64_t i, int64_t c) {
         StoreRow(hn::Exp(d, hn::Sub(LoadRow(x + i, c, room), sh)), x + i, c, room);
       });
     }
-    ZeroRowTail(x, len > 0 && room ? padded : len, s.zero_to);
+    ZeroRowTail(x, len > 0 && room ? padded : len, s.zero_to - start);
   }
 }
 
@@ -355,17 +364,19 @@ void SoftmaxGradDeltaRowsImpl(const float* p, float* dp, const ScoreRows& s, con
   const D d;
   const V sc = hn::Set(d, scale);
   for (int64_t r = 0; r < s.count; ++r) {
-    const float* pr = p + r * s.ld;
-    float* g = dp + r * s.ld;
-    const int64_t len = s.Len(r), padded = RoundUpToLanes(len);
-    const bool room = padded <= s.ld;
+    const int64_t start = s.Start(r);
+    const float* pr = p + r * s.ld + start;
+    float* g = dp + r * s.ld + start;
+    ZeroRowHead(g, start);
+    const int64_t len = s.Len(r) - start, padded = RoundUpToLanes(len);
+    const bool room = start + padded <= s.ld;
     const V dv = hn::Set(d, delta[r]);
     if (len > 0) {
       ForEach(len, [&](int64_t i, int64_t c) {
         StoreRow(hn::Mul(hn::Mul(LoadRow(pr + i, c, room), hn::Sub(LoadRow(g + i, c, room), dv)), sc), g + i, c, room);
       });
     }
-    ZeroRowTail(g, len > 0 && room ? padded : len, s.zero_to);
+    ZeroRowTail(g, len > 0 && room ? padded : len, s.zero_to - start);
   }
 }
 

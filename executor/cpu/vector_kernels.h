@@ -39,12 +39,16 @@ void Scale(float* x, int64_t n, float s);
 double Dot(const float* a, const float* b, int64_t n);
 //! Softmax backward in place: dp[i] = p[i] * (dp[i] - sum_j p[j] dp[j]) * scale.
 void SoftmaxGrad(const float* p, float* dp, int64_t n, float scale);
-//! `count` rows of an attention score block, row r at rows + r ld: its first Len(r) = clamp(first_len
-//! + r, 0, cap) columns are the keys it sees (causal: one more per row; fully visible: first_len =
-//! cap), columns [Len(r), zero_to) are written as zeros so whole rows feed the next GEMM.
+//! `count` rows of an attention score block, row r at rows + r ld: columns [Start(r), Len(r)) are
+//! the keys it sees, Len(r) = clamp(first_len + r, 0, cap) (causal: one more per row; fully
+//! visible: first_len = cap) and Start(r) = clamp(start_base + r start_step, 0, Len(r)) (0 but for
+//! local attention: a sliding window moves one key per row, a chunk's start stays); columns
+//! [0, Start(r)) and [Len(r), zero_to) are written as zeros so whole rows feed the next GEMM.
 struct ScoreRows {
   int64_t ld = 0, first_len = 0, cap = 0, count = 0, zero_to = 0;
+  int64_t start_base = 0, start_step = 0;
   int64_t Len(int64_t r) const { return std::clamp<int64_t>(first_len + r, 0, cap); }
+  int64_t Start(int64_t r) const { return std::clamp<int64_t>(start_base + r * start_step, 0, Len(r)); }
 };
 //! Softmax of each row in place; lse[r * lse_stride] = its log-sum-exp (-inf for an empty row).
 void SoftmaxRowsLse(float* rows, const ScoreRows& s, float* lse, int64_t lse_stride);

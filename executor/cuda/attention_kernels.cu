@@ -14,11 +14,21 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
-// Keys score row i sees (AttentionShape::VisibleKeys).
+// Keys score row i sees: [First(m, i), Visible(m, i)) (AttentionShape::FirstVisibleKey, VisibleKeys).
 __device__ __forceinline__ int64_t Visible(const AttnRowMask& m, int64_t i) {
   if (!m.causal) return m.keys;
   const int64_t n = i + m.offset + 1;
   return n < 0 ? 0 : (n > m.keys ? m.keys : n);
+}
+
+__device__ __forceinline__ int64_t First(const AttnRowMask& m, int64_t i) {
+  if (!m.causal || m.window <= 0) return 0;
+  int64_t f = i + m.offset - m.window + 1;
+  if (m.chunked) {
+    const int64_t p = m.query_start + i;
+    f = p / m.window * m.window - (m.query_start - m.offset);
+  }
+  return f < 0 ? 0 : (f > m.keys ? m.keys : f);
 }
 
 // Row r of the chunk is score row i = r % seq of item t = r / seq; its statistic at
@@ -30,28 +40,33 @@ __device__ __forceinline__ int64_t StatIndex(const AttnRowMask& m, int64_t t, in
 // P[i, j] = exp(s_ij - max) / sum for the keys row i sees, 0 beyond; lse = max + log(sum).
 __global__ void __launch_bounds__(kRowThreads)
     SoftmaxLseKernel(const float* scores, KPtr p, int64_t p_stride, float* lse, AttnRowMask m) {
-  const int64_t r = blockIdx.x, t = r / m.seq, i = r % m.seq, n = Visible(m, i);
+  const int64_t r = blockIdx.x, t = r / m.seq, i = r % m.seq, n = Visible(m, i), f = First(m, i);
   const float* row = scores + r * m.keys;
   const int64_t base = t * p_stride + i * m.keys;
   float mx = -INFINITY;
-  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) mx = fmaxf(mx, row[c]);
+  for (int64_t c = f + threadIdx.x; c < n; c += blockDim.x) mx = fmaxf(mx, row[c]);
   mx = BlockMax(mx);
   float sum = 0;
-  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) sum += expf(row[c] - mx);
+  for (int64_t c = f + threadIdx.x; c < n; c += blockDim.x) sum += expf(row[c] - mx);
   sum = BlockSum(sum);
-  const float inv = n > 0 ? 1.0f / sum : 0.0f;
-  for (int64_t c = threadIdx.x; c < m.keys; c += blockDim.x) Store(p, base + c, c < n ? expf(row[c] - mx) * inv : 0.0f);
-  if (threadIdx.x == 0) lse[StatIndex(m, t, i)] = n > 0 ? mx + logf(sum) : -INFINITY;
+  const bool any = f < n;
+  const float inv = any ? 1.0f / sum : 0.0f;
+  for (int64_t c = threadIdx.x; c < m.keys; c += blockDim.x) {
+    Store(p, base + c, c >= f && c < n ? expf(row[c] - mx) * inv : 0.0f);
+  }
+  if (threadIdx.x == 0) lse[StatIndex(m, t, i)] = any ? mx + logf(sum) : -INFINITY;
 }
 
 // P[i, j] = exp(s_ij - lse_i) for the keys row i sees, 0 beyond.
 __global__ void __launch_bounds__(kRowThreads)
     ExpMinusLseKernel(const float* scores, KPtr p, int64_t p_stride, const float* lse, AttnRowMask m) {
-  const int64_t r = blockIdx.x, t = r / m.seq, i = r % m.seq, n = Visible(m, i);
+  const int64_t r = blockIdx.x, t = r / m.seq, i = r % m.seq, n = Visible(m, i), f = First(m, i);
   const float* row = scores + r * m.keys;
   const int64_t base = t * p_stride + i * m.keys;
   const float l = lse[StatIndex(m, t, i)];
-  for (int64_t c = threadIdx.x; c < m.keys; c += blockDim.x) Store(p, base + c, c < n ? expf(row[c] - l) : 0.0f);
+  for (int64_t c = threadIdx.x; c < m.keys; c += blockDim.x) {
+    Store(p, base + c, c >= f && c < n ? expf(row[c] - l) : 0.0f);
+  }
 }
 
 // dS[i, j] = P_ij (dP_ij - delta_i) scale for the keys row i sees, 0 beyond. ds may be p (each
@@ -59,12 +74,12 @@ __global__ void __launch_bounds__(kRowThreads)
 __global__ void __launch_bounds__(kRowThreads)
     SoftmaxGradDeltaKernel(KPtr p, int64_t p_stride, const float* dp, const float* delta, KPtr ds,
                            int64_t ds_stride, AttnRowMask m, float scale) {
-  const int64_t r = blockIdx.x, t = r / m.seq, i = r % m.seq, n = Visible(m, i);
+  const int64_t r = blockIdx.x, t = r / m.seq, i = r % m.seq, n = Visible(m, i), f = First(m, i);
   const float* drow = dp + r * m.keys;
   const int64_t pb = t * p_stride + i * m.keys, db = t * ds_stride + i * m.keys;
   const float d = delta[StatIndex(m, t, i)];
   for (int64_t c = threadIdx.x; c < m.keys; c += blockDim.x) {
-    Store(ds, db + c, c < n ? Load(p, pb + c) * (drow[c] - d) * scale : 0.0f);
+    Store(ds, db + c, c >= f && c < n ? Load(p, pb + c) * (drow[c] - d) * scale : 0.0f);
   }
 }
 

@@ -114,6 +114,7 @@ std::string CheckAttention(const AttentionShape& s) {
     return "attention: batch, seq, heads and head_dim must be positive";
   }
   if (s.kv_seq < 0) return "attention: kv_seq must be 0 (= seq) or positive";
+  if (s.window < 0 || s.query_start < 0) return "attention: window and query_start must be >= 0";
   if (s.kv_heads < 1 || s.heads % s.kv_heads != 0) {
     return "attention: heads " + std::to_string(s.heads) + " is not a multiple of kv_heads " +
            std::to_string(s.kv_heads);
@@ -147,7 +148,8 @@ struct AttnGeometry {
   int64_t ScoreFloats() const { return S * Skv; }
   gpu::AttnRowMask Mask() const {
     return {.seq = S, .keys = Skv, .causal = shape.causal, .offset = shape.causal_offset,
-            .stat_row_stride = shape.batch * shape.heads, .stat_item_stride = G};
+            .stat_row_stride = shape.batch * shape.heads, .stat_item_stride = G, .window = shape.window,
+            .chunked = shape.chunked, .query_start = shape.query_start};
   }
 };
 

@@ -13,6 +13,8 @@ bool CudaBackend::TryCudnnAttentionForward(const AttentionArgs& a) {
   const AttentionShape& s = a.shape;
   // What cuDNN's fused attention takes (cuDNN docs, Attention support matrix: fp16/bf16, d <= 256, d % 8).
   if (a.q.dtype == DType::kF32 || s.head_dim % 8 != 0 || s.head_dim > 256) return false;
+  // Our cuDNN graph builds the causal mask only; local attention takes the GEMM path.
+  if (s.causal && s.window > 0) return false;
   auto off = [&](const std::string& why) {
     cudnn_off_reason_ = why;
     want_cudnn_ = false;

@@ -73,6 +73,9 @@ struct AttnRowMask {
   bool causal = true;
   int64_t offset = 0;
   int64_t stat_row_stride = 0, stat_item_stride = 0;
+  int64_t window = 0;  //!< AttentionShape::window (local attention; causal only)
+  bool chunked = false;
+  int64_t query_start = 0;
 };
 //! For `items` fp32 score matrices seq x keys (contiguous), the softmax of every row into p (item t at
 //! t * p_stride elements, rows of keys; zeros past the visible keys) and its log-sum-exp into lse

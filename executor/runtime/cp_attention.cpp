@@ -27,6 +27,17 @@ std::vector<BlockCall> StepCalls(const RuntimeContext& ctx, const AttentionShape
   std::vector<BlockCall> calls;
   for (int64_t qh = 0; qh < 2; ++qh) {
     const int64_t q_chunk = CpChunkOf(ctx.cp, ctx.cp_idx, qh);
+    if (local.window > 0) {  // local attention: each pair by its absolute positions, if any row sees a key
+      for (int64_t kh = 0; kh < 2; ++kh) {
+        AttentionShape s = local;
+        s.seq = len;
+        s.kv_seq = len;
+        s.query_start = q_chunk * len;
+        s.causal_offset = s.query_start - CpChunkOf(ctx.cp, src, kh) * len;
+        if (s.AnyVisible()) calls.push_back({qh, kh, s});
+      }
+      continue;
+    }
     std::array<CpBlockVisibility, 2> vis{};
     for (int64_t kh = 0; kh < 2; ++kh)
       vis[static_cast<size_t>(kh)] = VisibilityOf(q_chunk, CpChunkOf(ctx.cp, src, kh));

@@ -40,11 +40,6 @@ Status ValidateForExecution(const Plan& plan, int64_t world_size) {
                     ": the executor's selective recompute reruns the attention core only (core_attn); `parallax "
                     "plan` and `simulate` price the other modules");
   }
-  // Local attention is priced, not run: refuse it by name.
-  if (m.attention_window > 0) {
-    return BadInput("model: the executor does not run local (sliding or chunked) attention yet; `parallax plan` "
-                    "and `simulate` price it");
-  }
   if (m.mla() && (m.bias || m.v_head_dim > m.head_dim())) {
     return BadInput(std::string("model: the executor runs multi-head latent attention ") +
                     (m.bias ? "without biases" : "with v_head_dim <= qk_nope_head_dim + qk_rope_head_dim") +

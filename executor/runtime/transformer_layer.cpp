@@ -79,6 +79,15 @@ class RecomputePhase {
   OpRecorder::Where saved_;
 };
 
+// The attention core's shape on this rank: its heads over the local sequence, and the model's
+// local-attention window where layer `layer` has one (model/model_spec.h IsLocalAttentionLayer).
+AttentionShape CoreShape(const RuntimeContext& ctx, int64_t layer, int64_t heads, int64_t kv_heads, int64_t head_dim) {
+  const ModelSpec& m = ctx.model;
+  const bool local = m.attention_window > 0 && IsLocalAttentionLayer(m, layer);
+  return {.batch = ctx.batch, .seq = ctx.local_seq, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim,
+          .window = local ? m.attention_window : 0, .chunked = local && m.window_kind == WindowKind::kChunked};
+}
+
 }  // namespace
 
 void NormForward(RuntimeContext& ctx, const NormArgs& a) {
@@ -272,7 +281,7 @@ Result<Tensor> TransformerLayer::AttentionBlockForward(RuntimeContext& ctx, Laye
     }
   }
   if (ctx.sp) c.ag.Reset();
-  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.local_seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
+  const AttentionShape shape = CoreShape(ctx, layer_, nq, nkv, D);
   PX_ASSIGN(c.ctx, ctx.Act(T * Q));
   if (keep_stats || ctx.cp > 1) {  // ring attention's backward reads the merged statistics
     PX_ASSIGN(c.lse, ctx.F32(shape.stats_floats()));  // else rebuilt in backward
@@ -498,7 +507,7 @@ Result<Tensor> TransformerLayer::AttentionBlockGrad(RuntimeContext& ctx, LayerCa
   PX_ASSIGN(Tensor dq, ctx.Act(T * Q));
   PX_ASSIGN(Tensor dk, ctx.Act(T * K));
   PX_ASSIGN(Tensor dv, ctx.Act(T * K));
-  const AttentionShape shape{.batch = ctx.batch, .seq = ctx.local_seq, .heads = nq, .kv_heads = nkv, .head_dim = D};
+  const AttentionShape shape = CoreShape(ctx, layer_, nq, nkv, D);
   PX_TRY(AttentionCoreGrad(ctx, c,
                            {.shape = shape,
                             .q = c.q.ptr(), .k = c.k.ptr(), .v = c.v.ptr(), .out = c.ctx.ptr(), .dout = dctx.ptr(),

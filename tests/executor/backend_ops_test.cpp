@@ -491,13 +491,13 @@ void OpsTest::CheckAttentionAgainstReference(const AttentionShape& s) {
     for (int64_t h = 0; h < s.heads; ++h) {
       const int64_t kh = h / (s.heads / s.kv_heads);
       for (int64_t i = 0; i < s.seq; ++i) {
-        const int64_t n = s.VisibleKeys(i);
+        const int64_t j0 = s.FirstVisibleKey(i), n = s.VisibleKeys(i) - j0;
         ASSERT_GT(n, 0) << "every row sees a key here (the statistics' -inf is checked on the CPU)";
         Vec p(static_cast<size_t>(n));
         double mx = -1e300, sum = 0;
         for (int64_t j = 0; j < n; ++j) {
           double dot = 0;
-          for (int64_t e = 0; e < s.head_dim; ++e) dot += q[qi(i, b, h, e)] * k[ki(j, b, kh, e)];
+          for (int64_t e = 0; e < s.head_dim; ++e) dot += q[qi(i, b, h, e)] * k[ki(j0 + j, b, kh, e)];
           p[static_cast<size_t>(j)] = dot * scale;
           mx = std::max(mx, p[static_cast<size_t>(j)]);
         }
@@ -509,17 +509,17 @@ void OpsTest::CheckAttentionAgainstReference(const AttentionShape& s) {
         double dot_pdp = 0;
         for (int64_t j = 0; j < n; ++j) {
           for (int64_t e = 0; e < s.head_dim; ++e) {
-            out[qi(i, b, h, e)] += p[static_cast<size_t>(j)] * v[ki(j, b, kh, e)];
-            dv[ki(j, b, kh, e)] += p[static_cast<size_t>(j)] * dout[qi(i, b, h, e)];
-            dp[static_cast<size_t>(j)] += dout[qi(i, b, h, e)] * v[ki(j, b, kh, e)];
+            out[qi(i, b, h, e)] += p[static_cast<size_t>(j)] * v[ki(j0 + j, b, kh, e)];
+            dv[ki(j0 + j, b, kh, e)] += p[static_cast<size_t>(j)] * dout[qi(i, b, h, e)];
+            dp[static_cast<size_t>(j)] += dout[qi(i, b, h, e)] * v[ki(j0 + j, b, kh, e)];
           }
           dot_pdp += p[static_cast<size_t>(j)] * dp[static_cast<size_t>(j)];
         }
         for (int64_t j = 0; j < n; ++j) {
           const double ds = p[static_cast<size_t>(j)] * (dp[static_cast<size_t>(j)] - dot_pdp) * scale;
           for (int64_t e = 0; e < s.head_dim; ++e) {
-            dq[qi(i, b, h, e)] += ds * k[ki(j, b, kh, e)];
-            dk[ki(j, b, kh, e)] += ds * q[qi(i, b, h, e)];
+            dq[qi(i, b, h, e)] += ds * k[ki(j0 + j, b, kh, e)];
+            dk[ki(j0 + j, b, kh, e)] += ds * q[qi(i, b, h, e)];
           }
         }
       }
@@ -558,6 +558,16 @@ TEST_P(OpsTest, AttentionOnOneKeyBlockWithACausalOffsetOrFullyVisible) {
       {.batch = 2, .seq = 40, .heads = 4, .kv_heads = 2, .head_dim = 16, .kv_seq = 90, .causal_offset = 50});
   CheckAttentionAgainstReference(
       {.batch = 2, .seq = 40, .heads = 2, .kv_heads = 1, .head_dim = 16, .kv_seq = 24, .causal = false});
+}
+
+// Local attention (backend.h AttentionShape::window): a sliding window inside and across the
+// kernels' row blocks, chunks, and a windowed ring block placed by absolute position.
+TEST_P(OpsTest, LocalAttentionSlidingAndChunked) {
+  CheckAttentionAgainstReference({.batch = 2, .seq = 150, .heads = 4, .kv_heads = 2, .head_dim = 16, .window = 13});
+  CheckAttentionAgainstReference(
+      {.batch = 1, .seq = 130, .heads = 2, .kv_heads = 1, .head_dim = 64, .window = 24, .chunked = true});
+  CheckAttentionAgainstReference({.batch = 2, .seq = 40, .heads = 2, .kv_heads = 1, .head_dim = 16, .kv_seq = 40,
+                                  .causal_offset = 16, .window = 50, .chunked = true, .query_start = 96});
 }
 
 TEST_P(OpsTest, EmbeddingAndVocabParallelCrossEntropy) {

@@ -207,15 +207,15 @@ Vec ReferenceAttention(const AttentionShape& s, const Vec& q, const Vec& k, cons
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       for (int64_t i = 0; i < s.seq; ++i) {
-        const int64_t n = s.VisibleKeys(i);
-        if (n == 0) continue;
+        const int64_t j0 = s.FirstVisibleKey(i), n = s.VisibleKeys(i) - j0;
+        if (n <= 0) continue;
         std::vector<double> sc(static_cast<size_t>(n));
         double mx = -1e300, sum = 0;
         for (int64_t j = 0; j < n; ++j) {
           double dot = 0;
           for (int64_t e = 0; e < s.head_dim; ++e) {
             dot += q[((i * s.batch + b) * s.heads + h) * s.head_dim + e] *
-                   k[((j * s.batch + b) * s.kv_heads + h / group) * s.head_dim + e];
+                   k[(((j0 + j) * s.batch + b) * s.kv_heads + h / group) * s.head_dim + e];
           }
           sc[j] = dot / std::sqrt(static_cast<double>(s.head_dim));
           mx = std::max(mx, sc[j]);
@@ -225,7 +225,7 @@ Vec ReferenceAttention(const AttentionShape& s, const Vec& q, const Vec& k, cons
         for (int64_t e = 0; e < s.head_dim; ++e) {
           double o = 0;
           for (int64_t j = 0; j < n; ++j) {
-            o += sc[j] / sum * v[((j * s.batch + b) * s.kv_heads + h / group) * s.head_dim + e];
+            o += sc[j] / sum * v[(((j0 + j) * s.batch + b) * s.kv_heads + h / group) * s.head_dim + e];
           }
           out[((i * s.batch + b) * s.heads + h) * s.head_dim + e] = static_cast<float>(o);
         }
@@ -567,15 +567,15 @@ void ReferenceAttentionBackward(const AttentionShape& s, const Vec& q, const Vec
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       for (int64_t i = 0; i < s.seq; ++i) {
-        const int64_t n = s.VisibleKeys(i);
-        if (n == 0) continue;
+        const int64_t j0 = s.FirstVisibleKey(i), n = s.VisibleKeys(i) - j0;
+        if (n <= 0) continue;
         std::vector<double> p(static_cast<size_t>(n)), dp(static_cast<size_t>(n));
         double mx = -1e300, sum = 0, pdp = 0;
         for (int64_t j = 0; j < n; ++j) {
           double dot = 0, dd = 0;
           for (int64_t e = 0; e < d; ++e) {
-            dot += static_cast<double>(q[qi(i, b, h) + e]) * k[kj(j, b, h) + e];
-            dd += static_cast<double>(dout[qi(i, b, h) + e]) * v[kj(j, b, h) + e];
+            dot += static_cast<double>(q[qi(i, b, h) + e]) * k[kj(j0 + j, b, h) + e];
+            dd += static_cast<double>(dout[qi(i, b, h) + e]) * v[kj(j0 + j, b, h) + e];
           }
           p[j] = dot * scale;
           dp[j] = dd;
@@ -586,9 +586,9 @@ void ReferenceAttentionBackward(const AttentionShape& s, const Vec& q, const Vec
         for (int64_t j = 0; j < n; ++j) {
           const double ds = p[j] * (dp[j] - pdp) * scale;
           for (int64_t e = 0; e < d; ++e) {
-            (*dq)[qi(i, b, h) + e] += static_cast<float>(ds * k[kj(j, b, h) + e]);
-            (*dk)[kj(j, b, h) + e] += static_cast<float>(ds * q[qi(i, b, h) + e]);
-            (*dv)[kj(j, b, h) + e] += static_cast<float>(p[j] * dout[qi(i, b, h) + e]);
+            (*dq)[qi(i, b, h) + e] += static_cast<float>(ds * k[kj(j0 + j, b, h) + e]);
+            (*dk)[kj(j0 + j, b, h) + e] += static_cast<float>(ds * q[qi(i, b, h) + e]);
+            (*dv)[kj(j0 + j, b, h) + e] += static_cast<float>(p[j] * dout[qi(i, b, h) + e]);
           }
         }
       }
@@ -607,10 +607,21 @@ TEST_F(CpuKernels, BlockedAttentionMatchesDefinitionForEveryMask) {
       {.batch = 2, .seq = 70, .heads = 2, .kv_heads = 1, .head_dim = 8, .kv_seq = 110, .causal_offset = 40},
       {.batch = 2, .seq = 70, .heads = 2, .kv_heads = 2, .head_dim = 8, .kv_seq = 50, .causal = false},
       {.batch = 1, .seq = 90, .heads = 2, .kv_heads = 1, .head_dim = 8, .kv_seq = 90, .causal_offset = -70},
+      // Local attention: a sliding window shorter than a block and one longer, chunks that cut
+      // blocks (24 does not divide 64), and ring blocks of a windowed sequence (query chunk at
+      // position 96 against keys from 32 and from 80).
+      {.batch = 2, .seq = 150, .heads = 4, .kv_heads = 2, .head_dim = 8, .window = 13},
+      {.batch = 1, .seq = 150, .heads = 2, .kv_heads = 1, .head_dim = 8, .window = 100},
+      {.batch = 2, .seq = 150, .heads = 2, .kv_heads = 2, .head_dim = 8, .window = 24, .chunked = true},
+      {.batch = 1, .seq = 40, .heads = 2, .kv_heads = 1, .head_dim = 8, .kv_seq = 40, .causal_offset = 64,
+       .window = 50, .query_start = 96},
+      {.batch = 1, .seq = 40, .heads = 2, .kv_heads = 1, .head_dim = 8, .kv_seq = 40, .causal_offset = 16,
+       .window = 50, .chunked = true, .query_start = 96},
   };
   for (const AttentionShape& s : shapes) {
     const std::string name = "seq " + std::to_string(s.seq) + " keys " + std::to_string(s.keys()) + " offset " +
-                             std::to_string(s.causal_offset) + (s.causal ? "" : " full");
+                             std::to_string(s.causal_offset) + (s.causal ? "" : " full") + " window " +
+                             std::to_string(s.window) + (s.chunked ? " chunked" : "");
     const size_t qn = static_cast<size_t>(s.q_elements()), kn = static_cast<size_t>(s.kv_elements());
     Vec q = Random(qn, rng), k = Random(kn, rng), v = Random(kn, rng), dout = Random(qn, rng);
     const AttentionRun r = RunAttention(be, s, q, k, v, dout);

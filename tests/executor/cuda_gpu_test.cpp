@@ -222,7 +222,7 @@ TEST(CudaGpu, CudnnAttentionForwardMatchesTheGemmPath) {
   auto created = CudaBackend::Create(0);
   ASSERT_TRUE(created) << created.error().message;
   CudaBackend& be = **created;
-  for (const AttentionShape s :
+  for (const AttentionShape& s :
        {AttentionShape{.batch = 2, .seq = 512, .heads = 16, .kv_heads = 16, .head_dim = 128},
         AttentionShape{.batch = 2, .seq = 256, .heads = 8, .kv_heads = 2, .head_dim = 64, .kv_seq = 384,
                        .causal_offset = 128}}) {

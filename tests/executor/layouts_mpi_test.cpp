@@ -261,6 +261,51 @@ INSTANTIATE_TEST_SUITE_P(Mla, MlaLayouts,
                            return std::string(std::get<0>(param_info.param).name) + "_" + std::get<1>(param_info.param);
                          });
 
+// Local attention (sliding and chunked windows, issue 37 item 1's gpt-oss and Llama 4 patterns):
+// testing::LocalAttentionPlan in each dimension that cuts the sequence (cp: ring blocks by absolute
+// position; tp with SP; pp) against its own single-process reference.
+struct LocalCase {
+  const char* name;
+  const char* layout;
+  bool chunked;
+};
+
+const LocalCase kLocalCases[] = {
+    {"sliding_cp2", "cp=2,micro_batch=2", false},
+    {"sliding_tp2_sp", "tp=2,micro_batch=2,sequence_parallel=1", false},
+    {"sliding_pp2", "pp=2,micro_batch=2", false},
+    {"chunked_cp2", "cp=2,micro_batch=2", true},
+};
+
+class LocalLayouts : public ::testing::TestWithParam<std::tuple<LocalCase, const char*>> {};
+
+TEST_P(LocalLayouts, LossesMatchSingleProcessReference) {
+  const auto [c, recompute] = GetParam();
+  const Plan plan = testing::LocalAttentionPlan(std::string(c.layout) + ",recompute=" + recompute, kGlobalBatch,
+                                                c.chunked);
+  if (const std::string wrong = WrongWorldSize(plan.layout.world_size()); !wrong.empty()) FAIL() << wrong;
+  auto r = Train(plan, *g_world, kSteps);
+  ASSERT_TRUE(r) << r.error().message;
+  auto local = LocalCommunicator();
+  auto ref = Train(testing::LocalAttentionPlan("micro_batch=2", kGlobalBatch, c.chunked), *local, kSteps);
+  ASSERT_TRUE(ref) << ref.error().message;
+  const double diff = MaxRelDiff(r->losses, ref->losses);
+  const double norm = MaxRelDiff(r->grad_norms, ref->grad_norms);
+  if (g_world->rank() == 0) {
+    std::printf("%-22s %-5s loss[9]=%.6f ref[9]=%.6f max rel diff: loss %.2e, grad norm %.2e\n", c.name, recompute,
+                r->losses[9], ref->losses[9], diff, norm);
+  }
+  EXPECT_LT(diff, 1e-4) << c.layout;
+  EXPECT_LT(norm, 1e-4) << c.layout << ": gradient norms differ from the reference";
+  EXPECT_LT(ref->losses[9], ref->losses[0] - 0.05) << "reference does not learn";
+}
+
+INSTANTIATE_TEST_SUITE_P(Local, LocalLayouts,
+                         ::testing::Combine(::testing::ValuesIn(kLocalCases), ::testing::Values("none", "full")),
+                         [](const auto& param_info) {
+                           return std::string(std::get<0>(param_info.param).name) + "_" + std::get<1>(param_info.param);
+                         });
+
 // Rotary positions follow each cp rank's chunks; grouped-query heads travel as K/V blocks.
 TEST(ContextParallel, LlamaStyleModelMatchesItsSingleProcessReference) {
   auto llama = [](const std::string& layout) { return testing::LlamaTinyPlan(layout, kGlobalBatch); };

@@ -380,6 +380,30 @@ TEST(Training, WholeModelGradientsMatchFiniteDifferences) {
   ExpectGradientsMatchFiniteDifferences(TinyPlan("micro_batch=2", 4));
 }
 
+TEST(Training, LocalAttentionGradientsMatchFiniteDifferences) {
+  ExpectGradientsMatchFiniteDifferences(testing::LocalAttentionPlan("micro_batch=2", 4, false));
+  ExpectGradientsMatchFiniteDifferences(testing::LocalAttentionPlan("micro_batch=2", 4, true));
+}
+
+// The window acts where the model puts it: a window as long as the sequence is full attention, a
+// short one changes the losses, and so does making every layer local instead of every other one.
+TEST(Training, LocalAttentionWindowsActOnTheLayersThatHaveThem) {
+  auto world = LocalCommunicator();
+  Plan full = testing::LlamaTinyPlan("micro_batch=2", 8);
+  Plan whole = testing::LocalAttentionPlan("micro_batch=2", 8, false);
+  whole.model.attention_window = whole.model.seq_len;
+  const Plan sliding = testing::LocalAttentionPlan("micro_batch=2", 8, false);
+  Plan every = sliding;
+  every.model.full_attention_every = 0;
+  auto a = Train(full, *world, 5), b = Train(whole, *world, 5), c = Train(sliding, *world, 5),
+       d = Train(every, *world, 5);
+  ASSERT_TRUE(a && b && c && d) << (a ? b ? c ? d.error().message : c.error().message : b.error().message
+                                      : a.error().message);
+  EXPECT_LT(MaxRelDiff(b->losses, a->losses), 1e-6);
+  EXPECT_GT(MaxRelDiff(c->losses, a->losses), 1e-3);
+  EXPECT_GT(MaxRelDiff(d->losses, c->losses), 1e-3);
+}
+
 // fp16 dynamic loss scaling: an overflow skips exactly that step (no update) and halves the scale;
 // the run then continues in step with the same data.
 TEST(MixedPrecision, Fp16OverflowSkipsTheStepAndHalvesTheScale) {

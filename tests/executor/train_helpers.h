@@ -103,6 +103,18 @@ inline Plan MlaPlan(const std::string& layout, int64_t global_batch, bool query_
   return p;
 }
 
+//! LlamaTinyPlan with local attention on layers 0 and 2 (layers 1 and 3 global, full_attention_every
+//! 2): a sliding window of 6 positions (gpt-oss's pattern) or chunks of 12 (Llama 4's): neither
+//! lines up with the 8-position chunks of cp = 2.
+inline Plan LocalAttentionPlan(const std::string& layout, int64_t global_batch, bool chunked) {
+  Plan p = LlamaTinyPlan(layout, global_batch);
+  p.model.name = chunked ? "llama-tiny-chunked" : "llama-tiny-sliding";
+  p.model.attention_window = chunked ? 12 : 6;
+  p.model.window_kind = chunked ? WindowKind::kChunked : WindowKind::kSliding;
+  p.model.full_attention_every = 2;
+  return p;
+}
+
 struct TrainOutcome {
   std::vector<double> losses;
   std::vector<double> grad_norms;  //!< global gradient norm before clipping, per step

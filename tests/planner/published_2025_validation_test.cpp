@@ -81,6 +81,23 @@ RowResult Predict(const Json& row, const char* implementation) {
     plan.implementation.grad_buffer_dtype = {GradDType::kParam, row["source"].get<std::string>()};
     plan.implementation.grad_reduce_dtype = {GradDType::kParam, row["source"].get<std::string>()};
   }
+  if (row["model_name"].get<std::string>().find("DeepSeek-V3") != std::string::npos) {
+    // NeMo's DeepSeek-V3 pretrain recipe, which the performance script calls with no arguments
+    // (NVIDIA/NeMo @ 7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py line 65), trains one
+    // multi-token-prediction layer (nemo/collections/llm/recipes/deepseek_v3.py lines 58-63,
+    // use_mtp = True -> DeepSeekV3Config(mtp_num_layers=1), lines 48-49).
+    plan.model.mtp_layers = 1;
+    // MLA's attention on Blackwell in that container (nemo:25.04.01; NeMo's manifest pins
+    // Transformer Engine bee4649, 2.2.0.dev0): FlashAttention refuses query/key and value head
+    // dims that differ (TE transformer_engine/pytorch/dot_product_attention/utils.py lines 466-471:
+    // 192 against 128), and cuDNN's fused attention refuses head dims over 128 on sm100 until TE 2.5
+    // with cuDNN 9.11 (transformer_engine/common/fused_attn/fused_attn.cpp lines 219-221): TE runs
+    // UnfusedDotProductAttention, the scores materialised.
+    if (gb200) plan.implementation.attention = {AttentionKernel::kUnfused, "Transformer Engine bee4649 (see test)"};
+    // The same script turns Transformer Engine's userbuffers off (lines 86-89:
+    // MegatronCommOverlapCallback(tp_comm_overlap=False)): its TP collectives are not overlapped.
+    plan.implementation.overlap_tp_comm = {false, "NeMo @ 7a8f1cc7 pretrain_deepseek_v3.py lines 86-89"};
+  }
   // The recompute the publication leaves unstated: the fastest that fits, as the NeMo table's test does.
   // DeepSeek-V3's states it: dgxc v25.05.04 deepseek_v3/pretraining/launch.sh passes
   // --recompute_modules core_attn on GB200 (selective recompute of the attention core).
