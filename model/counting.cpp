@@ -136,6 +136,20 @@ double AttentionCoreFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   return CountModel(m, seq_len).layers.front().attn_core_flops_per_token;
 }
 
+double SelectiveModuleFlopsPerToken(const ModelSpec& m, bool moe_layer, uint32_t selective_modules) {
+  double flops = 0;
+  if (m.mla() && (selective_modules & kRecomputeMlaUpProj) != 0) {
+    const int64_t q_in = m.q_lora_rank > 0 ? m.q_lora_rank : m.hidden;
+    const int64_t kv_up = m.heads * (m.qk_nope_head_dim + m.v_head_dim);
+    flops += 2.0 * static_cast<double>(m.q_dim() * q_in + kv_up * m.kv_lora_rank);
+  }
+  if (!moe_layer && (selective_modules & kRecomputeMlp) != 0) {
+    const int64_t fc_in = m.mlp == MlpKind::kSwiglu ? 2 * m.ffn_hidden : m.ffn_hidden;
+    flops += 2.0 * static_cast<double>(m.hidden) * static_cast<double>(fc_in + m.ffn_hidden);
+  }
+  return flops;
+}
+
 double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute recompute, uint32_t selective_modules) {
   const ModelCounts c = CountModel(m, seq_len);
   double layers = 0;
@@ -145,6 +159,7 @@ double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute reco
     if (recompute == Recompute::kSelective && (selective_modules & kRecomputeCoreAttn) != 0) {
       layers += lc.attn_core_flops_per_token;
     }
+    if (recompute == Recompute::kSelective) layers += SelectiveModuleFlopsPerToken(m, lc.moe, selective_modules);
   }
   return layers + 3.0 * c.fwd_flops_per_token_head;
 }
@@ -186,9 +201,13 @@ int64_t LayerActivationBytes(const ModelSpec& m, int64_t layer, const Activation
   const int64_t norm_io = ((redo & kRecomputeLayernorm) != 0 ? 2 : 4) * e * sbh;
   const int64_t seq_shardable = norm_io + 2 * drop * sbh + norm_stats;
   const int64_t sbf = s * b * m.ffn_hidden;
-  const int64_t attn_saved = e * s * b * AttentionSavedWidth(m);
+  // mla_up_proj drops the up-projected queries, keys and values (kept: the latents, the output).
+  const int64_t up_dropped = m.mla() && (redo & kRecomputeMlaUpProj) != 0 ? 2 * m.q_dim() + m.heads * m.value_dim() : 0;
+  const int64_t attn_saved = e * s * b * (AttentionSavedWidth(m) - up_dropped);
   const bool moe = IsMoeLayer(m, layer);
-  const int64_t mlp_saved = moe ? 0 : (m.mlp == MlpKind::kSwiglu ? 3 * e * sbf : 2 * e * sbf);
+  // A recomputed dense MLP keeps only its input (the norm's output, counted with the norms).
+  const bool mlp_redone = !moe && (redo & kRecomputeMlp) != 0;
+  const int64_t mlp_saved = moe || mlp_redone ? 0 : (m.mlp == MlpKind::kSwiglu ? 3 * e * sbf : 2 * e * sbf);
   int64_t tp_sharded = attn_saved + mlp_saved;
   if ((redo & kRecomputeCoreAttn) == 0) {  // kept unless the attention core is recomputed
     const int64_t as2b = m.heads * s * AttendedKeys(m, layer, s) * b;

@@ -70,10 +70,15 @@ ModelCounts CountModel(const ModelSpec& m, int64_t seq_len = 0);
 //! holds until this thread asks for another model.
 const ModelCounts& CountParams(const ModelSpec& m);
 
+//! Forward FLOPs per token that selective recompute's mla_up_proj (the up-projection GEMMs) and mlp
+//! (a dense layer's MLP GEMMs) repeat in a layer; core_attn's are LayerCount::attn_core_flops_per_token.
+double SelectiveModuleFlopsPerToken(const ModelSpec& m, bool moe_layer, uint32_t selective_modules);
+
 //! FLOPs per token of one training step: forward + backward (2x) + recomputed forward work
 //! (full: the whole layer forward again; selective: the attention core again).
-//! `selective_modules` (RecomputeModule bits) say what selective recompute reruns; of them only
-//! core_attn adds FLOPs (the norms and the activation are memory-bound kernels, counted as none).
+//! `selective_modules` (RecomputeModule bits) say what selective recompute reruns; core_attn,
+//! mla_up_proj and mlp add FLOPs (the norms and the activation are memory-bound kernels, counted
+//! as none).
 double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute recompute,
                              uint32_t selective_modules = kRecomputeCoreAttn);
 

@@ -218,6 +218,16 @@ class Catalogue {
     }
     return o;
   }
+  // mla_up_proj's recompute: the query and key/value up-projections from the latents and the
+  // rotary embedding of the queries, again before the attention backward.
+  OpSpec MlaUpProjFwd() const {
+    const int64_t ql = m_.q_lora_rank > 0 ? m_.q_lora_rank : h_;
+    const int64_t q_up = m_.heads * m_.head_dim() / t_, kv_up = m_.heads * (m_.qk_nope_head_dim + m_.v_head_dim) / t_;
+    OpSpec o = Gemm(OpKind::kQkv, Phase::kRecompute, {}, 2 * e_ * static_cast<double>(T_) * static_cast<double>(q_up), 1);
+    AddGemm(o, {T_, q_up, ql, 1});
+    AddGemm(o, {T_, kv_up, m_.kv_lora_rank, 1});
+    return o;
+  }
   static void AddGemm(OpSpec& o, GemmShape g, bool accumulate = false) {
     g.accumulate = accumulate;
     o.gemms.push_back(g);
@@ -413,6 +423,8 @@ class Catalogue {
         o.push_back(Mem(OpKind::kMlpNorm, Phase::kRecompute, 2 * e_ * sT_ * h_));
       }
       if (moe_ && (redo & kRecomputeMoeAct) != 0) o.push_back(ExpertActFwd(Phase::kRecompute));
+      if (m_.mla() && (redo & kRecomputeMlaUpProj) != 0) o.push_back(MlaUpProjFwd());
+      if (!moe_ && (redo & kRecomputeMlp) != 0) MlpFwd(o, Phase::kRecompute, m_.ffn_hidden);
     }
     if (!moe_) {
       MlpBwd(o, m_.ffn_hidden);

@@ -72,7 +72,8 @@ Result<Recompute> RecomputeFromString(const std::string& s) {
 
 namespace {
 constexpr std::pair<RecomputeModule, const char*> kRecomputeModuleNames[] = {
-    {kRecomputeCoreAttn, "core_attn"}, {kRecomputeLayernorm, "layernorm"}, {kRecomputeMoeAct, "moe_act"}};
+    {kRecomputeCoreAttn, "core_attn"}, {kRecomputeLayernorm, "layernorm"}, {kRecomputeMoeAct, "moe_act"},
+    {kRecomputeMlaUpProj, "mla_up_proj"}, {kRecomputeMlp, "mlp"}};
 }  // namespace
 
 std::string RecomputeModulesToString(uint32_t modules) {
@@ -97,12 +98,12 @@ Result<uint32_t> RecomputeModulesFromString(const std::string& s) {
       uint32_t bit = 0;
       for (const auto& [b, n] : kRecomputeModuleNames) bit = part == n ? b : bit;
       if (bit == 0) {
-        return BadInput("unknown recompute module \"" + part + "\" (expected core_attn, layernorm or moe_act, joined by +)");
+        return BadInput("unknown recompute module \"" + part + "\" (expected core_attn, layernorm, moe_act, mla_up_proj or mlp, joined by +)");
       }
       modules |= bit;
     }
   }
-  if (modules == 0) return BadInput("recompute_modules is empty (expected core_attn, layernorm or moe_act, joined by +)");
+  if (modules == 0) return BadInput("recompute_modules is empty (expected core_attn, layernorm, moe_act, mla_up_proj or mlp, joined by +)");
   return modules;
 }
 
@@ -184,6 +185,7 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
     else if (key == "etp") st = set_int(l.etp);
     else if (key == "first_stage_layers") st = set_int(l.first_stage_layers);
     else if (key == "last_stage_layers") st = set_int(l.last_stage_layers);
+    else if (key == "pipeline_layout") l.pipeline_layout = v;
     else if (key == "routing") {
       auto r = RoutingFromString(v);
       if (!r) return BadInput("plan: /routing: " + r.error().message);
@@ -205,7 +207,8 @@ Result<Layout> ParseInlineLayout(const std::string& text) {
     } else {
       return BadInput("plan: /" + key +
                       ": unknown key (expected dp, tp, pp, cp, zero, micro_batch, global_batch, recompute, recompute_modules, "
-                      "schedule, virtual_stages, first_stage_layers, last_stage_layers, sequence_parallel, ep, etp, routing, sync, "
+                      "schedule, virtual_stages, first_stage_layers, last_stage_layers, pipeline_layout, sequence_parallel, ep, etp, "
+                      "routing, sync, "
                       "servers, compression, data)");
     }
     PX_TRY(st);
@@ -238,6 +241,7 @@ Result<Layout> LayoutFromJson(const Json& j, const std::string& file, const std:
     l.sequence_parallel = r.Bool("sequence_parallel", false);
     l.first_stage_layers = r.NonNegativeInt("first_stage_layers", 0);
     l.last_stage_layers = r.NonNegativeInt("last_stage_layers", 0);
+    if (r.Has("pipeline_layout")) l.pipeline_layout = r.String("pipeline_layout");
     l.ep = r.PositiveInt("ep", 1);
     l.etp = r.Has("etp") ? r.PositiveInt("etp") : 0;
     if (r.Has("routing")) {
@@ -266,6 +270,7 @@ Json LayoutToJson(const Layout& l) {
   if (HasRecomputeModules(l)) j["recompute_modules"] = RecomputeModulesToString(l.recompute_modules);
   if (l.first_stage_layers != 0) j["first_stage_layers"] = l.first_stage_layers;
   if (l.last_stage_layers != 0) j["last_stage_layers"] = l.last_stage_layers;
+  if (!l.pipeline_layout.empty()) j["pipeline_layout"] = l.pipeline_layout;
   // Expert keys only where set: a dense layout's file is unchanged.
   if (l.ep != 1) j["ep"] = l.ep;
   if (l.etp != 0) j["etp"] = l.etp;
@@ -286,6 +291,7 @@ std::string LayoutToString(const Layout& l) {
     << ",virtual_stages=" << l.virtual_stages << ",sequence_parallel=" << (l.sequence_parallel ? 1 : 0);
   if (l.first_stage_layers != 0) o << ",first_stage_layers=" << l.first_stage_layers;
   if (l.last_stage_layers != 0) o << ",last_stage_layers=" << l.last_stage_layers;
+  if (!l.pipeline_layout.empty()) o << ",pipeline_layout=" << l.pipeline_layout;
   if (l.ep != 1) o << ",ep=" << l.ep;
   if (l.etp != 0) o << ",etp=" << l.etp;
   if (l.routing != Routing{}) o << ",routing=" << ToString(l.routing);
@@ -334,6 +340,10 @@ Status ValidateLayout(const Layout& l, const ModelSpec& m, const ClusterSpec& c,
   if (placed && !TpTilesDomains(l.tp, c)) return fail("tp=" + s(l.tp) + " does not divide " + DomainInWords(c));
   if (l.pp > m.layers) return fail("pp=" + s(l.pp) + " exceeds layers=" + s(m.layers));
   if (const std::string split = StageSplitProblem(l, m.layers); !split.empty()) return fail(split);
+  if (!l.pipeline_layout.empty()) {
+    const std::string mtp = PipelineLayoutProblem(l.pipeline_layout, m.layers, m.mtp_layers, l.pp, l.virtual_stages);
+    if (!mtp.empty()) return fail(mtp);
+  }
   if (l.global_batch <= 0) return fail("global_batch must be > 0 (give it in the plan or with --global-batch)");
   if (l.global_batch % (l.dp * l.micro_batch) != 0) {
     return fail("global_batch=" + s(l.global_batch) + " is not divisible by dp*micro_batch=" +

@@ -21,15 +21,22 @@ enum class Recompute { kNone, kSelective, kFull };
 
 //! What selective recompute drops and reruns, as Megatron-Core's --recompute-modules (bit mask):
 //! core_attn (its default: the attention core's probabilities or statistics), layernorm (the two
-//! norms' outputs, recomputed from their inputs) and moe_act (the routed experts' activation output,
-//! recomputed from fc1's output).
+//! norms' outputs, recomputed from their inputs), moe_act (the routed experts' activation output,
+//! recomputed from fc1's output), mla_up_proj (multi-latent attention's queries, keys and values,
+//! recomputed from the latents by the up-projections and the rotary embedding:
+//! multi_latent_attention.py recompute_up_proj) and mlp (a dense layer's whole MLP, rerun from its
+//! input; MoE layers are left alone: transformer_layer.py sets recompute_mlp only when
+//! not is_moe_layer).
 enum RecomputeModule : uint32_t {
   kRecomputeCoreAttn = 1,
   kRecomputeLayernorm = 2,
   kRecomputeMoeAct = 4,
+  kRecomputeMlaUpProj = 8,
+  kRecomputeMlp = 16,
 };
-inline constexpr uint32_t kRecomputeAllModules = kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct;
-//! "core_attn+layernorm+moe_act" (the set bits, in that order).
+inline constexpr uint32_t kRecomputeAllModules =
+    kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeMlaUpProj | kRecomputeMlp;
+//! "core_attn+layernorm+moe_act+mla_up_proj+mlp" (the set bits, in that order).
 std::string RecomputeModulesToString(uint32_t modules);
 //! Parses "+"- or space-separated module names; BadInput naming the unknown one.
 Result<uint32_t> RecomputeModulesFromString(const std::string& s);
@@ -69,6 +76,9 @@ struct Layout {
   //! num_layers_in_last_pipeline_stage); 0 = the default split (model/stage_split.h).
   int64_t first_stage_layers = 0;
   int64_t last_stage_layers = 0;
+  //! Megatron-Core's --pipeline-model-parallel-layout (model/pipeline_layout.h): what each model
+  //! stage holds, e.g. "Et*4|(t*4|)*14tmL"; empty = the rules of model/stage_split.h.
+  std::string pipeline_layout;
   // Expert parallelism (Megatron-Core parallel folding): each stage's tp x cp x dp ranks regrouped
   // as etp x ep x edp for the expert layers; does not change the world size.
   int64_t ep = 1;   //!< routed experts split over ep ranks

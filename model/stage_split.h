@@ -10,6 +10,8 @@
 //    so when the stages divide layers + 2 the first stage holds one layer fewer than the others,
 //    and so does the last (none when each stage has one slot: NVIDIA's 30-layer 405B proxy at
 //    pp 4, vp 8 runs the embedding and the loss as stages of their own);
+//  - pipeline layout: the layout lists every model stage's layers (Megatron-Core's
+//    --pipeline-model-parallel-layout, model/pipeline_layout.h; NVIDIA's DeepSeek-V3 recipes);
 //  - explicit: the layout names the first and/or last pipeline rank's layers (Megatron-Core's
 //    num_layers_in_first_pipeline_stage / num_layers_in_last_pipeline_stage; NeMo's DeepSeek-V3
 //    performance recipe runs 61 layers at pp 4 as 15, 16, 16, 14); the other ranks split the rest
@@ -24,6 +26,7 @@
 #include <string>
 #include <utility>
 
+#include "model/pipeline_layout.h"
 #include "model/plan.h"
 
 namespace parallax {
@@ -34,7 +37,7 @@ struct LayerRange {
   int64_t end() const { return first + count; }
 };
 
-enum class StageSplit { kEven, kEmbeddingAndLossAsLayers, kExplicit, kNone };
+enum class StageSplit { kEven, kEmbeddingAndLossAsLayers, kExplicit, kLayout, kNone };
 
 //! The rule that splits `layers` over `stages` model stages (see above); kNone when neither does.
 inline StageSplit StageSplitOf(int64_t layers, int64_t stages) {
@@ -80,14 +83,32 @@ inline int64_t ExplicitRankLayers(const Layout& l, int64_t layers, int64_t pp_ra
   return middle_ranks > 0 ? (layers - l.first_stage_layers - l.last_stage_layers) / middle_ranks : 0;
 }
 
-//! The rule that splits the layout's layers: explicit when it names them, else StageSplitOf.
+//! The rule that splits the layout's layers: its pipeline layout, explicit when it names the first
+//! or last rank's layers, else StageSplitOf.
 inline StageSplit StageSplitOf(const Layout& l, int64_t layers) {
+  if (!l.pipeline_layout.empty()) return StageSplit::kLayout;
   return HasExplicitSplit(l) ? StageSplit::kExplicit : StageSplitOf(layers, ModelStages(l));
+}
+
+//! Layers of model stage `stage` under the layout's pipeline_layout (stages in virtual order, as
+//! Megatron lists them); an empty range when the text does not parse or names fewer stages (a
+//! layout ValidateLayout rejects).
+inline LayerRange PipelineLayoutLayers(const std::string& text, int64_t stage) {
+  LayerRange r;
+  const auto stages = ParsePipelineLayout(text);
+  if (!stages) return r;
+  for (int64_t i = 0; i < static_cast<int64_t>(stages->size()) && i <= stage; ++i) {
+    const int64_t n = (*stages)[static_cast<size_t>(i)].decoders;
+    if (i == stage) r.count = n;
+    else r.first += n;
+  }
+  return r;
 }
 
 //! Layers held by model stage `stage` (ModelStage(pp, pp_rank, chunk)) of layout `l`. The one
 //! definition the planner, the memory model and the executor read.
 inline LayerRange StageLayers(const Layout& l, int64_t layers, int64_t stage) {
+  if (!l.pipeline_layout.empty()) return PipelineLayoutLayers(l.pipeline_layout, stage);
   if (!HasExplicitSplit(l)) return StageLayers(layers, ModelStages(l), stage);
   const int64_t v = l.virtual_stages, rank = stage % l.pp, chunk = stage / l.pp;
   LayerRange r;
@@ -115,6 +136,10 @@ inline std::optional<std::pair<int64_t, int64_t>> SearchedExplicitSplit(int64_t 
 //! evenly nor with the embedding and the loss counted as one layer each (Megatron-Core's rules).
 inline std::string StageSplitProblem(const Layout& l, int64_t layers) {
   const auto s = [](int64_t v) { return std::to_string(v); };
+  if (!l.pipeline_layout.empty()) {
+    if (HasExplicitSplit(l)) return "pipeline_layout names every stage's layers: drop first_stage_layers / last_stage_layers";
+    return PipelineLayoutProblem(l.pipeline_layout, layers, -1, l.pp, l.virtual_stages);
+  }
   if (HasExplicitSplit(l)) {
     if (l.first_stage_layers < 0 || l.last_stage_layers < 0) return "first_stage_layers and last_stage_layers must be >= 1";
     if (l.pp < 2) return "first_stage_layers / last_stage_layers need pp >= 2 (they name a pipeline rank's layers)";

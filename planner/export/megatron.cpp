@@ -62,6 +62,9 @@ void AddPipelineSplit(const Plan& plan, MegatronArgs& out) {
                         {"--num-virtual-stages-per-pipeline-rank", std::to_string(l.virtual_stages)});
       }
       return;
+    case StageSplit::kLayout:
+      out.args.insert(out.args.end(), {"--pipeline-model-parallel-layout", l.pipeline_layout});
+      return;
     case StageSplit::kNone:  // ValidateLayout rejects such a plan before it is exported
       out.warnings.push_back(StageSplitProblem(l, plan.model.layers));
       return;
@@ -135,7 +138,7 @@ MegatronArgs ExportMegatron(const Plan& plan) {
       // --recompute-modules takes the names space-separated (one argument each).
       out.args.push_back("--recompute-modules");
       const uint32_t mods = l.selective_modules();
-      for (uint32_t bit : {kRecomputeCoreAttn, kRecomputeLayernorm, kRecomputeMoeAct}) {
+      for (uint32_t bit : {kRecomputeCoreAttn, kRecomputeLayernorm, kRecomputeMoeAct, kRecomputeMlaUpProj, kRecomputeMlp}) {
         if ((mods & bit) != 0) out.args.push_back(RecomputeModulesToString(bit));
       }
     }

@@ -45,9 +45,9 @@ TEST(RecomputeModules, RoundTripThroughInlineTextAndJsonAndImplySelective) {
 }
 
 TEST(RecomputeModules, UnknownModulesAndFullRecomputeAreRejectedWithTheirPath) {
-  auto bad = ParseInlineLayout("recompute_modules=layernorm+mlp");
+  auto bad = ParseInlineLayout("recompute_modules=layernorm+moe");
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("plan: /recompute_modules: unknown recompute module \"mlp\""), std::string::npos)
+  EXPECT_NE(bad.error().message.find("plan: /recompute_modules: unknown recompute module \"moe\""), std::string::npos)
       << bad.error().message;
   auto full = ParseInlineLayout("recompute=full,recompute_modules=moe_act");
   ASSERT_FALSE(full);

@@ -249,5 +249,22 @@ TEST(MoeExport, MegatronGetsTheExplicitSplitAndTheRecomputeModules) {
       << line;
 }
 
+TEST(MoeExport, MegatronGetsThePipelineLayoutInPlaceOfTheStageCounts) {
+  // NVIDIA's DeepSeek-V3 recipe layout (Megatron-Bridge deepseek_v3.py layout_map[(4, 4)]): Megatron
+  // derives the virtual stages from it, so no per-stage or per-rank count is written beside it.
+  Plan p = MakePlan("deepseek-v3",
+                    "dp=8,tp=1,pp=4,ep=8,etp=1,zero=1,global_batch=64,schedule=interleaved,virtual_stages=4,"
+                    "pipeline_layout=Et*4|(t*4|)*14tmL",
+                    4);
+  ASSERT_TRUE(ValidateLayout(p.layout, p.model, p.cluster));
+  const MegatronArgs a = ExportMegatron(p);
+  std::string line;
+  for (const std::string& arg : a.args) line += arg + " ";
+  EXPECT_NE(line.find("--pipeline-model-parallel-layout Et*4|(t*4|)*14tmL "), std::string::npos) << line;
+  EXPECT_EQ(line.find("--num-virtual-stages-per-pipeline-rank"), std::string::npos) << line;
+  EXPECT_EQ(line.find("--decoder-first-pipeline-num-layers"), std::string::npos) << line;
+  for (const std::string& w : a.warnings) EXPECT_EQ(w.find("layers"), std::string::npos) << w;
+}
+
 }  // namespace
 }  // namespace parallax::planner
