@@ -332,10 +332,12 @@ Microarch Hopper() {
 //       FP8/FP6 720, FP16/BF16 360, TF32 180 PFLOPS sparse, 576 TB/s: per GPU FP4 15,000, FP8 5,000,
 //       BF16 2,500, TF32 1,250 dense, 8 TB/s; "Inside NVIDIA Blackwell Ultra" (developer.nvidia.com
 //       blog, 2025): 15 PFLOPS dense NVFP4, 288 GB HBM3E, 8 TB/s per GPU. FP32 80 (verda.com table).
-//   Memory_GiB is the datasheet capacity in GiB (180 GB = 167.6 GiB; 186 GB = 173.2; 288 GB = 268.2):
-//     what the driver reports is larger (an HGX B200 shows 179 GiB, docs.vultr.com HGX B200 hardware
-//     overview) but unpublished per product, and a smaller capacity keeps the memory model an upper
-//     bound of what fits.
+//   Memory_GiB: B200 178.35 GiB, what CUDA reports as the device's total global memory (pytorch/ao
+//     PR #4002, a device query on a B200: "Total Global Memory: 178.35 GB" from 182642 MiB; nvidia-smi
+//     shows 183359 MiB, NVIDIA/TensorRT-LLM issue #10278), the pool the context reserve below and the
+//     allocator share. The others take the datasheet capacity in GiB (186 GB = 173.2; 288 GB =
+//     268.2): what CUDA reports is larger but not found published per product, and a smaller
+//     capacity keeps the memory model an upper bound of what fits.
 //   NVLink 5: 1.8 TB/s bidirectional per GPU, 18 links (NVIDIA HGX and NVL72 specifications), 900 GB/s
 //     per direction.
 //   SMs: B200 148 (two dies of 80 SMs with 74 enabled each: chipsandcheese.com, "Nvidia's B200:
@@ -400,7 +402,7 @@ const std::map<std::string, DeviceSpec>& Devices() {
     d->emplace("h200-sxm-141g", with(Device("h200-sxm-141g", h100, 140.4, 4800), Hopper()));
     // Blackwell: dense peaks per GPU, TFLOP/s {fp32, tf32, bf16, fp16, fp8, fp4}; sources above Blackwell().
     constexpr double kGB = 1e9 / (1024.0 * 1024.0 * 1024.0);  // GiB per GB
-    d->emplace("b200", with(Device("b200", PeakTflops{75, 1100, 2250, 2250, 4500, 9000}, 180 * kGB, 7700),
+    d->emplace("b200", with(Device("b200", PeakTflops{75, 1100, 2250, 2250, 4500, 9000}, 178.35, 7700),
                             Blackwell(148, 1745.0)));
     d->emplace("gb200", with(Device("gb200", PeakTflops{80, 1250, 2500, 2500, 5000, 10000}, 186 * kGB, 8000),
                              Blackwell(148, 1822.0)));

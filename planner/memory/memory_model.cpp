@@ -12,18 +12,21 @@ namespace {
 
 struct StateBytes {
   int64_t weight = 2, grad = 2, optim = 12;
+  int64_t step_grad = 0;  //!< the fp32 copy of a 16-bit gradient, alive only around the optimizer step
 };
 
 //! Megatron-LM docs/source/api-guide/distributed_optimizer.md: 16-bit weights (2), fp32 or 16-bit
 //! gradient buffer (4 / 2, the profile's), fp32 main weights + Adam m and v (12); fp32 training
 //! 4 + 4 + 8 (no separate main copy). A 16-bit gradient buffer adds the fp32 copy of the shard's
-//! gradient the optimizer steps on (16 optimizer bytes: the table's "fp16 parameters, fp16
-//! gradients" row, 20 / 4 + 16/d; megatron/core/optimizer/distrib_optimizer.py
-//! _copy_model_grads_to_main_grads, shard_model_grad.float()).
+//! gradient the optimizer steps on (4 more: the table's "fp16 parameters, fp16 gradients" row,
+//! 20 / 4 + 16/d; megatron/core/optimizer/distrib_optimizer.py _copy_model_grads_to_main_grads,
+//! shard_model_grad.float()). That copy lives from the step to the next iteration's
+//! optimizer.zero_grad(set_to_none=True), which megatron/training/training.py train_step calls
+//! before the forward passes: it never coexists with the activations (EstimateRankMemory).
 StateBytes BytesPerParam(Precision p, const ImplementationProfile& impl) {
-  if (p == Precision::kFp32) return {4, 4, 8};
+  if (p == Precision::kFp32) return {4, 4, 8, 0};
   const bool fp32_grads = impl.grad_buffer_dtype.value == GradDType::kFp32;
-  return {2, fp32_grads ? 4 : 2, fp32_grads ? 12 : 16};
+  return {2, fp32_grads ? 4 : 2, 12, fp32_grads ? 0 : 4};
 }
 
 int64_t SeqLen(const Plan& p) { return p.training.seq_len > 0 ? p.training.seq_len : p.model.seq_len; }
@@ -81,6 +84,8 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   r.weights = shard(sb.weight * phi, sharded.weights, dp) + shard(sb.weight * phi_experts, sharded.weights, edp);
   r.gradients = shard(sb.grad * phi, sharded.gradients, dp) + shard(sb.grad * phi_experts, sharded.gradients, edp);
   r.optimizer = shard(sb.optim * phi, sharded.optimizer, dp) + shard(sb.optim * phi_experts, sharded.optimizer, edp);
+  const int64_t step_grad =
+      shard(sb.step_grad * phi, sharded.optimizer, dp) + shard(sb.step_grad * phi_experts, sharded.optimizer, edp);
   phi += phi_experts;
 
   ActivationOptions ao;
@@ -142,6 +147,10 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   transient += UnfusedAttentionWorkspaceBytes(plan);
   transient += MoeDispatchWorkspaceBytes(plan);
   transient += MlaWideningWorkspaceBytes(plan);
+  // The optimizer step's fp32 gradient copy (BytesPerParam) takes the place of the freed
+  // activations and transients: the peak holds whichever is larger.
+  const int64_t step_over = std::max<int64_t>(0, step_grad - (r.activations + transient));
+  r.optimizer += step_over;
   const int64_t modelled = r.weights + r.gradients + r.optimizer + r.activations;
   r.workspace = transient + static_cast<int64_t>(kAllocatorMargin * static_cast<double>(modelled));
   r.reserve = RuntimeReserveBytes(plan);

@@ -218,8 +218,13 @@ inline MoeRowsSummary PredictMoeRows(const std::string& path, const std::string&
     const double published = MoeRowPublishedStepTime(row, *m);
     const double predicted = sim->prediction.step_time_s;
     const double err = (published / predicted - 1) * 100;  // throughput error
+    char fit[96] = "";
+    if (!sim->prediction.fits) {
+      std::snprintf(fit, sizeof fit, "  (predicted not to fit: %.1f of %.1f GiB, a miss)",
+                    static_cast<double>(sim->prediction.peak_memory_bytes) / (1 << 30), plan.cluster.device.memory_GiB);
+    }
     std::printf("%-34s %5lld %-40s %9.2f %9.2f %+8.1f%s\n", name.c_str(), gpus, LayoutToString(plan.layout).substr(0, 40).c_str(),
-                published, predicted, err, sim->prediction.fits ? "" : "  (predicted not to fit: a miss)");
+                published, predicted, err, fit);
     for (const std::string& u : unexpressed) std::printf("%-34s   not expressed: %s\n", "", u.c_str());
     EXPECT_TRUE(sim->prediction.fits) << name << ": the published run fitted";
     EXPECT_LT(std::abs(err), 20.0) << name;

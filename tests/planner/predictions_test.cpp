@@ -34,18 +34,39 @@ double StateBytesPerParam(const Plan& plan) {
 }
 
 // Megatron-LM docs/source/api-guide/distributed_optimizer.md: bf16 params + fp32 grads = 18 B/param,
-// 6 + 12/dp distributed; fp32 16; 16-bit params + 16-bit grads 20, 4 + 16/dp distributed (the
-// optimizer's fp32 copy of the gradient counted).
+// 6 + 12/dp distributed; fp32 16; 16-bit params + 16-bit grads 20, 4 + 16/dp distributed, of which
+// the optimizer's fp32 copy of the gradient (4, or 4/dp) lives only around the optimizer step
+// (memory_model.cpp BytesPerParam): at GPT-1.3B's 2048 tokens the activations exceed it and the
+// states hold 16 and 4 + 12/dp; at 16 tokens it exceeds them and the table's 20 and 4 + 16/dp hold.
 TEST(Predictions, BytesPerParameterFollowTheDistributedOptimizerTable) {
   EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,global_batch=64", Precision::kBf16,
                                           "megatron-core")), 18.0, 1e-3);
   EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,zero=1,global_batch=64", Precision::kBf16,
                                           "megatron-core")), 6.0 + 12.0 / 8, 1e-3);
   EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,global_batch=64", Precision::kFp32)), 16.0, 1e-3);
-  EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,global_batch=64", Precision::kFp16,
-                                          "megatron-2021")), 20.0, 1e-3);
-  EXPECT_NEAR(StateBytesPerParam(MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,zero=1,global_batch=64", Precision::kBf16,
-                                          "nemo")), 4.0 + 16.0 / 8, 1e-3);
+  Plan fp16 = MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,global_batch=64", Precision::kFp16, "megatron-2021");
+  Plan zero1 = MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,zero=1,global_batch=64", Precision::kBf16, "nemo");
+  EXPECT_NEAR(StateBytesPerParam(fp16), 16.0, 1e-3);
+  EXPECT_NEAR(StateBytesPerParam(zero1), 4.0 + 12.0 / 8, 1e-3);
+  fp16.training.seq_len = zero1.training.seq_len = 16;  // the copy lands in the place of ~0.025 B/param of activations
+  EXPECT_NEAR(StateBytesPerParam(fp16), 20.0, 0.05);
+  EXPECT_NEAR(StateBytesPerParam(zero1), 4.0 + 16.0 / 8, 0.05);
+  EXPECT_GT(StateBytesPerParam(zero1), 4.0 + 12.0 / 8 + 0.45);
+}
+
+// The fp32 gradient copy of a 16-bit gradient buffer exists from the optimizer step to the next
+// iteration's zero_grad (Megatron-Core training.py train_step), never beside the activations: a
+// layout whose activations exceed it pays 4 + 12/dp state bytes and its activations, not both.
+TEST(Predictions, TheOptimizersGradientCopyDoesNotCoexistWithActivations) {
+  Plan plan = MakePlan("gpt-1.3b", "dgx-h100", 1, "dp=8,zero=1,micro_batch=8,global_batch=64", Precision::kBf16, "nemo");
+  const auto m = EstimateRankMemory(plan, 0);
+  const double params = static_cast<double>(RankParams(plan.model, plan.layout, 0));
+  const double copy = 4.0 * params / 8;
+  ASSERT_GT(static_cast<double>(m.activations), copy) << "the case needs activations above the copy";
+  EXPECT_NEAR(static_cast<double>(m.weights + m.gradients + m.optimizer) / params, 4.0 + 12.0 / 8, 1e-3);
+  plan.implementation.grad_buffer_dtype.value = GradDType::kFp32;  // no copy: 6 + 12/dp, as before
+  const auto f = EstimateRankMemory(plan, 0);
+  EXPECT_NEAR(static_cast<double>(f.weights + f.gradients + f.optimizer) / params, 6.0 + 12.0 / 8, 1e-3);
 }
 
 TEST(Predictions, RuntimeReserveOnGpusOnly) {
