@@ -5,11 +5,22 @@
 
 #include "model/json_io.h"
 #include "traces/byte_stream.h"
+#include "traces/json_scanner.h"
+#include "traces/kineto.h"
 
 namespace parallax::profiler {
 namespace {
 
-int64_t Us2Ns(const Json& v) { return v.is_number() ? std::llround(v.get<double>() * 1000.0) : 0; }
+//! A time in microseconds to ns, exactly: "ts"/"dur" arrive as their text when written with a
+//! fraction (EventSax), integers as integers. A double would not do: Kineto's absolute
+//! microsecond timestamps (1.7e15) keep only quarter-microsecond steps in one, and times a
+//! thousand not even whole nanoseconds, so a child op could end after its parent.
+int64_t Us2Ns(const Json& v) {
+  int64_t ns = 0;
+  if (v.is_number_integer()) return v.get<int64_t>() * 1000;
+  if (v.is_string() && traces::ParseMicrosToNs(v.get<std::string>(), &ns)) return ns;
+  return v.is_number() ? std::llround(v.get<double>() * 1000.0) : 0;
+}
 
 int64_t IntArg(const Json& args, const char* key) {
   auto it = args.find(key);
@@ -57,37 +68,144 @@ void ReadArgs(const Json& args, KinetoEvent& e) {
   e.group_size = std::max<int64_t>(0, IntArg(args, "Group size"));
 }
 
+//! Reads the document one event at a time (a trace of a few hundred MB would take gigabytes as
+//! one DOM): each element of "traceEvents" (or of the array form's top-level array), and
+//! "distributedInfo", is built alone and handed on; everything else is skipped. An event's
+//! fractional "ts" and "dur" are kept as their text (Us2Ns).
+class EventSax {
+ public:
+  using number_integer_t = Json::number_integer_t;
+  using number_unsigned_t = Json::number_unsigned_t;
+  using number_float_t = Json::number_float_t;
+  using string_t = Json::string_t;
+  using binary_t = Json::binary_t;
+
+  explicit EventSax(KinetoEvents& out) : out_(out) {}
+
+  bool null() { return Value(Json()); }
+  bool boolean(bool v) { return Value(Json(v)); }
+  bool number_integer(number_integer_t v) { return Value(Json(v)); }
+  bool number_unsigned(number_unsigned_t v) { return Value(Json(v)); }
+  bool number_float(number_float_t v, const string_t& text) {
+    const bool time = open_.size() == 1 && in_event_ && (key_ == "ts" || key_ == "dur");
+    return Value(time ? Json(text) : Json(v));
+  }
+  bool string(string_t& v) { return Value(Json(std::move(v))); }
+  bool binary(binary_t& v) { return Value(Json(std::move(v))); }
+  bool key(string_t& k) {
+    key_ = std::move(k);
+    return true;
+  }
+  bool start_object(size_t /*elements*/) { return Open(Json::object()); }
+  bool start_array(size_t /*elements*/) { return Open(Json::array()); }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+  bool parse_error(size_t position, const std::string& /*token*/, const nlohmann::detail::exception& ex) {
+    error_ = "not JSON at byte " + std::to_string(position) + " (" + ex.what() + ")";
+    return false;
+  }
+
+  bool has_events() const { return has_events_; }
+  //! A PyTorch execution trace (ExecutionTraceObserver: {"schema", "nodes": [...]}).
+  bool execution_trace() const { return execution_trace_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  bool Open(Json container) {
+    const bool is_array = container.is_array();
+    if (!open_.empty()) {
+      open_.push_back(&Add(std::move(container)));
+    } else if (depth_ == 0) {
+      out_.array_form = is_array;
+      has_events_ = is_array;
+    } else if (depth_ == 1 && !out_.array_form && key_ == "traceEvents" && is_array) {
+      has_events_ = in_events_ = true;
+    } else if ((depth_ == 1 && out_.array_form) || (depth_ == 2 && in_events_)) {
+      StartBuilding(std::move(container), true);
+    } else if (depth_ == 1 && key_ == "nodes" && is_array) {
+      execution_trace_ = true;
+    } else if (depth_ == 1 && key_ == "distributedInfo" && !is_array) {
+      StartBuilding(std::move(container), false);
+    }
+    ++depth_;
+    return true;
+  }
+
+  bool Close() {
+    --depth_;
+    if (!open_.empty()) {
+      open_.pop_back();
+      if (open_.empty()) Finish();
+    } else if (depth_ == 1) {
+      in_events_ = false;
+    }
+    return true;
+  }
+
+  bool Value(Json v) {
+    if (!open_.empty()) Add(std::move(v));
+    return true;
+  }
+
+  Json& Add(Json v) {
+    Json& c = *open_.back();
+    if (c.is_array()) {
+      c.push_back(std::move(v));
+      return c.back();
+    }
+    return c[key_] = std::move(v);
+  }
+
+  void StartBuilding(Json container, bool event) {
+    built_ = std::move(container);
+    in_event_ = event;
+    open_.push_back(&built_);
+  }
+
+  void Finish();
+
+  KinetoEvents& out_;
+  Json built_;
+  std::vector<Json*> open_;  //!< the containers of built_ being filled, outermost first
+  std::string key_, error_;
+  size_t depth_ = 0;
+  bool in_events_ = false, in_event_ = false, has_events_ = false, execution_trace_ = false;
+};
+
+void EventSax::Finish() {
+  const Json& ev = built_;
+  if (!in_event_) {
+    out_.rank = IntArg(ev, "rank");
+    out_.world_size = IntArg(ev, "world_size");
+    return;
+  }
+  if (!ev.is_object() || ev.value("ph", "") != "X" || !ev.contains("name") || !ev["name"].is_string()) return;
+  KinetoEvent e;
+  e.name = ev["name"].get<std::string>();
+  e.cat = std::string(traces::KinetoCategory(ev.value("cat", "")));
+  e.ts_ns = Us2Ns(ev.value("ts", Json()));
+  e.dur_ns = std::max<int64_t>(0, Us2Ns(ev.value("dur", Json())));
+  e.pid = IdOf(ev.value("pid", Json()));
+  e.tid = IdOf(ev.value("tid", Json()));
+  if (auto it = ev.find("args"); it != ev.end() && it->is_object()) ReadArgs(*it, e);
+  out_.events.push_back(std::move(e));
+}
+
 }  // namespace
 
 Result<KinetoEvents> ParseKinetoEvents(const std::string& text, const std::string& origin) {
-  Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded()) return BadInput(origin + ": not JSON (expected a PyTorch profiler trace)");
   KinetoEvents out;
-  const Json* events = nullptr;
-  if (j.is_array()) {
-    out.array_form = true;
-    events = &j;
-  } else if (j.is_object() && j.contains("traceEvents") && j["traceEvents"].is_array()) {
-    events = &j["traceEvents"];
-    if (auto it = j.find("distributedInfo"); it != j.end() && it->is_object()) {
-      out.rank = IntArg(*it, "rank");
-      out.world_size = IntArg(*it, "world_size");
-    }
-  } else {
+  EventSax sax(out);
+  if (!Json::sax_parse(text, &sax)) {
+    return BadInput(origin + ": " + sax.error() + ": expected a PyTorch profiler trace");
+  }
+  if (!sax.has_events() && sax.execution_trace()) {
+    return BadInput(origin + ": a PyTorch execution trace (\"nodes\": its ops without times), not a profiler trace: "
+                             "give the Kineto trace that torch.profiler wrote beside it");
+  }
+  if (!sax.has_events()) {
     return BadInput(origin + ": neither a Kineto trace ({\"traceEvents\": [...]}) nor the array form of "
                              "PyTorch's autograd profiler ([...])");
-  }
-  for (const Json& ev : *events) {
-    if (!ev.is_object() || ev.value("ph", "") != "X" || !ev.contains("name") || !ev["name"].is_string()) continue;
-    KinetoEvent e;
-    e.name = ev["name"].get<std::string>();
-    e.cat = ev.value("cat", "");
-    e.ts_ns = Us2Ns(ev.value("ts", Json()));
-    e.dur_ns = std::max<int64_t>(0, Us2Ns(ev.value("dur", Json())));
-    e.pid = IdOf(ev.value("pid", Json()));
-    e.tid = IdOf(ev.value("tid", Json()));
-    if (auto it = ev.find("args"); it != ev.end() && it->is_object()) ReadArgs(*it, e);
-    out.events.push_back(std::move(e));
   }
   if (out.events.empty()) return BadInput(origin + ": no complete (\"X\") events: not a profiled run");
   std::stable_sort(out.events.begin(), out.events.end(), [](const KinetoEvent& a, const KinetoEvent& b) {
