@@ -127,5 +127,27 @@ TEST(ForeignRefine, ATraceOfAnotherModelIsRefused) {
   EXPECT_NE(run.err.find("peer_gpt_mb8.json.gz"), std::string::npos) << run.err;
 }
 
+// HTA's rank_non_gpu trace: 2424 host ops of another model's training step (FusedAdam, gloo). Its
+// GEMMs and norms land on a few of the peer GPT's ops, and with glue that was 86% of its host ops'
+// time "on plan ops": refine fitted it (2026-11-29). Under half of the plan's ops got time.
+TEST(ForeignRefine, ATraceThatGivesTimeToFewOfThePlansOpsIsRefused) {
+  test::Scratch s("foreign_refine_few_ops");
+  const std::string file = PARALLAX_TEST_DATA_DIR "/traces/kineto/rank_non_gpu__rank_non_gpu.json.gz";
+  const test::CommandResult run = RefinePeer(s, kModel, "", file);
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_NE(run.err.find(file + ": its host ops give time to only"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("gemm"), std::string::npos) << run.err;  // what the trace's time is
+}
+
+// HTA's cpu_only trace is rank 34 of 300 (distributedInfo); the plan is one device.
+TEST(ForeignRefine, ATraceOfARankThePlanDoesNotHaveSaysWhichRanksEachHas) {
+  test::Scratch s("foreign_refine_rank");
+  const std::string file = PARALLAX_TEST_DATA_DIR "/traces/kineto/cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz";
+  const test::CommandResult run = RefinePeer(s, kModel, "", file);
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_NE(run.err.find(file + ": it is a trace of rank 34 (its distributedInfo, of 300)"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("it has 1 ranks"), std::string::npos) << run.err;
+}
+
 }  // namespace
 }  // namespace parallax
