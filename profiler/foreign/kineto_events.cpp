@@ -82,6 +82,8 @@ class EventSax {
 
   explicit EventSax(KinetoEvents& out) : out_(out) {}
 
+  // nlohmann's SAX interface names these callbacks.
+  // NOLINTBEGIN(readability-identifier-naming)
   bool null() { return Value(Json()); }
   bool boolean(bool v) { return Value(Json(v)); }
   bool number_integer(number_integer_t v) { return Value(Json(v)); }
@@ -104,11 +106,12 @@ class EventSax {
     error_ = "not JSON at byte " + std::to_string(position) + " (" + ex.what() + ")";
     return false;
   }
+  // NOLINTEND(readability-identifier-naming)
 
-  bool has_events() const { return has_events_; }
+  bool HasEvents() const { return has_events_; }
   //! A PyTorch execution trace (ExecutionTraceObserver: {"schema", "nodes": [...]}).
-  bool execution_trace() const { return execution_trace_; }
-  const std::string& error() const { return error_; }
+  bool IsExecutionTrace() const { return execution_trace_; }
+  const std::string& Message() const { return error_; }
 
  private:
   bool Open(Json container) {
@@ -197,13 +200,13 @@ Result<KinetoEvents> ParseKinetoEvents(const std::string& text, const std::strin
   KinetoEvents out;
   EventSax sax(out);
   if (!Json::sax_parse(text, &sax)) {
-    return BadInput(origin + ": " + sax.error() + ": expected a PyTorch profiler trace");
+    return BadInput(origin + ": " + sax.Message() + ": expected a PyTorch profiler trace");
   }
-  if (!sax.has_events() && sax.execution_trace()) {
+  if (!sax.HasEvents() && sax.IsExecutionTrace()) {
     return BadInput(origin + ": a PyTorch execution trace (\"nodes\": its ops without times), not a profiler trace: "
                              "give the Kineto trace that torch.profiler wrote beside it");
   }
-  if (!sax.has_events()) {
+  if (!sax.HasEvents()) {
     return BadInput(origin + ": neither a Kineto trace ({\"traceEvents\": [...]}) nor the array form of "
                              "PyTorch's autograd profiler ([...])");
   }

@@ -129,14 +129,24 @@ TEST(ForeignRefine, ATraceOfAnotherModelIsRefused) {
 
 // HTA's rank_non_gpu trace: 2424 host ops of another model's training step (FusedAdam, gloo). Its
 // GEMMs and norms land on a few of the peer GPT's ops, and with glue that was 86% of its host ops'
-// time "on plan ops": refine fitted it (2026-11-29). Under half of the plan's ops got time.
+// time "on plan ops": refine fitted it (2026-11-29). So did 6 GEMM kernels of HTA's CUDA event
+// sync trace, on one op. Under half of the plan's ops got time.
 TEST(ForeignRefine, ATraceThatGivesTimeToFewOfThePlansOpsIsRefused) {
-  test::Scratch s("foreign_refine_few_ops");
-  const std::string file = PARALLAX_TEST_DATA_DIR "/traces/kineto/rank_non_gpu__rank_non_gpu.json.gz";
-  const test::CommandResult run = RefinePeer(s, kModel, "", file);
-  EXPECT_EQ(run.exit_code, 2) << run.out;
-  EXPECT_NE(run.err.find(file + ": its host ops give time to only"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("gemm"), std::string::npos) << run.err;  // what the trace's time is
+  for (const std::string units : {"host ops", "device kernels"}) {
+    test::Scratch s("foreign_refine_few_ops");
+    const std::string file =
+        PARALLAX_TEST_DATA_DIR "/traces/kineto/" + std::string(units == "host ops"
+                                                                   ? "rank_non_gpu__rank_non_gpu.json.gz"
+                                                                   : "critical_path__cuda_event_sync_multi_stream__event_sync_trace.json.gz");
+    const test::CommandResult run = RefinePeer(s, kModel, "", file);
+    EXPECT_EQ(run.exit_code, 2) << run.out;
+    std::string said = file;
+    said += ": its ";
+    said += units;
+    said += " give time to only";
+    EXPECT_NE(run.err.find(said), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("gemm"), std::string::npos) << run.err;  // what the trace's time is
+  }
 }
 
 // HTA's cpu_only trace is rank 34 of 300 (distributedInfo); the plan is one device.

@@ -171,7 +171,7 @@ TEST(KinetoGolden, PyTorch18CategoryNamesAreDeviceAndHostTracks) {
 // HTA's ns_resolution_trace: absolute microseconds with three decimals, 19 significant digits
 // (1712195495406752.797). Expected: python3 json with parse_float=Decimal over the "X" events.
 TEST(KinetoGolden, NsResolutionTraceKeepsEveryNanosecond) {
-  auto [t, st] = Load("ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
+  const Trace t = Load("ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz").trace;
   EXPECT_EQ(t.first_ns(), 1712195495406752797);
   EXPECT_EQ(t.last_ns(), 1712195496004644183);  // the "Record Window End" instant
   int64_t kernels = 0, sub_us = 0;
