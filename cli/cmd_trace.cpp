@@ -40,10 +40,12 @@ Result<traces::Trace> Load(const std::string& path, const CommonArgs& a, Json& w
 //! plan's ops, so say how to lay it onto them first rather than compare spans silently.
 void WarnNothingMatched(const traces::TraceDiff& d, const std::string& measured, Json& warnings) {
   if (d.mode != traces::AlignMode::kNameOrder || d.matched > 0 || d.only_measured == 0) return;
-  const std::string w = measured +
-                        ": no slice matched a predicted op (a PyTorch profiler trace names kernels and aten ops, "
-                        "not the plan's ops): write it with the plan's identities first, `parallax refine --plan P "
-                        "--implementation I --trace " + measured + " --attributed-trace OUT`, and diff OUT";
+  const std::string w =
+      measured +
+      ": no slice matched a predicted op (a PyTorch profiler trace names kernels and aten ops, "
+      "not the plan's ops): write it with the plan's identities first, `parallax refine --plan P "
+      "--implementation I --trace " +
+      measured + " --attributed-trace OUT`, and diff OUT";
   std::fprintf(stderr, "parallax: warning: %s\n", w.c_str());
   warnings.push_back(w);
 }

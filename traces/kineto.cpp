@@ -44,7 +44,8 @@ std::string_view NcclCollectiveFromKernelName(std::string_view name) {
 }
 
 std::string_view NcclCollectiveFromArg(std::string_view arg) {
-  // Substrings, most specific first ("reduce_scatter" holds no "allreduce"; "all_to_all" before "all").
+  // Substrings, most specific first ("reduce_scatter" holds no "allreduce"; "all_to_all" before
+  // "all").
   static constexpr std::array<std::pair<std::string_view, std::string_view>, 12> kNames{{
       {"allreduce", "allreduce"},
       {"all_reduce", "allreduce"},

@@ -34,7 +34,8 @@ struct Frame {
 //! An NCCL kernel named for no collective (ncclDevKernel_Generic) as the kernel rules know it: the
 //! name NCCL gave kernels of the collective its "Collective name" argument records, or "".
 std::string_view NcclKernelOfCollective(const KinetoEvent& e) {
-  if (e.collective.empty() || !traces::IsNcclKernel(e.name) || !traces::NcclCollectiveFromKernelName(e.name).empty()) {
+  if (e.collective.empty() || !traces::IsNcclKernel(e.name) ||
+      !traces::NcclCollectiveFromKernelName(e.name).empty()) {
     return {};
   }
   static constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kKernels{{
@@ -196,7 +197,8 @@ Attribution Attribute(const KinetoEvents& ev, const AttributionTable& table) {
     frames.clear();
     if (a.device_trace) {
       if (!IsDevice(e)) continue;
-      if (const std::string_view k = NcclKernelOfCollective(e); !k.empty()) frames.push_back({FrameKind::kKernel, k});
+      if (const std::string_view k = NcclKernelOfCollective(e); !k.empty())
+        frames.push_back({FrameKind::kKernel, k});
       frames.push_back({FrameKind::kKernel, e.name});
       idx.AppendFrames(idx.Launcher(e), frames);
     } else {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "model/json_io.h"
 #include "traces/byte_stream.h"
@@ -15,11 +17,22 @@ namespace {
 //! fraction (EventSax), integers as integers. A double would not do: Kineto's absolute
 //! microsecond timestamps (1.7e15) keep only quarter-microsecond steps in one, and times a
 //! thousand not even whole nanoseconds, so a child op could end after its parent.
-int64_t Us2Ns(const Json& v) {
+//! nullopt when `v` is no time (not a number, or past int64 nanoseconds).
+std::optional<int64_t> Us2Ns(const Json& v) {
+  constexpr int64_t kMaxUs = std::numeric_limits<int64_t>::max() / 1000;
   int64_t ns = 0;
-  if (v.is_number_integer()) return v.get<int64_t>() * 1000;
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kMaxUs))
+      return std::nullopt;
+    const auto us = v.get<int64_t>();
+    return us > kMaxUs || us < -kMaxUs ? std::nullopt : std::optional<int64_t>(us * 1000);
+  }
   if (v.is_string() && traces::ParseMicrosToNs(v.get<std::string>(), &ns)) return ns;
-  return v.is_number() ? std::llround(v.get<double>() * 1000.0) : 0;
+  if (!v.is_number_float() || !std::isfinite(v.get<double>()) ||
+      std::abs(v.get<double>()) > static_cast<double>(kMaxUs)) {
+    return std::nullopt;
+  }
+  return std::llround(v.get<double>() * 1000.0);
 }
 
 int64_t IntArg(const Json& args, const char* key) {
@@ -80,7 +93,7 @@ class EventSax {
   using string_t = Json::string_t;
   using binary_t = Json::binary_t;
 
-  explicit EventSax(KinetoEvents& out) : out_(out) {}
+  EventSax(KinetoEvents& out, size_t text_size) : out_(out), text_size_(text_size) {}
 
   // nlohmann's SAX interface names these callbacks.
   // NOLINTBEGIN(readability-identifier-naming)
@@ -102,8 +115,13 @@ class EventSax {
   bool start_array(size_t /*elements*/) { return Open(Json::array()); }
   bool end_object() { return Close(); }
   bool end_array() { return Close(); }
-  bool parse_error(size_t position, const std::string& /*token*/, const nlohmann::detail::exception& ex) {
-    error_ = "not JSON at byte " + std::to_string(position) + " (" + ex.what() + ")";
+  bool parse_error(size_t position, const std::string& /*token*/,
+                   const nlohmann::detail::exception& ex) {
+    error_ = position >= text_size_
+                 ? "the JSON ends early, at byte " + std::to_string(position) +
+                       " (a trace cut off while it was written?)"
+                 : "not JSON at byte " + std::to_string(position) + " (" + ex.what() + ")";
+    error_ += ": expected a PyTorch profiler trace";
     return false;
   }
   // NOLINTEND(readability-identifier-naming)
@@ -138,7 +156,7 @@ class EventSax {
     --depth_;
     if (!open_.empty()) {
       open_.pop_back();
-      if (open_.empty()) Finish();
+      if (open_.empty()) return Finish();
     } else if (depth_ == 1) {
       in_events_ = false;
     }
@@ -162,55 +180,100 @@ class EventSax {
   void StartBuilding(Json container, bool event) {
     built_ = std::move(container);
     in_event_ = event;
+    events_seen_ += event ? 1 : 0;
     open_.push_back(&built_);
   }
 
-  void Finish();
+  //! Hands on what was built; false (error_ set) for an event whose times are no times.
+  bool Finish();
 
   KinetoEvents& out_;
   Json built_;
   std::vector<Json*> open_;  //!< the containers of built_ being filled, outermost first
   std::string key_, error_;
   size_t depth_ = 0;
+  size_t text_size_ = 0;
+  int64_t events_seen_ = 0;
   bool in_events_ = false, in_event_ = false, has_events_ = false, execution_trace_ = false;
 };
 
-void EventSax::Finish() {
+bool EventSax::Finish() {
   const Json& ev = built_;
   if (!in_event_) {
     out_.rank = IntArg(ev, "rank");
     out_.world_size = IntArg(ev, "world_size");
-    return;
+    return true;
   }
-  if (!ev.is_object() || ev.value("ph", "") != "X" || !ev.contains("name") || !ev["name"].is_string()) return;
+  if (!ev.is_object() || ev.value("ph", "") != "X" || !ev.contains("name") ||
+      !ev["name"].is_string())
+    return true;
   KinetoEvent e;
   e.name = ev["name"].get<std::string>();
   e.cat = std::string(traces::KinetoCategory(ev.value("cat", "")));
-  e.ts_ns = Us2Ns(ev.value("ts", Json()));
-  e.dur_ns = std::max<int64_t>(0, Us2Ns(ev.value("dur", Json())));
+  const std::optional<int64_t> ts = Us2Ns(ev.value("ts", Json()));
+  // A missing duration is an instant; a negative one (a GPU event the profiler never saw end) none.
+  const std::optional<int64_t> dur =
+      ev.contains("dur") ? Us2Ns(ev["dur"]) : std::optional<int64_t>(0);
+  if (!ts || !dur) {
+    const char* what = !ts ? "ts" : "dur";
+    error_ = "event " + std::to_string(events_seen_ - 1) + " (\"" + e.name.substr(0, 80) +
+             "\"): " + what + " " + ev.value(what, Json()).dump() +
+             " is not a time in microseconds";
+    return false;
+  }
+  e.ts_ns = *ts;
+  e.dur_ns = std::max<int64_t>(0, *dur);
   e.pid = IdOf(ev.value("pid", Json()));
   e.tid = IdOf(ev.value("tid", Json()));
   if (auto it = ev.find("args"); it != ev.end() && it->is_object()) ReadArgs(*it, e);
   out_.events.push_back(std::move(e));
+  return true;
+}
+
+//! Whether any event has a category the PyTorch profiler writes (the object form; the array form
+//! has none): a Chrome trace of another profiler (JAX's, a browser's) has none of them.
+bool HasKinetoCategory(const KinetoEvents& ev) {
+  return std::any_of(ev.events.begin(), ev.events.end(), [](const KinetoEvent& e) {
+    return e.cat == "gpu_user_annotation" || traces::IsHostCategory(e.cat) ||
+           traces::SliceFlagsFor(e.cat, "") != 0;
+  });
+}
+
+//! Up to five of the categories the events have, for a message.
+std::string CategoriesSeen(const KinetoEvents& ev) {
+  std::vector<std::string> seen;
+  for (const auto& e : ev.events) {
+    if (seen.size() < 5 && std::find(seen.begin(), seen.end(), e.cat) == seen.end())
+      seen.push_back(e.cat);
+  }
+  std::string out;
+  for (const auto& c : seen)
+    out += (out.empty() ? "" : ", ") + (c.empty() ? std::string("no category") : "\"" + c + "\"");
+  return out;
 }
 
 }  // namespace
 
 Result<KinetoEvents> ParseKinetoEvents(const std::string& text, const std::string& origin) {
   KinetoEvents out;
-  EventSax sax(out);
-  if (!Json::sax_parse(text, &sax)) {
-    return BadInput(origin + ": " + sax.Message() + ": expected a PyTorch profiler trace");
-  }
+  EventSax sax(out, text.size());
+  if (!Json::sax_parse(text, &sax)) return BadInput(origin + ": " + sax.Message());
   if (!sax.HasEvents() && sax.IsExecutionTrace()) {
-    return BadInput(origin + ": a PyTorch execution trace (\"nodes\": its ops without times), not a profiler trace: "
-                             "give the Kineto trace that torch.profiler wrote beside it");
+    return BadInput(
+        origin +
+        ": a PyTorch execution trace (\"nodes\": its ops without times), not a profiler trace: "
+        "give the Kineto trace that torch.profiler wrote beside it");
   }
   if (!sax.HasEvents()) {
     return BadInput(origin + ": neither a Kineto trace ({\"traceEvents\": [...]}) nor the array form of "
                              "PyTorch's autograd profiler ([...])");
   }
   if (out.events.empty()) return BadInput(origin + ": no complete (\"X\") events: not a profiled run");
+  if (!out.array_form && !HasKinetoCategory(out)) {
+    return BadInput(
+        origin + ": no event of the PyTorch profiler's categories (cpu_op, kernel, cuda_runtime, " +
+        "user_annotation, ...; it has " + CategoriesSeen(out) + "): a trace of another profiler?");
+  }
   std::stable_sort(out.events.begin(), out.events.end(), [](const KinetoEvent& a, const KinetoEvent& b) {
     return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.dur_ns > b.dur_ns;
   });

@@ -317,7 +317,8 @@ class MeasuredBuilder {
   traces::Tracer t_{"measured"};
 };
 
-//! What the trace's units are, for a refusal: " (its device kernels' time: gemm 41%, glue 30%, ...)".
+//! What the trace's units are, for a refusal: " (its device kernels' time: gemm 41%, glue 30%,
+//! ...)".
 std::string FamilyShares(Assigner& as, const std::string& units) {
   std::vector<std::pair<double, std::string>> by_time;
   double total = 0;
@@ -336,15 +337,25 @@ std::string FamilyShares(Assigner& as, const std::string& units) {
   return out + ")";
 }
 
+//! A trace without one backward unit is of inference (or of a forward pass only): say so.
+std::string NoBackward(const Attribution& a) {
+  const bool bwd = std::any_of(a.units.begin(), a.units.end(),
+                               [](const AttributedUnit& u) { return u.phase == Phase::kBwd; });
+  return bwd ? ""
+             : " It has no backward op: a trace of inference or of a forward pass, where refine "
+               "needs a training step.";
+}
+
 //! The traced rank has no op in the plan: say which ranks the plan has and what the trace says.
-Error NotAPlanRank(const KinetoEvents& ev, const traces::Trace& predicted, int64_t rank, const std::string& file) {
+Error NotAPlanRank(const KinetoEvents& ev, const traces::Trace& predicted, int64_t rank,
+                   const std::string& file) {
   int64_t ranks = 0;
   for (const traces::Track& t : predicted.tracks()) ranks = std::max(ranks, t.rank + 1);
   std::string msg = file + ": it is a trace of rank " + std::to_string(rank) +
                     (ev.rank >= 0 ? " (its distributedInfo" : " (no distributedInfo: rank 0");
   if (ev.world_size > 0) msg += ", of " + std::to_string(ev.world_size);
-  return BadInput(msg + "), but the plan predicts no op on that rank (it has " + std::to_string(ranks) +
-                  " ranks): plan the layout of the traced job");
+  return BadInput(msg + "), but the plan predicts no op on that rank (it has " +
+                  std::to_string(ranks) + " ranks): plan the layout of the traced job");
 }
 
 }  // namespace
@@ -373,11 +384,14 @@ Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a,
                     " maps onto the plan's ops" + FamilyShares(as, r.units) +
                     ": is it a trace of this model and implementation?");
   }
-  if (static_cast<double>(r.ops_matched) < kMinOpCoverage * static_cast<double>(r.plan_ops * r.steps)) {
-    return BadInput(file + ": its " + r.units + " give time to only " + std::to_string(r.ops_matched) + " of the " +
-                    std::to_string(r.plan_ops * r.steps) + " ops the plan runs in " + std::to_string(r.steps) +
-                    " step(s) on rank " + std::to_string(rank) + FamilyShares(as, r.units) +
-                    ": is it a trace of this model (its layers) and implementation?");
+  if (static_cast<double>(r.ops_matched) <
+      kMinOpCoverage * static_cast<double>(r.plan_ops * r.steps)) {
+    return BadInput(
+        file + ": its " + r.units + " give time to only " + std::to_string(r.ops_matched) +
+        " of the " + std::to_string(r.plan_ops * r.steps) + " ops the plan runs in " +
+        std::to_string(r.steps) + " step(s) on rank " + std::to_string(rank) +
+        FamilyShares(as, r.units) +
+        ": is it a trace of this model (its layers) and implementation?" + NoBackward(a));
   }
   if (static_cast<double>(r.ops_out_of_line) > kMaxOutOfLineShare * static_cast<double>(r.ops_matched)) {
     return BadInput(file + ": " + std::to_string(r.ops_out_of_line) + " of " + std::to_string(r.ops_matched) +
@@ -399,7 +413,8 @@ Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a,
     char buf[160];
     std::snprintf(buf, sizeof buf, ": only %.0f%% of its %s' time lands on the plan's ops",
                   100 * r.attributed_s / units_s, r.units.c_str());
-    return BadInput(file + buf + FamilyShares(as, r.units) + ": is it a trace of this model and implementation?");
+    return BadInput(file + buf + FamilyShares(as, r.units) +
+                    ": is it a trace of this model and implementation?");
   }
   for (auto& [name, u] : as.Unattributed()) {
     u.name = name;

@@ -66,7 +66,7 @@ struct ForeignReport {
   double attributed_s = 0;
   double glue_s = 0;
   int64_t unit_count = 0, assigned = 0, ops_matched = 0, ops_out_of_line = 0;
-  int64_t plan_ops = 0;  //!< the plan's compute ops a step on the traced rank
+  int64_t plan_ops = 0;                       //!< the plan's compute ops a step on the traced rank
   std::vector<FamilyTime> families;           //!< by time, largest first
   std::vector<UnattributedTime> unattributed; //!< by time, largest first
   double overhead_per_event_s = 0;
@@ -85,9 +85,9 @@ struct AssignedTrace {
 };
 
 //! `predicted`: the plan simulated (all ranks); `rank`: the traced rank. A trace of a rank the plan
-//! does not have, with no unit that lands on a plan op, with fewer than kMinOpCoverage of the plan's
-//! ops given time, with less than kMinExplainedShare of its units' time on plan ops, or whose ops
-//! are out of line too often, is bad input naming `file`.
+//! does not have, with no unit that lands on a plan op, with fewer than kMinOpCoverage of the
+//! plan's ops given time, with less than kMinExplainedShare of its units' time on plan ops, or
+//! whose ops are out of line too often, is bad input naming `file`.
 Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a, const traces::Trace& predicted,
                                    int64_t rank, const std::string& file);
 

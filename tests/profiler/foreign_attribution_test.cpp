@@ -150,11 +150,13 @@ std::string ReadText(const std::string& file) {
   return text;
 }
 
-// HTA's ns_resolution_trace writes absolute microseconds with three decimals (1712195495519689.047):
-// a double keeps only quarter microseconds of those. Expected figures: python3 json with
-// parse_float=Decimal over the "X" events (45420; 45371 start off a whole microsecond).
+// HTA's ns_resolution_trace writes absolute microseconds with three decimals
+// (1712195495519689.047): a double keeps only quarter microseconds of those. Expected figures:
+// python3 json with parse_float=Decimal over the "X" events (45420; 45371 start off a whole
+// microsecond).
 TEST(ForeignAttribution, TheNanosecondsOfAnNsResolutionTraceAreReadExactly) {
-  auto ev = ReadKinetoEvents(kKineto + "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
+  auto ev = ReadKinetoEvents(kKineto +
+                             "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
   ASSERT_TRUE(static_cast<bool>(ev)) << ev.error().message;
   ASSERT_EQ(ev->events.size(), 45420u);
   int64_t off_whole = 0, sum_ns_part = 0, dur_ns = 0;
@@ -182,7 +184,8 @@ TEST(ForeignAttribution, WholeMicrosecondTimestampsStayWholeMicroseconds) {
 // its 4 kernels are device units, and the cutlass one reaches the GEMM rules.
 TEST(ForeignAttribution, PyTorch18CategoryNamesAreKernelsAndRuntimeCalls) {
   KinetoEvents ev;
-  const Attribution a = AttributeFile(kKineto + "trace_file_list__inference_rank_1.json.gz", "pytorch", &ev);
+  const Attribution a =
+      AttributeFile(kKineto + "trace_file_list__inference_rank_1.json.gz", "pytorch", &ev);
   EXPECT_TRUE(a.device_trace);
   ASSERT_EQ(a.units.size(), 4u);
   int64_t gemm = 0;
@@ -193,10 +196,12 @@ TEST(ForeignAttribution, PyTorch18CategoryNamesAreKernelsAndRuntimeCalls) {
   EXPECT_EQ(gemm, 2);  // the cutlass kernel and cuBLAS' gemmk1_kernel
 }
 
-// ROCm's BLAS runs Tensile kernels ("Cijk_Alik_Bljk_SB_Bias_..."): HTA's MI250 trace has 2 of its 14.
+// ROCm's BLAS runs Tensile kernels ("Cijk_Alik_Bljk_SB_Bias_..."): HTA's MI250 trace has 2 of
+// its 14.
 TEST(ForeignAttribution, RocmTensileKernelsAreGemms) {
   KinetoEvents ev;
-  const Attribution a = AttributeFile(kKineto + "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz", "pytorch", &ev);
+  const Attribution a = AttributeFile(
+      kKineto + "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz", "pytorch", &ev);
   int64_t tensile = 0;
   for (const auto& u : a.units) {
     if (ev.events[u.event].name.rfind("Cijk_", 0) != 0) continue;
@@ -206,9 +211,10 @@ TEST(ForeignAttribution, RocmTensileKernelsAreGemms) {
   EXPECT_EQ(tensile, 2);
 }
 
-// NCCL 2.19+ runs many collectives as "ncclDevKernel_Generic_4(...)", a name that says none; PyTorch
-// 2.x records the collective in the kernel's args. The real 2-rank trace with its NCCL kernels so
-// renamed still gives its 15 all-reduces (the renaming is done here, on the file's text).
+// NCCL 2.19+ runs many collectives as "ncclDevKernel_Generic_4(...)", a name that says none;
+// PyTorch 2.x records the collective in the kernel's args. The real 2-rank trace with its NCCL
+// kernels so renamed still gives its 15 all-reduces (the renaming is done here, on the file's
+// text).
 TEST(ForeignAttribution, NcclKernelsNamedForNoCollectiveAreMatchedByTheirCollectiveArgument) {
   std::string text = ReadText(kKineto + "nccl_parser_config__nccl_data.json.gz");
   int64_t renamed = 0;
@@ -226,7 +232,8 @@ TEST(ForeignAttribution, NcclKernelsNamedForNoCollectiveAreMatchedByTheirCollect
   int64_t collectives = 0, all_reduce = 0;
   for (const auto& u : a.units) {
     collectives += u.comm ? 1 : 0;
-    all_reduce += u.comm && u.rule != nullptr && !u.rule->ops.empty() && u.rule->ops.front() == OpKind::kDpAllReduce;
+    all_reduce += u.comm && u.rule != nullptr && !u.rule->ops.empty() &&
+                  u.rule->ops.front() == OpKind::kDpAllReduce;
   }
   EXPECT_EQ(collectives, 21);
   EXPECT_EQ(all_reduce, 15);
@@ -240,9 +247,41 @@ TEST(ForeignAttribution, AnExecutionTraceIsRefusedAsNotAProfilerTrace) {
   EXPECT_EQ(ev.error().kind, ErrorKind::kBadInput);
   EXPECT_NE(ev.error().message.find(file), std::string::npos) << ev.error().message;
   EXPECT_NE(ev.error().message.find("execution trace"), std::string::npos) << ev.error().message;
-  auto cut = ParseKinetoEvents(R"({"traceEvents": [{"ph": "X", "name": "a", "ts": 1)", "cut.json");
+  auto bad =
+      ParseKinetoEvents(R"({"traceEvents": [{"ph": "X", "name": "a", "ts": 1]})", "bad.json");
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(bad.error().message.find("bad.json: not JSON at byte"), std::string::npos)
+      << bad.error().message;
+}
+
+// Bad input names the file and what is wrong: a trace cut off while it was written, an event whose
+// time is no time (HTA's PyTorch 1.8 trace, edited here), a Chrome trace of another profiler.
+TEST(ForeignAttribution, BrokenTracesAreBadInputSayingWhatIsWrong) {
+  const std::string text = ReadText(kKineto + "trace_file_list__inference_rank_1.json.gz");
+  auto cut = ParseKinetoEvents(text.substr(0, text.size() / 2), "cut.json");
   ASSERT_FALSE(static_cast<bool>(cut));
-  EXPECT_NE(cut.error().message.find("cut.json: not JSON at byte"), std::string::npos) << cut.error().message;
+  EXPECT_EQ(cut.error().kind, ErrorKind::kBadInput);
+  EXPECT_NE(cut.error().message.find("cut.json: the JSON ends early"), std::string::npos)
+      << cut.error().message;
+
+  std::string bad_ts = text;
+  const size_t at = bad_ts.find("\"ts\": ");
+  ASSERT_NE(at, std::string::npos);
+  bad_ts.insert(at + 6, "\"abc\", \"was\": ");
+  auto no_time = ParseKinetoEvents(bad_ts, "bad_ts.json");
+  ASSERT_FALSE(static_cast<bool>(no_time));
+  EXPECT_NE(no_time.error().message.find("bad_ts.json: event 0 ("), std::string::npos)
+      << no_time.error().message;
+  EXPECT_NE(no_time.error().message.find("ts \"abc\" is not a time in microseconds"),
+            std::string::npos)
+      << no_time.error().message;
+
+  auto other = ParseKinetoEvents(
+      R"({"traceEvents": [{"ph": "X", "name": "fusion.12", "ts": 5, "dur": 2}]})", "jax.json");
+  ASSERT_FALSE(static_cast<bool>(other));
+  EXPECT_NE(other.error().message.find("jax.json: no event of the PyTorch profiler's categories"),
+            std::string::npos)
+      << other.error().message;
 }
 
 }  // namespace

@@ -135,9 +135,10 @@ TEST(ForeignRefine, ATraceThatGivesTimeToFewOfThePlansOpsIsRefused) {
   for (const std::string units : {"host ops", "device kernels"}) {
     test::Scratch s("foreign_refine_few_ops");
     const std::string file =
-        PARALLAX_TEST_DATA_DIR "/traces/kineto/" + std::string(units == "host ops"
-                                                                   ? "rank_non_gpu__rank_non_gpu.json.gz"
-                                                                   : "critical_path__cuda_event_sync_multi_stream__event_sync_trace.json.gz");
+        PARALLAX_TEST_DATA_DIR "/traces/kineto/" +
+        std::string(units == "host ops"
+                        ? "rank_non_gpu__rank_non_gpu.json.gz"
+                        : "critical_path__cuda_event_sync_multi_stream__event_sync_trace.json.gz");
     const test::CommandResult run = RefinePeer(s, kModel, "", file);
     EXPECT_EQ(run.exit_code, 2) << run.out;
     std::string said = file;
@@ -146,16 +147,22 @@ TEST(ForeignRefine, ATraceThatGivesTimeToFewOfThePlansOpsIsRefused) {
     said += " give time to only";
     EXPECT_NE(run.err.find(said), std::string::npos) << run.err;
     EXPECT_NE(run.err.find("gemm"), std::string::npos) << run.err;  // what the trace's time is
+    // The event sync trace runs three matmuls forward only; rank_non_gpu trains.
+    EXPECT_EQ(run.err.find("no backward op") != std::string::npos, units == "device kernels")
+        << run.err;
   }
 }
 
 // HTA's cpu_only trace is rank 34 of 300 (distributedInfo); the plan is one device.
 TEST(ForeignRefine, ATraceOfARankThePlanDoesNotHaveSaysWhichRanksEachHas) {
   test::Scratch s("foreign_refine_rank");
-  const std::string file = PARALLAX_TEST_DATA_DIR "/traces/kineto/cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz";
+  const std::string file = PARALLAX_TEST_DATA_DIR
+      "/traces/kineto/cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz";
   const test::CommandResult run = RefinePeer(s, kModel, "", file);
   EXPECT_EQ(run.exit_code, 2) << run.out;
-  EXPECT_NE(run.err.find(file + ": it is a trace of rank 34 (its distributedInfo, of 300)"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(file + ": it is a trace of rank 34 (its distributedInfo, of 300)"),
+            std::string::npos)
+      << run.err;
   EXPECT_NE(run.err.find("it has 1 ranks"), std::string::npos) << run.err;
 }
 

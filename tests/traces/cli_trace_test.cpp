@@ -163,8 +163,9 @@ TEST(CliTrace, DiffJson) {
   EXPECT_NE(bad.out.find("m.json.gz"), std::string::npos) << bad.out;
 }
 
-// A PyTorch profiler trace names kernels and aten ops: diffed as it is against a prediction, nothing
-// pairs, and the diff says how to lay it onto the plan's ops rather than compare spans silently.
+// A PyTorch profiler trace names kernels and aten ops: diffed as it is against a prediction,
+// nothing pairs, and the diff says how to lay it onto the plan's ops rather than compare spans
+// silently.
 TEST(CliTrace, DiffOfAForeignTraceThatMatchesNothingSaysToAttributeItFirst) {
   traces::Tracer a("predicted");
   OpIdentity id;
@@ -178,7 +179,9 @@ TEST(CliTrace, DiffOfAForeignTraceThatMatchesNothingSaysToAttributeItFirst) {
   const Json j = Json::parse(r.out);
   EXPECT_EQ(j["matched"], 0);
   ASSERT_EQ(j["warnings"].size(), 1u) << j["warnings"].dump();
-  EXPECT_NE(j["warnings"][0].get<std::string>().find(measured + ": no slice matched a predicted op"), std::string::npos);
+  EXPECT_NE(
+      j["warnings"][0].get<std::string>().find(measured + ": no slice matched a predicted op"),
+      std::string::npos);
   EXPECT_NE(j["warnings"][0].get<std::string>().find("--attributed-trace"), std::string::npos);
 }
 
