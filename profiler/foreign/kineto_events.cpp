@@ -1,7 +1,10 @@
 #include "profiler/foreign/kineto_events.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <istream>
+#include <streambuf>
 #include <limits>
 #include <optional>
 
@@ -93,7 +96,7 @@ class EventSax {
   using string_t = Json::string_t;
   using binary_t = Json::binary_t;
 
-  EventSax(KinetoEvents& out, size_t text_size) : out_(out), text_size_(text_size) {}
+  explicit EventSax(KinetoEvents& out) : out_(out) {}
 
   // nlohmann's SAX interface names these callbacks.
   // NOLINTBEGIN(readability-identifier-naming)
@@ -117,19 +120,24 @@ class EventSax {
   bool end_array() { return Close(); }
   bool parse_error(size_t position, const std::string& /*token*/,
                    const nlohmann::detail::exception& ex) {
-    error_ = position >= text_size_
-                 ? "the JSON ends early, at byte " + std::to_string(position) +
-                       " (a trace cut off while it was written?)"
-                 : "not JSON at byte " + std::to_string(position) + " (" + ex.what() + ")";
-    error_ += ": expected a PyTorch profiler trace";
+    syntax_error_at_ = position;
+    error_ = ex.what();
     return false;
   }
   // NOLINTEND(readability-identifier-naming)
 
+  //! The message of a failed parse of `size` bytes (all there were).
+  std::string Message(size_t size) const {
+    if (syntax_error_at_ == 0) return error_;
+    if (size == 0) return "empty: expected a PyTorch profiler trace";
+    return (syntax_error_at_ >= size ? "the JSON ends early, at byte " + std::to_string(syntax_error_at_) +
+                                           " (a trace cut off while it was written?)"
+                                     : "not JSON at byte " + std::to_string(syntax_error_at_) + " (" + error_ + ")") +
+           ": expected a PyTorch profiler trace";
+  }
   bool HasEvents() const { return has_events_; }
   //! A PyTorch execution trace (ExecutionTraceObserver: {"schema", "nodes": [...]}).
   bool IsExecutionTrace() const { return execution_trace_; }
-  const std::string& Message() const { return error_; }
 
  private:
   bool Open(Json container) {
@@ -192,7 +200,7 @@ class EventSax {
   std::vector<Json*> open_;  //!< the containers of built_ being filled, outermost first
   std::string key_, error_;
   size_t depth_ = 0;
-  size_t text_size_ = 0;
+  size_t syntax_error_at_ = 0;  //!< nlohmann's byte position (from 1) of a syntax error
   int64_t events_seen_ = 0;
   bool in_events_ = false, in_event_ = false, has_events_ = false, execution_trace_ = false;
 };
@@ -252,12 +260,35 @@ std::string CategoriesSeen(const KinetoEvents& ev) {
   return out;
 }
 
-}  // namespace
+//! A ByteSource as a std::streambuf: the parser reads the (inflated) trace as it comes, never
+//! all of it at once.
+class SourceBuf : public std::streambuf {
+ public:
+  explicit SourceBuf(traces::ByteSource& src) : src_(src) {}
+  //! A read error (a truncated gzip), which the parser saw as the end.
+  const std::optional<Error>& ReadError() const { return error_; }
+  size_t Total() const { return total_; }
 
-Result<KinetoEvents> ParseKinetoEvents(const std::string& text, const std::string& origin) {
-  KinetoEvents out;
-  EventSax sax(out, text.size());
-  if (!Json::sax_parse(text, &sax)) return BadInput(origin + ": " + sax.Message());
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    auto n = src_.Read(buf_.data(), buf_.size());
+    if (!n) error_ = n.error();
+    if (!n || *n == 0) return traits_type::eof();
+    total_ += *n;
+    setg(buf_.data(), buf_.data(), buf_.data() + *n);
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  traces::ByteSource& src_;
+  std::array<char, 1 << 16> buf_{};
+  size_t total_ = 0;
+  std::optional<Error> error_;
+};
+
+//! What the parse of `origin` gave: its events sorted, or bad input saying what it is instead.
+Result<KinetoEvents> Finished(KinetoEvents out, const EventSax& sax, const std::string& origin) {
   if (!sax.HasEvents() && sax.IsExecutionTrace()) {
     return BadInput(
         origin +
@@ -280,16 +311,25 @@ Result<KinetoEvents> ParseKinetoEvents(const std::string& text, const std::strin
   return out;
 }
 
+}  // namespace
+
+Result<KinetoEvents> ParseKinetoEvents(const std::string& text, const std::string& origin) {
+  KinetoEvents out;
+  EventSax sax(out);
+  if (!Json::sax_parse(text, &sax)) return BadInput(origin + ": " + sax.Message(text.size()));
+  return Finished(std::move(out), sax, origin);
+}
+
 Result<KinetoEvents> ReadKinetoEvents(const std::string& path) {
   PX_ASSIGN(auto src, traces::OpenTraceSource(path));
-  std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    PX_ASSIGN(size_t n, src->Read(buf, sizeof buf));
-    if (n == 0) break;
-    text.append(buf, n);
-  }
-  return ParseKinetoEvents(text, path);
+  SourceBuf buf(*src);
+  std::istream in(&buf);
+  KinetoEvents out;
+  EventSax sax(out);
+  const bool parsed = Json::sax_parse(in, &sax);
+  if (buf.ReadError()) return *buf.ReadError();
+  if (!parsed) return BadInput(path + ": " + sax.Message(buf.Total()));
+  return Finished(std::move(out), sax, path);
 }
 
 }  // namespace parallax::profiler

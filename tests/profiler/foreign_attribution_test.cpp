@@ -5,7 +5,12 @@
 // (python3: json.load, then counting kernels by name and args), not from our reader.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -275,6 +280,25 @@ TEST(ForeignAttribution, BrokenTracesAreBadInputSayingWhatIsWrong) {
   EXPECT_NE(no_time.error().message.find("ts \"abc\" is not a time in microseconds"),
             std::string::npos)
       << no_time.error().message;
+
+  // The file reader streams: a gzip cut short is the inflater's error, an empty file says so.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  const std::string gz = (dir / ("foreign_cut_" + std::to_string(::getpid()) + ".json.gz")).string();
+  const std::string empty = (dir / ("foreign_empty_" + std::to_string(::getpid()) + ".json")).string();
+  {
+    std::ifstream whole(kKineto + "trace_file_list__inference_rank_1.json.gz", std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(whole)), std::istreambuf_iterator<char>());
+    std::ofstream(gz, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    std::ofstream{empty};
+  }
+  auto cut_gz = ReadKinetoEvents(gz);
+  ASSERT_FALSE(static_cast<bool>(cut_gz));
+  EXPECT_NE(cut_gz.error().message.find("truncated gzip"), std::string::npos) << cut_gz.error().message;
+  auto nothing = ReadKinetoEvents(empty);
+  ASSERT_FALSE(static_cast<bool>(nothing));
+  EXPECT_NE(nothing.error().message.find(empty + ": empty"), std::string::npos) << nothing.error().message;
+  std::filesystem::remove(gz);
+  std::filesystem::remove(empty);
 
   auto other = ParseKinetoEvents(
       R"({"traceEvents": [{"ph": "X", "name": "fusion.12", "ts": 5, "dur": 2}]})", "jax.json");
