@@ -200,6 +200,7 @@ Attribution Attribute(const KinetoEvents& ev, const AttributionTable& table) {
       if (const std::string_view k = NcclKernelOfCollective(e); !k.empty())
         frames.push_back({FrameKind::kKernel, k});
       frames.push_back({FrameKind::kKernel, e.name});
+      a.launched_units += idx.Launcher(e) >= 0 ? 1 : 0;
       idx.AppendFrames(idx.Launcher(e), frames);
     } else {
       if (!IsHostOp(e) || idx.IsWrapper(e)) continue;

@@ -337,13 +337,18 @@ std::string FamilyShares(Assigner& as, const std::string& units) {
   return out + ")";
 }
 
-//! A trace without one backward unit is of inference (or of a forward pass only): say so.
+//! A trace without one backward unit is of inference (or of a forward pass only), or its kernels
+//! reach no host op that would say which are backward: say which.
 std::string NoBackward(const Attribution& a) {
   const bool bwd = std::any_of(a.units.begin(), a.units.end(),
                                [](const AttributedUnit& u) { return u.phase == Phase::kBwd; });
-  return bwd ? ""
-             : " It has no backward op: a trace of inference or of a forward pass, where refine "
-               "needs a training step.";
+  if (bwd) return "";
+  if (a.device_trace && a.launched_units == 0) {
+    return " Its kernels reach no host op (no runtime call has their correlation id): the profiler "
+           "recorded the device only; record the CPU too (torch.profiler activities CPU and CUDA).";
+  }
+  return " It has no backward op: a trace of inference or of a forward pass, where refine "
+         "needs a training step.";
 }
 
 //! The traced rank has no op in the plan: say which ranks the plan has and what the trace says.
@@ -382,7 +387,7 @@ Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a,
   if (r.ops_matched == 0) {
     return BadInput(file + ": none of its " + std::to_string(r.unit_count) + " " + r.units +
                     " maps onto the plan's ops" + FamilyShares(as, r.units) +
-                    ": is it a trace of this model and implementation?");
+                    ": is it a trace of this model and implementation?" + NoBackward(a));
   }
   if (static_cast<double>(r.ops_matched) <
       kMinOpCoverage * static_cast<double>(r.plan_ops * r.steps)) {

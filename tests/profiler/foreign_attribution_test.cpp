@@ -199,6 +199,7 @@ TEST(ForeignAttribution, PyTorch18CategoryNamesAreKernelsAndRuntimeCalls) {
     gemm += FamilyOf(u) == "gemm" ? 1 : 0;
   }
   EXPECT_EQ(gemm, 2);  // the cutlass kernel and cuBLAS' gemmk1_kernel
+  EXPECT_EQ(a.launched_units, 4);  // each has its "Runtime" cudaLaunchKernel (python3: correlation ids)
 }
 
 // ROCm's BLAS runs Tensile kernels ("Cijk_Alik_Bljk_SB_Bias_..."): HTA's MI250 trace has 2 of

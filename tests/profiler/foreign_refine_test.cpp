@@ -166,5 +166,23 @@ TEST(ForeignRefine, ATraceOfARankThePlanDoesNotHaveSaysWhichRanksEachHas) {
   EXPECT_NE(run.err.find("it has 1 ranks"), std::string::npos) << run.err;
 }
 
+// torch.profiler with activities=[CUDA] only: kernels without the host ops that say which are
+// backward. The refusal says to record the CPU too, not that the run was inference.
+TEST(ForeignRefine, AKernelsOnlyTraceIsRefusedSayingToRecordTheCpuToo) {
+  test::Scratch s("foreign_refine_device_only");
+  std::string events;
+  for (int i = 0; i < 6; ++i) {
+    events += std::string(i == 0 ? "" : ",") + R"({"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_tn", )" +
+              R"("pid": 0, "tid": 7, "ts": )" + std::to_string(1000 + 100 * i) +
+              R"(, "dur": 50, "args": {"correlation": )" + std::to_string(i + 1) + "}}";
+  }
+  const std::string file = test::WriteTempFile("foreign_device_only.json", R"({"traceEvents": [)" + events + "]}");
+  const test::CommandResult run = RefinePeer(s, kModel, "", file);
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_NE(run.err.find("foreign_device_only.json"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("record the CPU too"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("inference"), std::string::npos) << run.err;
+}
+
 }  // namespace
 }  // namespace parallax
