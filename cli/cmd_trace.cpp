@@ -36,6 +36,20 @@ Result<traces::Trace> Load(const std::string& path, const CommonArgs& a, Json& w
   return t;
 }
 
+//! A diff by name that paired nothing: a PyTorch profiler trace names kernels and aten ops, not the
+//! plan's ops, so say how to lay it onto them first rather than compare spans silently.
+void WarnNothingMatched(const traces::TraceDiff& d, const std::string& measured, Json& warnings) {
+  if (d.mode != traces::AlignMode::kNameOrder || d.matched > 0 || d.only_measured == 0) return;
+  const std::string w =
+      measured +
+      ": no slice matched a predicted op (a PyTorch profiler trace names kernels and aten ops, "
+      "not the plan's ops): write it with the plan's identities first, `parallax refine --plan P "
+      "--implementation I --trace " +
+      measured + " --attributed-trace OUT`, and diff OUT";
+  std::fprintf(stderr, "parallax: warning: %s\n", w.c_str());
+  warnings.push_back(w);
+}
+
 void AddCommon(CLI::App* cmd, CommonArgs& a) {
   cmd->add_flag("--json", a.json, "Print one JSON object on stdout");
   cmd->add_flag("--lenient", a.lenient, "Load the complete events of a trace cut off mid-file (with a warning)");
@@ -125,6 +139,7 @@ void RegisterDiff(CLI::App* trace, CliState& state) {
       }
     }
     const traces::TraceDiff d = traces::DiffTraces(*p, *m, o);
+    WarnNothingMatched(d, a->measured, warnings);
     if (a->common.json) {
       Json j = traces::DiffToJson(d);
       j["predicted"] = a->predicted;

@@ -347,7 +347,8 @@ bool ParseMicrosToNs(std::string_view text, int64_t* out) {
     neg = true;
     ++p;
   }
-  // Significant digits into `mant` (at most 19), scaled by 10^exp10.
+  // Significant digits into `mant` (at most 19: 10^19 - 1 fits 64 bits; Kineto writes 19, absolute
+  // microseconds with three decimals), scaled by 10^exp10.
   uint64_t mant = 0;
   int ndig = 0;
   int64_t exp10 = 3;  // µs -> ns
@@ -355,14 +356,14 @@ bool ParseMicrosToNs(std::string_view text, int64_t* out) {
   bool any = false;
   auto take = [&](char c, bool fractional) {
     any = true;
-    if (ndig < 18) {
+    if (ndig < 19) {
       mant = mant * 10 + static_cast<uint64_t>(c - '0');
       if (mant != 0) ++ndig;
       if (fractional) --exp10;
     } else {
-      if (ndig == 18 && !round_up && c >= '5') round_up = true;
+      if (ndig == 19 && !round_up && c >= '5') round_up = true;
       if (!fractional) ++exp10;
-      ndig = 19;
+      ndig = 20;
     }
   };
   while (p != end && IsDigit(*p)) take(*p++, false);

@@ -43,6 +43,29 @@ std::string_view NcclCollectiveFromKernelName(std::string_view name) {
   return {};
 }
 
+std::string_view NcclCollectiveFromArg(std::string_view arg) {
+  // Substrings, most specific first ("reduce_scatter" holds no "allreduce"; "all_to_all" before
+  // "all").
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 12> kNames{{
+      {"allreduce", "allreduce"},
+      {"all_reduce", "allreduce"},
+      {"allgather", "allgather"},
+      {"all_gather", "allgather"},
+      {"reduce_scatter", "reducescatter"},
+      {"reducescatter", "reducescatter"},
+      {"all_to_all", "alltoall"},
+      {"alltoall", "alltoall"},
+      {"broadcast", "broadcast"},
+      {"send", "send"},
+      {"recv", "recv"},
+      {"reduce", "reduce"},
+  }};
+  for (const auto& [part, collective] : kNames) {
+    if (arg.find(part) != std::string_view::npos) return collective;
+  }
+  return {};
+}
+
 int KinetoDtypeBytes(std::string_view dtype) {
   static constexpr std::array<std::pair<std::string_view, int>, 14> kSizes{{
       {"Float", 4}, {"float", 4}, {"Int", 4}, {"Half", 2}, {"BFloat16", 2}, {"Short", 2},
@@ -55,7 +78,23 @@ int KinetoDtypeBytes(std::string_view dtype) {
   return 0;
 }
 
+std::string_view KinetoCategory(std::string_view category) {
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kLegacy{{
+      {"Kernel", "kernel"},
+      {"Runtime", "cuda_runtime"},
+      {"Memcpy", "gpu_memcpy"},
+      {"Memset", "gpu_memset"},
+      {"Operator", "cpu_op"},
+      {"Python", "python_function"},
+  }};
+  for (const auto& [legacy, name] : kLegacy) {
+    if (category == legacy) return name;
+  }
+  return category;
+}
+
 uint8_t SliceFlagsFor(std::string_view category, std::string_view name) {
+  category = KinetoCategory(category);
   if (category == "kernel") return IsNcclKernel(name) ? slice_flags::kComm : slice_flags::kCompute;
   if (category == "gpu_memcpy" || category == "gpu_memset") return slice_flags::kMemory;
   if (category == "compute") return slice_flags::kCompute;
@@ -66,6 +105,7 @@ uint8_t SliceFlagsFor(std::string_view category, std::string_view name) {
 }
 
 bool IsHostCategory(std::string_view c) {
+  c = KinetoCategory(c);
   return c == "cpu_op" || c == "cuda_runtime" || c == "cuda_driver" || c == "user_annotation" ||
          c == "python_function" || c == "host";
 }

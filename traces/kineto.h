@@ -20,13 +20,22 @@ bool IsNcclKernel(std::string_view kernel_name);
 //! "allreduce", "allgather", "reducescatter", "broadcast", "reduce", "sendrecv", "send", "recv",
 //! "alltoall" parsed from an NCCL kernel name, or "" when not recognised.
 std::string_view NcclCollectiveFromKernelName(std::string_view kernel_name);
+//! The same names from the "Collective name" that PyTorch 2.x records on an NCCL kernel
+//! ("allreduce", "_allgather_base", "reduce_scatter_tensor_coalesced", "all_to_allv", ...), or "".
+//! NCCL 2.19 and later run many collectives as ncclDevKernel_Generic, a name that says none.
+std::string_view NcclCollectiveFromArg(std::string_view collective_name);
 //! Bytes per element of a Kineto dtype ("Float" 4, "Half"/"BFloat16" 2, "Double"/"Long" 8, ...);
 //! 0 when unknown.
 int KinetoDtypeBytes(std::string_view dtype);
+//! Kineto's category names for `category`: the names of PyTorch 1.8's Kineto ("Kernel", "Runtime",
+//! "Memcpy", "Memset", "Operator", "Python", as torch-tb-profiler still reads them) become today's
+//! ("kernel", "cuda_runtime", "gpu_memcpy", "gpu_memset", "cpu_op", "python_function"); any other
+//! category is returned as it is.
+std::string_view KinetoCategory(std::string_view category);
 //! Slice flags (slice_flags::kCompute / kComm / kMemory) for a slice of `category` named `name`.
 //! Also understands parallax's own categories ("compute", "tp-comm", "dp-comm", "pp-comm", "comm").
 uint8_t SliceFlagsFor(std::string_view category, std::string_view name);
-//! Host-side Kineto categories (cpu_op, cuda_runtime, ...).
+//! Host-side Kineto categories (cpu_op, cuda_runtime, ...; the legacy names too).
 bool IsHostCategory(std::string_view category);
 
 //! After reading: sets each track's stream, device flag and rank. A track whose thread name is a

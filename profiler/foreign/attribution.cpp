@@ -31,6 +31,27 @@ struct Frame {
   std::string_view name;
 };
 
+//! An NCCL kernel named for no collective (ncclDevKernel_Generic) as the kernel rules know it: the
+//! name NCCL gave kernels of the collective its "Collective name" argument records, or "".
+std::string_view NcclKernelOfCollective(const KinetoEvent& e) {
+  if (e.collective.empty() || !traces::IsNcclKernel(e.name) ||
+      !traces::NcclCollectiveFromKernelName(e.name).empty()) {
+    return {};
+  }
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kKernels{{
+      {"allreduce", "ncclDevKernel_AllReduce"},
+      {"allgather", "ncclDevKernel_AllGather"},
+      {"reducescatter", "ncclDevKernel_ReduceScatter"},
+      {"send", "ncclDevKernel_SendRecv"},
+      {"recv", "ncclDevKernel_SendRecv"},
+  }};
+  const std::string_view collective = traces::NcclCollectiveFromArg(e.collective);
+  for (const auto& [c, kernel] : kKernels) {
+    if (c == collective) return kernel;
+  }
+  return {};
+}
+
 //! Host nesting (parent per event, per thread), correlation and autograd-sequence indexes.
 class HostIndex {
  public:
@@ -176,7 +197,10 @@ Attribution Attribute(const KinetoEvents& ev, const AttributionTable& table) {
     frames.clear();
     if (a.device_trace) {
       if (!IsDevice(e)) continue;
+      if (const std::string_view k = NcclKernelOfCollective(e); !k.empty())
+        frames.push_back({FrameKind::kKernel, k});
       frames.push_back({FrameKind::kKernel, e.name});
+      a.launched_units += idx.Launcher(e) >= 0 ? 1 : 0;
       idx.AppendFrames(idx.Launcher(e), frames);
     } else {
       if (!IsHostOp(e) || idx.IsWrapper(e)) continue;

@@ -37,6 +37,9 @@ struct Attribution {
   double overhead_per_event_s = 0;
   int64_t overhead_pairs = 0;  //!< parent/child pairs it is the mean of
   int64_t recorded_events = 0;
+  //! Device units whose launching host op was found (by correlation id): none when the profiler
+  //! recorded the device only, and then no unit has a module or an autograd phase.
+  int64_t launched_units = 0;
 };
 
 Attribution Attribute(const KinetoEvents& ev, const AttributionTable& table);

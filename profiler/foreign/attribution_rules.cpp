@@ -66,6 +66,9 @@ std::vector<AttributionRule> GemmKernelRules() {
       {kKernel, "*cutlass*", "gemm", gemm_ops},
       {kKernel, "*xmma*", "gemm", gemm_ops},
       {kKernel, "*cublas*", "gemm", gemm_ops},
+      // ROCm: rocBLAS / hipBLASLt run Tensile kernels named "Cijk_<layout>_<types>_MT<tile>..."
+      // (C[i,j] = sum over k of A and B), e.g. "Cijk_Alik_Bljk_SB_Bias_..." (HTA's MI250 trace).
+      {kKernel, "Cijk_*", "gemm", gemm_ops},
       {kKernel, "*conv*", "gemm", {}},
       {kKernel, "*Memcpy*", "memory", {}},
       {kKernel, "*Memset*", "memory", {}},

@@ -28,7 +28,7 @@ Json ForeignReportToJson(const ForeignReport& r) {
           {"steps", r.steps}, {"step_s", r.step_s}, {"attributed_s", r.attributed_s},
           {"share_explained", r.step_s > 0 ? r.attributed_s / r.step_s : 0}, {"glue_s", r.glue_s},
           {"unit_count", r.unit_count}, {"units_assigned", r.assigned}, {"ops_matched", r.ops_matched},
-          {"ops_out_of_line", r.ops_out_of_line}, {"attention", r.attention}, {"families", fam},
+          {"plan_ops", r.plan_ops}, {"ops_out_of_line", r.ops_out_of_line}, {"attention", r.attention}, {"families", fam},
           {"unattributed", un}, {"profiler_overhead", overhead}};
 }
 

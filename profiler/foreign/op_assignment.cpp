@@ -317,12 +317,58 @@ class MeasuredBuilder {
   traces::Tracer t_{"measured"};
 };
 
+//! What the trace's units are, for a refusal: " (its device kernels' time: gemm 41%, glue 30%,
+//! ...)".
+std::string FamilyShares(Assigner& as, const std::string& units) {
+  std::vector<std::pair<double, std::string>> by_time;
+  double total = 0;
+  for (const auto& [name, f] : as.Families()) {
+    by_time.emplace_back(f.time_s, name);
+    total += f.time_s;
+  }
+  std::sort(by_time.rbegin(), by_time.rend());
+  std::string out = " (its " + units + "' time:";
+  for (size_t i = 0; i < by_time.size() && i < 5; ++i) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s %s %.0f%%", i == 0 ? "" : ",", by_time[i].second.c_str(),
+                  total > 0 ? 100 * by_time[i].first / total : 0.0);
+    out += buf;
+  }
+  return out + ")";
+}
+
+//! A trace without one backward unit is of inference (or of a forward pass only), or its kernels
+//! reach no host op that would say which are backward: say which.
+std::string NoBackward(const Attribution& a) {
+  const bool bwd = std::any_of(a.units.begin(), a.units.end(),
+                               [](const AttributedUnit& u) { return u.phase == Phase::kBwd; });
+  if (bwd) return "";
+  if (a.device_trace && a.launched_units == 0) {
+    return " Its kernels reach no host op (no runtime call has their correlation id): the profiler "
+           "recorded the device only; record the CPU too (torch.profiler activities CPU and CUDA).";
+  }
+  return " It has no backward op: a trace of inference or of a forward pass, where refine "
+         "needs a training step.";
+}
+
+//! The traced rank has no op in the plan: say which ranks the plan has and what the trace says.
+Error NotAPlanRank(const KinetoEvents& ev, const traces::Trace& predicted, int64_t rank,
+                   const std::string& file) {
+  int64_t ranks = 0;
+  for (const traces::Track& t : predicted.tracks()) ranks = std::max(ranks, t.rank + 1);
+  std::string msg = file + ": it is a trace of rank " + std::to_string(rank) +
+                    (ev.rank >= 0 ? " (its distributedInfo" : " (no distributedInfo: rank 0");
+  if (ev.world_size > 0) msg += ", of " + std::to_string(ev.world_size);
+  return BadInput(msg + "), but the plan predicts no op on that rank (it has " +
+                  std::to_string(ranks) + " ranks): plan the layout of the traced job");
+}
+
 }  // namespace
 
 Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a, const traces::Trace& predicted,
                                    int64_t rank, const std::string& file) {
   Assigner as(ev, a, predicted, rank);
-  if (as.ComputeOps().empty()) return BadInput(file + ": the plan predicts no op on rank " + std::to_string(rank));
+  if (as.ComputeOps().empty()) return NotAPlanRank(ev, predicted, rank, file);
   as.Run();
   AssignedTrace out;
   ForeignReport& r = out.report;
@@ -337,9 +383,20 @@ Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a,
   const LineCheck line = OutOfLine(as);
   r.ops_matched = line.matched;
   r.ops_out_of_line = line.out;
+  r.plan_ops = static_cast<int64_t>(as.ComputeOps().size());
   if (r.ops_matched == 0) {
     return BadInput(file + ": none of its " + std::to_string(r.unit_count) + " " + r.units +
-                    " maps onto the plan's ops: is it a trace of this model and implementation?");
+                    " maps onto the plan's ops" + FamilyShares(as, r.units) +
+                    ": is it a trace of this model and implementation?" + NoBackward(a));
+  }
+  if (static_cast<double>(r.ops_matched) <
+      kMinOpCoverage * static_cast<double>(r.plan_ops * r.steps)) {
+    return BadInput(
+        file + ": its " + r.units + " give time to only " + std::to_string(r.ops_matched) +
+        " of the " + std::to_string(r.plan_ops * r.steps) + " ops the plan runs in " +
+        std::to_string(r.steps) + " step(s) on rank " + std::to_string(rank) +
+        FamilyShares(as, r.units) +
+        ": is it a trace of this model (its layers) and implementation?" + NoBackward(a));
   }
   if (static_cast<double>(r.ops_out_of_line) > kMaxOutOfLineShare * static_cast<double>(r.ops_matched)) {
     return BadInput(file + ": " + std::to_string(r.ops_out_of_line) + " of " + std::to_string(r.ops_matched) +
@@ -359,9 +416,10 @@ Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a,
   for (const auto& f : r.families) units_s += f.time_s;
   if (r.attributed_s < kMinExplainedShare * units_s) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, ": only %.0f%% of its %s' time lands on the plan's ops: ",
+    std::snprintf(buf, sizeof buf, ": only %.0f%% of its %s' time lands on the plan's ops",
                   100 * r.attributed_s / units_s, r.units.c_str());
-    return BadInput(file + buf + "is it a trace of this model and implementation?");
+    return BadInput(file + buf + FamilyShares(as, r.units) +
+                    ": is it a trace of this model and implementation?");
   }
   for (auto& [name, u] : as.Unattributed()) {
     u.name = name;

@@ -32,6 +32,11 @@ inline constexpr double kOutOfLineRatio = 5.0;
 inline constexpr double kMaxOutOfLineShare = 0.1;
 //! Less of the units' time than this given to plan ops: the trace is of another model or code.
 inline constexpr double kMinExplainedShare = 0.8;
+//! Fewer of the plan's compute ops a step than this given time: another model (a ResNet's GEMMs
+//! and norms land on a few of a GPT's ops and explain most of their own time). A framework that
+//! fuses ops the plan keeps apart (Transformer Engine's norm into the next GEMM) still gives
+//! time to three quarters of them.
+inline constexpr double kMinOpCoverage = 0.5;
 //! How far past the current op a unit may look for its op.
 inline constexpr size_t kAssignLookahead = 4;
 
@@ -61,6 +66,7 @@ struct ForeignReport {
   double attributed_s = 0;
   double glue_s = 0;
   int64_t unit_count = 0, assigned = 0, ops_matched = 0, ops_out_of_line = 0;
+  int64_t plan_ops = 0;                       //!< the plan's compute ops a step on the traced rank
   std::vector<FamilyTime> families;           //!< by time, largest first
   std::vector<UnattributedTime> unattributed; //!< by time, largest first
   double overhead_per_event_s = 0;
@@ -78,9 +84,10 @@ struct AssignedTrace {
   ForeignReport report;
 };
 
-//! `predicted`: the plan simulated (all ranks); `rank`: the traced rank. A trace with no unit that
-//! lands on a plan op, with less than kMinExplainedShare of its units' time on plan ops, or whose ops
-//! are out of line too often, is bad input naming `file`.
+//! `predicted`: the plan simulated (all ranks); `rank`: the traced rank. A trace of a rank the plan
+//! does not have, with no unit that lands on a plan op, with fewer than kMinOpCoverage of the
+//! plan's ops given time, with less than kMinExplainedShare of its units' time on plan ops, or
+//! whose ops are out of line too often, is bad input naming `file`.
 Result<AssignedTrace> AssignToPlan(const KinetoEvents& ev, const Attribution& a, const traces::Trace& predicted,
                                    int64_t rank, const std::string& file);
 

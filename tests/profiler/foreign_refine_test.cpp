@@ -127,5 +127,62 @@ TEST(ForeignRefine, ATraceOfAnotherModelIsRefused) {
   EXPECT_NE(run.err.find("peer_gpt_mb8.json.gz"), std::string::npos) << run.err;
 }
 
+// HTA's rank_non_gpu trace: 2424 host ops of another model's training step (FusedAdam, gloo). Its
+// GEMMs and norms land on a few of the peer GPT's ops, and with glue that was 86% of its host ops'
+// time "on plan ops": refine fitted it (2026-11-29). So did 6 GEMM kernels of HTA's CUDA event
+// sync trace, on one op. Under half of the plan's ops got time.
+TEST(ForeignRefine, ATraceThatGivesTimeToFewOfThePlansOpsIsRefused) {
+  for (const std::string units : {"host ops", "device kernels"}) {
+    test::Scratch s("foreign_refine_few_ops");
+    const std::string file =
+        PARALLAX_TEST_DATA_DIR "/traces/kineto/" +
+        std::string(units == "host ops"
+                        ? "rank_non_gpu__rank_non_gpu.json.gz"
+                        : "critical_path__cuda_event_sync_multi_stream__event_sync_trace.json.gz");
+    const test::CommandResult run = RefinePeer(s, kModel, "", file);
+    EXPECT_EQ(run.exit_code, 2) << run.out;
+    std::string said = file;
+    said += ": its ";
+    said += units;
+    said += " give time to only";
+    EXPECT_NE(run.err.find(said), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("gemm"), std::string::npos) << run.err;  // what the trace's time is
+    // The event sync trace runs three matmuls forward only; rank_non_gpu trains.
+    EXPECT_EQ(run.err.find("no backward op") != std::string::npos, units == "device kernels")
+        << run.err;
+  }
+}
+
+// HTA's cpu_only trace is rank 34 of 300 (distributedInfo); the plan is one device.
+TEST(ForeignRefine, ATraceOfARankThePlanDoesNotHaveSaysWhichRanksEachHas) {
+  test::Scratch s("foreign_refine_rank");
+  const std::string file = PARALLAX_TEST_DATA_DIR
+      "/traces/kineto/cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz";
+  const test::CommandResult run = RefinePeer(s, kModel, "", file);
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_NE(run.err.find(file + ": it is a trace of rank 34 (its distributedInfo, of 300)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("it has 1 ranks"), std::string::npos) << run.err;
+}
+
+// torch.profiler with activities=[CUDA] only: kernels without the host ops that say which are
+// backward. The refusal says to record the CPU too, not that the run was inference.
+TEST(ForeignRefine, AKernelsOnlyTraceIsRefusedSayingToRecordTheCpuToo) {
+  test::Scratch s("foreign_refine_device_only");
+  std::string events;
+  for (int i = 0; i < 6; ++i) {
+    events += std::string(i == 0 ? "" : ",") + R"({"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_tn", )" +
+              R"("pid": 0, "tid": 7, "ts": )" + std::to_string(1000 + 100 * i) +
+              R"(, "dur": 50, "args": {"correlation": )" + std::to_string(i + 1) + "}}";
+  }
+  const std::string file = test::WriteTempFile("foreign_device_only.json", R"({"traceEvents": [)" + events + "]}");
+  const test::CommandResult run = RefinePeer(s, kModel, "", file);
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_NE(run.err.find("foreign_device_only.json"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("record the CPU too"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("inference"), std::string::npos) << run.err;
+}
+
 }  // namespace
 }  // namespace parallax

@@ -282,6 +282,10 @@ TEST(ChromeReader, TimestampsAreExactNanoseconds) {
   EXPECT_EQ(ns, 1661203462598738000);
   EXPECT_TRUE(ParseMicrosToNs("4458676522690.655", &ns));
   EXPECT_EQ(ns, 4458676522690655);
+  // 19 significant digits (HTA's ns_resolution_trace): the last is a nanosecond, not rounded to
+  // ten.
+  EXPECT_TRUE(ParseMicrosToNs("1712195495519689.047", &ns));
+  EXPECT_EQ(ns, 1712195495519689047);
   EXPECT_TRUE(ParseMicrosToNs("0.0004", &ns));
   EXPECT_EQ(ns, 0);
   EXPECT_TRUE(ParseMicrosToNs("0.0005", &ns));

@@ -163,5 +163,27 @@ TEST(CliTrace, DiffJson) {
   EXPECT_NE(bad.out.find("m.json.gz"), std::string::npos) << bad.out;
 }
 
+// A PyTorch profiler trace names kernels and aten ops: diffed as it is against a prediction,
+// nothing pairs, and the diff says how to lay it onto the plan's ops rather than compare spans
+// silently.
+TEST(CliTrace, DiffOfAForeignTraceThatMatchesNothingSaysToAttributeItFirst) {
+  traces::Tracer a("predicted");
+  OpIdentity id;
+  id.op = OpKind::kFc1;
+  a.Record(a.Track(0, traces::Stream::kCompute), a.OpName(OpKind::kFc1), 0, 100, id);
+  const fs::path pa = Tmp("p_foreign.json");
+  ASSERT_TRUE(traces::WriteChromeTrace(a.trace(), pa.string()).ok());
+  const std::string measured = kKineto + "trace_file_list__inference_rank_1.json.gz";
+  const CliRun r = Parallax({"trace", "diff", pa.string(), measured, "--json"});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["matched"], 0);
+  ASSERT_EQ(j["warnings"].size(), 1u) << j["warnings"].dump();
+  EXPECT_NE(
+      j["warnings"][0].get<std::string>().find(measured + ": no slice matched a predicted op"),
+      std::string::npos);
+  EXPECT_NE(j["warnings"][0].get<std::string>().find("--attributed-trace"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace parallax::cli

@@ -33,8 +33,11 @@ def nccl(name):
 for f in sorted(os.listdir(sys.argv[1])):
     if not f.endswith(".gz"): continue
     d = json.loads(gzip.open(os.path.join(sys.argv[1], f)).read(), parse_float=decimal.Decimal)
-    ev = d["traceEvents"]
     print("==", f)
+    if not isinstance(d, dict) or "traceEvents" not in d:
+        print("no traceEvents (not a profiler trace)")
+        continue
+    ev = d["traceEvents"]
     print("events", len(ev))
     print("phases", dict(sorted(collections.Counter(e["ph"] for e in ev).items())))
     print("categories", dict(sorted(collections.Counter(e.get("cat", "") for e in ev).items())))
@@ -43,6 +46,8 @@ for f in sorted(os.listdir(sys.argv[1])):
     sl = [e for e in ev if e["ph"] in ("X", "i", "I")]
     print("slices", len(sl))
     print("first_ns", min(ns(e["ts"]) for e in sl), "last_ns", max(ns(e["ts"]) + ns(e.get("dur", 0)) for e in sl))
+    kern = [e for e in ev if e["ph"] == "X" and e.get("cat") == "kernel"]
+    print("kernels", len(kern), "sum of their start ns % 1000", sum(ns(e["ts"]) % 1000 for e in kern))
     k = [e for e in ev if e["ph"] == "X" and e.get("cat") == "kernel" and nccl(e["name"])]
     print("nccl_kernels", len(k), dict(collections.Counter(e["args"].get("Collective name", "?") for e in k)))
     dtype_bytes = {"Float": 4, "Long": 8, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4}

@@ -149,5 +149,40 @@ TEST(KinetoGolden, NcclNameParsing) {
   EXPECT_EQ(KinetoDtypeBytes("Mystery"), 0);
 }
 
+// PyTorch 1.8's Kineto wrote "Kernel", "Runtime" (HTA's trace_file_list trace, distributedInfo rank
+// 1): its 4 kernels are device compute on rank 1, its runtime calls host, as today's names are.
+TEST(KinetoGolden, PyTorch18CategoryNamesAreDeviceAndHostTracks) {
+  auto [t, st] = Load("trace_file_list__inference_rank_1.json.gz");
+  EXPECT_EQ(st.categories.at("Kernel"), 4);
+  EXPECT_EQ(CountFlagged(t, slice_flags::kCompute), 4u);
+  int device = 0, host = 0;
+  for (const Track& tr : t.tracks()) {
+    if (tr.device) {
+      ++device;
+      EXPECT_EQ(tr.stream, Stream::kCompute);
+      EXPECT_EQ(tr.rank, 1);
+    }
+    host += tr.stream == Stream::kHost ? 1 : 0;
+  }
+  EXPECT_EQ(device, 1);
+  EXPECT_EQ(host, 1);
+}
+
+// HTA's ns_resolution_trace: absolute microseconds with three decimals, 19 significant digits
+// (1712195495406752.797). Expected: python3 json with parse_float=Decimal over the "X" events.
+TEST(KinetoGolden, NsResolutionTraceKeepsEveryNanosecond) {
+  const Trace t = Load("ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz").trace;
+  EXPECT_EQ(t.first_ns(), 1712195495406752797);
+  EXPECT_EQ(t.last_ns(), 1712195496004644183);  // the "Record Window End" instant
+  int64_t kernels = 0, sub_us = 0;
+  t.slices().ForEach([&](const Slice& s) {
+    if (t.Str(s.category) != "kernel") return;
+    ++kernels;
+    sub_us += s.start_ns % 1000;
+  });
+  EXPECT_EQ(kernels, 4350);
+  EXPECT_EQ(sub_us, 2163387);
+}
+
 }  // namespace
 }  // namespace parallax::traces
