@@ -27,12 +27,13 @@ std::vector<BlockCall> StepCalls(const RuntimeContext& ctx, const AttentionShape
   std::vector<BlockCall> calls;
   for (int64_t qh = 0; qh < 2; ++qh) {
     const int64_t q_chunk = CpChunkOf(ctx.cp, ctx.cp_idx, qh);
+    AttentionShape s = local;  // one chunk of queries against one chunk of keys
+    s.seq = len;
+    s.kv_seq = len;
+    s.causal_offset = 0;
     if (local.window > 0) {  // local attention: each pair by its absolute positions, if any row sees a key
+      s.query_start = q_chunk * len;
       for (int64_t kh = 0; kh < 2; ++kh) {
-        AttentionShape s = local;
-        s.seq = len;
-        s.kv_seq = len;
-        s.query_start = q_chunk * len;
         s.causal_offset = s.query_start - CpChunkOf(ctx.cp, src, kh) * len;
         if (s.AnyVisible()) calls.push_back({qh, kh, s});
       }
@@ -41,10 +42,6 @@ std::vector<BlockCall> StepCalls(const RuntimeContext& ctx, const AttentionShape
     std::array<CpBlockVisibility, 2> vis{};
     for (int64_t kh = 0; kh < 2; ++kh)
       vis[static_cast<size_t>(kh)] = VisibilityOf(q_chunk, CpChunkOf(ctx.cp, src, kh));
-    AttentionShape s = local;
-    s.seq = len;
-    s.kv_seq = len;
-    s.causal_offset = 0;
     if (vis[0] == CpBlockVisibility::kFull && vis[1] == CpBlockVisibility::kFull) {
       s.kv_seq = 2 * len;
       s.causal = false;

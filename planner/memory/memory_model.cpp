@@ -78,14 +78,17 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   }
   const int64_t dp = DenseReductionRanks(l), edp = ReductionGroupSize(l, ReductionGroup::kExpertDp);
   auto shard = [&](int64_t bytes, bool sharded, int64_t n) { return sharded ? (bytes + n - 1) / n : bytes; };
+  // `per_param` bytes of every parameter, dense ones over dp and experts over edp when `sharded`.
+  auto state = [&](int64_t per_param, bool sharded) {
+    return shard(per_param * phi, sharded, dp) + shard(per_param * phi_experts, sharded, edp);
+  };
   const ZeroSharding sharded = ZeroShardingFor(l.zero_stage);
 
   MemoryBreakdown r;
-  r.weights = shard(sb.weight * phi, sharded.weights, dp) + shard(sb.weight * phi_experts, sharded.weights, edp);
-  r.gradients = shard(sb.grad * phi, sharded.gradients, dp) + shard(sb.grad * phi_experts, sharded.gradients, edp);
-  r.optimizer = shard(sb.optim * phi, sharded.optimizer, dp) + shard(sb.optim * phi_experts, sharded.optimizer, edp);
-  const int64_t step_grad =
-      shard(sb.step_grad * phi, sharded.optimizer, dp) + shard(sb.step_grad * phi_experts, sharded.optimizer, edp);
+  r.weights = state(sb.weight, sharded.weights);
+  r.gradients = state(sb.grad, sharded.gradients);
+  r.optimizer = state(sb.optim, sharded.optimizer);
+  const int64_t step_grad = state(sb.step_grad, sharded.optimizer);
   phi += phi_experts;
 
   ActivationOptions ao;

@@ -235,24 +235,31 @@ const MlaCase kMlaCases[] = {
 
 class MlaLayouts : public ::testing::TestWithParam<std::tuple<MlaCase, const char*>> {};
 
-TEST_P(MlaLayouts, LossesMatchSingleProcessReference) {
-  const auto [c, recompute] = GetParam();
-  const Plan plan = MlaCasePlan(c, std::string(c.layout) + ",recompute=" + recompute);
+//! `plan` on the world against `reference` in one process: losses and gradient norms within 1e-4
+//! relative, and the reference learns. `name` and `recompute` label the printed line.
+void ExpectMatchesSingleProcess(const char* name, const char* recompute, const Plan& plan, const Plan& reference) {
   if (const std::string wrong = WrongWorldSize(plan.layout.world_size()); !wrong.empty()) FAIL() << wrong;
   auto r = Train(plan, *g_world, kSteps);
   ASSERT_TRUE(r) << r.error().message;
   auto local = LocalCommunicator();
-  auto ref = Train(MlaCasePlan(c, "micro_batch=2"), *local, kSteps);
+  auto ref = Train(reference, *local, kSteps);
   ASSERT_TRUE(ref) << ref.error().message;
   const double diff = MaxRelDiff(r->losses, ref->losses);
   const double norm = MaxRelDiff(r->grad_norms, ref->grad_norms);
   if (g_world->rank() == 0) {
-    std::printf("%-22s %-5s loss[9]=%.6f ref[9]=%.6f max rel diff: loss %.2e, grad norm %.2e\n", c.name, recompute,
+    std::printf("%-22s %-5s loss[9]=%.6f ref[9]=%.6f max rel diff: loss %.2e, grad norm %.2e\n", name, recompute,
                 r->losses[9], ref->losses[9], diff, norm);
   }
-  EXPECT_LT(diff, 1e-4) << c.layout;
-  EXPECT_LT(norm, 1e-4) << c.layout << ": gradient norms differ from the reference";
+  const std::string layout = LayoutToString(plan.layout);
+  EXPECT_LT(diff, 1e-4) << layout;
+  EXPECT_LT(norm, 1e-4) << layout << ": gradient norms differ from the reference";
   EXPECT_LT(ref->losses[9], ref->losses[0] - 0.05) << "reference does not learn";
+}
+
+TEST_P(MlaLayouts, LossesMatchSingleProcessReference) {
+  const auto [c, recompute] = GetParam();
+  ExpectMatchesSingleProcess(c.name, recompute, MlaCasePlan(c, std::string(c.layout) + ",recompute=" + recompute),
+                             MlaCasePlan(c, "micro_batch=2"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Mla, MlaLayouts,
@@ -281,23 +288,10 @@ class LocalLayouts : public ::testing::TestWithParam<std::tuple<LocalCase, const
 
 TEST_P(LocalLayouts, LossesMatchSingleProcessReference) {
   const auto [c, recompute] = GetParam();
-  const Plan plan = testing::LocalAttentionPlan(std::string(c.layout) + ",recompute=" + recompute, kGlobalBatch,
-                                                c.chunked);
-  if (const std::string wrong = WrongWorldSize(plan.layout.world_size()); !wrong.empty()) FAIL() << wrong;
-  auto r = Train(plan, *g_world, kSteps);
-  ASSERT_TRUE(r) << r.error().message;
-  auto local = LocalCommunicator();
-  auto ref = Train(testing::LocalAttentionPlan("micro_batch=2", kGlobalBatch, c.chunked), *local, kSteps);
-  ASSERT_TRUE(ref) << ref.error().message;
-  const double diff = MaxRelDiff(r->losses, ref->losses);
-  const double norm = MaxRelDiff(r->grad_norms, ref->grad_norms);
-  if (g_world->rank() == 0) {
-    std::printf("%-22s %-5s loss[9]=%.6f ref[9]=%.6f max rel diff: loss %.2e, grad norm %.2e\n", c.name, recompute,
-                r->losses[9], ref->losses[9], diff, norm);
-  }
-  EXPECT_LT(diff, 1e-4) << c.layout;
-  EXPECT_LT(norm, 1e-4) << c.layout << ": gradient norms differ from the reference";
-  EXPECT_LT(ref->losses[9], ref->losses[0] - 0.05) << "reference does not learn";
+  ExpectMatchesSingleProcess(
+      c.name, recompute,
+      testing::LocalAttentionPlan(std::string(c.layout) + ",recompute=" + recompute, kGlobalBatch, c.chunked),
+      testing::LocalAttentionPlan("micro_batch=2", kGlobalBatch, c.chunked));
 }
 
 INSTANTIATE_TEST_SUITE_P(Local, LocalLayouts,
