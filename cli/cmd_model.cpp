@@ -26,7 +26,7 @@ struct ShowOptions {
   bool json = false;
 };
 
-Json ActivationTable(const ModelSpec& m, const ShowOptions& o, int64_t bytes_per_element,
+Json ActivationTable(const ModelSpec& m, const ShowOptions& o, Precision precision,
                      const std::optional<ImplementationProfile>& impl) {
   Json out = Json::object();
   for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
@@ -37,8 +37,8 @@ Json ActivationTable(const ModelSpec& m, const ShowOptions& o, int64_t bytes_per
       a.tp = o.tp;
       a.sequence_parallel = sp;
       a.recompute = r;
-      a.bytes_per_element = bytes_per_element;
-      if (impl) a = ForImplementation(a, *impl);
+      a.bytes_per_element = BytesPerElement(precision);
+      if (impl) a = ForImplementation(a, *impl, precision);
       out[std::string(ToString(r)) + (sp ? "_sp" : "")] = ActivationBytesPerLayer(m, a);
     }
   }
@@ -57,7 +57,6 @@ int Show(const ShowOptions& o) {
   const int64_t seq = o.seq_len > 0 ? o.seq_len : m->seq_len;
   auto precision = PrecisionFromString(o.precision);
   if (!precision) return ReportError(BadInput("--precision: " + precision.error().message), o.json);
-  const int64_t bpe = BytesPerElement(*precision);
   const ModelCounts c = CountModel(*m, seq);
   Json training{{"none", TrainingFlopsPerToken(*m, seq, Recompute::kNone)},
                 {"selective", TrainingFlopsPerToken(*m, seq, Recompute::kSelective)},
@@ -80,7 +79,7 @@ int Show(const ShowOptions& o) {
     if (!r) return ReportError(r.error(), o.json);
     impl = *r;
   }
-  const Json acts = ActivationTable(*m, o, bpe, impl);
+  const Json acts = ActivationTable(*m, o, *precision, impl);
   const std::string counted_as = impl ? "implementation " + impl->name : "Korthikanti et al. 2022";
   if (o.json) {
     PrintJson(Json{{"name", m->name},

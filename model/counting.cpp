@@ -164,10 +164,16 @@ double TrainingFlopsPerToken(const ModelSpec& m, int64_t seq_len, Recompute reco
   return layers + 3.0 * c.fwd_flops_per_token_head;
 }
 
-ActivationOptions ForImplementation(ActivationOptions o, const ImplementationProfile& impl) {
+ActivationOptions ForImplementation(ActivationOptions o, const ImplementationProfile& impl, Precision precision) {
   o.dropout = impl.applies_dropout.value;
   o.attention_keeps_statistics = AttentionKeepsStatistics(impl);
   o.fp32_cross_entropy = impl.fp32_cross_entropy.value;
+  const bool fp8_saves = precision == Precision::kFp8 && impl.fp8_saves_quantized_inputs.value;
+  const Fp8Recipe recipe = impl.fp8_recipe.value;
+  const bool block_scales = recipe == Fp8Recipe::kMxfp8 || recipe == Fp8Recipe::kBlockwise;
+  o.fp8_input_32nds = fp8_saves ? (block_scales ? 33 : 32) : 0;
+  o.fp8_proj_copy = fp8_saves && recipe == Fp8Recipe::kDelayed;
+  o.moe_combine_keeps_outputs = !impl.moe_probs_in_activation.value;
   return o;
 }
 
@@ -179,6 +185,12 @@ int64_t AttentionSavedWidth(const ModelSpec& m) {
   if (!m.mla()) return m.q_dim() + 2 * m.kv_dim() + m.attn_out_dim();
   return 2 * m.q_dim() + m.attn_out_dim() + m.heads * m.value_dim() + m.q_lora_rank + m.kv_lora_rank +
          m.qk_rope_head_dim;
+}
+
+//! Bytes a linear layer keeps of `elements` input elements: its FP8 copy where the implementation
+//! keeps that (ActivationOptions::fp8_input_32nds), else the input in the element size.
+int64_t LinearInputBytes(const ActivationOptions& o, int64_t elements) {
+  return o.fp8_input_32nds > 0 ? (elements * o.fp8_input_32nds + 31) / 32 : o.bytes_per_element * elements;
 }
 
 int64_t LayerActivationBytes(const ModelSpec& m, int64_t layer, const ActivationOptions& o, int64_t etp) {
@@ -196,18 +208,30 @@ int64_t LayerActivationBytes(const ModelSpec& m, int64_t layer, const Activation
   // with our executor keeping a mean slot too), which the paper's count omits.
   const int64_t norm_stats = int64_t{16} * s * b;  // 2 norms x 2 statistics x 4 bytes
   const uint32_t redo = o.recompute == Recompute::kSelective ? o.selective_modules : 0;
+  const bool moe = IsMoeLayer(m, layer);
   // The two norms' inputs, and their outputs (the QKV and fc1 / router inputs) unless the layernorm
-  // module recomputes them from the inputs.
-  const int64_t norm_io = ((redo & kRecomputeLayernorm) != 0 ? 2 : 4) * e * sbh;
+  // module recomputes them from the inputs. Under fp8 with quantized saves, a norm output that feeds
+  // linears is kept as their FP8 copies: one for a fused norm + QKV or fc1 linear, one per
+  // down-projection under MLA (q and kv take the norm output apart); an MoE layer's router keeps
+  // the 16-bit output (Megatron-Core moe_utils.py RouterGatingLinearFunction), counted here, and
+  // its shared experts' fc1 keeps its own FP8 copy (MoeActivationBytes).
+  int64_t norm_io = 2 * e * sbh;
+  if ((redo & kRecomputeLayernorm) == 0) {
+    const int64_t qkv_in = o.fp8_input_32nds > 0 ? (m.mla() ? 2 : 1) * LinearInputBytes(o, sbh) : e * sbh;
+    norm_io += qkv_in + (moe ? e * sbh : LinearInputBytes(o, sbh));
+  }
   const int64_t seq_shardable = norm_io + 2 * drop * sbh + norm_stats;
   const int64_t sbf = s * b * m.ffn_hidden;
   // mla_up_proj drops the up-projected queries, keys and values (kept: the latents, the output).
   const int64_t up_dropped = m.mla() && (redo & kRecomputeMlaUpProj) != 0 ? 2 * m.q_dim() + m.heads * m.value_dim() : 0;
-  const int64_t attn_saved = e * s * b * (AttentionSavedWidth(m) - up_dropped);
-  const bool moe = IsMoeLayer(m, layer);
-  // A recomputed dense MLP keeps only its input (the norm's output, counted with the norms).
+  // Under the delayed recipe the output projection keeps an FP8 copy of the core attention's output
+  // beside it (Megatron-Core attention.py: other recipes make linear_proj keep the original).
+  const int64_t proj_copy = o.fp8_proj_copy ? LinearInputBytes(o, s * b * m.attn_out_dim()) : 0;
+  const int64_t attn_saved = e * s * b * (AttentionSavedWidth(m) - up_dropped) + proj_copy;
+  // A recomputed dense MLP keeps only its input (the norm's output, counted with the norms); else
+  // fc1's output (the activation's input, 16-bit) and the activation's output (fc2's input).
   const bool mlp_redone = !moe && (redo & kRecomputeMlp) != 0;
-  const int64_t mlp_saved = moe || mlp_redone ? 0 : (m.mlp == MlpKind::kSwiglu ? 3 * e * sbf : 2 * e * sbf);
+  const int64_t mlp_saved = moe || mlp_redone ? 0 : (m.mlp == MlpKind::kSwiglu ? 2 : 1) * e * sbf + LinearInputBytes(o, sbf);
   int64_t tp_sharded = attn_saved + mlp_saved;
   if ((redo & kRecomputeCoreAttn) == 0) {  // kept unless the attention core is recomputed
     const int64_t as2b = m.heads * s * AttendedKeys(m, layer, s) * b;
@@ -229,18 +253,32 @@ int64_t MoeActivationBytes(const ModelSpec& m, const ActivationOptions& o, int64
   const int64_t e = o.bytes_per_element;
   const int64_t tokens = SeqOf(m, o.seq_len) * o.micro_batch / (o.sequence_parallel ? t : 1);
   const int64_t f = m.moe_ffn_hidden;
-  const int64_t mlp_width = FcInWidth(m, f) + f;  // fc1 output(s) and the activation's output
   // The routed experts' activation output is not kept when the moe_act module recomputes it.
   const bool redo_act = o.recompute == Recompute::kSelective && (o.selective_modules & kRecomputeMoeAct) != 0;
-  const int64_t routed_width = redo_act ? FcInWidth(m, f) : mlp_width;
-  // Routed: k copies of each of the etp group's tokens arrive (dispatch buffer, h each), each kept
-  // at fc1 output and activation output over f / etp; the combine keeps the rank's own k copies (h
-  // each) for the probabilities' gradient, after the etp reduce-scatter (Megatron-Core
-  // token_dispatcher.py: reduce_scatter over the expert-TP group, the all-to-all, then unpermute with
-  // the probabilities), not the etp group's.
-  const int64_t routed = m.experts_per_token * tokens * (et * (e * m.hidden + e * routed_width / et) + e * m.hidden);
+  const int64_t act = redo_act ? 0 : f;
+  // Routed: k copies of each of the etp group's tokens arrive (dispatch buffer, h each: fc1's input,
+  // its FP8 copy under quantized saves), each kept at fc1 output (16-bit) and activation output
+  // (fc2's input) over f / etp; the combine keeps the rank's own k copies (h each) for the
+  // probabilities' gradient, after the etp reduce-scatter (Megatron-Core token_dispatcher.py:
+  // reduce_scatter over the expert-TP group, the all-to-all, then unpermute with the
+  // probabilities), not the etp group's. Where the probabilities multiply the activation instead,
+  // the combine keeps nothing and the activation keeps its unweighted output (16-bit, f / etp, even
+  // where a fused kernel recomputes it) and the fp32 probabilities of the copies it received.
+  const int64_t copies = m.experts_per_token * tokens;
+  const int64_t received = et * copies;
+  const int64_t combine = o.moe_combine_keeps_outputs ? e * copies * m.hidden : e * received * f / et + 4 * received;
+  const int64_t routed = LinearInputBytes(o, received * m.hidden) + e * received * FcInWidth(m, f) / et +
+                         LinearInputBytes(o, received * act / et) + combine;
   const int64_t router = 4 * m.experts * tokens;  // fp32 scores (probabilities) for the backward
-  const int64_t shared = m.shared_experts * SeqOf(m, o.seq_len) * o.micro_batch * e * mlp_width / t;
+  // Shared experts (one MLP of shared_experts x f, split over tp) on every token of the micro-batch;
+  // under quantized saves their fc1 keeps its own FP8 copy of the norm output (the router keeps the
+  // 16-bit one) unless the layernorm module recomputes it (Megatron-Core moe_layer.py
+  // set_for_recompute_pre_mlp_layernorm).
+  const int64_t sb = SeqOf(m, o.seq_len) * o.micro_batch;
+  const int64_t shared_f = m.shared_experts * f;
+  const bool redo_norm = o.recompute == Recompute::kSelective && (o.selective_modules & kRecomputeLayernorm) != 0;
+  const int64_t shared_in = shared_f > 0 && o.fp8_input_32nds > 0 && !redo_norm ? LinearInputBytes(o, tokens * m.hidden) : 0;
+  const int64_t shared = shared_f > 0 ? (e * sb * FcInWidth(m, shared_f) + LinearInputBytes(o, sb * shared_f)) / t + shared_in : 0;
   return routed + router + shared;
 }
 

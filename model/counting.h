@@ -99,10 +99,23 @@ struct ActivationOptions {
   //! flash attention, and our executor's GEMM path)
   bool attention_keeps_statistics = false;
   bool fp32_cross_entropy = true;  //!< the loss keeps an fp32 softmax beside the logits (else their gradient)
+  //! Under fp8 where the linears keep the FP8 copy of their input (ImplementationProfile::
+  //! fp8_saves_quantized_inputs): the bytes of one kept FP8 element in 32nds of a byte, 32 for
+  //! per-tensor scales (delayed, tensorwise), 33 with block scales (mxfp8: one E8M0 byte per 32
+  //! elements; blockwise: an fp32 scale per 128). 0: a linear keeps its input in the element size.
+  int64_t fp8_input_32nds = 0;
+  //! The output projection keeps an FP8 copy of its input beside the core attention's 16-bit
+  //! output (Megatron-Core under the delayed recipe); otherwise the two share the 16-bit tensor.
+  bool fp8_proj_copy = false;
+  //! The MoE combine weights the expert outputs by the probabilities and keeps them (h per routed
+  //! copy); false: the probabilities multiply the activation, which keeps its output and the fp32
+  //! probabilities instead (ImplementationProfile::moe_probs_in_activation).
+  bool moe_combine_keeps_outputs = true;
 };
 
-//! `o` with the implementation's facts: applies_dropout, attention, fp32_cross_entropy.
-ActivationOptions ForImplementation(ActivationOptions o, const ImplementationProfile& impl);
+//! `o` with the implementation's facts: applies_dropout, attention, fp32_cross_entropy, and under
+//! fp8 what its linears keep (fp8_saves_quantized_inputs, fp8_recipe), and what the MoE combine keeps.
+ActivationOptions ForImplementation(ActivationOptions o, const ImplementationProfile& impl, Precision precision);
 
 //! Activation bytes one transformer layer keeps for backward, per micro-batch, per TP rank (layer
 //! 0's shape; ActivationBytesOfLayer for a given layer of an MoE or local-attention model)

@@ -76,15 +76,22 @@ ImplementationProfile Parallax() {
   p.optimizer = {OptimizerKind::kFusedMultiTensor, "executor/runtime/optimizer.cpp: one multi-tensor AdamW kernel per group"};
   p.mixed_precision_passes = {false, "executor/runtime/optimizer.cpp: the AdamW kernel reads the fp32 gradient buffer "
                                      "and writes the 16-bit weight copy in the same pass"};
+  p.optimizer_state_bytes = {12, "executor/runtime/optimizer.cpp: fp32 master weights, m and v beside 16-bit weights"};
+  p.optimizer_reads_grad_buffer = {false, "executor/runtime/optimizer.cpp: a 16-bit run's gradients accumulate in fp32"};
   p.pipeline_p2p = {P2pSemantics::kAsync, "executor/runtime/pipeline_runner.cpp: sends on the pp-comm stream"};
   p.moe_dispatcher = {MoeDispatcher::kAllToAll, "issue 37 item 5: the executor's dispatch is an all-to-all on the ep "
                                                 "group's stream (not built yet; priced as planned)"};
   p.moe_shared_expert_overlap = {false, "issue 37 item 5: no overlap planned for the executor's first MoE version"};
+  p.moe_probs_in_activation = {false, "executor/runtime/moe_layer.h MoeCache::ytok: the combine keeps the expert outputs "
+                                      "to weight them by the probabilities in backward"};
   p.cp_comm_type = {CpCommType::kP2p, "issue 36 (docs/executor.md): ring attention with causal load balancing, K and V "
                                       "blocks sent to the next cp rank while the previous block's attention computes, "
                                       "as Megatron-Core's p2p"};
   p.fp8_params = {false, "executor/runtime/fp8_linear.h: the 16-bit weights stay the parameters; each step casts "
                          "them to FP8 for the GEMMs (planner: Fp8WeightCopyBytes)"};
+  p.fp8_recipe = {Fp8Recipe::kDelayed, "executor/fp8.h DelayedScaling: per-tensor scales from an amax history"};
+  p.fp8_saves_quantized_inputs = {false, "executor/runtime/fp8_linear.h: a linear casts its input to FP8 for the GEMM "
+                                         "and keeps the compute-dtype input for backward; the FP8 copy is transient"};
   return p;
 }
 
@@ -155,6 +162,9 @@ ImplementationProfile MegatronCore() {
                                     "_copy_model_grads_to_main_grads (.float() of the fp32 main_grad shard: no copy), "
                                     "the grad scaler's unscale only for fp16, then _copy_main_params_to_model_params "
                                     "(copy_ of each fp32 shard into the 16-bit parameter buffer)"};
+  p.optimizer_state_bytes = {12, "Megatron-LM docs/source/api-guide/distributed_optimizer.md: fp32 main weights, Adam m and v (4 + 4 + 4 B)"};
+  p.optimizer_reads_grad_buffer = {false, "megatron/core/optimizer/optimizer_config.py: use_precision_aware_optimizer "
+                                          "defaults to False (main_grads_dtype fp32 only without it)"};
   p.moe_dispatcher = {MoeDispatcher::kAllToAll, "megatron/core/transformer/moe/token_dispatcher.py "
                                                 "MoEAlltoAllTokenDispatcher (--moe-token-dispatcher-type alltoall, the "
                                                 "setting of NVIDIA's MoE benchmarks and the Megatron-MoE model zoo)"};
@@ -167,8 +177,21 @@ ImplementationProfile MegatronCore() {
                     "DotProductAttention (transformer_engine/pytorch/attention.py AttnFuncWithCPAndKVP2P: K/V "
                     "send/recv around the cp ring, each step overlapped with the previous block's attention); the "
                     "published Llama 3.1 recipes keep the default"};
+  p.moe_probs_in_activation = {
+      false, "megatron/core/transformer/moe/token_dispatcher.py (core_r0.8.0-core_r0.11.0): unpermute(..., probs) "
+             "weights the expert outputs in the combine and keeps them for backward; core_r0.12.0 moved the "
+             "probabilities into the experts' activation (experts.py activation_func_with_probs). This profile "
+             "covers r0.8+, so it keeps the older, larger count: a profile of r0.12+ sets it true"};
   p.fp8_params = {false, "megatron/training/arguments.py: --fp8-param-gather is opt-in (default False): "
                          "Transformer Engine keeps the bf16 weights and caches their FP8 copies and transposes"};
+  p.fp8_recipe = {Fp8Recipe::kDelayed, "github:NVIDIA/Megatron-LM @ d98e8a64 megatron/core/transformer/transformer_config.py:594 "
+                                       "fp8_recipe default 'delayed' (--fp8-recipe)"};
+  p.fp8_saves_quantized_inputs = {
+      true, "github:NVIDIA/TransformerEngine @ d0067d0d transformer_engine/pytorch/module/linear.py:603-621 (the quantized input, "
+            "column-wise data only, is what backward keeps), layernorm_linear.py:466-487 (ln_out, quantized), "
+            "grouped_linear.py:903-916 (the experts' inputs); github:NVIDIA/Megatron-LM @ d98e8a64 megatron/core/transformer/"
+            "attention.py:428-444 (linear_proj keeps its original input, the core attention's output, unless the "
+            "recipe is delayed), moe/moe_utils.py:1382 (the router keeps its 16-bit input)"};
   return p;
 }
 
@@ -193,6 +216,8 @@ ImplementationProfile Nemo() {
                         "FP8GlobalStateManager.FP8_PARAMETERS (the linear weights are created as FP8 tensors: 1 B "
                         "data + its 1 B transpose) and fp8_param_gather; dgxc-benchmarking llama3.1/"
                         "pretrain_llama31.py takes that plugin for fp8"};
+  p.fp8_recipe = {Fp8Recipe::kDelayed, "nemo/collections/llm/recipes/precision/mixed_precision.py bf16_with_fp8_mixed: "
+                                       "fp8_recipe = \"delayed\", amax history 1024"};
   return p;
 }
 
@@ -247,14 +272,19 @@ ImplementationProfile Megatron2021() {
                                     "_copy_model_grads_to_main_grads (grad.float()), "
                                     "_unscale_main_grads_and_check_for_nan (fp16), FusedAdam on the fp32 main grads, "
                                     "_copy_main_params_to_model_params (multi_tensor_scale)"};
+  p.optimizer_state_bytes = {12, "Megatron-LM v2.5 megatron/optimizer/optimizer.py: fp32 main params, FusedAdam's fp32 m and v"};
+  p.optimizer_reads_grad_buffer = {false, "Megatron-LM v2.5 _copy_model_grads_to_main_grads (grad.float())"};
   p.moe_dispatcher = {MoeDispatcher::kAllToAll, "Megatron-LM v2.5 has no MoE layer: GShard's all-to-all dispatch "
                                                 "(Lepikhin et al. 2020, section 2.2) stands in"};
   p.moe_shared_expert_overlap = {false, "Megatron-LM v2.5 has no MoE layer"};
+  p.moe_probs_in_activation = {false, "Megatron-LM v2.5 has no MoE layer"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "megatron/p2p_communication.py (v2.5): batch_isend_irecv, wait on "
                                              "every request, then torch.cuda.synchronize()"};
   p.cp_comm_type = {CpCommType::kNone, "megatron/arguments.py (v2.5, v3.0): no context parallelism; "
                                        "--context-parallel-size came with Megatron-Core (2023)"};
   p.fp8_params = {false, "Megatron-LM v2.x predates FP8 training (no Transformer Engine)"};
+  p.fp8_recipe = {Fp8Recipe::kDelayed, "Megatron-LM v2.x predates FP8 training (no Transformer Engine)"};
+  p.fp8_saves_quantized_inputs = {false, "Megatron-LM v2.x predates FP8 training (no Transformer Engine)"};
   return p;
 }
 
@@ -340,14 +370,20 @@ ImplementationProfile DeepSpeed() {
   p.mixed_precision_passes = {false, "not modelled: DeepSpeed ZeRO's fp16 optimizers copy, unscale and clip their "
                                      "fp32 partitions in passes of their own too (stage_1_and_2.py); their bytes "
                                      "are not checked here"};
+  p.optimizer_state_bytes = {12, "ZeRO paper (Rajbhandari et al. 2020), section 3.1: K = 12 for mixed-precision Adam"};
+  p.optimizer_reads_grad_buffer = {false, "deepspeed/runtime/zero/stage_1_and_2.py: fp32 partitions of the gradients"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "deepspeed/runtime/pipe/p2p.py: blocking dist.send / dist.recv"};
   p.moe_dispatcher = {MoeDispatcher::kAllToAll, "deepspeed/moe/sharded_moe.py MOELayer.forward: _AllToAll of the "
                                                 "dispatched tokens over the expert-parallel group"};
   p.moe_shared_expert_overlap = {false, "deepspeed/moe/layer.py: the residual (shared) expert runs after the all-to-all"};
+  p.moe_probs_in_activation = {false, "deepspeed/moe/sharded_moe.py MOELayer.forward: the combine einsum weights the "
+                                      "expert outputs (kept for backward)"};
   p.cp_comm_type = {CpCommType::kNone,
                     "DeepSpeed has no ring-attention context parallelism; DeepSpeed-Ulysses (deepspeed/sequence/"
                     "layer.py DistributedAttention, all-to-alls over heads) is a different scheme, not in this profile"};
   p.fp8_params = {false, "not in this profile: its Megatron-DeepSpeed runs train in fp16/bf16"};
+  p.fp8_recipe = {Fp8Recipe::kDelayed, "not in this profile: its Megatron-DeepSpeed runs train in fp16/bf16"};
+  p.fp8_saves_quantized_inputs = {false, "not in this profile: its Megatron-DeepSpeed runs train in fp16/bf16"};
   return p;
 }
 
@@ -441,6 +477,16 @@ const char* ToString(MoeDispatcher d) {
   return d == MoeDispatcher::kAllToAll ? "alltoall" : d == MoeDispatcher::kAllGather ? "allgather" : "deepep";
 }
 
+const char* ToString(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kDelayed: return "delayed";
+    case Fp8Recipe::kTensorwise: return "tensorwise";
+    case Fp8Recipe::kBlockwise: return "blockwise";
+    case Fp8Recipe::kMxfp8: return "mxfp8";
+  }
+  return "delayed";
+}
+
 const char* ToString(CpCommType t) {
   switch (t) {
     case CpCommType::kNone: return "none";
@@ -517,12 +563,17 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       f.Number("launch_overhead_us", p.launch_overhead_us);
       f.Enum("optimizer", p.optimizer, {OptimizerKind::kFusedMultiTensor, OptimizerKind::kPerTensor});
       f.Bool("mixed_precision_passes", p.mixed_precision_passes);
+      f.Int("optimizer_state_bytes", p.optimizer_state_bytes, 16);
+      f.Bool("optimizer_reads_grad_buffer", p.optimizer_reads_grad_buffer);
       f.Enum("pipeline_p2p", p.pipeline_p2p, {P2pSemantics::kAsync, P2pSemantics::kBlocking});
       f.Enum("moe_dispatcher", p.moe_dispatcher, {MoeDispatcher::kAllToAll, MoeDispatcher::kAllGather, MoeDispatcher::kDeepEp});
       f.Bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap);
+      f.Bool("moe_probs_in_activation", p.moe_probs_in_activation);
       f.Enum("cp_comm_type", p.cp_comm_type,
              {CpCommType::kNone, CpCommType::kP2p, CpCommType::kAllGather, CpCommType::kA2a, CpCommType::kA2aP2p});
       f.Bool("fp8_params", p.fp8_params);
+      f.Enum("fp8_recipe", p.fp8_recipe, {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kBlockwise, Fp8Recipe::kMxfp8});
+      f.Bool("fp8_saves_quantized_inputs", p.fp8_saves_quantized_inputs);
       facts.Finish();
     }
     r.Finish();
@@ -562,11 +613,16 @@ Json ImplementationToJson(const ImplementationProfile& p) {
                 {"launch_overhead_us", FactJson(p.launch_overhead_us)},
                 {"optimizer", EnumJson(p.optimizer)},
                 {"mixed_precision_passes", FactJson(p.mixed_precision_passes)},
+                {"optimizer_state_bytes", FactJson(p.optimizer_state_bytes)},
+                {"optimizer_reads_grad_buffer", FactJson(p.optimizer_reads_grad_buffer)},
                 {"pipeline_p2p", EnumJson(p.pipeline_p2p)},
                 {"moe_dispatcher", EnumJson(p.moe_dispatcher)},
                 {"moe_shared_expert_overlap", FactJson(p.moe_shared_expert_overlap)},
+                {"moe_probs_in_activation", FactJson(p.moe_probs_in_activation)},
                 {"cp_comm_type", EnumJson(p.cp_comm_type)},
-                {"fp8_params", FactJson(p.fp8_params)}}}};
+                {"fp8_params", FactJson(p.fp8_params)},
+                {"fp8_recipe", EnumJson(p.fp8_recipe)},
+                {"fp8_saves_quantized_inputs", FactJson(p.fp8_saves_quantized_inputs)}}}};
 }
 
 Result<ImplementationProfile> ResolveImplementation(const std::string& name_or_file) {

@@ -62,6 +62,12 @@ enum class MoeDispatcher { kAllToAll, kAllGather, kDeepEp };
 //! implementation has no context parallelism.
 enum class CpCommType { kNone, kP2p, kAllGather, kA2a, kA2aP2p };
 
+//! Transformer Engine's FP8 recipe, by Megatron-Core's --fp8-recipe names: delayed (per-tensor
+//! scales from an amax history), tensorwise (per-tensor current scaling), blockwise (1x128
+//! activation and 128x128 weight tiles, Hopper) and mxfp8 (32-element blocks with E8M0 scales,
+//! Blackwell).
+enum class Fp8Recipe { kDelayed, kTensorwise, kBlockwise, kMxfp8 };
+
 template <class T>
 struct Fact {
   T value{};
@@ -129,15 +135,37 @@ struct ImplementationProfile {
   //! updated fp32 master weights copied to the 16-bit model weights. False: the optimizer kernel
   //! reads the gradients in their buffer and writes the 16-bit copy itself.
   Fact<bool> mixed_precision_passes;
+  //! Bytes per parameter the optimizer keeps in a 16-bit run: fp32 master weights and Adam's two
+  //! moments, 12 (Megatron's distributed-optimizer table); 8 with Megatron-Core's precision-aware
+  //! optimizer keeping both moments in bf16 (--exp-avg-dtype / --exp-avg-sq-dtype bf16).
+  Fact<int64_t> optimizer_state_bytes;
+  //! The optimizer steps on the 16-bit gradient buffer itself (Megatron-Core's precision-aware
+  //! optimizer with --main-grads-dtype bf16): no fp32 copy of the shard's gradient is made, and no
+  //! pass casts one. False: a 16-bit buffer's shard is cast to fp32 first.
+  Fact<bool> optimizer_reads_grad_buffer;
   Fact<P2pSemantics> pipeline_p2p;
   Fact<MoeDispatcher> moe_dispatcher;
   //! The shared experts run while the dispatch and combine all-to-alls are in flight (Megatron-Core
   //! --moe-shared-expert-overlap): the all-to-all hides under the shared experts' GEMMs.
   Fact<bool> moe_shared_expert_overlap;
+  //! The router's probabilities multiply the experts' activation output before fc2 (Megatron-Core
+  //! r0.12+, experts.py activation_func_with_probs), so the combine is a plain sum that keeps nothing
+  //! for backward; the activation keeps its output for the probabilities' gradient instead. False:
+  //! the combine weights the expert outputs and keeps them (h per routed copy). Memory only.
+  Fact<bool> moe_probs_in_activation;
   Fact<CpCommType> cp_comm_type;
   //! Under fp8, the linear layers' weights live as FP8 data and its transpose only (Transformer
   //! Engine's FP8 parameters), in place of the 16-bit weights beside cached FP8 copies. Memory only.
   Fact<bool> fp8_params;
+  //! Under fp8, the recipe the linear layers quantize with. The memory model reads it (which
+  //! tensors an FP8 linear keeps, and the block scales beside them); the GEMMs and the cast kernels
+  //! are priced as delayed scaling whatever it says.
+  Fact<Fp8Recipe> fp8_recipe;
+  //! Under fp8, each linear layer keeps the FP8 copy of its input that its weight-gradient GEMM
+  //! reads (1 B an element, plus the recipe's block scales) in place of the 16-bit input
+  //! (Transformer Engine's Linear / LayerNormLinear / GroupedLinear). False: the 16-bit input stays
+  //! and the FP8 copy is transient (our executor). Memory only (model/counting.h ActivationOptions).
+  Fact<bool> fp8_saves_quantized_inputs;
 };
 
 //! Whether attention keeps statistics rather than probabilities for backward (a flash kernel always).
@@ -193,5 +221,7 @@ const char* ToString(SpGradReduction r);
 const char* ToString(MoeDispatcher d);
 //! Megatron-Core's value ("p2p", "all_gather", "a2a", "a2a+p2p"), or "none".
 const char* ToString(CpCommType t);
+//! Megatron-Core's --fp8-recipe value: "delayed", "tensorwise", "blockwise", "mxfp8".
+const char* ToString(Fp8Recipe r);
 
 }  // namespace parallax

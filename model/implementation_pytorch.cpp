@@ -56,13 +56,20 @@ ImplementationProfile PytorchEager() {
                  "fused=True (one kernel) is opt-in: a profile file with base pytorch says so"};
   p.mixed_precision_passes = {false, "torch.autocast keeps no master copy: AdamW updates the fp32 parameters in place; "
                                      "GradScaler.unscale_ (fp16 only) is one pass"};
+  p.optimizer_state_bytes = {12, "torch/optim/adamw.py: exp_avg and exp_avg_sq like the fp32 parameters (8 B), "
+                                 "counted with the 16-bit weight copy as a master copy (4 B)"};
+  p.optimizer_reads_grad_buffer = {false, "torch.autocast: the gradients are fp32 like the parameters"};
   p.pipeline_p2p = {P2pSemantics::kBlocking, "no pipeline parallelism in plain DDP: the fact does not apply"};
   p.cp_comm_type = {CpCommType::kNone, "no context parallelism in plain DDP (torch.distributed.tensor.experimental "
                                        "context_parallel is other code not described by this profile)"};
   p.moe_dispatcher = {MoeDispatcher::kAllToAll, "plain PyTorch has no MoE layer: a user's MoE code dispatches with "
                                                 "torch.distributed.all_to_all_single, priced as an all-to-all"};
   p.moe_shared_expert_overlap = {false, "plain PyTorch: no overlap of the dispatch with shared experts"};
+  p.moe_probs_in_activation = {false, "plain PyTorch has no MoE layer: a user's combine is priced as weighting the "
+                                      "expert outputs it keeps"};
   p.fp8_params = {false, "torch.autocast has no FP8 parameters; the parameters stay fp32"};
+  p.fp8_recipe = {Fp8Recipe::kDelayed, "torch.autocast has no FP8 recipe: eager PyTorch trains in bf16/fp32 here"};
+  p.fp8_saves_quantized_inputs = {false, "torch.autocast has no FP8 linear layers"};
   return p;
 }
 

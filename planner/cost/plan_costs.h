@@ -224,8 +224,10 @@ DType MfuDType(Precision p);
 //! and the master-weight copy (4 + 2).
 double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision precision);
 
-//! Bytes the optimizer op moves per parameter of the rank's optimizer shard: AdamW (28; a per-tensor
-//! implementation re-reads each moment, 56) plus the profile's mixed-precision wrapper passes.
+//! Bytes the optimizer op moves per parameter of the rank's optimizer shard: AdamW (28 = 4 + 2 x 12
+//! with the profile's optimizer_state_bytes in place of the 12 and a 2 B gradient where
+//! optimizer_reads_grad_buffer; a per-tensor implementation re-reads each moment, twice that) plus
+//! the profile's mixed-precision wrapper passes.
 double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision precision);
 
 }  // namespace parallax::planner

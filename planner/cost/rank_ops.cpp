@@ -33,7 +33,7 @@ double NoisyMemoryTime(const ComputeModel& comp, const char* family, double byte
 double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision precision) {
   if (!impl.mixed_precision_passes.value || precision == Precision::kFp32) return 0;
   const double buffer = static_cast<double>(GradBufferBytes(precision, impl));
-  const double cast_grads = buffer < 4 ? buffer + 4 : 0;
+  const double cast_grads = buffer < 4 && !impl.optimizer_reads_grad_buffer.value ? buffer + 4 : 0;
   const double unscale = precision == Precision::kFp16 ? 4 + 4 : 0;
   return cast_grads + unscale + 4 + 2;
 }
@@ -55,7 +55,14 @@ double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision preci
   // Per-tensor AdamW (no multi-tensor kernel) re-reads each moment in its own pass: ~2x the bytes.
   // A mixed-precision wrapper's own passes (gradient cast, fp16 unscale, master-weight copy) move
   // more over the same shard (MixedPrecisionPassBytes, the profile's mixed_precision_passes).
-  return (impl.optimizer.value == OptimizerKind::kPerTensor ? 56.0 : 28.0) + MixedPrecisionPassBytes(impl, precision);
+  // 28: the fp32 gradient read, and the master weights and both moments read and written (4 + 2 x 12).
+  // Smaller optimizer state (optimizer_state_bytes) moves fewer bytes; a 16-bit run's optimizer that
+  // steps on the 16-bit buffer (optimizer_reads_grad_buffer) reads 2 B of gradient.
+  const bool fp32 = precision == Precision::kFp32;
+  const double state = fp32 ? 12.0 : static_cast<double>(impl.optimizer_state_bytes.value);
+  const double grad = !fp32 && impl.optimizer_reads_grad_buffer.value ? 2.0 : 4.0;
+  const double fused = grad + 2.0 * state;
+  return (impl.optimizer.value == OptimizerKind::kPerTensor ? 2.0 * fused : fused) + MixedPrecisionPassBytes(impl, precision);
 }
 
 void CostChunks(const CostInputs& in, int64_t pp_rank, RankCost& rc) {

@@ -122,11 +122,31 @@ MegatronArgs ExportMegatron(const Plan& plan) {
       // Transformer Engine's delayed-scaling recipe as Megatron-LM exposes it: E4M3 forward, E5M2
       // gradients ("hybrid"), an amax history of 1024 reduced by max (TE's DelayedScaling defaults;
       // Megatron-LM's own defaults are a history of 1, "most_recent").
+      // Another recipe of the plan's implementation profile (fp8_recipe) goes as --fp8-recipe.
       flag("--bf16");
       add("--fp8-format", std::string("hybrid"));
       add("--fp8-amax-history-len", 1024);
       add("--fp8-amax-compute-algo", std::string("max"));
+      if (plan.implementation.fp8_recipe.value != Fp8Recipe::kDelayed) {
+        add("--fp8-recipe", std::string(ToString(plan.implementation.fp8_recipe.value)));
+      }
       break;
+  }
+  // Megatron-Core's precision-aware optimizer, where the profile keeps smaller optimizer state or
+  // steps on the 16-bit gradients (megatron/training/arguments.py --use-precision-aware-optimizer,
+  // --main-grads-dtype, --exp-avg-dtype, --exp-avg-sq-dtype).
+  const ImplementationProfile& impl = plan.implementation;
+  const bool bf16_moments = impl.optimizer_state_bytes.value == 8;
+  if (plan.training.precision != Precision::kFp32 && (bf16_moments || impl.optimizer_reads_grad_buffer.value)) {
+    flag("--use-precision-aware-optimizer");
+    if (impl.optimizer_reads_grad_buffer.value) add("--main-grads-dtype", std::string("bf16"));
+    if (bf16_moments) {
+      add("--exp-avg-dtype", std::string("bf16"));
+      add("--exp-avg-sq-dtype", std::string("bf16"));
+    } else if (impl.optimizer_state_bytes.value != 12) {
+      out.warnings.push_back("optimizer_state_bytes=" + std::to_string(impl.optimizer_state_bytes.value) +
+                             ": Megatron-LM's optimizer keeps 12 (fp32 moments) or 8 (bf16 moments); not exported");
+    }
   }
   if (l.recompute == Recompute::kFull) {
     add("--recompute-granularity", std::string("full"));

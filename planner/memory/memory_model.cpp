@@ -23,10 +23,14 @@ struct StateBytes {
 //! shard_model_grad.float()). That copy lives from the step to the next iteration's
 //! optimizer.zero_grad(set_to_none=True), which megatron/training/training.py train_step calls
 //! before the forward passes: it never coexists with the activations (EstimateRankMemory).
+//! The profile's optimizer_state_bytes replace the 12 (Megatron-Core's precision-aware optimizer:
+//! bf16 moments, 8), and an optimizer that steps on the 16-bit buffer itself
+//! (optimizer_reads_grad_buffer: --main-grads-dtype bf16) makes no fp32 copy.
 StateBytes BytesPerParam(Precision p, const ImplementationProfile& impl) {
   if (p == Precision::kFp32) return {4, 4, 8, 0};
   const bool fp32_grads = impl.grad_buffer_dtype.value == GradDType::kFp32;
-  return {2, fp32_grads ? 4 : 2, 12, fp32_grads ? 0 : 4};
+  const bool copy = !fp32_grads && !impl.optimizer_reads_grad_buffer.value;
+  return {2, fp32_grads ? 4 : 2, impl.optimizer_state_bytes.value, copy ? 4 : 0};
 }
 
 int64_t SeqLen(const Plan& p) { return p.training.seq_len > 0 ? p.training.seq_len : p.model.seq_len; }
@@ -99,7 +103,7 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   ao.recompute = l.recompute;
   ao.selective_modules = l.selective_modules();
   ao.bytes_per_element = e;
-  ao = ForImplementation(ao, plan.implementation);
+  ao = ForImplementation(ao, plan.implementation, plan.training.precision);
   const int64_t per_layer = ActivationBytesPerLayer(m, ao);
   // Layers differ (dense and MoE layers, local and global attention): each counted on its own.
   const bool uniform = !m.moe() && m.attention_window == 0;

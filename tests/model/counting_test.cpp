@@ -141,19 +141,80 @@ TEST(Counting, ActivationsFollowTheImplementation) {
   ActivationOptions base;
   base.micro_batch = 1;
   const int64_t s = m.seq_len, sbh = s * m.hidden, as2b = m.heads * s * s;
-  const int64_t m2021 = ActivationBytesPerLayer(m, ForImplementation(base, *ImplementationPreset("megatron-2021")));
-  const int64_t ours = ActivationBytesPerLayer(m, ForImplementation(base, *ImplementationPreset("parallax")));
-  const int64_t mcore = ActivationBytesPerLayer(m, ForImplementation(base, *ImplementationPreset("megatron-core")));
+  const int64_t m2021 = ActivationBytesPerLayer(m, ForImplementation(base, *ImplementationPreset("megatron-2021"), Precision::kBf16));
+  const int64_t ours = ActivationBytesPerLayer(m, ForImplementation(base, *ImplementationPreset("parallax"), Precision::kBf16));
+  const int64_t mcore = ActivationBytesPerLayer(m, ForImplementation(base, *ImplementationPreset("megatron-core"), Precision::kBf16));
   // two hidden masks, and the probabilities with their dropout mask and output vs our lse
   EXPECT_EQ(m2021 - ours, 2 * sbh + 5 * as2b - 4 * m.heads * s);
   EXPECT_EQ(m2021 - mcore, 5 * as2b - 4 * m.heads * s);                  // probabilities and their dropout vs the lse
-  EXPECT_EQ(EmbeddingActivationBytes(m, ForImplementation(base, *ImplementationPreset("parallax"))), 0);
-  EXPECT_EQ(EmbeddingActivationBytes(m, ForImplementation(base, *ImplementationPreset("megatron-core"))), sbh);
+  EXPECT_EQ(EmbeddingActivationBytes(m, ForImplementation(base, *ImplementationPreset("parallax"), Precision::kBf16)), 0);
+  EXPECT_EQ(EmbeddingActivationBytes(m, ForImplementation(base, *ImplementationPreset("megatron-core"), Precision::kBf16)), sbh);
   // The loss: Megatron's fp32 softmax beside the 16-bit logits; ours the logits and their gradient.
   const int64_t logits = s * m.vocab;
-  EXPECT_EQ(HeadActivationBytes(m, ForImplementation(base, *ImplementationPreset("megatron-core"))) -
-                HeadActivationBytes(m, ForImplementation(base, *ImplementationPreset("parallax"))),
+  EXPECT_EQ(HeadActivationBytes(m, ForImplementation(base, *ImplementationPreset("megatron-core"), Precision::kBf16)) -
+                HeadActivationBytes(m, ForImplementation(base, *ImplementationPreset("parallax"), Precision::kBf16)),
             6 * logits - 4 * logits);  // (2 + 4) vs 2 x 2 bytes a logit
+}
+
+// Under fp8, Transformer Engine's linears keep the FP8 copy of their input (1 B an element, plus the
+// recipe's block scales) in place of the 16-bit input: the QKV input, dense fc1's input and fc2's
+// input (the activation output) of a GPT layer; under the delayed recipe the output projection keeps
+// an FP8 copy beside the core attention's 16-bit output. Our executor keeps the 16-bit inputs.
+TEST(Counting, Fp8LinearsKeepTheirFp8InputWhereTheImplementationDoes) {
+  const ModelSpec m = Preset("llama3-8b");
+  ActivationOptions base;
+  base.micro_batch = 1;
+  const int64_t sb = m.seq_len, sbh = sb * m.hidden, sbf = sb * m.ffn_hidden, out = sb * m.attn_out_dim();
+  ImplementationProfile mcore = *ImplementationPreset("megatron-core");
+  auto bytes = [&](const ImplementationProfile& impl, Precision p) {
+    return ActivationBytesPerLayer(m, ForImplementation(base, impl, p));
+  };
+  const int64_t bf16 = bytes(mcore, Precision::kBf16);
+  ASSERT_EQ(mcore.fp8_recipe.value, Fp8Recipe::kDelayed);
+  // Three 16-bit linear inputs become FP8 (1 B saved each element), the projection's copy is added.
+  EXPECT_EQ(bf16 - bytes(mcore, Precision::kFp8), (sbh + sbh + sbf) - out);
+  mcore.fp8_recipe.value = Fp8Recipe::kTensorwise;  // linear_proj keeps the original: no copy
+  EXPECT_EQ(bf16 - bytes(mcore, Precision::kFp8), sbh + sbh + sbf);
+  mcore.fp8_recipe.value = Fp8Recipe::kMxfp8;  // one E8M0 scale byte per 32 elements beside the data
+  const auto with_scales = [](int64_t n) { return (n * 33 + 31) / 32; };
+  EXPECT_EQ(bf16 - bytes(mcore, Precision::kFp8), 2 * (2 * sbh - with_scales(sbh)) + 2 * sbf - with_scales(sbf));
+  const ImplementationProfile ours = *ImplementationPreset("parallax");
+  EXPECT_EQ(bytes(ours, Precision::kFp8), bytes(ours, Precision::kBf16));
+}
+
+// MoE layers: the router keeps the 16-bit norm output, the experts' fc1 and fc2 keep FP8 copies of
+// their inputs (the dispatched tokens, the activation output), the shared expert's fc1 its own copy
+// of the norm output and its fc2 an FP8 activation output.
+TEST(Counting, Fp8MoeLayersKeepTheRoutersInputAndFp8ExpertInputs) {
+  const ModelSpec m = Preset("deepseek-v3");
+  ActivationOptions base;
+  base.micro_batch = 1;
+  const ImplementationProfile mcore = *ImplementationPreset("megatron-core");
+  const ActivationOptions bf16 = ForImplementation(base, mcore, Precision::kBf16);
+  const ActivationOptions fp8 = ForImplementation(base, mcore, Precision::kFp8);
+  const int64_t tokens = m.seq_len, received = m.experts_per_token * tokens;
+  EXPECT_EQ(MoeActivationBytes(m, bf16, 1) - MoeActivationBytes(m, fp8, 1),
+            received * m.hidden + received * m.moe_ffn_hidden +         // routed fc1 and fc2 inputs
+                tokens * m.shared_experts * m.moe_ffn_hidden - tokens * m.hidden);  // shared fc2 input; shared fc1's copy
+  // MLA's two down-projections each keep an FP8 copy of the norm output: no saving there; the MoE
+  // layer's pre-MLP norm output stays 16-bit for the router. Only the delayed recipe's projection copy differs.
+  const int64_t attn_bf16 = ActivationBytesOfLayer(m, 3, bf16) - MoeActivationBytes(m, bf16, 1);
+  const int64_t attn_fp8 = ActivationBytesOfLayer(m, 3, fp8) - MoeActivationBytes(m, fp8, 1);
+  EXPECT_EQ(attn_fp8 - attn_bf16, tokens * m.attn_out_dim());
+}
+
+// Megatron-Core r0.12+ multiplies the router's probabilities into the experts' activation: the
+// combine keeps nothing, the activation its output (f) and the fp32 probabilities.
+TEST(Counting, ProbabilitiesInTheActivationFreeTheCombineBuffer) {
+  const ModelSpec m = Preset("qwen3-30b-a3b");
+  ActivationOptions base;
+  base.micro_batch = 2;
+  ImplementationProfile mcore = *ImplementationPreset("megatron-core");
+  const int64_t before = MoeActivationBytes(m, ForImplementation(base, mcore, Precision::kBf16), 1);
+  mcore.moe_probs_in_activation.value = true;
+  const int64_t after = MoeActivationBytes(m, ForImplementation(base, mcore, Precision::kBf16), 1);
+  const int64_t copies = m.experts_per_token * m.seq_len * 2;
+  EXPECT_EQ(before - after, copies * (2 * m.hidden - 2 * m.moe_ffn_hidden - 4));
 }
 
 TEST(Counting, HeadActivationsScaleWithVocabOverTp) {

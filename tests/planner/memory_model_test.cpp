@@ -42,6 +42,23 @@ TEST(MemoryModel, Fp32AndMixedBytesPerParameter) {
   EXPECT_EQ(phi, CountModel(fp32.model).params_total);
 }
 
+// Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer, bf16 moments, bf16
+// main grads): 4 + 2 + 2 bytes of state, and no fp32 copy of a 16-bit gradient for the step.
+TEST(MemoryModel, PrecisionAwareOptimizerKeepsItsStateInItsDtypes) {
+  Plan p = MakePlan("gpt-1.3b", "dp=8,global_batch=64", Precision::kBf16, 8);
+  p.implementation = *ImplementationPreset("megatron-core");
+  p.implementation.grad_buffer_dtype.value = GradDType::kParam;
+  const int64_t phi = RankParams(p.model, p.layout, 0);
+  const auto classic = EstimateRankMemory(p, 0);
+  EXPECT_EQ(classic.gradients, 2 * phi);
+  EXPECT_GT(classic.optimizer, 12 * phi);  // + the step's fp32 gradient copy beyond the activations
+  p.implementation.optimizer_state_bytes.value = 8;
+  p.implementation.optimizer_reads_grad_buffer.value = true;
+  const auto aware = EstimateRankMemory(p, 0);
+  EXPECT_EQ(aware.optimizer, 8 * phi);
+  EXPECT_EQ(aware.gradients, 2 * phi);
+}
+
 TEST(MemoryModel, ZeroStagesShardProgressively) {
   int64_t prev_states = INT64_MAX;
   for (int zero = 0; zero <= 3; ++zero) {

@@ -266,5 +266,29 @@ TEST(MoeExport, MegatronGetsThePipelineLayoutInPlaceOfTheStageCounts) {
   for (const std::string& w : a.warnings) EXPECT_EQ(w.find("layers"), std::string::npos) << w;
 }
 
+// NVIDIA's DeepSeek-V3 Blackwell recipe: MXFP8 and the precision-aware optimizer with bf16 moments
+// and main grads; the export names both, and neither where the profile keeps Megatron's defaults.
+TEST(MoeExport, MegatronGetsTheFp8RecipeAndThePrecisionAwareOptimizer) {
+  Plan p = MakePlan("deepseek-v3", "dp=8,tp=1,pp=4,ep=8,etp=1,zero=1,global_batch=64", 4);
+  p.training.precision = Precision::kFp8;
+  auto line_of = [](const MegatronArgs& a) {
+    std::string line;
+    for (const std::string& arg : a.args) line += arg + " ";
+    return line;
+  };
+  std::string line = line_of(ExportMegatron(p));
+  EXPECT_EQ(line.find("--fp8-recipe"), std::string::npos) << line;
+  EXPECT_EQ(line.find("--use-precision-aware-optimizer"), std::string::npos) << line;
+  p.implementation.fp8_recipe.value = Fp8Recipe::kMxfp8;
+  p.implementation.optimizer_state_bytes.value = 8;
+  p.implementation.optimizer_reads_grad_buffer.value = true;
+  line = line_of(ExportMegatron(p));
+  EXPECT_NE(line.find("--fp8-recipe mxfp8 "), std::string::npos) << line;
+  EXPECT_NE(line.find("--use-precision-aware-optimizer --main-grads-dtype bf16 --exp-avg-dtype bf16 "
+                      "--exp-avg-sq-dtype bf16 "),
+            std::string::npos)
+      << line;
+}
+
 }  // namespace
 }  // namespace parallax::planner

@@ -100,7 +100,18 @@ inline void ApplyMoeRecipe(const Json& recipe, Plan& plan, std::vector<std::stri
     } else if (key == "fp8_param_gather") {
       impl.fp8_params = {v.get<bool>(), source};
     } else if (key == "fp8_recipe") {
-      if (v != "delayed scaling") unexpressed.push_back("FP8 recipe " + v.get<std::string>() + " (priced as delayed scaling)");
+      // Megatron-Bridge's names: "MXFP8" (mxfp8), "FP8-CS" (per-tensor current scaling: tensorwise),
+      // "delayed scaling". The memory model reads the recipe; the GEMMs are priced as delayed scaling.
+      const std::string name = v.get<std::string>();
+      const Fp8Recipe r = name == "MXFP8" ? Fp8Recipe::kMxfp8 : name.find("FP8-CS") != std::string::npos ? Fp8Recipe::kTensorwise : Fp8Recipe::kDelayed;
+      impl.fp8_recipe = {r, source};
+      if (r != Fp8Recipe::kDelayed) unexpressed.push_back("FP8 recipe " + name + " (its GEMMs priced as delayed scaling)");
+    } else if (key == "optimizer_dtypes") {
+      // Megatron-Core's precision-aware optimizer: main params + the two moments in their dtypes,
+      // and bf16 main grads read from the gradient buffer.
+      auto bytes = [&](const char* k) { return v.value(k, "fp32") == "fp32" ? 4 : 2; };
+      impl.optimizer_state_bytes = {bytes("main_params") + bytes("exp_avg") + bytes("exp_avg_sq"), source};
+      impl.optimizer_reads_grad_buffer = {v.value("main_grads", "fp32") != "fp32", source};
     } else if (key == "cuda_graph_scope") {
       if (!v.empty()) unexpressed.push_back("CUDA graphs " + v.dump());
     } else if (key == "moe_a2a_overlap") {
@@ -134,6 +145,13 @@ inline Plan MoeRowPlan(const Json& row, const ModelSpec& m, std::vector<std::str
   if (source.find("dgxc-benchmarking") != std::string::npos || source.find("Megatron-Bridge") != std::string::npos) {
     plan.implementation.grad_buffer_dtype = {GradDType::kParam, source};
     plan.implementation.grad_reduce_dtype = {GradDType::kParam, source};
+  }
+  // Megatron-Bridge 21d102f5 runs the Megatron-LM it pins (3rdparty/Megatron-LM @ 44151194, 2026-05-26),
+  // where the probabilities multiply the experts' activation (since core_r0.12.0).
+  if (source.find("Megatron-Bridge") != std::string::npos) {
+    plan.implementation.moe_probs_in_activation = {
+        true, "github:NVIDIA-NeMo/Megatron-Bridge @ 21d102f5 3rdparty/Megatron-LM -> 44151194: "
+              "megatron/core/transformer/moe/experts.py activation_func_with_probs"};
   }
   Layout& l = plan.layout;
   l.tp = j.value("tp", 1);
