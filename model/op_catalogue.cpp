@@ -42,6 +42,14 @@ class Catalogue {
     // the fp32 buffer in its GEMM where the implementation does so (not attention's products).
     const bool pairs = ph == Phase::kBwd && op != OpKind::kAttnCore && accumulate_wgrad_;
     const bool fp8 = k_.fp8_linear && IsLinear(op);
+    // Per-tensor current scaling (the profile's fp8_recipe tensorwise) reads the input once more for
+    // its amax and computes the scale in a kernel of its own before the cast (Transformer Engine
+    // csrc/quantizer.cpp Float8CurrentScalingQuantizer::quantize_impl: nvte_compute_amax,
+    // nvte_compute_scale_from_amax, nvte_quantize_v2). The block recipes find their scales in the
+    // cast's own pass; delayed scaling records the amax there.
+    const bool current = impl_.fp8_recipe.value == Fp8Recipe::kTensorwise;
+    const double cast_bytes_per_element = current ? 6.0 : 4.0;
+    const int64_t kernels_per_cast = current ? 3 : 1;
     double cast_bytes = 0;
     int64_t casts = 0;
     for (const GemmShape& g : shapes) {
@@ -54,8 +62,8 @@ class Catalogue {
       // backward's output gradient (an input-gradient GEMM's m x k; its weight-gradient partner
       // reads the transposed copies already made).
       if (fp8 && (ph != Phase::kBwd || o.gemms.size() % 2 == 1)) {
-        cast_bytes += 4.0 * static_cast<double>(g.m) * static_cast<double>(g.k);
-        ++casts;
+        cast_bytes += cast_bytes_per_element * static_cast<double>(g.m) * static_cast<double>(g.k);
+        casts += kernels_per_cast;
       }
     }
     o.executed_flops = o.flops;

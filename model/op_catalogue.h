@@ -85,7 +85,9 @@ struct OpShapeKey {
   //! gradient GEMM reads the transposed copies; TE's fused cast_transpose, which also records the
   //! tensor's amax): read 2 B, write 1 + 1 B per element, one kernel per GEMM input. The weights'
   //! FP8 copies are cast once per step (TE caches them over the micro-batches), priced with the
-  //! optimizer step (planner/cost/rank_ops.cpp), not here.
+  //! optimizer step (planner/cost/rank_ops.cpp), not here. Under the profile's fp8_recipe
+  //! tensorwise (current scaling) each cast reads its input once more for the amax (2 B an element)
+  //! in two more kernels (amax, scale).
   bool fp8_linear = false;
   // MoE layers (Layout ep, expert_tp, routing; ignored for a dense model):
   int64_t ep = 1;

@@ -61,6 +61,25 @@ TEST(Fp8Catalogue, OnlyTheLayersLinearGemmsRunInFp8WithACastBeforeEachFreshInput
   }
 }
 
+// Per-tensor current scaling computes each input's amax in a pass of its own before the cast.
+TEST(Fp8Catalogue, CurrentScalingReadsEachCastInputOnceMore) {
+  const ModelSpec m = *ModelPreset("llama3-8b");
+  ImplementationProfile impl = *ImplementationPreset("megatron-core");
+  const OpCatalogue bf16 = BuildOpCatalogue(m, Key(false), impl);
+  const OpCatalogue delayed = BuildOpCatalogue(m, Key(true), impl);
+  impl.fp8_recipe.value = Fp8Recipe::kTensorwise;
+  const OpCatalogue current = BuildOpCatalogue(m, Key(true), impl);
+  impl.fp8_recipe.value = Fp8Recipe::kMxfp8;
+  const OpCatalogue mx = BuildOpCatalogue(m, Key(true), impl);
+  for (size_t i = 0; i < delayed.layer.fwd.size(); ++i) {
+    const double cast = delayed.layer.fwd[i].bytes - bf16.layer.fwd[i].bytes;
+    EXPECT_DOUBLE_EQ(current.layer.fwd[i].bytes - bf16.layer.fwd[i].bytes, 1.5 * cast) << ToString(delayed.layer.fwd[i].op);
+    EXPECT_EQ(current.layer.fwd[i].kernels - bf16.layer.fwd[i].kernels,
+              3 * (delayed.layer.fwd[i].kernels - bf16.layer.fwd[i].kernels));
+    EXPECT_DOUBLE_EQ(mx.layer.fwd[i].bytes, delayed.layer.fwd[i].bytes);
+  }
+}
+
 TEST(Fp8Catalogue, TheRoutedExpertsGemmsRunInFp8AndTheRouterStays16Bit) {
   const ModelSpec m = *ModelPreset("mixtral-8x7b");
   const ImplementationProfile impl = *ImplementationPreset("megatron-core");

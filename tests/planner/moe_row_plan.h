@@ -101,11 +101,15 @@ inline void ApplyMoeRecipe(const Json& recipe, Plan& plan, std::vector<std::stri
       impl.fp8_params = {v.get<bool>(), source};
     } else if (key == "fp8_recipe") {
       // Megatron-Bridge's names: "MXFP8" (mxfp8), "FP8-CS" (per-tensor current scaling: tensorwise),
-      // "delayed scaling". The memory model reads the recipe; the GEMMs are priced as delayed scaling.
+      // "delayed scaling". The memory model and the casts read the recipe; every recipe's GEMMs run
+      // at the device's FP8 rate.
       const std::string name = v.get<std::string>();
       const Fp8Recipe r = name == "MXFP8" ? Fp8Recipe::kMxfp8 : name.find("FP8-CS") != std::string::npos ? Fp8Recipe::kTensorwise : Fp8Recipe::kDelayed;
       impl.fp8_recipe = {r, source};
-      if (r != Fp8Recipe::kDelayed) unexpressed.push_back("FP8 recipe " + name + " (its GEMMs priced as delayed scaling)");
+      if (r == Fp8Recipe::kMxfp8) unexpressed.push_back("FP8 recipe MXFP8: its casts priced without the block scales");
+      if (r == Fp8Recipe::kTensorwise && plan.layout.tp > 1) {
+        unexpressed.push_back("FP8 recipe " + name + ": the amax all-reduce over tp before each gathered cast");
+      }
     } else if (key == "optimizer_dtypes") {
       // Megatron-Core's precision-aware optimizer: main params + the two moments in their dtypes,
       // and bf16 main grads read from the gradient buffer.
