@@ -3,7 +3,17 @@
 //              HBM2 1,555 GB/s (40 GB) / HBM2e 2,039 GB/s (80 GB).
 //   H100 SXM5: NVIDIA H100 datasheet (2023): FP32 67, TF32 494.7, BF16/FP16 989.4, FP8 1,978.9 TFLOP/s;
 //              HBM3 3,350 GB/s, 80 GB.
-//   H200 SXM:  NVIDIA H200 datasheet (2024): H100 compute; HBM3e 4,800 GB/s, 141 GB (140.4 GiB usable).
+//   H200 SXM:  NVIDIA H200 datasheet (2024): H100 compute; HBM3e 4,800 GB/s, 141 GB.
+//   Capacity of a Hopper GPU: what CUDA reports as its total memory, the pool the allocator and the
+//     context reserve share (as B200's below), not the datasheet's GB nor NVML's total. H100 80GB
+//     HBM3: 79.11 GiB, the "total capacity" PyTorch's out-of-memory errors print on it
+//     (vllm-project/vllm issue #27508, gpt-oss-120b on an H100: "GPU 0 has a total capacity of
+//     79.11 GiB"); NVML shows 81,559
+//     MiB = 79.65 GiB (huggingface/text-generation-inference issue #2572's nvidia-smi; Modal's
+//     "Why does an NVIDIA H100 80GB card offer 85.52 GB?", thundergolfer.com). H200: 139.72 GiB
+//     (sgl-project/sglang issue #2895, an out-of-memory error on 8x H200); NVML 143,771 MiB = 140.40
+//     GiB (the same Modal table). Before 2026-11-29 the presets held 80 and 140.4 GiB, above what a
+//     run can allocate: a plan within 0.9 GiB of the top was called feasible and was not.
 // Networks: DGX A100 user guide (NVLink3 600 GB/s bidirectional per GPU, 8x 200 Gb/s HDR IB per node);
 //   DGX H100/H200 (NVLink4 900 GB/s bidirectional per GPU, 8x 400 Gb/s NDR IB per node).
 // Model shapes: GPT-3 (Brown et al. 2020, table 2.1), Megatron-LM SC'21 table 1, LLaMA (Touvron et al. 2023),
@@ -398,8 +408,8 @@ const std::map<std::string, DeviceSpec>& Devices() {
     };
     d->emplace("a100-sxm-40g", with(Device("a100-sxm-40g", a100, 40, 1555), Ampere()));
     d->emplace("a100-sxm-80g", with(Device("a100-sxm-80g", a100, 80, 2039), Ampere()));
-    d->emplace("h100-sxm-80g", with(Device("h100-sxm-80g", h100, 80, 3350), Hopper()));
-    d->emplace("h200-sxm-141g", with(Device("h200-sxm-141g", h100, 140.4, 4800), Hopper()));
+    d->emplace("h100-sxm-80g", with(Device("h100-sxm-80g", h100, 79.11, 3350), Hopper()));
+    d->emplace("h200-sxm-141g", with(Device("h200-sxm-141g", h100, 139.72, 4800), Hopper()));
     // Blackwell: dense peaks per GPU, TFLOP/s {fp32, tf32, bf16, fp16, fp8, fp4}; sources above Blackwell().
     constexpr double kGB = 1e9 / (1024.0 * 1024.0 * 1024.0);  // GiB per GB
     d->emplace("b200", with(Device("b200", PeakTflops{75, 1100, 2250, 2250, 4500, 9000}, 178.35, 7700),
