@@ -81,6 +81,9 @@ Result<SearchInputs> ResolveSearchInputs(const InputArgs& args) {
   auto impl = ResolveImplementation(args.implementation);
   if (!impl) return impl.error();
   in.implementation = std::move(*impl);
+  if (Status st = CheckFp8RecipeOnDevice(in.training.precision, in.implementation, in.cluster.device); !st) {
+    return st.error();
+  }
   return in;
 }
 
@@ -120,6 +123,10 @@ Result<PlanInputs> ResolvePlanInputs(const InputArgs& args) {
     auto impl = ResolveImplementation(args.implementation);
     if (!impl) return impl.error();
     in.plan.implementation = std::move(*impl);
+  }
+  if (Status st = CheckFp8RecipeOnDevice(in.plan.training.precision, in.plan.implementation, in.plan.cluster.device);
+      !st) {
+    return st.error();
   }
   auto db = LoadCostDbFor(args.costdb, in.plan.cluster, args.warn);
   if (!db) return db.error();

@@ -305,6 +305,14 @@ Status CheckPrecisionOnDevice(Precision p, const DeviceSpec& d) {
                   " has no FP8 tensor cores (its peak_tflops.fp8 is 0; FP8 GEMMs need Hopper, Ada or Blackwell)");
 }
 
+Status CheckFp8RecipeOnDevice(Precision p, const ImplementationProfile& impl, const DeviceSpec& d) {
+  if (p != Precision::kFp8 || impl.fp8_recipe.value != Fp8Recipe::kMxfp8 || !d.is_gpu() || d.peak_tflops.fp4 > 0) {
+    return Status::Ok();
+  }
+  return BadInput("precision fp8 with the implementation " + impl.name + "'s fp8_recipe mxfp8: device " + d.name +
+                  " has no block-scaled MMA (its peak_tflops.fp4 is 0; MXFP8 needs Blackwell)");
+}
+
 std::string DomainInWords(const ClusterSpec& c) {
   if (c.domain_size() == c.gpus_per_node) return "gpus_per_node=" + std::to_string(c.gpus_per_node);
   return "nvlink_domain=" + std::to_string(c.domain_size());

@@ -156,6 +156,11 @@ std::string DomainInWords(const ClusterSpec& c);
 //! Hopper, Ada, Blackwell; not Ampere). The CPU device passes: it is planned at its own rate, and
 //! whether a backend runs fp8 is the backend's word (Backend::SupportsPrecision).
 Status CheckPrecisionOnDevice(Precision p, const DeviceSpec& d);
+//! Whether the implementation's FP8 recipe runs on `d` under `p`: mxfp8 needs block-scaled MMA
+//! (Blackwell's tcgen05 with E8M0 scale factors, the hardware of its FP4 rate: a GPU whose
+//! peak_tflops.fp4 is 0, Hopper or Ada, has none; Transformer Engine's MXFP8BlockScaling is for
+//! Blackwell only). The CPU device passes, as for CheckPrecisionOnDevice.
+Status CheckFp8RecipeOnDevice(Precision p, const ImplementationProfile& impl, const DeviceSpec& d);
 
 //! A rank's place in the expert groups of its pipeline stage: its index within the stage (tp fastest,
 //! then cp, then dp) split as etp fastest, then ep, then edp (Megatron-Core's expert rank generator).

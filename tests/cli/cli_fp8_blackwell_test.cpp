@@ -2,6 +2,7 @@
 // run and cluster show say about them.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 #include "model/json_io.h"
@@ -28,6 +29,28 @@ TEST(CliFp8, PlanAndSimulatePriceFp8AndSayWhichPrecisionTheyUsed) {
   const double t8 = StdoutJson(sim8)["step_time_s"].get<double>();
   const double t16 = StdoutJson(sim16)["step_time_s"].get<double>();
   EXPECT_LT(t8, t16);
+}
+
+// MXFP8 (a profile whose fp8_recipe is mxfp8) needs Blackwell's block-scaled MMA: refused on H100
+// with the reason, planned on B200.
+TEST(CliFp8, Mxfp8IsRefusedOnHopperAndPlannedOnBlackwell) {
+  const std::string dir = ::testing::TempDir();
+  const std::string profile = dir + "/mxfp8_profile.json";
+  {
+    std::ofstream f(profile);
+    f << R"({"kind": "implementation", "version": 1, "name": "mcore-mxfp8", "base": "megatron-core",
+             "facts": {"fp8_recipe": {"value": "mxfp8", "source": "Megatron-Bridge bf16_with_mxfp8_mixed"}}})";
+  }
+  const std::string plan = " --precision fp8 --implementation " + profile + " --plan dp=8,micro_batch=1,global_batch=64";
+  auto h100 = RunParallax("simulate --model llama3-8b --cluster dgx-h100 --nodes 1" + plan);
+  EXPECT_EQ(h100.exit_code, 2);
+  EXPECT_NE(h100.err.find("mxfp8"), std::string::npos) << h100.err;
+  EXPECT_NE(h100.err.find("h100-sxm-80g"), std::string::npos) << h100.err;
+  auto b200 = RunParallax("simulate --model llama3-8b --cluster dgx-b200 --nodes 1" + plan);
+  EXPECT_EQ(b200.exit_code, 0) << b200.err;
+  auto bad = RunParallax("simulate --model llama3-8b --cluster dgx-b200 --nodes 1 --precision fp8 --implementation " +
+                         profile + ".missing --plan dp=8,global_batch=64");
+  EXPECT_EQ(bad.exit_code, 2);
 }
 
 TEST(CliFp8, AnAmpereClusterRefusesFp8NamingTheDevice) {
