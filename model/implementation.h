@@ -168,6 +168,18 @@ struct ImplementationProfile {
   Fact<bool> fp8_saves_quantized_inputs;
 };
 
+//! The optimizer state bytes per parameter a plan at `zero_stage` runs with (a 16-bit run), and
+//! whether its optimizer steps on the 16-bit gradient buffer: the profile's facts under the
+//! distributed optimizer, 12 and false without it, since Megatron-Core runs its precision-aware
+//! optimizer only there (megatron/core/optimizer/__init__.py: "--use-precision-aware-optimizer only
+//! supported with distributed optimizer"). The memory model, the optimizer's pricing and the export read these.
+inline int64_t OptimizerStateBytes(const ImplementationProfile& impl, int64_t zero_stage) {
+  return zero_stage >= 1 ? impl.optimizer_state_bytes.value : 12;
+}
+inline bool OptimizerReadsGradBuffer(const ImplementationProfile& impl, int64_t zero_stage) {
+  return zero_stage >= 1 && impl.optimizer_reads_grad_buffer.value;
+}
+
 //! Whether attention keeps statistics rather than probabilities for backward (a flash kernel always).
 inline bool AttentionKeepsStatistics(const ImplementationProfile& impl) {
   return impl.attention.value == AttentionKernel::kFlash || impl.attention_keeps_statistics.value;

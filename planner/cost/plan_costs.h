@@ -222,12 +222,12 @@ DType MfuDType(Precision p);
 //! Bytes per optimizer-shard parameter of the profile's mixed_precision_passes (0 without them or in
 //! fp32): the gradient cast from a 16-bit buffer (its 2 B read + 4 written), the fp16 unscale (4 + 4)
 //! and the master-weight copy (4 + 2).
-double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision precision);
+double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision precision, int64_t zero_stage);
 
 //! Bytes the optimizer op moves per parameter of the rank's optimizer shard: AdamW (28 = 4 + 2 x 12
 //! with the profile's optimizer_state_bytes in place of the 12 and a 2 B gradient where
 //! optimizer_reads_grad_buffer; a per-tensor implementation re-reads each moment, twice that) plus
 //! the profile's mixed-precision wrapper passes.
-double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision precision);
+double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision precision, int64_t zero_stage);
 
 }  // namespace parallax::planner

@@ -69,7 +69,7 @@ ComputeDescription PricedOps::Optimizer(int64_t pp_rank) const {
   const Layout& l = plan_.layout;
   const double params = static_cast<double>(RankParams(plan_.model, l, pp_rank));
   const double shard = params / static_cast<double>(l.zero_stage >= 1 ? l.dp * l.cp : 1);
-  const double bytes = OptimizerBytesPerParam(plan_.implementation, plan_.training.precision) * shard;
+  const double bytes = OptimizerBytesPerParam(plan_.implementation, plan_.training.precision, l.zero_stage) * shard;
   ComputeDescription d;
   const auto& c = ctx_.compute();
   d.memory.push_back({"optimizer", static_cast<int64_t>(bytes), c.MemoryBound("optimizer", bytes)});

@@ -30,10 +30,10 @@ double NoisyMemoryTime(const ComputeModel& comp, const char* family, double byte
   return t + comp.noise().MeanExcess(t);
 }
 
-double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision precision) {
+double MixedPrecisionPassBytes(const ImplementationProfile& impl, Precision precision, int64_t zero_stage) {
   if (!impl.mixed_precision_passes.value || precision == Precision::kFp32) return 0;
   const double buffer = static_cast<double>(GradBufferBytes(precision, impl));
-  const double cast_grads = buffer < 4 && !impl.optimizer_reads_grad_buffer.value ? buffer + 4 : 0;
+  const double cast_grads = buffer < 4 && !OptimizerReadsGradBuffer(impl, zero_stage) ? buffer + 4 : 0;
   const double unscale = precision == Precision::kFp16 ? 4 + 4 : 0;
   return cast_grads + unscale + 4 + 2;
 }
@@ -51,7 +51,7 @@ int64_t CopiesOfRank(const CostInputs& in, const RankCost& rc) {
 
 }  // namespace
 
-double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision precision) {
+double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision precision, int64_t zero_stage) {
   // Per-tensor AdamW (no multi-tensor kernel) re-reads each moment in its own pass: ~2x the bytes.
   // A mixed-precision wrapper's own passes (gradient cast, fp16 unscale, master-weight copy) move
   // more over the same shard (MixedPrecisionPassBytes, the profile's mixed_precision_passes).
@@ -59,10 +59,11 @@ double OptimizerBytesPerParam(const ImplementationProfile& impl, Precision preci
   // Smaller optimizer state (optimizer_state_bytes) moves fewer bytes; a 16-bit run's optimizer that
   // steps on the 16-bit buffer (optimizer_reads_grad_buffer) reads 2 B of gradient.
   const bool fp32 = precision == Precision::kFp32;
-  const double state = fp32 ? 12.0 : static_cast<double>(impl.optimizer_state_bytes.value);
-  const double grad = !fp32 && impl.optimizer_reads_grad_buffer.value ? 2.0 : 4.0;
+  const double state = fp32 ? 12.0 : static_cast<double>(OptimizerStateBytes(impl, zero_stage));
+  const double grad = !fp32 && OptimizerReadsGradBuffer(impl, zero_stage) ? 2.0 : 4.0;
   const double fused = grad + 2.0 * state;
-  return (impl.optimizer.value == OptimizerKind::kPerTensor ? 2.0 * fused : fused) + MixedPrecisionPassBytes(impl, precision);
+  return (impl.optimizer.value == OptimizerKind::kPerTensor ? 2.0 * fused : fused) +
+         MixedPrecisionPassBytes(impl, precision, zero_stage);
 }
 
 void CostChunks(const CostInputs& in, int64_t pp_rank, RankCost& rc) {
@@ -174,7 +175,7 @@ void CostOptimizerStep(const CostInputs& in, RankCost& rc) {
     shard = OptimizerShardParams(l, rc.groups, sharded.optimizer);
     grad_shard = OptimizerShardParams(l, rc.groups, sharded.gradients);
   }
-  const double adam_bytes = OptimizerBytesPerParam(in.ctx.implementation(), in.plan.training.precision);
+  const double adam_bytes = OptimizerBytesPerParam(in.ctx.implementation(), in.plan.training.precision, l.zero_stage);
   rc.grad_zero_step_bytes = 4.0 * grad_shard;
   rc.grad_zero_step_s = NoisyMemoryTime(comp, MemoryFamily(OpKind::kGradZero, Phase::kComm), rc.grad_zero_step_bytes);
   rc.optimizer_s = NoisyMemoryTime(comp, "optimizer", adam_bytes * shard);

@@ -137,7 +137,12 @@ MegatronArgs ExportMegatron(const Plan& plan) {
   // --main-grads-dtype, --exp-avg-dtype, --exp-avg-sq-dtype).
   const ImplementationProfile& impl = plan.implementation;
   const bool bf16_moments = impl.optimizer_state_bytes.value == 8;
-  if (plan.training.precision != Precision::kFp32 && (bf16_moments || impl.optimizer_reads_grad_buffer.value)) {
+  const bool aware = bf16_moments || impl.optimizer_reads_grad_buffer.value;
+  if (aware && l.zero_stage < 1) {
+    out.warnings.push_back("the profile's precision-aware optimizer (optimizer_state_bytes, optimizer_reads_grad_buffer) "
+                           "runs only with the distributed optimizer (zero_stage >= 1): not exported, priced without it");
+  }
+  if (plan.training.precision != Precision::kFp32 && aware && l.zero_stage >= 1) {
     flag("--use-precision-aware-optimizer");
     if (impl.optimizer_reads_grad_buffer.value) add("--main-grads-dtype", std::string("bf16"));
     if (bf16_moments) {

@@ -25,19 +25,20 @@ struct StateBytes {
 //! before the forward passes: it never coexists with the activations (EstimateRankMemory).
 //! The profile's optimizer_state_bytes replace the 12 (Megatron-Core's precision-aware optimizer:
 //! bf16 moments, 8), and an optimizer that steps on the 16-bit buffer itself
-//! (optimizer_reads_grad_buffer: --main-grads-dtype bf16) makes no fp32 copy.
-StateBytes BytesPerParam(Precision p, const ImplementationProfile& impl) {
+//! (optimizer_reads_grad_buffer: --main-grads-dtype bf16) makes no fp32 copy; both with the
+//! distributed optimizer only (OptimizerStateBytes, OptimizerReadsGradBuffer).
+StateBytes BytesPerParam(Precision p, const ImplementationProfile& impl, int64_t zero_stage) {
   if (p == Precision::kFp32) return {4, 4, 8, 0};
   const bool fp32_grads = impl.grad_buffer_dtype.value == GradDType::kFp32;
-  const bool copy = !fp32_grads && !impl.optimizer_reads_grad_buffer.value;
-  return {2, fp32_grads ? 4 : 2, impl.optimizer_state_bytes.value, copy ? 4 : 0};
+  const bool copy = !fp32_grads && !OptimizerReadsGradBuffer(impl, zero_stage);
+  return {2, fp32_grads ? 4 : 2, OptimizerStateBytes(impl, zero_stage), copy ? 4 : 0};
 }
 
 int64_t SeqLen(const Plan& p) { return p.training.seq_len > 0 ? p.training.seq_len : p.model.seq_len; }
 
 }  // namespace
 
-int64_t GradBufferBytes(Precision p, const ImplementationProfile& impl) { return BytesPerParam(p, impl).grad; }
+int64_t GradBufferBytes(Precision p, const ImplementationProfile& impl) { return BytesPerParam(p, impl, 0).grad; }
 int64_t GradReduceBytes(Precision p, const ImplementationProfile& impl) {
   return p == Precision::kFp32 || impl.grad_reduce_dtype.value == GradDType::kFp32 ? 4 : 2;
 }
@@ -73,7 +74,7 @@ std::vector<int64_t> InFlightPerChunk(ScheduleKind kind, int64_t pp, int64_t pp_
 MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
   const ModelSpec& m = plan.model;
   const Layout& l = plan.layout;
-  const StateBytes sb = BytesPerParam(plan.training.precision, plan.implementation);
+  const StateBytes sb = BytesPerParam(plan.training.precision, plan.implementation, plan.layout.zero_stage);
   const int64_t e = BytesPerElement(plan.training.precision);
   // Dense groups shard over dp x cp, routed experts over the expert data-parallel group (model/param_groups.h).
   int64_t phi = 0, phi_experts = 0;

@@ -43,20 +43,27 @@ TEST(MemoryModel, Fp32AndMixedBytesPerParameter) {
 }
 
 // Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer, bf16 moments, bf16
-// main grads): 4 + 2 + 2 bytes of state, and no fp32 copy of a 16-bit gradient for the step.
+// main grads): 4 + 2 + 2 bytes of state and no fp32 copy of a 16-bit gradient for the step, with
+// the distributed optimizer only (Megatron-Core refuses it without): at ZeRO 0 the facts do not apply.
 TEST(MemoryModel, PrecisionAwareOptimizerKeepsItsStateInItsDtypes) {
-  Plan p = MakePlan("gpt-1.3b", "dp=8,global_batch=64", Precision::kBf16, 8);
+  Plan p = MakePlan("gpt-1.3b", "dp=8,zero=1,global_batch=64", Precision::kBf16, 8);
   p.implementation = *ImplementationPreset("megatron-core");
   p.implementation.grad_buffer_dtype.value = GradDType::kParam;
+  p.training.seq_len = 8;  // few activations: the step's fp32 gradient copy outgrows them
   const int64_t phi = RankParams(p.model, p.layout, 0);
   const auto classic = EstimateRankMemory(p, 0);
   EXPECT_EQ(classic.gradients, 2 * phi);
-  EXPECT_GT(classic.optimizer, 12 * phi);  // + the step's fp32 gradient copy beyond the activations
+  EXPECT_GT(classic.optimizer, (12 * phi + 7) / 8);  // + the step's fp32 gradient copy beyond the activations
   p.implementation.optimizer_state_bytes.value = 8;
   p.implementation.optimizer_reads_grad_buffer.value = true;
   const auto aware = EstimateRankMemory(p, 0);
-  EXPECT_EQ(aware.optimizer, 8 * phi);
+  EXPECT_EQ(aware.optimizer, (8 * phi + 7) / 8);
   EXPECT_EQ(aware.gradients, 2 * phi);
+  p.layout.zero_stage = 0;
+  const auto unsharded = EstimateRankMemory(p, 0);
+  p.implementation = *ImplementationPreset("megatron-core");
+  p.implementation.grad_buffer_dtype.value = GradDType::kParam;
+  EXPECT_EQ(unsharded.total, EstimateRankMemory(p, 0).total);
 }
 
 TEST(MemoryModel, ZeroStagesShardProgressively) {

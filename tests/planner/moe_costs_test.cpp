@@ -288,6 +288,13 @@ TEST(MoeExport, MegatronGetsTheFp8RecipeAndThePrecisionAwareOptimizer) {
                       "--exp-avg-sq-dtype bf16 "),
             std::string::npos)
       << line;
+  // Megatron-Core runs it only with the distributed optimizer: without, a warning and no flag.
+  p.layout.zero_stage = 0;
+  const MegatronArgs plain = ExportMegatron(p);
+  EXPECT_EQ(line_of(plain).find("--use-precision-aware-optimizer"), std::string::npos);
+  bool warned = false;
+  for (const std::string& w : plain.warnings) warned = warned || w.find("distributed optimizer") != std::string::npos;
+  EXPECT_TRUE(warned);
 }
 
 }  // namespace

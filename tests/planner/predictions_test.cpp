@@ -372,7 +372,7 @@ TEST(Predictions, GradAccumulationPassPerMicroBatchWhereTheProfileHasIt) {
 // 16-bit buffer (6 B), fp16 unscale (8 B), master-weight copy (6 B). Our executor has none.
 TEST(Predictions, MixedPrecisionOptimizerPassesWhereTheProfileHasThem) {
   const auto bytes = [](const char* impl, Precision p) {
-    return MixedPrecisionPassBytes(*ImplementationPreset(impl), p);
+    return MixedPrecisionPassBytes(*ImplementationPreset(impl), p, 1);
   };
   EXPECT_DOUBLE_EQ(bytes("megatron-2021", Precision::kFp16), 20);
   EXPECT_DOUBLE_EQ(bytes("megatron-2022", Precision::kFp16), 20);
@@ -380,8 +380,16 @@ TEST(Predictions, MixedPrecisionOptimizerPassesWhereTheProfileHasThem) {
   EXPECT_DOUBLE_EQ(bytes("megatron-core", Precision::kFp16), 14);
   EXPECT_DOUBLE_EQ(bytes("megatron-2021", Precision::kFp32), 0);
   EXPECT_DOUBLE_EQ(bytes("parallax", Precision::kBf16), 0);
-  EXPECT_DOUBLE_EQ(OptimizerBytesPerParam(*ImplementationPreset("megatron-2021"), Precision::kFp16), 48);
-  EXPECT_DOUBLE_EQ(OptimizerBytesPerParam(*ImplementationPreset("parallax"), Precision::kBf16), 28);
+  EXPECT_DOUBLE_EQ(OptimizerBytesPerParam(*ImplementationPreset("megatron-2021"), Precision::kFp16, 0), 48);
+  EXPECT_DOUBLE_EQ(OptimizerBytesPerParam(*ImplementationPreset("parallax"), Precision::kBf16, 0), 28);
+  // Megatron-Core's precision-aware optimizer (bf16 moments and main grads) moves 2 + 2 x 8 B and
+  // casts no gradient, under the distributed optimizer only.
+  ImplementationProfile aware = *ImplementationPreset("megatron-core");
+  aware.grad_buffer_dtype.value = GradDType::kParam;
+  aware.optimizer_state_bytes.value = 8;
+  aware.optimizer_reads_grad_buffer.value = true;
+  EXPECT_DOUBLE_EQ(OptimizerBytesPerParam(aware, Precision::kBf16, 1), 18 + 6);  // + the master-weight copy pass
+  EXPECT_DOUBLE_EQ(OptimizerBytesPerParam(aware, Precision::kBf16, 0), 28 + 12);  // + cast 6 and copy 6
   // The step pays them once, on the optimizer op, in both evaluators.
   Plan with = MakePlan("gpt-1.3b", "dgx-a100", 1, "dp=2,tp=2,pp=2,micro_batch=1,global_batch=8", Precision::kFp16,
                        "megatron-2022");
