@@ -263,10 +263,12 @@ int64_t MoeActivationBytes(const ModelSpec& m, const ActivationOptions& o, int64
   // reduce_scatter over the expert-TP group, the all-to-all, then unpermute with the
   // probabilities), not the etp group's. Where the probabilities multiply the activation instead,
   // the combine keeps nothing and the activation keeps its unweighted output (16-bit, f / etp, even
-  // where a fused kernel recomputes it) and the fp32 probabilities of the copies it received.
+  // where a fused kernel recomputes it; not when the moe_act module recomputes the activation) and
+  // the fp32 probabilities of the copies it received.
   const int64_t copies = m.experts_per_token * tokens;
   const int64_t received = et * copies;
-  const int64_t combine = o.moe_combine_keeps_outputs ? e * copies * m.hidden : e * received * f / et + 4 * received;
+  const int64_t combine =
+      o.moe_combine_keeps_outputs ? e * copies * m.hidden : e * received * act / et + 4 * received;
   const int64_t routed = LinearInputBytes(o, received * m.hidden) + e * received * FcInWidth(m, f) / et +
                          LinearInputBytes(o, received * act / et) + combine;
   const int64_t router = 4 * m.experts * tokens;  // fp32 scores (probabilities) for the backward

@@ -215,6 +215,15 @@ TEST(Counting, ProbabilitiesInTheActivationFreeTheCombineBuffer) {
   const int64_t after = MoeActivationBytes(m, ForImplementation(base, mcore, Precision::kBf16), 1);
   const int64_t copies = m.experts_per_token * m.seq_len * 2;
   EXPECT_EQ(before - after, copies * (2 * m.hidden - 2 * m.moe_ffn_hidden - 4));
+  // Under the moe_act recompute the activation (with its probabilities) is redone: only the fp32
+  // probabilities stay beside fc1's output.
+  base.recompute = Recompute::kSelective;
+  base.selective_modules = kRecomputeMoeAct;
+  mcore.moe_probs_in_activation.value = false;
+  const int64_t redo_before = MoeActivationBytes(m, ForImplementation(base, mcore, Precision::kBf16), 1);
+  mcore.moe_probs_in_activation.value = true;
+  const int64_t redo_after = MoeActivationBytes(m, ForImplementation(base, mcore, Precision::kBf16), 1);
+  EXPECT_EQ(redo_before - redo_after, copies * (2 * m.hidden - 4));
 }
 
 TEST(Counting, HeadActivationsScaleWithVocabOverTp) {
