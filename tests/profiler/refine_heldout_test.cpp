@@ -110,7 +110,11 @@ TEST_F(RefineLoop, RefiningOneLayoutImprovesItsPrediction) {
   }
   std::printf("per-op error, weighted by measured time: %.1f%% -> %.1f%%\n", err_before / measured * 100,
               err_after / measured * 100);
-  EXPECT_LT(err_after, err_before);
+  // A disturbed run's op times are the other process's as much as ours, and refine refused to
+  // learn from them (run_op_times above): the refined ops are then not expected to match them.
+  if (!j.contains("disturbed")) {
+    EXPECT_LT(err_after, err_before);
+  }
   EXPECT_GT(j["samples"]["gemms_added"].get<int>(), 5);
   EXPECT_GT(j["samples"]["kernels_added"].get<int>(), 5);
   EXPECT_GE(j["samples"]["collective_points_added"].get<int>(), 1);  // the TP all-reduce
