@@ -144,8 +144,7 @@ double SelectiveModuleFlopsPerToken(const ModelSpec& m, bool moe_layer, uint32_t
     flops += 2.0 * static_cast<double>(m.q_dim() * q_in + kv_up * m.kv_lora_rank);
   }
   if (!moe_layer && (selective_modules & kRecomputeMlp) != 0) {
-    const int64_t fc_in = m.mlp == MlpKind::kSwiglu ? 2 * m.ffn_hidden : m.ffn_hidden;
-    flops += 2.0 * static_cast<double>(m.hidden) * static_cast<double>(fc_in + m.ffn_hidden);
+    flops += 2.0 * static_cast<double>(m.hidden) * static_cast<double>(FcInWidth(m) + m.ffn_hidden);
   }
   return flops;
 }
@@ -231,7 +230,7 @@ int64_t LayerActivationBytes(const ModelSpec& m, int64_t layer, const Activation
   // A recomputed dense MLP keeps only its input (the norm's output, counted with the norms); else
   // fc1's output (the activation's input, 16-bit) and the activation's output (fc2's input).
   const bool mlp_redone = !moe && (redo & kRecomputeMlp) != 0;
-  const int64_t mlp_saved = moe || mlp_redone ? 0 : (m.mlp == MlpKind::kSwiglu ? 2 : 1) * e * sbf + LinearInputBytes(o, sbf);
+  const int64_t mlp_saved = moe || mlp_redone ? 0 : e * s * b * FcInWidth(m) + LinearInputBytes(o, sbf);
   int64_t tp_sharded = attn_saved + mlp_saved;
   if ((redo & kRecomputeCoreAttn) == 0) {  // kept unless the attention core is recomputed
     const int64_t as2b = m.heads * s * AttendedKeys(m, layer, s) * b;

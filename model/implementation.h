@@ -158,8 +158,8 @@ struct ImplementationProfile {
   //! Engine's FP8 parameters), in place of the 16-bit weights beside cached FP8 copies. Memory only.
   Fact<bool> fp8_params;
   //! Under fp8, the recipe the linear layers quantize with. The memory model reads it (which
-  //! tensors an FP8 linear keeps, and the block scales beside them); the GEMMs and the cast kernels
-  //! are priced as delayed scaling whatever it says.
+  //! tensors an FP8 linear keeps, and the block scales beside them), and the op catalogue (current
+  //! scaling's amax pass before each cast); every recipe's GEMMs run at the device's FP8 rate.
   Fact<Fp8Recipe> fp8_recipe;
   //! Under fp8, each linear layer keeps the FP8 copy of its input that its weight-gradient GEMM
   //! reads (1 B an element, plus the recipe's block scales) in place of the 16-bit input

@@ -349,8 +349,8 @@ Status ValidateLayout(const Layout& l, const ModelSpec& m, const ClusterSpec& c,
   if (l.pp > m.layers) return fail("pp=" + s(l.pp) + " exceeds layers=" + s(m.layers));
   if (const std::string split = StageSplitProblem(l, m.layers); !split.empty()) return fail(split);
   if (!l.pipeline_layout.empty()) {
-    const std::string mtp = PipelineLayoutProblem(l.pipeline_layout, m.layers, m.mtp_layers, l.pp, l.virtual_stages);
-    if (!mtp.empty()) return fail(mtp);
+    const std::string problem = PipelineLayoutProblem(l.pipeline_layout, m.layers, m.mtp_layers, l.pp, l.virtual_stages);
+    if (!problem.empty()) return fail(problem);
   }
   if (l.global_batch <= 0) return fail("global_batch must be > 0 (give it in the plan or with --global-batch)");
   if (l.global_batch % (l.dp * l.micro_batch) != 0) {

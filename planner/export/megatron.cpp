@@ -135,23 +135,25 @@ MegatronArgs ExportMegatron(const Plan& plan) {
   // Megatron-Core's precision-aware optimizer, where the profile keeps smaller optimizer state or
   // steps on the 16-bit gradients (megatron/training/arguments.py --use-precision-aware-optimizer,
   // --main-grads-dtype, --exp-avg-dtype, --exp-avg-sq-dtype).
+  // What the plan runs with comes from OptimizerStateBytes / OptimizerReadsGradBuffer, as priced.
   const ImplementationProfile& impl = plan.implementation;
-  const bool bf16_moments = impl.optimizer_state_bytes.value == 8;
-  const bool aware = bf16_moments || impl.optimizer_reads_grad_buffer.value;
-  if (aware && l.zero_stage < 1) {
+  const int64_t state_bytes = OptimizerStateBytes(impl, l.zero_stage);
+  const bool reads_buffer = OptimizerReadsGradBuffer(impl, l.zero_stage);
+  if (l.zero_stage < 1 && (impl.optimizer_state_bytes.value != 12 || impl.optimizer_reads_grad_buffer.value)) {
     out.warnings.push_back("the profile's precision-aware optimizer (optimizer_state_bytes, optimizer_reads_grad_buffer) "
                            "runs only with the distributed optimizer (zero_stage >= 1): not exported, priced without it");
   }
-  if (plan.training.precision != Precision::kFp32 && aware && l.zero_stage >= 1) {
+  if (plan.training.precision != Precision::kFp32 && (state_bytes == 8 || reads_buffer)) {
     flag("--use-precision-aware-optimizer");
-    if (impl.optimizer_reads_grad_buffer.value) add("--main-grads-dtype", std::string("bf16"));
-    if (bf16_moments) {
+    if (reads_buffer) add("--main-grads-dtype", std::string("bf16"));
+    if (state_bytes == 8) {
       add("--exp-avg-dtype", std::string("bf16"));
       add("--exp-avg-sq-dtype", std::string("bf16"));
-    } else if (impl.optimizer_state_bytes.value != 12) {
-      out.warnings.push_back("optimizer_state_bytes=" + std::to_string(impl.optimizer_state_bytes.value) +
-                             ": Megatron-LM's optimizer keeps 12 (fp32 moments) or 8 (bf16 moments); not exported");
     }
+  }
+  if (plan.training.precision != Precision::kFp32 && state_bytes != 12 && state_bytes != 8) {
+    out.warnings.push_back("optimizer_state_bytes=" + std::to_string(state_bytes) +
+                           ": Megatron-LM's optimizer keeps 12 (fp32 moments) or 8 (bf16 moments); not exported");
   }
   if (l.recompute == Recompute::kFull) {
     add("--recompute-granularity", std::string("full"));
@@ -163,7 +165,7 @@ MegatronArgs ExportMegatron(const Plan& plan) {
       // --recompute-modules takes the names space-separated (one argument each).
       out.args.push_back("--recompute-modules");
       const uint32_t mods = l.selective_modules();
-      for (uint32_t bit : {kRecomputeCoreAttn, kRecomputeLayernorm, kRecomputeMoeAct, kRecomputeMlaUpProj, kRecomputeMlp}) {
+      for (uint32_t bit = 1; bit <= kRecomputeAllModules; bit <<= 1) {
         if ((mods & bit) != 0) out.args.push_back(RecomputeModulesToString(bit));
       }
     }
