@@ -115,6 +115,7 @@ Status UseCostDb(ModeSetup& s, const std::string& db) {
   s.in.plan.cluster.device = measured.device;
   s.in.plan.cluster.intra_node = measured.intra_node;
   s.in.plan.cluster.inter_node = measured.inter_node;
+  s.in.plan.cluster.cpus_per_node = measured.cpus_per_node;
   return {};
 }
 

@@ -84,6 +84,8 @@ HostThreads ShareHostCpus(const std::vector<HostCpuRecord>& ranks, int me, int64
   t.cpus = std::max<int64_t>(1, static_cast<int64_t>(mine.cpus.size()));
   t.ranks_on_node = static_cast<int64_t>(same_host.size());
   t.cpu_share = share_of(mine);
+  t.node_cpus = std::max<int64_t>(1, static_cast<int64_t>(holders.size()));
+  t.node_index = static_cast<int64_t>(std::find(same_host.begin(), same_host.end(), static_cast<size_t>(me)) - same_host.begin());
   for (size_t r : same_host) t.oversubscribed = t.oversubscribed || share_of(ranks[r]) < 1.0 - 1e-9;
   if (requested > 0) {
     t.threads = requested;

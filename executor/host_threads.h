@@ -21,6 +21,8 @@ struct HostThreads {
   int64_t ranks_on_node = 1;  //!< ranks on this rank's host
   double cpu_share = 1;       //!< this rank's fair share of its CPUs
   bool oversubscribed = false;  //!< some rank on this host has less than one CPU to itself
+  int64_t node_cpus = 1;        //!< CPUs in the union of this host's ranks' masks
+  int64_t node_index = 0;       //!< this rank's place among its host's ranks (by rank)
   std::string source = "auto";  //!< "auto", "--threads", or the environment variable that set it
 };
 

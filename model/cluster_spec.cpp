@@ -27,6 +27,7 @@ Result<ClusterSpec> ClusterFromJson(const Json& j, const std::string& file, cons
     c.intra_node = ReadLink(r.Object("intra_node"));
     c.inter_node = ReadLink(r.Object("inter_node"));
     c.nvlink_domain = r.Has("nvlink_domain") ? r.PositiveInt("nvlink_domain") : 0;
+    c.cpus_per_node = r.Has("cpus_per_node") ? r.PositiveInt("cpus_per_node") : 0;
     if (r.Has("stragglers")) c.stragglers = StragglersFromJson(r.Object("stragglers"));
     if (r.Has("failures")) c.failures = FailuresFromJson(r.Object("failures"));
     r.Finish();
@@ -48,9 +49,20 @@ Json ClusterToJson(const ClusterSpec& c) {
          {"inter_node", link(c.inter_node)}};
   // Written only where it differs from the default, so files of node-sized domains stay as they were.
   if (c.domain_size() != c.gpus_per_node) j["nvlink_domain"] = c.nvlink_domain;
+  if (c.cpus_per_node > 0) j["cpus_per_node"] = c.cpus_per_node;
   if (!c.stragglers.empty()) j["stragglers"] = StragglersToJson(c.stragglers);
   if (!c.failures.empty()) j["failures"] = FailuresToJson(c.failures);
   return j;
+}
+
+double ClusterSpec::SlowestCoreShare(int64_t busy) const {
+  if (cpus_per_node <= 0 || busy <= cpus_per_node) return 1.0;
+  return static_cast<double>((busy + cpus_per_node - 1) / cpus_per_node);
+}
+
+double ClusterSpec::MeanCoreShare(int64_t busy) const {
+  if (cpus_per_node <= 0 || busy <= cpus_per_node) return 1.0;
+  return static_cast<double>(busy) / static_cast<double>(cpus_per_node);
 }
 
 Result<ClusterSpec> LoadClusterFile(const std::string& path) {

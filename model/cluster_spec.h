@@ -27,6 +27,10 @@ struct ClusterSpec {
   //! contiguous blocks of ranks (rank / domain size), the last one possibly partial. Traffic inside a
   //! domain runs over the intra_node links, between domains over the nodes' NICs (inter_node).
   int64_t nvlink_domain = 0;
+  //! CPU nodes (the CPU backend, one rank per "GPU"): the CPUs the node's ranks share; 0 = every rank
+  //! has its device to itself (GPUs). `calibrate --backend cpu` writes it. Ranks beyond it time-share
+  //! the CPUs (CoreShare).
+  int64_t cpus_per_node = 0;
   StragglerSpec stragglers;  //!< optional "stragglers": slow ranks/nodes and per-step jitter
   FailureSpec failures;      //!< optional "failures": MTBF and checkpoint costs
 
@@ -36,6 +40,17 @@ struct ClusterSpec {
   int64_t domain_size() const { return nvlink_domain > 0 ? nvlink_domain : gpus_per_node; }
   //! The NVLink domain of global rank `rank` (ranks fill a domain before the next).
   int64_t DomainOf(int64_t rank) const { return rank / domain_size(); }
+
+  //! How much longer a rank's compute takes when `busy` ranks of one node compute at once on its
+  //! cpus_per_node CPUs (1 when they fit, or on GPUs). The operating system runs each CPU's ranks in
+  //! turn and spreads the ranks over the CPUs as evenly as it can, so the most crowded CPU holds
+  //! ceil(busy / cpus) of them; ranks that wait for each other (a synchronous step) go at its pace.
+  //! Measured on the 2-CPU VM (docs/classic_modes.md): 4 sequences per worker stepped in 2.49 ms at
+  //! 2 workers, 5.19 at 3 and 5.33 at 4, i.e. 2.1x at 3 ranks, not the 1.5x an even share predicts.
+  double SlowestCoreShare(int64_t busy) const;
+  //! The same for ranks that never wait for each other (asynchronous workers keep every CPU busy, so
+  //! the CPUs' time is shared evenly): busy / cpus when busy > cpus, else 1.
+  double MeanCoreShare(int64_t busy) const;
 };
 
 Result<ClusterSpec> ClusterFromJson(const Json& j, const std::string& file, const std::string& path = "");

@@ -1,6 +1,7 @@
 #pragma once
 // Layout (how the job is split) and Plan (a self-contained, runnable description).
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -89,6 +90,9 @@ struct Layout {
   int64_t world_size() const { return dp * tp * cp * pp; }
   //! Ranks of the job: the workers plus dedicated parameter servers (after the workers).
   int64_t job_ranks() const { return world_size() + sync.dedicated_servers(); }
+  //! Ranks of one node of `gpus_per_node` that compute at once: the workers there (dedicated
+  //! servers, after the workers, wait while the workers compute and update only once pushed to).
+  int64_t BusyRanksPerNode(int64_t gpus_per_node) const { return std::min(gpus_per_node, world_size()); }
   int64_t expert_tp() const { return etp > 0 ? etp : tp; }
   //! Selective recompute's modules (recompute_modules, or core_attn when unset).
   uint32_t selective_modules() const { return recompute_modules != 0 ? recompute_modules : kRecomputeCoreAttn; }

@@ -144,7 +144,7 @@ double ComputeModel::RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t bat
                                              (hbm_Bps_ * traits_.dram_fraction)
                                        : 0.0;
   // (a memory-bound GEMM already streams every C byte in mem_s).
-  if (traits_.sm_count <= 0) return std::max(flops / sustained + epilogue_s, mem_s) + traits_.kernel_overhead_s;
+  if (traits_.sm_count <= 0) return time_share_ * (std::max(flops / sustained + epilogue_s, mem_s) + traits_.kernel_overhead_s);
   const double per_sm = sustained / static_cast<double>(traits_.sm_count);
   double best = std::numeric_limits<double>::infinity();
   for (const GemmTile& t : traits_.tiles) {
@@ -154,7 +154,7 @@ double ComputeModel::RooflineGemmAt(int64_t m, int64_t n, int64_t k, int64_t bat
     const double tile_s = 2.0 * t.m * t.n * t.k * static_cast<double>(ksteps + t.stages) / per_sm;
     best = std::min(best, static_cast<double>(waves) * tile_s);
   }
-  return std::max(best + epilogue_s, mem_s) + traits_.kernel_overhead_s;
+  return time_share_ * (std::max(best + epilogue_s, mem_s) + traits_.kernel_overhead_s);
 }
 
 double ComputeModel::GemmLogRatio(int64_t m, int64_t n, int64_t k, int64_t batch, bool score) const {
@@ -225,14 +225,14 @@ double ComputeModel::FlashAttention(const FlashShape& f) const {
   const int64_t k = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(f.seq_kv) * products * causal));
   const double mma_s = Gemm(f.seq_q, f.head_dim, k, f.batch);
   const double exps = static_cast<double>(f.batch) * static_cast<double>(f.seq_q) * static_cast<double>(f.seq_kv) * causal;
-  const double exp_s = traits_.sfu_ops_per_s > 0 ? exps / traits_.sfu_ops_per_s : 0;
+  const double exp_s = traits_.sfu_ops_per_s > 0 ? time_share_ * exps / traits_.sfu_ops_per_s : 0;
   return traits_.warp_specialized_mma ? std::max(mma_s, exp_s) : mma_s + exp_s;
 }
 
 double ComputeModel::RooflineMemory(double bytes) const { return RooflineMemoryAt(bytes, traits_.dram_fraction); }
 
 double ComputeModel::RooflineMemoryAt(double bytes, double dram_fraction) const {
-  return (bytes + traits_.dram_bytes_in_flight) / (hbm_Bps_ * dram_fraction) + traits_.kernel_overhead_s;
+  return time_share_ * ((bytes + traits_.dram_bytes_in_flight) / (hbm_Bps_ * dram_fraction) + traits_.kernel_overhead_s);
 }
 
 double ComputeModel::MemoryBound(std::string_view op, double bytes) const {

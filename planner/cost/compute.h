@@ -81,10 +81,15 @@ class ComputeModel {
   double contention_factor() const { return contention_; }
   const DeviceTraits& traits() const { return traits_; }
   //! Measured host time of one kernel call (CostDb::launch_overhead_us), seconds; 0: not measured.
-  double measured_launch_overhead_s() const { return db_ != nullptr ? db_->launch_overhead_us * 1e-6 : 0.0; }
+  double measured_launch_overhead_s() const { return db_ != nullptr ? db_->launch_overhead_us * 1e-6 * time_share_ : 0.0; }
   //! Measured host time between two consecutive compute ops of the executor (CostDb::op_gap_us),
   //! seconds; 0: not measured.
-  double measured_op_gap_s() const { return db_ != nullptr ? db_->op_gap_us * 1e-6 : 0.0; }
+  double measured_op_gap_s() const { return db_ != nullptr ? db_->op_gap_us * 1e-6 * time_share_ : 0.0; }
+  //! Every time this model returns, multiplied by `share` >= 1: the rank time-shares its CPU with
+  //! others (ClusterSpec::SlowestCoreShare). The measured samples' ratios to the roofline are kept,
+  //! so the share scales measured and roofline times alike.
+  void set_time_share(double share) { time_share_ = share; }
+  double time_share() const { return time_share_; }
   //! The measured system noise (CostDb::noise, and CostDb::run_op_times for the mean excess; none
   //! without a database or a measurement).
   const NoiseModel& noise() const { return noise_; }
@@ -122,6 +127,7 @@ class ComputeModel {
   int64_t element_bytes_ = 2;
   int64_t out_bytes_ = 2;  //!< bytes of a GEMM's output element (bf16 for FP8 inputs)
   double contention_ = 1.0;
+  double time_share_ = 1.0;
   std::vector<GemmPoint> gemm_points_;                 // measured, this dtype, C written
   std::vector<GemmPoint> accumulate_points_;           // measured, this dtype, C += A B (fp32)
   std::array<std::vector<double>, 4> grid_axes_;      // sorted distinct coordinates, when a full grid

@@ -30,7 +30,16 @@ CostContext::CostContext(const ClusterSpec& cluster, Precision precision, const 
       fp8_(cluster.device, DType::kFp8, db),
       collectives_(cluster, db, impl_.dp_algorithm.value) {}
 
+void CostContext::UseLayout(const Layout& layout) {
+  const double share = cluster_.SlowestCoreShare(layout.BusyRanksPerNode(cluster_.gpus_per_node));
+  if (share == compute_.time_share()) return;
+  compute_.set_time_share(share);
+  fp8_.set_time_share(share);
+  cache_.clear();  // unit costs priced at the previous share
+}
+
 const UnitCosts& CostContext::Units(const ModelSpec& model, const Layout& l, int64_t seq_len) {
+  UseLayout(l);
   if (cached_model_ != model) {
     cache_.clear();
     cached_model_ = model;

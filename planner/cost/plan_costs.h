@@ -29,9 +29,13 @@ class CostContext {
   CostContext(const ClusterSpec& cluster, Precision precision, const CostDb* db = nullptr,
               const ImplementationProfile* impl = nullptr);
 
-  //! Unit costs for `model` under `layout`'s tp / micro-batch / SP / recompute (cached).
+  //! Unit costs for `model` under `layout`'s tp / micro-batch / SP / recompute (cached). Also sets
+  //! the compute models' time share for the layout's busy ranks per node (UseLayout).
   const UnitCosts& Units(const ModelSpec& model, const Layout& layout, int64_t seq_len);
 
+  //! Prices compute for `layout` on this cluster: on CPU nodes whose ranks outnumber their CPUs,
+  //! every compute time is ClusterSpec::SlowestCoreShare of the layout's busy ranks per node longer.
+  void UseLayout(const Layout& layout);
   const ComputeModel& compute() const { return compute_; }
   const CollectiveModel& collectives() const { return collectives_; }
   const ClusterSpec& cluster() const { return cluster_; }

@@ -101,7 +101,8 @@ double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const Pla
                           const CostDb* db) {
   const CompressionStep step =
       CompressionStepOf(plan.layout.sync, params, plan.layout.dp, Matrices(plan.model, plan.layout.tp));
-  const ComputeModel compute(plan.cluster.device, DType::kFp32, db);
+  ComputeModel compute(plan.cluster.device, DType::kFp32, db);
+  compute.set_time_share(plan.cluster.SlowestCoreShare(plan.layout.BusyRanksPerNode(plan.cluster.gpus_per_node)));
   double t = 0;
   for (const KernelRun& k : step.kernels) {
     t += static_cast<double>(k.calls) * KernelCallTime(compute, plan.cluster.device, k.kernel, k.units);
@@ -109,6 +110,21 @@ double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const Pla
   for (const HostExchange& x : step.exchanges) t += static_cast<double>(x.calls) * cm.HostTime(x.op, x.bytes, g);
   return t;
 }
+
+//! How the workers of one node share its CPUs (ClusterSpec::SlowestCoreShare, MeanCoreShare): the
+//! workers are the node's busy ranks (Layout::BusyRanksPerNode); `busy` counts those computing.
+struct CoreSharing {
+  const ClusterSpec& cluster;
+  int64_t per_node = 1;  //!< workers per node
+  //! The share the estimate's compute carries: every worker of a node computing, in step.
+  double InStep() const { return cluster.SlowestCoreShare(per_node); }
+  //! The share of an iteration starting while `computing` of the `workers` compute (itself
+  //! included), spread evenly over the nodes; unsynchronised workers share the CPUs evenly.
+  double Starting(int64_t computing, int64_t workers) const {
+    const int64_t nodes = std::max<int64_t>(1, (workers + per_node - 1) / per_node);
+    return cluster.MeanCoreShare((computing + nodes - 1) / nodes);
+  }
+};
 
 //! One worker iteration's compute from the all-reduce estimate: its step without the exposed DP
 //! time (which holds the step's grad-norm synchronization and the wait there for the latest rank).
@@ -148,7 +164,9 @@ IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar
     // The executor's coordinator: the W-B gradients in, the weights out to W-1 workers.
     c.exchange_s = (2 * w - static_cast<double>(s.backup_workers) - 1) * p2p(grad);
   } else if (s.kind == SyncKind::kLocal) {
-    c.exchange_s = cm.Time(CollectiveKind::kAllReduce, grad, dp) / static_cast<double>(s.local_steps);
+    // The executor's average (RunLocalSgd): the weights and both Adam moments, each summed in
+    // doubles over the host plane, every H iterations.
+    c.exchange_s = 3 * cm.HostTime(CollectiveKind::kAllReduce, params * 8, dp) / static_cast<double>(s.local_steps);
   } else if (s.compression != CompressionKind::kNone) {
     c.exchange_s = CompressedExchange(plan, cm, dp, params, db);
   } else {
@@ -199,7 +217,7 @@ struct StaleRun {
 //! only: a push waits while a host computes. Throughput: the time until W * iters gradients are
 //! applied, whoever pushed them (a fast worker contributes more under async).
 StaleRun SimulateStale(const std::vector<double>& f, IterationDraw& draw, const IterationCosts& c, int64_t bound,
-                       size_t hosts, int64_t iters) {
+                       size_t hosts, int64_t iters, const CoreSharing& sharing) {
   const size_t n = f.size();
   using Arrival = std::pair<double, size_t>;
   std::priority_queue<Arrival, std::vector<Arrival>, std::greater<>> queue;
@@ -209,10 +227,14 @@ StaleRun SimulateStale(const std::vector<double>& f, IterationDraw& draw, const 
   int64_t version = 0;
   double server_free = 0, end = 0;
   StaleRun run;
+  // Unshared compute: an iteration starts at the share of the workers computing then (itself
+  // included) on its node's CPUs (CoreSharing).
+  const double alone_s = c.compute_s / sharing.InStep();
   auto start = [&](size_t w, double t) {
     pulled[w] = version;
     started[w] = t;
-    busy_until[w] = t + draw(c.compute_s * f[w]);
+    const int64_t computing = 1 + std::count_if(busy_until.begin(), busy_until.end(), [t](double e) { return t < e; });
+    busy_until[w] = t + draw(alone_s * sharing.Starting(computing, static_cast<int64_t>(n)) * f[w]);
     queue.push({busy_until[w] + c.push_s / 2, w});
   };
   for (size_t w = 0; w < n; ++w) start(w, 0);
@@ -226,7 +248,7 @@ StaleRun SimulateStale(const std::vector<double>& f, IterationDraw& draw, const 
     }
     server_free = begin + c.serve_s;
     const auto stale = static_cast<size_t>(version - pulled[w]);
-    while (run.staleness.size() <= stale) run.staleness.push_back(0);
+    if (run.staleness.size() <= stale) run.staleness.resize(stale + 1, 0);
     ++run.staleness[stale];
     ++version;
     ++clock[w];
@@ -266,7 +288,9 @@ ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepT
   IterationDraw draw(sigma, noise);
   if (s.is_stale()) {
     const int64_t bound = s.kind == SyncKind::kSsp ? s.staleness : std::numeric_limits<int64_t>::max() / 2;
-    const StaleRun run = SimulateStale(f, draw, c, bound, s.colocated ? static_cast<size_t>(s.servers) : 0, steps);
+    const CoreSharing sharing{plan.cluster, plan.layout.BusyRanksPerNode(plan.cluster.gpus_per_node)};
+    const StaleRun run =
+        SimulateStale(f, draw, c, bound, s.colocated ? static_cast<size_t>(s.servers) : 0, steps, sharing);
     e.step_time_s = run.seconds_per_round;
     e.exchange_s = c.push_s;
     int64_t total = 0;

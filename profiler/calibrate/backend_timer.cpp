@@ -79,6 +79,18 @@ MeasureFn Agreed(executor::Communicator& world, MeasureFn fn, RankReduce reduce,
   };
 }
 
+MeasureFn InTurns(executor::Communicator& world, MeasureFn fn, Turns t) {
+  if (t.count <= 1) return fn;
+  return [&world, fn = std::move(fn), t](int64_t n) -> Result<std::vector<double>> {
+    Result<std::vector<double>> mine = std::vector<double>{};
+    for (int64_t turn = 0; turn < t.count; ++turn) {
+      if (turn == t.mine) mine = fn(n);
+      PX_TRY(world.Barrier());
+    }
+    return mine;
+  };
+}
+
 Status AllPrepared(executor::Communicator& world, Status local) {
   double failed = local ? 0.0 : 1.0;
   PX_TRY(world.HostAllReduce(&failed, 1, executor::ReduceOp::kMax));

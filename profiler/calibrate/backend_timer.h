@@ -33,6 +33,18 @@ enum class RankReduce { kMax, kMean };
 MeasureFn Agreed(executor::Communicator& world, MeasureFn fn, RankReduce reduce, const std::atomic<bool>* interrupt,
                  std::atomic<bool>* stop);
 
+//! Which ranks time compute together. Ranks that outnumber their node's CPUs (mpirun
+//! --oversubscribe) would time the operating system's turns between them, which the planner prices
+//! itself (ClusterSpec::SlowestCoreShare): they measure in turns of at most one rank per CPU.
+struct Turns {
+  int64_t mine = 0;   //!< this rank's turn
+  int64_t count = 1;  //!< turns in all (the same on every rank)
+};
+
+//! Calls `fn` in this rank's turn; every rank passes `t.count` barriers of `world`, whatever `fn`
+//! returns, so a failure is agreed afterwards (Agreed), never in the middle of a barrier.
+MeasureFn InTurns(executor::Communicator& world, MeasureFn fn, Turns t);
+
 //! `local` (this rank's buffer preparation) agreed over `world` before a measurement that
 //! synchronizes the ranks: an error on every rank when any rank failed, so no rank waits in a
 //! barrier the failed one never reaches (Agreed then names the failing rank's reason).

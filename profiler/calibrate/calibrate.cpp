@@ -14,6 +14,7 @@
 #include "planner/cost/collective.h"
 #include "planner/cost/noise.h"
 #include "planner/memory/memory_model.h"
+#include "executor/host_threads.h"
 #include "profiler/calibrate/backend_timer.h"
 #include "profiler/calibrate/calibration_set.h"
 #include "profiler/calibrate/collective_probe.h"
@@ -130,6 +131,15 @@ JobShape ShapeOf(const Communicator& world, const std::vector<std::string>& host
   return j;
 }
 
+//! A rank per CPU at a time where some node's ranks outnumber its CPUs: rank i of a node takes turn
+//! i / cpus; the turns are as many as the most crowded node needs (agreed over the world).
+Result<Turns> TurnsOf(Communicator& world, const executor::HostThreads& t) {
+  double count = t.oversubscribed ? std::ceil(static_cast<double>(t.ranks_on_node) / static_cast<double>(t.node_cpus)) : 1;
+  PX_TRY(world.HostAllReduce(&count, 1, executor::ReduceOp::kMax));
+  if (count <= 1) return Turns{};
+  return Turns{.mine = t.node_index / t.node_cpus, .count = static_cast<int64_t>(count)};
+}
+
 //! What this backend is calibrated on: GEMMs in fp32 and each 16-bit type it supports (fp16 not
 //! quick), memory-bound families in the dtype it trains in by default.
 CalibrationSetOptions SetOptionsFor(const Backend& backend, const CalibrateOptions& o, int64_t per_node) {
@@ -170,11 +180,13 @@ struct ItemContext {
   Calibrator& cal;
   std::atomic<bool>& stop;
   CostDb& db;
+  Turns turns;  //!< compute is timed in turns where the ranks outnumber their CPUs
 };
 
 //! A compute item's measurement: `probe` agreed over the world (the mean of the ranks).
 MeasureFn AgreedCompute(ItemContext& x, const std::shared_ptr<KernelProbe>& probe) {
-  return Agreed(x.world, ComputeMeasure(x.backend, probe), RankReduce::kMean, x.o.interrupt, &x.stop);
+  return Agreed(x.world, InTurns(x.world, ComputeMeasure(x.backend, probe), x.turns), RankReduce::kMean, x.o.interrupt,
+                &x.stop);
 }
 
 //! The launch overhead, every GEMM point and every kernel-family point of `set`.
@@ -299,7 +311,7 @@ void AddCompressionItems(ItemContext& x) {
   for (int k = 0; k < kCompressionKernels; ++k) {
     const auto kernel = static_cast<CompressionKernel>(k);
     for (int64_t units = 4096; units <= largest; units *= x.o.quick ? 8 : 4) {
-      auto probe = std::make_shared<CompressionProbe>(kernel, units, x.world);
+      auto probe = std::make_shared<CompressionProbe>(kernel, units, x.world, x.turns);
       const auto bytes = static_cast<int64_t>(static_cast<double>(probe->units()) * BytesPerUnit(kernel));
       CalibrationItem item;
       item.what = std::string(KernelFamily(kernel)) + " " + std::to_string(probe->units()) + " units";
@@ -462,13 +474,14 @@ void AddContentionItems(ItemContext& x, executor::DType dtype, const std::shared
 //! System noise: fixed work quanta on every rank at once (noise_probe.h), into `db.noise`, or a
 //! skipped entry when it could not be measured. The error: interrupted.
 Status MeasureSystemNoise(Backend& backend, Communicator& world, const CalibrateOptions& o, executor::DType dtype,
-                          CostDb& db) {
+                          const Turns& turns, CostDb& db) {
   // Long enough for windows of 256 quanta (~20 ms) quick, 1024 (~80 ms) in full.
   NoiseOptions no;
   no.duration_s = o.quick ? 0.5 : 2.0;
   if (o.progress != nullptr) std::fprintf(o.progress, "calibrate: system noise (fixed work quanta, %.1f s)\n", no.duration_s);
   no.dtype = dtype;
   no.interrupt = o.interrupt;
+  no.turns = turns;
   auto noise = MeasureNoise(backend, world, no);
   if (!noise) {
     if (o.interrupt != nullptr && o.interrupt->load()) return IoError("interrupted: nothing written");
@@ -503,10 +516,13 @@ void CollectMeasured(CollectiveItems& c, const Contention& contention, CostDb& d
 //! `o.base` with what `db` measured: the device (MeasuredDevice, and the backend's memory), and the
 //! links from the two-rank send/receive curves; `links` gets those as JSON.
 ClusterSpec MeasuredCluster(const CalibrateOptions& o, const JobShape& job, const Backend& backend, const CostDb& db,
-                            Json& links) {
+                            const executor::HostThreads& threads, Json& links) {
   ClusterSpec c = o.base;
   c.nodes = job.nodes;
   c.gpus_per_node = job.per_node;
+  // The CPUs the node's ranks share: its compute was timed a rank per CPU (Turns), the planner adds
+  // the sharing (ClusterSpec::SlowestCoreShare).
+  if (backend.name() == "cpu") c.cpus_per_node = threads.node_cpus;
   DeviceSpec& d = c.device;
   d = MeasuredDevice(d, db);
   // The CPU backend's ranks on a node share the host's memory (local-cpu divides it the same way).
@@ -564,6 +580,11 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   const auto t0 = std::chrono::steady_clock::now();
   const JobShape job = ShapeOf(world, o.hosts);
   const CalibrationSetOptions so = SetOptionsFor(backend, o, job.per_node);
+  // How the ranks share their nodes' CPUs: the backend waits accordingly (ranks that outnumber their
+  // CPUs yield at once, as in a run), and compute is timed in turns of a rank per CPU.
+  PX_ASSIGN(const executor::HostThreads threads, executor::PlanHostThreads(world, backend.IntraOpThreads()));
+  backend.UseHostThreads(threads);
+  PX_ASSIGN(const Turns turns, TurnsOf(world, threads));
   const CalibrationSet set = BuildCalibrationSet(so);
   std::atomic<bool> stop{false};
   Calibrator cal(CalibratorOptionsFor(o, &stop));
@@ -574,7 +595,7 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   db.cluster = o.base.name;
   db.catalogue = kOpCatalogueVersion;  // the byte counts and GEMM kinds its samples are keyed by
 
-  ItemContext items{backend, world, o, cal, stop, db};
+  ItemContext items{backend, world, o, cal, stop, db, turns};
   AddKernelItems(items, set);
   CollectiveItems collectives;
   PX_TRY(AddCollectiveItems(items, job, collectives));
@@ -591,11 +612,11 @@ Result<CalibrateResult> RunCalibration(Backend& backend, Communicator& world, co
   if (stop.load()) return IoError("interrupted: nothing written");
   out.report = *report;
   db.skipped = report->skipped;
-  PX_TRY(MeasureSystemNoise(backend, world, o, so.kernel_dtype, db));
+  PX_TRY(MeasureSystemNoise(backend, world, o, so.kernel_dtype, turns, db));
   CollectMeasured(collectives, *contention, db);
 
   Json links;
-  out.cluster = MeasuredCluster(o, job, backend, db, links);
+  out.cluster = MeasuredCluster(o, job, backend, db, threads, links);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out.summary = Summary(out, job, links);
   return out;

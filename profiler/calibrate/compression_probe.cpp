@@ -124,10 +124,13 @@ Result<std::vector<double>> CompressionProbe::Measure(int64_t n) {
   std::vector<double> out;
   out.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    PX_TRY(world_.Barrier());
-    const auto t0 = Clock::now();
-    RunOnce();
-    out.push_back(std::chrono::duration<double>(Clock::now() - t0).count() * per_call);
+    for (int64_t turn = 0; turn < turns_.count; ++turn) {
+      PX_TRY(world_.Barrier());
+      if (turn != turns_.mine) continue;
+      const auto t0 = Clock::now();
+      RunOnce();
+      out.push_back(std::chrono::duration<double>(Clock::now() - t0).count() * per_call);
+    }
     if (kernel_ == K::kPowerSgdProduct) {
       // Untimed: the same operands every run (unnormalised power iterations would overflow).
       g_ = g0_;

@@ -16,6 +16,7 @@
 #include "executor/runtime/classic/compression_kernels.h"
 #include "model/compression_kernels.h"
 #include "model/result.h"
+#include "profiler/calibrate/backend_timer.h"
 
 namespace parallax::profiler {
 
@@ -23,9 +24,10 @@ inline constexpr double kCalibratedTopKFraction = 0.1;
 
 class CompressionProbe {
  public:
-  CompressionProbe(CompressionKernel kernel, int64_t units, executor::Communicator& world)
-      : kernel_(kernel), units_(units), world_(world) {}
-  //! `n` timed runs, each after a world barrier; seconds per call of the kernel.
+  CompressionProbe(CompressionKernel kernel, int64_t units, executor::Communicator& world, Turns turns = {})
+      : kernel_(kernel), units_(units), world_(world), turns_(turns) {}
+  //! `n` timed runs, each after a world barrier (one per turn: ranks that outnumber their CPUs run
+  //! in turns, backend_timer.h); seconds per call of the kernel.
   Result<std::vector<double>> Measure(int64_t n);
   //! The units one timed call covers (the products round to a square matrix).
   int64_t units() const;
@@ -38,6 +40,7 @@ class CompressionProbe {
   CompressionKernel kernel_;
   int64_t units_;
   executor::Communicator& world_;
+  Turns turns_;
   bool prepared_ = false;
   int64_t rows_ = 0, cols_ = 0;  //!< PowerSGD shapes
   std::vector<executor::FlatParam> params_;

@@ -47,7 +47,15 @@ Result<SystemNoise> MeasureNoise(executor::Backend& backend, executor::Communica
   // Every rank learns whether any failed before anyone runs a collective the others skip.
   double flags[2] = {prepared ? 0.0 : 1.0, 0.0};
   auto one = [&]() -> Status { return probe.Run(backend); };
-  auto warm = prepared ? TimeRuns(backend, executor::StreamKind::kCompute, 20, one) : Result<std::vector<double>>(prepared.error());
+  // Every rank takes part in the turns (their barriers), prepared or not.
+  const MeasureFn warm_runs = InTurns(
+      world,
+      [&](int64_t n) -> Result<std::vector<double>> {
+        if (!prepared) return prepared.error();
+        return TimeRuns(backend, executor::StreamKind::kCompute, n, one);
+      },
+      o.turns);
+  auto warm = warm_runs(20);
   if (!warm) flags[0] = 1.0;
   flags[1] = warm ? Summarize(*warm).median_s : 0.0;
   PX_TRY(world.HostAllReduce(flags, 2, executor::ReduceOp::kMax));
@@ -67,7 +75,8 @@ Result<SystemNoise> MeasureNoise(executor::Backend& backend, executor::Communica
     return {};
   };
   PX_TRY(world.Barrier());
-  auto times = TimeRuns(backend, executor::StreamKind::kCompute, count, quantum);
+  auto times = InTurns(world, [&](int64_t n) { return TimeRuns(backend, executor::StreamKind::kCompute, n, quantum); },
+                       o.turns)(count);
   double failed = times ? 0.0 : 1.0;
   if (o.interrupt != nullptr && o.interrupt->load()) failed = 2.0;
   PX_TRY(world.HostAllReduce(&failed, 1, executor::ReduceOp::kMax));

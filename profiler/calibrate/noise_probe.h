@@ -13,6 +13,7 @@
 #include "executor/backend.h"
 #include "model/cost_db.h"
 #include "model/result.h"
+#include "profiler/calibrate/backend_timer.h"
 
 namespace parallax::profiler {
 
@@ -22,6 +23,7 @@ struct NoiseOptions {
   int64_t quantiles = 32;          //!< quantiles stored per window
   executor::DType dtype = executor::DType::kF32;
   const std::atomic<bool>* interrupt = nullptr;
+  Turns turns;  //!< ranks that outnumber their CPUs run quanta in turns (backend_timer.h)
 };
 
 //! One rank's noise from its quantum times (seconds, in run order): windows of 1, 4, 16, ...

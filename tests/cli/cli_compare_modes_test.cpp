@@ -149,6 +149,38 @@ TEST(CompareModes, CalibrateWritesEveryCompressionKernelFamilyAndTheCompressedMo
   EXPECT_EQ(exchange(db, "dp=2,global_batch=12"), exchange(db2, "dp=2,global_batch=12"));
 }
 
+// Two ranks confined to one CPU (taskset; --bind-to none keeps mpirun from re-binding) calibrate in
+// turns and write the node's CPUs into the cluster (cpus_per_node 1), and the planner prices their
+// compute at the shared CPU's pace: the all-reduce plan's compute doubles against the same costs on
+// a cluster whose ranks each have a CPU; a dedicated server beside one worker adds no sharing.
+TEST(CompareModes, RanksSharingACpuCalibrateInTurnsAndArePricedAtTheirShare) {
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  const std::string db = Prefix("shared_cpu_db.json"), cluster = Prefix("shared_cpu_cluster.json");
+  const std::string run = std::string("taskset -c 0 ") + PARALLAX_MPIEXEC + " --oversubscribe --bind-to none -np 2 " +
+                          PARALLAX_CLI + " calibrate --backend cpu --quick --model gpt-tiny --no-progress -o " + db +
+                          " --cluster-out " + cluster + " > " + Prefix("shared_cpu_calibrate.log") + " 2>&1";
+  ASSERT_EQ(std::system(run.c_str()), 0) << run;
+  nlohmann::json c = Read(cluster);
+  EXPECT_EQ(c["gpus_per_node"], 2);
+  ASSERT_EQ(c["cpus_per_node"], 1) << c.dump();
+  nlohmann::json own = c;
+  own.erase("cpus_per_node");
+  const std::string own_cluster = Prefix("own_cpu_cluster.json");
+  std::ofstream(own_cluster) << own.dump();
+  const auto compute = [&](const std::string& cl, const std::string& plan) {
+    auto r = test::RunParallax("simulate --model gpt-tiny --cluster " + cl + " --costdb " + db + " --plan " + plan + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["classic"]["sync_mode"]["compute_s"].get<double>();
+  };
+  // Two workers on the one CPU (a colocated server keeps the job at two ranks).
+  const std::string two = "dp=2,global_batch=8,sync=ps,servers=colocated:1";
+  EXPECT_NEAR(compute(cluster, two) / compute(own_cluster, two), 2.0, 0.2);
+  // One worker and its dedicated server on the node's two ranks: the server waits while it computes.
+  const std::string one = "dp=1,global_batch=8,sync=ps,servers=1";
+  EXPECT_DOUBLE_EQ(compute(cluster, one), compute(own_cluster, one));
+}
+
 TEST(CompareModes, RefusesAModeItCannotRunWithExitTwo) {
   auto r = test::RunParallax("compare-modes --modes 'allreduce;sync=bogus' -o " + Prefix("bad"));
   EXPECT_EQ(r.exit_code, 2);

@@ -72,6 +72,22 @@ TEST(HostThreads, ExplicitCountWinsAndNamesItsSource) {
   EXPECT_TRUE(t.oversubscribed);  // still reported: three ranks on two CPUs
 }
 
+// What calibrate's turns read (profiler/calibrate/calibrate.cpp TurnsOf): the CPUs the host's ranks
+// hold between them, and each rank's place among its host's ranks.
+TEST(HostThreads, NodeCpusAndPlaceAmongTheHostsRanks) {
+  const std::vector<HostCpuRecord> ranks = {{"n0", Cpus(0, 2)}, {"n1", Cpus(0, 4)}, {"n0", Cpus(0, 2)},
+                                            {"n0", Cpus(0, 2)}, {"n0", {2}}};
+  const HostThreads third = ShareHostCpus(ranks, 3, 0, "--threads");
+  EXPECT_EQ(third.ranks_on_node, 4);
+  EXPECT_EQ(third.node_index, 2);  // ranks 0, 2, 3, 4 on n0
+  EXPECT_EQ(third.node_cpus, 3);   // CPUs 0 and 1 of three ranks, and CPU 2 of rank 4
+  EXPECT_TRUE(third.oversubscribed);
+  const HostThreads other = ShareHostCpus(ranks, 1, 0, "--threads");
+  EXPECT_EQ(other.node_index, 0);
+  EXPECT_EQ(other.node_cpus, 4);
+  EXPECT_FALSE(other.oversubscribed);
+}
+
 TEST(HostThreads, LocalRecordHasThisProcessCpus) {
   const HostCpuRecord r = LocalHostCpus();
   EXPECT_FALSE(r.host.empty());
