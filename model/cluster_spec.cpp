@@ -1,5 +1,7 @@
 #include "model/cluster_spec.h"
 
+#include <cmath>
+
 namespace parallax {
 namespace {
 
@@ -57,7 +59,7 @@ Json ClusterToJson(const ClusterSpec& c) {
 
 double ClusterSpec::SlowestCoreShare(int64_t busy) const {
   if (cpus_per_node <= 0 || busy <= cpus_per_node) return 1.0;
-  return static_cast<double>((busy + cpus_per_node - 1) / cpus_per_node);
+  return std::ceil(static_cast<double>(busy) / static_cast<double>(cpus_per_node));
 }
 
 double ClusterSpec::MeanCoreShare(int64_t busy) const {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <thread>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -78,15 +77,18 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
   report.data_description = t.data().Describe();
   if (on_start) on_start(t);
 
-  double own_step_s = 0;  // the straggler's own last step, its sleep excluded
   for (int64_t i = 0; i < o.steps; ++i) {
     MaybeInjectFault(fault, world.rank(), t.step());
-    if (slow.applies_to(world.rank())) {
-      std::this_thread::sleep_for(std::chrono::duration<double>((slow.factor - 1) * own_step_s));
-    }
+    // A straggler on demand sleeps after its backward passes, as in the classic modes (InjectSlow).
     const auto started = std::chrono::steady_clock::now();
-    auto r = t.Step();
-    own_step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    GradientHook slow_down;
+    if (slow.applies_to(world.rank())) {
+      slow_down = [&](Trainer&) -> Result<bool> {
+        slow.SleepAfterBackward(world.rank(), started);
+        return true;
+      };
+    }
+    auto r = t.Step(slow_down);
     if (!r) {
       *step_failed = true;
       return r.error();

@@ -45,9 +45,10 @@ const char* MemoryFamily(OpKind op, Phase phase) {
 const char* AttentionFamily(Phase phase) { return phase == Phase::kBwd ? "attention_bwd" : "attention"; }
 
 double LaunchOverhead(const ComputeModel& compute, const ImplementationProfile& impl) {
-  // A measured per-kernel host cost replaces the profile's (a CUDA launch figure).
+  // A measured per-kernel host cost replaces the profile's (a CUDA launch figure); either is host
+  // time, shared as the compute is (ComputeModel::set_time_share).
   return compute.measured_launch_overhead_s() > 0 ? compute.measured_launch_overhead_s()
-                                                  : impl.launch_overhead_us.value * 1e-6;
+                                                  : impl.launch_overhead_us.value * 1e-6 * compute.time_share();
 }
 
 namespace {

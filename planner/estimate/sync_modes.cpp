@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <queue>
 #include <random>
 
@@ -115,7 +116,8 @@ double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const Pla
 //! workers are the node's busy ranks (Layout::BusyRanksPerNode); `busy` counts those computing.
 struct CoreSharing {
   const ClusterSpec& cluster;
-  int64_t per_node = 1;  //!< workers per node
+  int64_t per_node = 1;         //!< busy ranks per node (Layout::BusyRanksPerNode)
+  int64_t ranks_per_worker = 1;  //!< a data-parallel replica's ranks (tp x cp x pp)
   //! The share the estimate's compute carries: every worker of a node computing, in step.
   double InStep() const { return cluster.SlowestCoreShare(per_node); }
   //! The share of an iteration starting while `computing` of the `workers` compute (itself
@@ -124,6 +126,65 @@ struct CoreSharing {
     const int64_t nodes = std::max<int64_t>(1, (workers + per_node - 1) / per_node);
     return cluster.MeanCoreShare((computing + nodes - 1) / nodes);
   }
+  //! A worker's slowdown `f` (a straggler: model/reliability.h) and the share of an unsynchronised
+  //! worker do not compound: the executor's injected straggler sleeps, leaving its CPU to the others
+  //! (docs/classic_modes.md), so its iteration takes max(f, share) times its unshared compute.
+  static double Slowdown(double f, double share) { return std::max(f, share); }
+  //! Workers per node and the CPUs they have, in replicas.
+  int64_t WorkersPerNode() const { return std::max<int64_t>(1, per_node / ranks_per_worker); }
+  int64_t WorkerCpus() const { return std::max<int64_t>(1, cluster.cpus_per_node / ranks_per_worker); }
+};
+
+//! One synchronous iteration's time per worker, every worker starting together. Without sharing
+//! (GPUs, or CPUs enough): its compute times its slowdown f. Where a node's workers outnumber its
+//! CPUs: the operating system spreads them evenly over the CPUs (a fresh random spread each
+//! iteration) and runs each CPU's workers in turn without moving them (3 ranks on 2 CPUs step at the
+//! pace of the CPU holding two, not at 1.5x: docs/classic_modes.md); a worker leaves its CPU when
+//! its compute ends, and a straggler then lags f - 1 times its elapsed compute away from the CPU
+//! (the executor's injected straggler sleeps), so its lag compounds with the sharing only when it
+//! shared a CPU.
+class LockstepIteration {
+ public:
+  LockstepIteration(const CoreSharing& sharing, double compute_s)
+      : sharing_(sharing), compute_s_(compute_s), shares_(sharing.InStep() > 1), rng_(kSeed + 1) {}
+  void operator()(const std::vector<double>& f, IterationDraw& draw, std::vector<double>& t) {
+    const size_t n = f.size();
+    t.resize(n);
+    if (!shares_) {
+      for (size_t w = 0; w < n; ++w) t[w] = draw(compute_s_ * f[w]);
+      return;
+    }
+    const double alone_s = compute_s_ / sharing_.InStep();
+    work_.resize(n);
+    for (double& x : work_) x = draw(alone_s);
+    const auto per = static_cast<size_t>(sharing_.WorkersPerNode());
+    const auto cpus = static_cast<size_t>(sharing_.WorkerCpus());
+    for (size_t first = 0; first < n; first += per) {
+      order_.resize(std::min(n, first + per) - first);
+      std::iota(order_.begin(), order_.end(), first);
+      std::shuffle(order_.begin(), order_.end(), rng_);
+      for (size_t cpu = 0; cpu < cpus; ++cpu) {
+        members_.clear();
+        for (size_t p = cpu; p < order_.size(); p += cpus) members_.push_back(order_[p]);
+        std::sort(members_.begin(), members_.end(), [&](size_t a, size_t b) { return work_[a] < work_[b]; });
+        // In turn: while m members compute, each advances at 1/m; the shortest leaves first.
+        double clock = 0, done = 0;
+        for (size_t i = 0; i < members_.size(); ++i) {
+          clock += (work_[members_[i]] - done) * static_cast<double>(members_.size() - i);
+          done = work_[members_[i]];
+          t[members_[i]] = clock * f[members_[i]];
+        }
+      }
+    }
+  }
+
+ private:
+  const CoreSharing& sharing_;
+  double compute_s_;
+  bool shares_;
+  std::mt19937_64 rng_;
+  std::vector<double> work_;
+  std::vector<size_t> order_, members_;
 };
 
 //! One worker iteration's compute from the all-reduce estimate: its step without the exposed DP
@@ -176,31 +237,32 @@ IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar
 }
 
 //! Mean seconds per synchronous step: the k-th fastest worker (k = W: the slowest) plus the exchange.
-double OrderStatisticSteps(const std::vector<double>& f, IterationDraw& draw, double compute_s, double exchange_s,
-                           size_t k, int64_t steps) {
-  std::vector<double> t(f.size());
+double OrderStatisticSteps(const std::vector<double>& f, IterationDraw& draw, LockstepIteration& iteration,
+                           double exchange_s, size_t k, int64_t steps) {
+  std::vector<double> t;
   double sum = 0;
   for (int64_t i = 0; i < steps; ++i) {
-    for (size_t w = 0; w < f.size(); ++w) t[w] = draw(compute_s * f[w]);
+    iteration(f, draw, t);
     std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(k - 1), t.end());
     sum += t[k - 1] + exchange_s;
   }
   return sum / static_cast<double>(steps);
 }
 
-//! Local SGD: each period of H iterations ends when the slowest worker finishes its H.
-double LocalSteps(const std::vector<double>& f, IterationDraw& draw, double compute_s, double exchange_s, int64_t h,
-                  int64_t steps) {
+//! Local SGD: each period of H iterations ends when the slowest worker finishes its H (the
+//! iterations of a period taken in lockstep where workers share CPUs).
+double LocalSteps(const std::vector<double>& f, IterationDraw& draw, LockstepIteration& iteration, double exchange_s,
+                  int64_t h, int64_t steps) {
   double sum = 0;
   const int64_t periods = std::max<int64_t>(1, steps / h);
+  std::vector<double> t, own;
   for (int64_t i = 0; i < periods; ++i) {
-    double slowest = 0;
-    for (double fw : f) {
-      double own = 0;
-      for (int64_t k = 0; k < h; ++k) own += draw(compute_s * fw);
-      slowest = std::max(slowest, own);
+    own.assign(f.size(), 0.0);
+    for (int64_t k = 0; k < h; ++k) {
+      iteration(f, draw, t);
+      for (size_t w = 0; w < f.size(); ++w) own[w] += t[w];
     }
-    sum += slowest / static_cast<double>(h) + exchange_s;
+    sum += *std::max_element(own.begin(), own.end()) / static_cast<double>(h) + exchange_s;
   }
   return sum / static_cast<double>(periods);
 }
@@ -219,6 +281,7 @@ struct StaleRun {
 StaleRun SimulateStale(const std::vector<double>& f, IterationDraw& draw, const IterationCosts& c, int64_t bound,
                        size_t hosts, int64_t iters, const CoreSharing& sharing) {
   const size_t n = f.size();
+  if (n == 0) return {};
   using Arrival = std::pair<double, size_t>;
   std::priority_queue<Arrival, std::vector<Arrival>, std::greater<>> queue;
   std::vector<int64_t> clock(n, 0), pulled(n, 0);
@@ -234,7 +297,7 @@ StaleRun SimulateStale(const std::vector<double>& f, IterationDraw& draw, const 
     pulled[w] = version;
     started[w] = t;
     const int64_t computing = 1 + std::count_if(busy_until.begin(), busy_until.end(), [t](double e) { return t < e; });
-    busy_until[w] = t + draw(alone_s * sharing.Starting(computing, static_cast<int64_t>(n)) * f[w]);
+    busy_until[w] = t + draw(alone_s * sharing.Slowdown(f[w], sharing.Starting(computing, static_cast<int64_t>(n))));
     queue.push({busy_until[w] + c.push_s / 2, w});
   };
   for (size_t w = 0; w < n; ++w) start(w, 0);
@@ -276,6 +339,8 @@ ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepT
   const SyncMode& s = plan.layout.sync;
   const IterationCosts c = CostsOf(plan, pc, allreduce, db);
   const std::vector<double> f = ReplicaFactors(plan);
+  const Layout& l = plan.layout;
+  const CoreSharing sharing{plan.cluster, l.BusyRanksPerNode(plan.cluster.gpus_per_node), l.tp * l.cp * l.pp};
   const double sigma = plan.cluster.stragglers.jitter_sigma;
   const NoiseModel noise = db != nullptr ? NoiseModel(db->noise, db->run_op_times) : NoiseModel();
   const int64_t steps = SimulatedIterations(plan.layout.dp);
@@ -283,12 +348,13 @@ ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepT
   e.compute_s = c.compute_s;
   e.exchange_s = c.exchange_s;
   IterationDraw ar_draw(sigma, noise);
+  LockstepIteration ar_iteration(sharing, IterationCompute(allreduce));
   e.allreduce_step_time_s =
-      OrderStatisticSteps(f, ar_draw, IterationCompute(allreduce), AllReduceExchange(pc, allreduce), f.size(), steps);
+      OrderStatisticSteps(f, ar_draw, ar_iteration, AllReduceExchange(pc, allreduce), f.size(), steps);
   IterationDraw draw(sigma, noise);
+  LockstepIteration iteration(sharing, c.compute_s);
   if (s.is_stale()) {
     const int64_t bound = s.kind == SyncKind::kSsp ? s.staleness : std::numeric_limits<int64_t>::max() / 2;
-    const CoreSharing sharing{plan.cluster, plan.layout.BusyRanksPerNode(plan.cluster.gpus_per_node)};
     const StaleRun run =
         SimulateStale(f, draw, c, bound, s.colocated ? static_cast<size_t>(s.servers) : 0, steps, sharing);
     e.step_time_s = run.seconds_per_round;
@@ -301,10 +367,10 @@ ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepT
       e.mean_staleness += p * static_cast<double>(k);
     }
   } else if (s.kind == SyncKind::kLocal) {
-    e.step_time_s = LocalSteps(f, draw, c.compute_s, c.exchange_s, s.local_steps, steps);
+    e.step_time_s = LocalSteps(f, draw, iteration, c.exchange_s, s.local_steps, steps);
   } else {
     const size_t k = f.size() - static_cast<size_t>(s.kind == SyncKind::kBackup ? s.backup_workers : 0);
-    e.step_time_s = OrderStatisticSteps(f, draw, c.compute_s, c.exchange_s, k, steps);
+    e.step_time_s = OrderStatisticSteps(f, draw, iteration, c.exchange_s, k, steps);
   }
   e.wait_s = std::max(0.0, e.step_time_s - c.compute_s - (s.is_stale() ? 0.0 : c.exchange_s));
   const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;

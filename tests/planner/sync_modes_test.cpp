@@ -162,6 +162,52 @@ TEST(SyncModes, LocalSgdAveragesOnlyEveryHSteps) {
   EXPECT_LT(Mode(p).step_time_s, ar.step_time_s);
 }
 
+//! gpt-tiny on one CPU node of `ranks` ranks and `cpus` CPUs (0: a CPU per rank, as before).
+Plan CpuPlan(const std::string& layout, int64_t ranks, int64_t cpus) {
+  Plan p = MakePlan(layout, "local-cpu");
+  p.cluster.gpus_per_node = ranks;
+  p.cluster.cpus_per_node = cpus;
+  p.training.precision = Precision::kFp32;
+  return p;
+}
+
+// Ranks that outnumber their CPUs (ClusterSpec::SlowestCoreShare): a synchronous step goes at the
+// pace of the CPU holding the most of them, every compute time priced that much longer; a dedicated
+// server waits while the workers compute and does not count.
+TEST(SyncModes, RanksOutnumberingTheCpusComputeAtTheCrowdedCpusPace) {
+  const std::string sync = "dp=3,global_batch=12,sync=ps,servers=colocated:1";
+  const ModeEstimate own = Mode(CpuPlan(sync, 3, 0));
+  const ModeEstimate two = Mode(CpuPlan(sync, 3, 2));  // CPUs of 2 and 1 rank: the pace of the pair
+  EXPECT_NEAR(two.compute_s / own.compute_s, 2.0, 0.05);
+  EXPECT_DOUBLE_EQ(Mode(CpuPlan(sync, 3, 3)).compute_s, own.compute_s);
+  const std::string dedicated = "dp=2,global_batch=12,sync=ps,servers=1";
+  EXPECT_DOUBLE_EQ(Mode(CpuPlan(dedicated, 3, 2)).compute_s, Mode(CpuPlan(dedicated, 3, 0)).compute_s);
+}
+
+// A straggler that lags (sleeps) leaves its CPU to the others: with 3 workers on 2 CPUs its 3x lag
+// compounds with the sharing only when it drew the shared CPU (2 of 3 spreads): 2/3 x 6 + 1/3 x 3 =
+// 5 unshared computes per step, not 3 x 2 = 6; without sharing, 3 as before.
+TEST(SyncModes, AStragglersLagCompoundsWithSharingOnlyWhenItSharesACpu) {
+  const auto step_over_alone = [](int64_t cpus) {
+    Plan p = CpuPlan("dp=3,global_batch=12,sync=ps,servers=colocated:1", 3, cpus);
+    p.cluster.stragglers.ranks.push_back({.index = 1, .factor = 3});
+    const ModeEstimate e = Mode(p);
+    const double alone = Mode(CpuPlan("dp=3,global_batch=12,sync=ps,servers=colocated:1", 3, 0)).compute_s;
+    return (e.step_time_s - e.exchange_s) / alone;
+  };
+  EXPECT_NEAR(step_over_alone(0), 3.0, 0.05);
+  EXPECT_NEAR(step_over_alone(2), 5.0, 0.3);
+}
+
+// Unsynchronised workers share the CPUs evenly: async's round with 4 workers on 2 CPUs takes about
+// twice the unshared one, and never the 4x of a rank-per-turn model.
+TEST(SyncModes, AsyncWorkersShareTheCpusEvenly) {
+  const std::string async = "dp=4,global_batch=12,sync=async,servers=colocated:1";
+  const double ratio = Mode(CpuPlan(async, 4, 2)).step_time_s / Mode(CpuPlan(async, 4, 0)).step_time_s;
+  EXPECT_GT(ratio, 1.3);
+  EXPECT_LT(ratio, 2.2);
+}
+
 TEST(Goodput, YoungDalyIntervalAtSixteenThousandGpus) {
   Plan p = MakePlan("dp=2048,tp=8,global_batch=4096", "dgx-h100", 2048);
   p.model = *ModelPreset("llama3-70b");

@@ -63,9 +63,7 @@ struct Job {
 Status TimedStep(Job& j, Trainer& t, const GradientHook& exchange, const std::function<Status()>& after = {}) {
   const auto start = Clock::now();
   GradientHook hook = [&](Trainer& tr) -> Result<bool> {
-    if (j.slow.applies_to(j.rank)) {
-      std::this_thread::sleep_for(std::chrono::duration<double>((j.slow.factor - 1) * j.Since(start)));
-    }
+    j.slow.SleepAfterBackward(j.rank, start);
     if (!exchange) return true;
     return exchange(tr);
   };
@@ -449,6 +447,12 @@ Status Summarise(Job& j, TrainingReport* report) {
 }
 
 }  // namespace
+
+void InjectSlow::SleepAfterBackward(int64_t r, std::chrono::steady_clock::time_point start) const {
+  if (!applies_to(r)) return;
+  const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start;
+  std::this_thread::sleep_for((factor - 1) * spent);
+}
 
 Result<InjectSlow> ParseInjectSlow(const std::string& spec) {
   InjectSlow s;

@@ -7,6 +7,7 @@
 // between the backward passes and the optimizer differs (Trainer::Step's GradientHook).
 // The report's losses: one entry per step, each the mean over the workers that ran it.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -20,6 +21,10 @@ struct InjectSlow {
   int64_t rank = -1;
   double factor = 1;
   bool applies_to(int64_t r) const { return r == rank && factor > 1; }
+  //! On the slow rank `r`, sleeps F-1 times the time since `start` (its step's start; called after
+  //! its backward passes, so the sleep stretches its compute, not the exchanges around it). The
+  //! sleep leaves the CPU to other ranks, as a slower device would.
+  void SleepAfterBackward(int64_t r, std::chrono::steady_clock::time_point start) const;
 };
 Result<InjectSlow> ParseInjectSlow(const std::string& spec);
 
