@@ -84,6 +84,12 @@ int Show(const ClusterOptions& o) {
               c->intra_node.latency_us);
   std::printf("inter    %.1f GB/s per node per direction, %.1f us (%.1f GB/s per device)\n", c->inter_node.bandwidth_GBps,
               c->inter_node.latency_us, c->inter_node.bandwidth_GBps / static_cast<double>(c->gpus_per_node));
+  if (c->cpus_per_node > 0) {
+    std::printf("cpus     %lld a node for its %lld ranks%s\n", (long long)c->cpus_per_node, (long long)c->gpus_per_node,
+                c->gpus_per_node > c->cpus_per_node
+                    ? "; more ranks than CPUs: they take turns, compute priced at the pace of the CPU holding the most"
+                    : "");
+  }
   if (domain == c->gpus_per_node) {
     std::printf("nvlink   each node is its own NVLink domain (%lld devices); across nodes the NICs\n", (long long)domain);
   } else {

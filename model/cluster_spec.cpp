@@ -62,11 +62,6 @@ double ClusterSpec::SlowestCoreShare(int64_t busy) const {
   return std::ceil(static_cast<double>(busy) / static_cast<double>(cpus_per_node));
 }
 
-double ClusterSpec::MeanCoreShare(int64_t busy) const {
-  if (cpus_per_node <= 0 || busy <= cpus_per_node) return 1.0;
-  return static_cast<double>(busy) / static_cast<double>(cpus_per_node);
-}
-
 Result<ClusterSpec> LoadClusterFile(const std::string& path) {
   PX_ASSIGN(const Json j, LoadJsonFile(path));
   return ClusterFromJson(j, path);

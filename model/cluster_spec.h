@@ -48,9 +48,6 @@ struct ClusterSpec {
   //! Measured on the 2-CPU VM (docs/classic_modes.md): 4 sequences per worker stepped in 2.49 ms at
   //! 2 workers, 5.19 at 3 and 5.33 at 4, i.e. 2.1x at 3 ranks, not the 1.5x an even share predicts.
   double SlowestCoreShare(int64_t busy) const;
-  //! The same for ranks that never wait for each other (asynchronous workers keep every CPU busy, so
-  //! the CPUs' time is shared evenly): busy / cpus when busy > cpus, else 1.
-  double MeanCoreShare(int64_t busy) const;
 };
 
 Result<ClusterSpec> ClusterFromJson(const Json& j, const std::string& file, const std::string& path = "");

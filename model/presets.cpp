@@ -492,6 +492,7 @@ const std::map<std::string, ClusterSpec>& Clusters() {
     // until `parallax calibrate --cluster-out` measures them.
     ClusterSpec local = Cluster("local-cpu", LocalCores(), "cpu", {5, 1}, {1.25, 20});
     if (const double mem = LocalMemoryGiB(); mem > 0) local.device.memory_GiB = mem / static_cast<double>(LocalCores());
+    local.cpus_per_node = LocalCores();  // ranks beyond the cores share them (SlowestCoreShare)
     c->emplace("local-cpu", local);
     return c;
   }();

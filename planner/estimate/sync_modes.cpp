@@ -112,7 +112,7 @@ double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const Pla
   return t;
 }
 
-//! How the workers of one node share its CPUs (ClusterSpec::SlowestCoreShare, MeanCoreShare): the
+//! How the workers of one node share its CPUs (ClusterSpec::SlowestCoreShare): the
 //! workers are the node's busy ranks (Layout::BusyRanksPerNode); `busy` counts those computing.
 struct CoreSharing {
   const ClusterSpec& cluster;
@@ -120,16 +120,26 @@ struct CoreSharing {
   int64_t ranks_per_worker = 1;  //!< a data-parallel replica's ranks (tp x cp x pp)
   //! The share the estimate's compute carries: every worker of a node computing, in step.
   double InStep() const { return cluster.SlowestCoreShare(per_node); }
-  //! The share of an iteration starting while `computing` of the `workers` compute (itself
-  //! included), spread evenly over the nodes; unsynchronised workers share the CPUs evenly.
-  double Starting(int64_t computing, int64_t workers) const {
-    const int64_t nodes = std::max<int64_t>(1, (workers + per_node - 1) / per_node);
-    return cluster.MeanCoreShare((computing + nodes - 1) / nodes);
-  }
-  //! A worker's slowdown `f` (a straggler: model/reliability.h) and the share of an unsynchronised
-  //! worker do not compound: the executor's injected straggler sleeps, leaving its CPU to the others
-  //! (docs/classic_modes.md), so its iteration takes max(f, share) times its unshared compute.
+  //! A worker's slowdown `f` (a straggler: model/reliability.h) and the share of its CPU do not
+  //! compound in an unsynchronised iteration: the executor's injected straggler sleeps, leaving its
+  //! CPU to the others (docs/classic_modes.md), so it takes max(f, share) times its unshared compute.
   static double Slowdown(double f, double share) { return std::max(f, share); }
+  //! Each of `n` workers' CPU on its node, spread evenly in a seeded random order: the CPU ids of one
+  //! node's workers are 0 .. WorkerCpus() - 1 (offset by the node), the same for the whole run.
+  std::vector<size_t> SpreadOverCpus(size_t n) const {
+    std::vector<size_t> cpu(n), order;
+    std::iota(cpu.begin(), cpu.end(), size_t{0});
+    if (InStep() <= 1) return cpu;  // a CPU (or a GPU) each
+    std::mt19937_64 rng(kSeed + 2);
+    const auto per = static_cast<size_t>(WorkersPerNode()), cpus = static_cast<size_t>(WorkerCpus());
+    for (size_t first = 0; first < n; first += per) {
+      order.resize(std::min(n, first + per) - first);
+      std::iota(order.begin(), order.end(), first);
+      std::shuffle(order.begin(), order.end(), rng);
+      for (size_t p = 0; p < order.size(); ++p) cpu[order[p]] = first + p % cpus;
+    }
+    return cpu;
+  }
   //! Workers per node and the CPUs they have, in replicas.
   int64_t WorkersPerNode() const { return std::max<int64_t>(1, per_node / ranks_per_worker); }
   int64_t WorkerCpus() const { return std::max<int64_t>(1, cluster.cpus_per_node / ranks_per_worker); }
@@ -290,17 +300,30 @@ StaleRun SimulateStale(const std::vector<double>& f, IterationDraw& draw, const 
   int64_t version = 0;
   double server_free = 0, end = 0;
   StaleRun run;
-  // Unshared compute: an iteration starts at the share of the workers computing then (itself
-  // included) on its node's CPUs (CoreSharing).
+  // Unshared compute: an iteration runs at the share of its CPU, the workers on that CPU (sharing's
+  // spread, kept for the run) computing when it starts, those starting with it included.
   const double alone_s = c.compute_s / sharing.InStep();
-  auto start = [&](size_t w, double t) {
-    pulled[w] = version;
-    started[w] = t;
-    const int64_t computing = 1 + std::count_if(busy_until.begin(), busy_until.end(), [t](double e) { return t < e; });
-    busy_until[w] = t + draw(alone_s * sharing.Slowdown(f[w], sharing.Starting(computing, static_cast<int64_t>(n))));
-    queue.push({busy_until[w] + c.push_s / 2, w});
+  const std::vector<size_t> cpu = sharing.SpreadOverCpus(n);
+  auto start = [&](const std::vector<size_t>& ws, double t) {
+    for (size_t w : ws) {
+      pulled[w] = version;
+      started[w] = t;
+      busy_until[w] = std::numeric_limits<double>::infinity();  // starting: counts as computing
+    }
+    std::vector<double> until(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) {
+      int64_t on_cpu = 0;
+      for (size_t v = 0; v < n; ++v) on_cpu += cpu[v] == cpu[ws[i]] && t < busy_until[v] ? 1 : 0;
+      until[i] = t + draw(alone_s * CoreSharing::Slowdown(f[ws[i]], static_cast<double>(on_cpu)));
+    }
+    for (size_t i = 0; i < ws.size(); ++i) {
+      busy_until[ws[i]] = until[i];
+      queue.push({until[i] + c.push_s / 2, ws[i]});
+    }
   };
-  for (size_t w = 0; w < n; ++w) start(w, 0);
+  std::vector<size_t> everyone(n);
+  std::iota(everyone.begin(), everyone.end(), size_t{0});
+  start(everyone, 0);
   const auto total = static_cast<int64_t>(n) * iters;
   while (!queue.empty() && version < total) {
     const auto [arrival, w] = queue.top();
@@ -319,14 +342,9 @@ StaleRun SimulateStale(const std::vector<double>& f, IterationDraw& draw, const 
     end = std::max(end, server_free + c.push_s / 2);
     waiting.push_back(w);
     const int64_t slowest = *std::min_element(clock.begin(), clock.end());
-    std::vector<size_t> still;
-    for (size_t v : waiting) {
-      if (clock[v] - slowest <= bound) {
-        start(v, server_free + c.push_s / 2);
-      } else {
-        still.push_back(v);
-      }
-    }
+    std::vector<size_t> still, go;
+    for (size_t v : waiting) (clock[v] - slowest <= bound ? go : still).push_back(v);
+    start(go, server_free + c.push_s / 2);
     waiting = std::move(still);
   }
   run.seconds_per_round = end / static_cast<double>(iters);

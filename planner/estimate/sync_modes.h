@@ -15,8 +15,8 @@
 //     the staleness distribution of the applied gradients;
 //   - on CPU nodes whose workers outnumber their CPUs (ClusterSpec::cpus_per_node), how the
 //     workers share them: a synchronous iteration spreads them evenly over the CPUs and runs each
-//     CPU's in turn, an injected straggler's lag leaves its CPU to the others, and async/SSP
-//     iterations start at the share of the workers computing then (docs/classic_modes.md).
+//     CPU's in turn, an injected straggler's lag leaves its CPU to the others, and an async/SSP
+//     iteration runs at the share of its CPU when it starts (docs/classic_modes.md).
 // Failures: goodput with the Young/Daly checkpoint interval tau = sqrt(2 delta M) - delta
 // (Daly 2006, eq. 20, first order), M the job's MTBF and delta the checkpoint write time.
 

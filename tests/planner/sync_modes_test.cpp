@@ -199,8 +199,8 @@ TEST(SyncModes, AStragglersLagCompoundsWithSharingOnlyWhenItSharesACpu) {
   EXPECT_NEAR(step_over_alone(2), 5.0, 0.3);
 }
 
-// Unsynchronised workers share the CPUs evenly: async's round with 4 workers on 2 CPUs takes about
-// twice the unshared one, and never the 4x of a rank-per-turn model.
+// Unsynchronised workers keep both CPUs busy: async's round with 4 workers on 2 CPUs (two a CPU)
+// takes about twice the unshared one, and never the 4x of a rank-per-turn model.
 TEST(SyncModes, AsyncWorkersShareTheCpusEvenly) {
   const std::string async = "dp=4,global_batch=12,sync=async,servers=colocated:1";
   const double ratio = Mode(CpuPlan(async, 4, 2)).step_time_s / Mode(CpuPlan(async, 4, 0)).step_time_s;
