@@ -84,7 +84,7 @@ Result<TrainingReport> RunTraining(const Plan& plan, Backend& backend, Communica
     GradientHook slow_down;
     if (slow.applies_to(world.rank())) {
       slow_down = [&](Trainer&) -> Result<bool> {
-        slow.SleepAfterBackward(world.rank(), started);
+        PX_TRY(slow.SleepAfterBackward(world.rank(), started, backend));
         return true;
       };
     }

@@ -63,7 +63,7 @@ struct Job {
 Status TimedStep(Job& j, Trainer& t, const GradientHook& exchange, const std::function<Status()>& after = {}) {
   const auto start = Clock::now();
   GradientHook hook = [&](Trainer& tr) -> Result<bool> {
-    j.slow.SleepAfterBackward(j.rank, start);
+    PX_TRY(j.slow.SleepAfterBackward(j.rank, start, *j.be));
     if (!exchange) return true;
     return exchange(tr);
   };
@@ -448,10 +448,16 @@ Status Summarise(Job& j, TrainingReport* report) {
 
 }  // namespace
 
-void InjectSlow::SleepAfterBackward(int64_t r, std::chrono::steady_clock::time_point start) const {
-  if (!applies_to(r)) return;
+Status InjectSlow::SleepAfterBackward(int64_t r, std::chrono::steady_clock::time_point start, Backend& backend) const {
+  if (!applies_to(r)) return {};
+  const Event computed = backend.RecordEvent(StreamKind::kCompute);
+  const Status synced = backend.SynchronizeEvent(computed);
+  const Event one[] = {computed};
+  backend.ReleaseEvents(one);
+  PX_TRY(synced);
   const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start;
   std::this_thread::sleep_for((factor - 1) * spent);
+  return {};
 }
 
 Result<InjectSlow> ParseInjectSlow(const std::string& spec) {

@@ -22,9 +22,10 @@ struct InjectSlow {
   double factor = 1;
   bool applies_to(int64_t r) const { return r == rank && factor > 1; }
   //! On the slow rank `r`, sleeps F-1 times the time since `start` (its step's start; called after
-  //! its backward passes, so the sleep stretches its compute, not the exchanges around it). The
-  //! sleep leaves the CPU to other ranks, as a slower device would.
-  void SleepAfterBackward(int64_t r, std::chrono::steady_clock::time_point start) const;
+  //! its backward passes, so the sleep stretches its compute, not the exchanges around it), once
+  //! `backend`'s compute stream has caught up (a GPU runs the kernels after the host enqueued them).
+  //! The sleep leaves the CPU to other ranks, as a slower device would.
+  Status SleepAfterBackward(int64_t r, std::chrono::steady_clock::time_point start, Backend& backend) const;
 };
 Result<InjectSlow> ParseInjectSlow(const std::string& spec);
 
