@@ -93,6 +93,9 @@ struct Layout {
   //! Ranks of one node of `gpus_per_node` that compute at once: the workers there (dedicated
   //! servers, after the workers, wait while the workers compute and update only once pushed to).
   int64_t BusyRanksPerNode(int64_t gpus_per_node) const { return std::min(gpus_per_node, world_size()); }
+  //! How much longer every compute time of this layout runs on `c`, its busy ranks per node sharing
+  //! the node's CPUs (ClusterSpec::SlowestCoreShare; 1 on GPUs).
+  double ComputeShareOn(const ClusterSpec& c) const { return c.SlowestCoreShare(BusyRanksPerNode(c.gpus_per_node)); }
   int64_t expert_tp() const { return etp > 0 ? etp : tp; }
   //! Selective recompute's modules (recompute_modules, or core_attn when unset).
   uint32_t selective_modules() const { return recompute_modules != 0 ? recompute_modules : kRecomputeCoreAttn; }

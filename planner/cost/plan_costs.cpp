@@ -31,7 +31,7 @@ CostContext::CostContext(const ClusterSpec& cluster, Precision precision, const 
       collectives_(cluster, db, impl_.dp_algorithm.value) {}
 
 void CostContext::UseLayout(const Layout& layout) {
-  const double share = cluster_.SlowestCoreShare(layout.BusyRanksPerNode(cluster_.gpus_per_node));
+  const double share = layout.ComputeShareOn(cluster_);
   if (share == compute_.time_share()) return;
   compute_.set_time_share(share);
   fp8_.set_time_share(share);

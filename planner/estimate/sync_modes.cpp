@@ -6,6 +6,7 @@
 #include <numeric>
 #include <queue>
 #include <random>
+#include <tuple>
 
 #include "model/compression_kernels.h"
 #include "model/counting.h"
@@ -103,7 +104,7 @@ double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const Pla
   const CompressionStep step =
       CompressionStepOf(plan.layout.sync, params, plan.layout.dp, Matrices(plan.model, plan.layout.tp));
   ComputeModel compute(plan.cluster.device, DType::kFp32, db);
-  compute.set_time_share(plan.cluster.SlowestCoreShare(plan.layout.BusyRanksPerNode(plan.cluster.gpus_per_node)));
+  compute.set_time_share(plan.layout.ComputeShareOn(plan.cluster));
   double t = 0;
   for (const KernelRun& k : step.kernels) {
     t += static_cast<double>(k.calls) * KernelCallTime(compute, plan.cluster.device, k.kernel, k.units);
@@ -112,8 +113,8 @@ double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const Pla
   return t;
 }
 
-//! How the workers of one node share its CPUs (ClusterSpec::SlowestCoreShare): the
-//! workers are the node's busy ranks (Layout::BusyRanksPerNode); `busy` counts those computing.
+//! How the workers of one node share its CPUs (ClusterSpec::SlowestCoreShare): the workers are the
+//! node's busy ranks (Layout::BusyRanksPerNode), a data-parallel replica's ranks at a time.
 struct CoreSharing {
   const ClusterSpec& cluster;
   int64_t per_node = 1;         //!< busy ranks per node (Layout::BusyRanksPerNode)
@@ -124,13 +125,13 @@ struct CoreSharing {
   //! compound in an unsynchronised iteration: the executor's injected straggler sleeps, leaving its
   //! CPU to the others (docs/classic_modes.md), so it takes max(f, share) times its unshared compute.
   static double Slowdown(double f, double share) { return std::max(f, share); }
-  //! Each of `n` workers' CPU on its node, spread evenly in a seeded random order: the CPU ids of one
-  //! node's workers are 0 .. WorkerCpus() - 1 (offset by the node), the same for the whole run.
-  std::vector<size_t> SpreadOverCpus(size_t n) const {
+  //! Each of `n` workers' CPU: per node, its workers in an order drawn from `rng`, spread evenly over
+  //! the node's WorkerCpus() CPUs (ids unique over the nodes). Without sharing, a CPU (or a GPU)
+  //! each, and `rng` is not drawn from.
+  std::vector<size_t> SpreadOverCpus(size_t n, std::mt19937_64& rng) const {
     std::vector<size_t> cpu(n), order;
     std::iota(cpu.begin(), cpu.end(), size_t{0});
-    if (InStep() <= 1) return cpu;  // a CPU (or a GPU) each
-    std::mt19937_64 rng(kSeed + 2);
+    if (InStep() <= 1) return cpu;
     const auto per = static_cast<size_t>(WorkersPerNode()), cpus = static_cast<size_t>(WorkerCpus());
     for (size_t first = 0; first < n; first += per) {
       order.resize(std::min(n, first + per) - first);
@@ -156,34 +157,31 @@ struct CoreSharing {
 class LockstepIteration {
  public:
   LockstepIteration(const CoreSharing& sharing, double compute_s)
-      : sharing_(sharing), compute_s_(compute_s), shares_(sharing.InStep() > 1), rng_(kSeed + 1) {}
+      : sharing_(sharing), compute_s_(compute_s), rng_(kSeed + 1) {}
   void operator()(const std::vector<double>& f, IterationDraw& draw, std::vector<double>& t) {
     const size_t n = f.size();
     t.resize(n);
-    if (!shares_) {
+    if (sharing_.InStep() <= 1) {
       for (size_t w = 0; w < n; ++w) t[w] = draw(compute_s_ * f[w]);
       return;
     }
     const double alone_s = compute_s_ / sharing_.InStep();
     work_.resize(n);
     for (double& x : work_) x = draw(alone_s);
-    const auto per = static_cast<size_t>(sharing_.WorkersPerNode());
-    const auto cpus = static_cast<size_t>(sharing_.WorkerCpus());
-    for (size_t first = 0; first < n; first += per) {
-      order_.resize(std::min(n, first + per) - first);
-      std::iota(order_.begin(), order_.end(), first);
-      std::shuffle(order_.begin(), order_.end(), rng_);
-      for (size_t cpu = 0; cpu < cpus; ++cpu) {
-        members_.clear();
-        for (size_t p = cpu; p < order_.size(); p += cpus) members_.push_back(order_[p]);
-        std::sort(members_.begin(), members_.end(), [&](size_t a, size_t b) { return work_[a] < work_[b]; });
-        // In turn: while m members compute, each advances at 1/m; the shortest leaves first.
-        double clock = 0, done = 0;
-        for (size_t i = 0; i < members_.size(); ++i) {
-          clock += (work_[members_[i]] - done) * static_cast<double>(members_.size() - i);
-          done = work_[members_[i]];
-          t[members_[i]] = clock * f[members_[i]];
-        }
+    // A fresh spread each iteration; each CPU's workers in order of their work.
+    const std::vector<size_t> cpu = sharing_.SpreadOverCpus(n, rng_);
+    order_.resize(n);
+    std::iota(order_.begin(), order_.end(), size_t{0});
+    std::sort(order_.begin(), order_.end(),
+              [&](size_t a, size_t b) { return std::tie(cpu[a], work_[a]) < std::tie(cpu[b], work_[b]); });
+    for (size_t begin = 0, end = 0; begin < n; begin = end) {
+      while (end < n && cpu[order_[end]] == cpu[order_[begin]]) ++end;
+      // In turn: while m workers compute, each advances at 1/m; the shortest leaves first.
+      double clock = 0, done = 0;
+      for (size_t i = begin; i < end; ++i) {
+        clock += (work_[order_[i]] - done) * static_cast<double>(end - i);
+        done = work_[order_[i]];
+        t[order_[i]] = clock * f[order_[i]];
       }
     }
   }
@@ -191,10 +189,9 @@ class LockstepIteration {
  private:
   const CoreSharing& sharing_;
   double compute_s_;
-  bool shares_;
   std::mt19937_64 rng_;
   std::vector<double> work_;
-  std::vector<size_t> order_, members_;
+  std::vector<size_t> order_;
 };
 
 //! One worker iteration's compute from the all-reduce estimate: its step without the exposed DP
@@ -303,7 +300,8 @@ StaleRun SimulateStale(const std::vector<double>& f, IterationDraw& draw, const 
   // Unshared compute: an iteration runs at the share of its CPU, the workers on that CPU (sharing's
   // spread, kept for the run) computing when it starts, those starting with it included.
   const double alone_s = c.compute_s / sharing.InStep();
-  const std::vector<size_t> cpu = sharing.SpreadOverCpus(n);
+  std::mt19937_64 spread_rng(kSeed + 2);
+  const std::vector<size_t> cpu = sharing.SpreadOverCpus(n, spread_rng);
   auto start = [&](const std::vector<size_t>& ws, double t) {
     for (size_t w : ws) {
       pulled[w] = version;

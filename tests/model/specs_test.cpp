@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
 #include <fstream>
 #include <utility>
 #include <vector>
@@ -66,15 +67,27 @@ TEST(Specs, ClusterDeviceByPresetName) {
   EXPECT_DOUBLE_EQ(c->device.peak_tflops.For(DType::kFp8), 1978.9);
 }
 
+//! The cluster `head` (a JSON object without its closing brace) with `tail` appended, read as x.json.
+Result<ClusterSpec> ClusterWith(const char* head, const std::string& tail = "}") {
+  return ClusterFromJson(Json::parse(std::string(head) + tail), "x.json");
+}
+
+//! `c` was refused, naming the file and the JSON path `path`.
+void ExpectRefusedAt(const Result<ClusterSpec>& c, const std::string& path) {
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("x.json"), std::string::npos) << c.error().message;
+  EXPECT_NE(c.error().message.find(path), std::string::npos) << c.error().message;
+}
+
 TEST(Specs, ClusterNvlinkDomainDefaultsToTheNodeAndRoundTrips) {
   const char* base = R"({"kind":"cluster","version":1,"name":"x","nodes":36,"gpus_per_node":4,
       "device":"gb200","intra_node":{"bandwidth_GBps":900,"latency_us":3},
       "inter_node":{"bandwidth_GBps":200,"latency_us":5})";
-  auto plain = ClusterFromJson(Json::parse(std::string(base) + "}"), "x.json");
+  auto plain = ClusterWith(base);
   ASSERT_TRUE(plain) << plain.error().message;
   EXPECT_EQ(plain->domain_size(), 4);
   EXPECT_FALSE(ClusterToJson(*plain).contains("nvlink_domain"));  // files of node-sized domains unchanged
-  auto segment = ClusterFromJson(Json::parse(std::string(base) + R"(,"nvlink_domain":64})"), "x.json");
+  auto segment = ClusterWith(base, R"(,"nvlink_domain":64})");
   ASSERT_TRUE(segment) << segment.error().message;
   EXPECT_EQ(segment->domain_size(), 64);
   EXPECT_EQ(segment->DomainOf(63), 0);
@@ -84,10 +97,7 @@ TEST(Specs, ClusterNvlinkDomainDefaultsToTheNodeAndRoundTrips) {
   auto back = ClusterFromJson(ClusterToJson(*segment), "x.json");
   ASSERT_TRUE(back);
   EXPECT_EQ(back->domain_size(), 64);
-  auto bad = ClusterFromJson(Json::parse(std::string(base) + R"(,"nvlink_domain":0})"), "x.json");
-  ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("x.json"), std::string::npos) << bad.error().message;
-  EXPECT_NE(bad.error().message.find("/nvlink_domain"), std::string::npos) << bad.error().message;
+  ExpectRefusedAt(ClusterWith(base, R"(,"nvlink_domain":0})"), "/nvlink_domain");
 }
 
 // A CPU node's ranks time-share its CPUs when they outnumber them: a synchronous step goes at the
@@ -96,22 +106,19 @@ TEST(Specs, ClusterCpusPerNodeSharesTheCpusAndRoundTrips) {
   const char* base = R"({"kind":"cluster","version":1,"name":"x","nodes":1,"gpus_per_node":4,
       "device":"cpu","intra_node":{"bandwidth_GBps":8,"latency_us":8},
       "inter_node":{"bandwidth_GBps":1,"latency_us":20})";
-  auto gpus = ClusterFromJson(Json::parse(std::string(base) + "}"), "x.json");
+  auto gpus = ClusterWith(base);
   ASSERT_TRUE(gpus) << gpus.error().message;
   EXPECT_EQ(gpus->cpus_per_node, 0);
   EXPECT_FALSE(ClusterToJson(*gpus).contains("cpus_per_node"));
   EXPECT_EQ(gpus->SlowestCoreShare(4), 1.0);  // 0: every rank has its device
-  auto two = ClusterFromJson(Json::parse(std::string(base) + R"(,"cpus_per_node":2})"), "x.json");
+  auto two = ClusterWith(base, R"(,"cpus_per_node":2})");
   ASSERT_TRUE(two) << two.error().message;
   const std::vector<std::pair<int64_t, double>> slowest{{1, 1}, {2, 1}, {3, 2}, {4, 2}, {5, 3}};
   for (const auto& [busy, share] : slowest) EXPECT_EQ(two->SlowestCoreShare(busy), share) << busy;
   auto back = ClusterFromJson(ClusterToJson(*two), "x.json");
   ASSERT_TRUE(back);
   EXPECT_EQ(back->cpus_per_node, 2);
-  auto bad = ClusterFromJson(Json::parse(std::string(base) + R"(,"cpus_per_node":-1})"), "x.json");
-  ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("x.json"), std::string::npos) << bad.error().message;
-  EXPECT_NE(bad.error().message.find("/cpus_per_node"), std::string::npos) << bad.error().message;
+  ExpectRefusedAt(ClusterWith(base, R"(,"cpus_per_node":-1})"), "/cpus_per_node");
   // Dedicated parameter servers wait while the workers compute: only the workers are busy.
   Layout ps = *ParseInlineLayout("dp=2,sync=ps,servers=1,global_batch=4");
   EXPECT_EQ(ps.job_ranks(), 3);
