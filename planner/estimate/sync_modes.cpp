@@ -65,6 +65,8 @@ struct IterationCosts {
   double exchange_s = 0;  //!< synchronous modes: after the slowest (or W-B-th) worker
   double push_s = 0;      //!< async/ssp: a worker's own push and pull
   double serve_s = 0;     //!< async/ssp: one push at one server shard
+  //! Synchronous PS: when each worker restarts after the exchange (empty: every worker at once).
+  std::vector<double> restart_s;
 };
 
 //! The (rows, cols) of every weight matrix of one model replica (per TP rank) for PowerSGD: the
@@ -146,52 +148,117 @@ struct CoreSharing {
   int64_t WorkerCpus() const { return std::max<int64_t>(1, cluster.cpus_per_node / ranks_per_worker); }
 };
 
-//! One synchronous iteration's time per worker, every worker starting together. Without sharing
-//! (GPUs, or CPUs enough): its compute times its slowdown f. Where a node's workers outnumber its
-//! CPUs: the operating system spreads them evenly over the CPUs (a fresh random spread each
-//! iteration) and runs each CPU's workers in turn without moving them (3 ranks on 2 CPUs step at the
-//! pace of the CPU holding two, not at 1.5x: docs/classic_modes.md); a worker leaves its CPU when
-//! its compute ends, and a straggler then lags f - 1 times its elapsed compute away from the CPU
-//! (the executor's injected straggler sleeps), so its lag compounds with the sharing only when it
-//! shared a CPU.
-class LockstepIteration {
+//! Worker iterations on their nodes' CPUs, event by event. Without sharing (GPUs, or CPUs enough),
+//! an iteration takes its compute times its slowdown f. Where a node's workers outnumber its CPUs
+//! (docs/classic_modes.md "Ranks that outnumber the CPUs"): a worker that starts an iteration, or
+//! wakes from a straggler's lag, takes the CPU of its node with the fewest workers computing (ties at
+//! random) and keeps it until its compute ends (the operating system does not move a running rank:
+//! 3 ranks on 2 CPUs step at the pace of the CPU holding two, not at 1.5x); the m workers computing
+//! on one CPU advance in turn, each at 1/m. A straggler then lags f - 1 times its elapsed compute
+//! away from the CPU (the executor's injected straggler sleeps), so its lag compounds with the
+//! sharing only when it shared a CPU; a worker with more iterations to run and no lag goes on with
+//! the next on the same CPU.
+class WorkerTimeline {
  public:
-  LockstepIteration(const CoreSharing& sharing, double compute_s)
+  WorkerTimeline(const CoreSharing& sharing, double compute_s)
       : sharing_(sharing), compute_s_(compute_s), rng_(kSeed + 1) {}
-  void operator()(const std::vector<double>& f, IterationDraw& draw, std::vector<double>& t) {
+  //! Worker w starts at start[w] and runs `iterations` iterations back to back; finish[w]: when its
+  //! last one (its lag included) ends.
+  void Run(const std::vector<double>& start, const std::vector<double>& f, int64_t iterations, IterationDraw& draw,
+           std::vector<double>& finish) {
     const size_t n = f.size();
-    t.resize(n);
+    finish.resize(n);
     if (sharing_.InStep() <= 1) {
-      for (size_t w = 0; w < n; ++w) t[w] = draw(compute_s_ * f[w]);
+      for (size_t w = 0; w < n; ++w) {
+        finish[w] = start[w];
+        for (int64_t i = 0; i < iterations; ++i) finish[w] += draw(compute_s_ * f[w]);
+      }
       return;
     }
+    Shared(start, f, iterations, draw, finish);
+  }
+
+ private:
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+  void Shared(const std::vector<double>& start, const std::vector<double>& f, int64_t iterations, IterationDraw& draw,
+              std::vector<double>& finish) {
+    const size_t n = f.size(), per = static_cast<size_t>(sharing_.WorkersPerNode());
+    const size_t cpus = static_cast<size_t>(sharing_.WorkerCpus());
     const double alone_s = compute_s_ / sharing_.InStep();
-    work_.resize(n);
-    for (double& x : work_) x = draw(alone_s);
-    // A fresh spread each iteration; each CPU's workers in order of their work.
-    const std::vector<size_t> cpu = sharing_.SpreadOverCpus(n, rng_);
+    left_.assign(n, iterations);
+    work_.assign(n, 0.0);
+    began_.assign(n, 0.0);
+    wake_ = start;
+    cpu_.assign(n, kNone);
+    computing_.assign((n + per - 1) / per * cpus, 0);
+    double now = 0;
+    const auto place = [&](size_t w) {
+      // The least busy CPU of the worker's node, ties at random.
+      const size_t first = w / per * cpus;
+      size_t best = first, ties = 0;
+      for (size_t k = first; k < first + cpus; ++k) {
+        if (computing_[k] < computing_[best]) {
+          best = k;
+          ties = 1;
+        } else if (computing_[k] == computing_[best] && std::uniform_int_distribution<size_t>(0, ties++)(rng_) == 0) {
+          best = k;
+        }
+      }
+      cpu_[w] = best;
+      ++computing_[best];
+    };
+    const auto begin = [&](size_t w) {
+      began_[w] = now;
+      work_[w] = draw(alone_s);
+      wake_[w] = kNever;
+    };
+    // Workers waking at the same time take their CPUs in a random order.
     order_.resize(n);
     std::iota(order_.begin(), order_.end(), size_t{0});
-    std::sort(order_.begin(), order_.end(),
-              [&](size_t a, size_t b) { return std::tie(cpu[a], work_[a]) < std::tie(cpu[b], work_[b]); });
-    for (size_t begin = 0, end = 0; begin < n; begin = end) {
-      while (end < n && cpu[order_[end]] == cpu[order_[begin]]) ++end;
-      // In turn: while m workers compute, each advances at 1/m; the shortest leaves first.
-      double clock = 0, done = 0;
-      for (size_t i = begin; i < end; ++i) {
-        clock += (work_[order_[i]] - done) * static_cast<double>(end - i);
-        done = work_[order_[i]];
-        t[order_[i]] = clock * f[order_[i]];
+    std::shuffle(order_.begin(), order_.end(), rng_);
+    for (;;) {
+      size_t next = kNone;
+      double at = kNever;
+      for (size_t w : order_) {
+        const double t = cpu_[w] != kNone ? now + work_[w] * static_cast<double>(computing_[cpu_[w]]) : wake_[w];
+        if (t < at) {
+          at = t;
+          next = w;
+        }
+      }
+      if (next == kNone) break;
+      for (size_t w = 0; w < n; ++w) {
+        if (cpu_[w] != kNone) work_[w] -= (at - now) / static_cast<double>(computing_[cpu_[w]]);
+      }
+      now = at;
+      if (cpu_[next] == kNone) {  // wakes: takes a CPU
+        place(next);
+        begin(next);
+        continue;
+      }
+      --computing_[cpu_[next]];
+      const double lag = (f[next] - 1) * (now - began_[next]);
+      if (--left_[next] == 0) {
+        finish[next] = now + lag;
+        cpu_[next] = kNone;
+        wake_[next] = kNever;
+      } else if (lag > 0) {
+        cpu_[next] = kNone;
+        wake_[next] = now + lag;
+      } else {
+        ++computing_[cpu_[next]];
+        begin(next);
       }
     }
   }
 
- private:
+  static constexpr size_t kNone = std::numeric_limits<size_t>::max();
   const CoreSharing& sharing_;
   double compute_s_;
   std::mt19937_64 rng_;
-  std::vector<double> work_;
-  std::vector<size_t> order_;
+  std::vector<int64_t> left_, computing_;
+  std::vector<double> work_, began_, wake_;
+  std::vector<size_t> cpu_, order_;
 };
 
 //! One worker iteration's compute from the all-reduce estimate: its step without the exposed DP
@@ -228,6 +295,18 @@ IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar
     c.exchange_s = (s.colocated ? own + server_link : std::max(own, server_link)) + opt;
     c.push_s = own;
     c.serve_s = 2 * p2p(shard) + opt;
+    if (s.kind == SyncKind::kPs) {
+      // Synchronous: the pushes in, the update, then each server answers the workers one after
+      // another in worker order (ShardServer::FinishSyncStep), so worker v restarts after v + 1
+      // answers (and no sooner than its own link brings every shard in), a colocated host after its
+      // last answer.
+      c.exchange_s = (s.colocated ? own + server_link : std::max(own, server_link)) / 2 + opt;
+      c.restart_s.resize(static_cast<size_t>(plan.layout.dp));
+      for (size_t v = 0; v < c.restart_s.size(); ++v) {
+        const bool host = s.colocated && static_cast<double>(v) < servers;
+        c.restart_s[v] = std::max(own / 2, static_cast<double>(host ? c.restart_s.size() : v + 1) * p2p(shard));
+      }
+    }
   } else if (s.kind == SyncKind::kBackup) {
     // The executor's coordinator: the W-B gradients in, the weights out to W-1 workers.
     c.exchange_s = (2 * w - static_cast<double>(s.backup_workers) - 1) * p2p(grad);
@@ -243,33 +322,31 @@ IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar
   return c;
 }
 
-//! Mean seconds per synchronous step: the k-th fastest worker (k = W: the slowest) plus the exchange.
-double OrderStatisticSteps(const std::vector<double>& f, IterationDraw& draw, LockstepIteration& iteration,
-                           double exchange_s, size_t k, int64_t steps) {
+//! Mean seconds per synchronous step: the k-th worker to finish (k = W: the slowest) plus the
+//! exchange. Worker w restarts restart[w] after the exchange ends (a server's answers in turn).
+double OrderStatisticSteps(const std::vector<double>& f, const std::vector<double>& restart, IterationDraw& draw,
+                           WorkerTimeline& timeline, double exchange_s, size_t k, int64_t steps) {
   std::vector<double> t;
   double sum = 0;
   for (int64_t i = 0; i < steps; ++i) {
-    iteration(f, draw, t);
+    timeline.Run(restart, f, 1, draw, t);
     std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(k - 1), t.end());
     sum += t[k - 1] + exchange_s;
   }
   return sum / static_cast<double>(steps);
 }
 
-//! Local SGD: each period of H iterations ends when the slowest worker finishes its H (the
-//! iterations of a period taken in lockstep where workers share CPUs).
-double LocalSteps(const std::vector<double>& f, IterationDraw& draw, LockstepIteration& iteration, double exchange_s,
+//! Local SGD: each period of H iterations, every worker starting together after the average, ends
+//! when the slowest worker finishes its H; between averages each runs on at its own pace.
+double LocalSteps(const std::vector<double>& f, IterationDraw& draw, WorkerTimeline& timeline, double exchange_s,
                   int64_t h, int64_t steps) {
   double sum = 0;
   const int64_t periods = std::max<int64_t>(1, steps / h);
-  std::vector<double> t, own;
+  const std::vector<double> together(f.size(), 0.0);
+  std::vector<double> t;
   for (int64_t i = 0; i < periods; ++i) {
-    own.assign(f.size(), 0.0);
-    for (int64_t k = 0; k < h; ++k) {
-      iteration(f, draw, t);
-      for (size_t w = 0; w < f.size(); ++w) own[w] += t[w];
-    }
-    sum += *std::max_element(own.begin(), own.end()) / static_cast<double>(h) + exchange_s;
+    timeline.Run(together, f, h, draw, t);
+    sum += *std::max_element(t.begin(), t.end()) / static_cast<double>(h) + exchange_s;
   }
   return sum / static_cast<double>(periods);
 }
@@ -364,11 +441,12 @@ ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepT
   e.compute_s = c.compute_s;
   e.exchange_s = c.exchange_s;
   IterationDraw ar_draw(sigma, noise);
-  LockstepIteration ar_iteration(sharing, IterationCompute(allreduce));
+  WorkerTimeline ar_timeline(sharing, IterationCompute(allreduce));
+  const std::vector<double> together(f.size(), 0.0);
   e.allreduce_step_time_s =
-      OrderStatisticSteps(f, ar_draw, ar_iteration, AllReduceExchange(pc, allreduce), f.size(), steps);
+      OrderStatisticSteps(f, together, ar_draw, ar_timeline, AllReduceExchange(pc, allreduce), f.size(), steps);
   IterationDraw draw(sigma, noise);
-  LockstepIteration iteration(sharing, c.compute_s);
+  WorkerTimeline timeline(sharing, c.compute_s);
   if (s.is_stale()) {
     const int64_t bound = s.kind == SyncKind::kSsp ? s.staleness : std::numeric_limits<int64_t>::max() / 2;
     const StaleRun run =
@@ -383,10 +461,11 @@ ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepT
       e.mean_staleness += p * static_cast<double>(k);
     }
   } else if (s.kind == SyncKind::kLocal) {
-    e.step_time_s = LocalSteps(f, draw, iteration, c.exchange_s, s.local_steps, steps);
+    e.step_time_s = LocalSteps(f, draw, timeline, c.exchange_s, s.local_steps, steps);
   } else {
     const size_t k = f.size() - static_cast<size_t>(s.kind == SyncKind::kBackup ? s.backup_workers : 0);
-    e.step_time_s = OrderStatisticSteps(f, draw, iteration, c.exchange_s, k, steps);
+    e.step_time_s = OrderStatisticSteps(f, c.restart_s.empty() ? together : c.restart_s, draw, timeline,
+                                        c.exchange_s, k, steps);
   }
   e.wait_s = std::max(0.0, e.step_time_s - c.compute_s - (s.is_stale() ? 0.0 : c.exchange_s));
   const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;

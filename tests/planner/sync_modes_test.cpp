@@ -1,6 +1,7 @@
 // The planner's pricing of the classic modes, stragglers and failures (planner/estimate/sync_modes.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/compression_kernels.h"
@@ -189,14 +190,46 @@ TEST(SyncModes, RanksOutnumberingTheCpusComputeAtTheCrowdedCpusPace) {
 // 5 unshared computes per step, not 3 x 2 = 6; without sharing, 3 as before.
 TEST(SyncModes, AStragglersLagCompoundsWithSharingOnlyWhenItSharesACpu) {
   const auto step_over_alone = [](int64_t cpus) {
-    Plan p = CpuPlan("dp=3,global_batch=12,sync=ps,servers=colocated:1", 3, cpus);
+    Plan p = CpuPlan("dp=3,global_batch=12", 3, cpus);
     p.cluster.stragglers.ranks.push_back({.index = 1, .factor = 3});
     const ModeEstimate e = Mode(p);
-    const double alone = Mode(CpuPlan("dp=3,global_batch=12,sync=ps,servers=colocated:1", 3, 0)).compute_s;
+    const double alone = Mode(CpuPlan("dp=3,global_batch=12", 3, 0)).compute_s;
     return (e.step_time_s - e.exchange_s) / alone;
   };
   EXPECT_NEAR(step_over_alone(0), 3.0, 0.05);
   EXPECT_NEAR(step_over_alone(2), 5.0, 0.3);
+}
+
+// Local SGD's workers run their H iterations at their own pace between averages: while the
+// straggler lags away from its CPU the others compute, and once they wait for the average it has a
+// CPU of its own. With 3 workers on 2 CPUs its iterations cost about 3 unshared computes, not the
+// 5 of a period taken in lockstep (every worker restarting together each iteration).
+TEST(SyncModes, LocalSgdsStragglerRunsMostlyAloneOnSharedCpus) {
+  Plan p = CpuPlan("dp=3,global_batch=12,sync=local:8", 3, 2);
+  p.cluster.stragglers.ranks.push_back({.index = 1, .factor = 3});
+  const ModeEstimate e = Mode(p);
+  const double alone = Mode(CpuPlan("dp=3,global_batch=12,sync=local:8", 3, 0)).compute_s;
+  const double per_iteration = (e.step_time_s - e.exchange_s) / alone;
+  EXPECT_GT(per_iteration, 3.0);
+  EXPECT_LT(per_iteration, 4.0);
+}
+
+// A synchronous server answers the workers one after another in worker order
+// (ShardServer::FinishSyncStep): a straggler answered first (worker 0) starts its slow iteration
+// (W - 1) answers ahead of one answered last, and the step is that much shorter.
+TEST(SyncModes, ASynchronousServerAnswersTheWorkersInTurn) {
+  const auto step_with_straggler = [](int64_t rank) {
+    Plan p = MakePlan("dp=4,global_batch=8,sync=ps,servers=1", "dgx-a100", 1);
+    p.cluster.intra_node.bandwidth_GBps = 0.5;  // answers long enough to see
+    p.cluster.stragglers.ranks.push_back({.index = rank, .factor = 3});
+    return Mode(p);
+  };
+  const ModeEstimate first = step_with_straggler(0), last = step_with_straggler(3);
+  // Answered last, the straggler ends the step at 4 answers + 3 computes; answered first, at
+  // 1 answer + 3 computes or (the last fast worker) 4 answers + 1 compute. An answer carries the
+  // whole model, as a push does: about a quarter of the 4 pushes into the server (exchange_s).
+  const double answer = first.exchange_s / 4;
+  EXPECT_NEAR(last.step_time_s - first.step_time_s, std::min(3 * answer, 2 * first.compute_s), 0.1 * answer);
 }
 
 // Unsynchronised workers keep both CPUs busy: async's round with 4 workers on 2 CPUs (two a CPU)
