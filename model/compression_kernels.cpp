@@ -58,23 +58,23 @@ CompressionStep CompressionStepOf(const SyncMode& m, double elements, int64_t wo
   switch (m.compression) {
     case CompressionKind::kNone: return s;
     case CompressionKind::kBf16:
-      s.kernels = {{K::kBf16Encode, n, 1}, {K::kBf16Accumulate, n, workers}, {K::kAverage, n, 1}};
+      s.kernels = {{K::kBf16Encode, n, 1, true}, {K::kBf16Accumulate, n, workers}, {K::kAverage, n, 1}};
       s.exchanges = {{CollectiveKind::kAllGather, w * n * 2, 1}};
       return s;
     case CompressionKind::kInt8:
       // The message's per-parameter scales (4 B per tensor) are left out of its size.
-      s.kernels = {{K::kErrorFeedback, n, 1}, {K::kInt8Encode, n, 1}, {K::kInt8Accumulate, n, workers}, {K::kAverage, n, 1}};
+      s.kernels = {{K::kErrorFeedback, n, 1, true}, {K::kInt8Encode, n, 1, true}, {K::kInt8Accumulate, n, workers}, {K::kAverage, n, 1}};
       s.exchanges = {{CollectiveKind::kAllGather, w * n, 1}};
       return s;
     case CompressionKind::kTopK: {
       const auto k = static_cast<double>(TopKCount(m.topk_fraction, static_cast<int64_t>(n)));
-      s.kernels = {{K::kErrorFeedback, n, 1}, {K::kTopKSelect, n, 1}, {K::kTopKAccumulate, k, workers}, {K::kAverage, n, 1}};
+      s.kernels = {{K::kErrorFeedback, n, 1, true}, {K::kTopKSelect, n, 1, true}, {K::kTopKAccumulate, k, workers}, {K::kAverage, n, 1}};
       s.exchanges = {{CollectiveKind::kAllGather, w * k * 8, 1}};
       return s;
     }
     case CompressionKind::kPowerSgd: {
       // Every value as a double in the all-reduces (the executor's MeanInPlace).
-      s.kernels = {{K::kErrorFeedback, n, 1}, {K::kPowerSgdSplit, n, 1}};
+      s.kernels = {{K::kErrorFeedback, n, 1, true}, {K::kPowerSgdSplit, n, 1, true}};
       double in_matrices = 0;
       for (const auto& [rows, cols] : matrices) {
         const double r = std::min({static_cast<double>(m.powersgd_rank), rows, cols});

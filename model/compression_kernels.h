@@ -49,6 +49,9 @@ struct KernelRun {
   CompressionKernel kernel = CompressionKernel::kAverage;
   double units = 0;  //!< per call
   int64_t calls = 1;
+  //! Runs on the worker's own gradient before the step's first exchange: right after its own
+  //! backward (and an injected straggler's lag), while the others may still compute or wait.
+  bool own = false;
 };
 
 //! A host-plane exchange of the step (Communicator::HostAllGather / HostAllReduce).

@@ -65,6 +65,9 @@ struct IterationCosts {
   double exchange_s = 0;  //!< synchronous modes: after the slowest (or W-B-th) worker
   double push_s = 0;      //!< async/ssp: a worker's own push and pull
   double serve_s = 0;     //!< async/ssp: one push at one server shard
+  //! Compression: each worker's kernels on its own gradient, after its compute (and lag), before
+  //! the exchange (KernelRun::own); priced at the in-step share, as compute_s.
+  double own_s = 0;
   //! Synchronous PS: when each worker restarts after the exchange (empty: every worker at once).
   std::vector<double> restart_s;
 };
@@ -101,18 +104,23 @@ double KernelCallTime(const ComputeModel& compute, const DeviceSpec& d, Compress
 //! executor runs them (model/compression_kernels.h CompressionStepOf): the exchanges on the host
 //! plane (Communicator::HostAllGather / HostAllReduce), priced with its calibrated curves where
 //! there are some.
-double CompressedExchange(const Plan& plan, const CollectiveModel& cm, const PlacedGroup& g, double params,
-                          const CostDb* db) {
+struct CompressedCosts {
+  double own_s = 0;       //!< each worker's kernels on its own gradient (KernelRun::own), after its backward
+  double exchange_s = 0;  //!< the exchanges and the kernels after the first one
+};
+CompressedCosts CompressedExchange(const Plan& plan, const CollectiveModel& cm, const PlacedGroup& g, double params,
+                                   const CostDb* db) {
   const CompressionStep step =
       CompressionStepOf(plan.layout.sync, params, plan.layout.dp, Matrices(plan.model, plan.layout.tp));
   ComputeModel compute(plan.cluster.device, DType::kFp32, db);
   compute.set_time_share(plan.layout.ComputeShareOn(plan.cluster));
-  double t = 0;
+  CompressedCosts c;
   for (const KernelRun& k : step.kernels) {
-    t += static_cast<double>(k.calls) * KernelCallTime(compute, plan.cluster.device, k.kernel, k.units);
+    (k.own ? c.own_s : c.exchange_s) +=
+        static_cast<double>(k.calls) * KernelCallTime(compute, plan.cluster.device, k.kernel, k.units);
   }
-  for (const HostExchange& x : step.exchanges) t += static_cast<double>(x.calls) * cm.HostTime(x.op, x.bytes, g);
-  return t;
+  for (const HostExchange& x : step.exchanges) c.exchange_s += static_cast<double>(x.calls) * cm.HostTime(x.op, x.bytes, g);
+  return c;
 }
 
 //! How the workers of one node share its CPUs (ClusterSpec::SlowestCoreShare): the workers are the
@@ -148,22 +156,24 @@ struct CoreSharing {
   int64_t WorkerCpus() const { return std::max<int64_t>(1, cluster.cpus_per_node / ranks_per_worker); }
 };
 
-//! Worker iterations on their nodes' CPUs, event by event. Without sharing (GPUs, or CPUs enough),
-//! an iteration takes its compute times its slowdown f. Where a node's workers outnumber its CPUs
-//! (docs/classic_modes.md "Ranks that outnumber the CPUs"): a worker that starts an iteration, or
-//! wakes from a straggler's lag, takes the CPU of its node with the fewest workers computing (ties at
-//! random) and keeps it until its compute ends (the operating system does not move a running rank:
-//! 3 ranks on 2 CPUs step at the pace of the CPU holding two, not at 1.5x); the m workers computing
-//! on one CPU advance in turn, each at 1/m. A straggler then lags f - 1 times its elapsed compute
-//! away from the CPU (the executor's injected straggler sleeps), so its lag compounds with the
-//! sharing only when it shared a CPU; a worker with more iterations to run and no lag goes on with
-//! the next on the same CPU.
+//! Worker iterations on their nodes' CPUs, event by event. An iteration is the worker's compute,
+//! then an injected straggler's lag of f - 1 times its elapsed compute (the executor's straggler
+//! sleeps after its backward), then its own work before the exchange (`own_s`: compression's kernels
+//! on its own gradient). Without sharing (GPUs, or CPUs enough) that takes compute x f + own.
+//! Where a node's workers outnumber its CPUs (docs/classic_modes.md "Ranks that outnumber the
+//! CPUs"): a worker that starts an iteration, or wakes from its lag, takes the CPU of its node with
+//! the fewest workers computing (ties at random; workers waking together in a random order) and keeps
+//! it until it leaves (the operating system does not move a running rank: 3 ranks on 2 CPUs step at
+//! the pace of the CPU holding two, not at 1.5x); the m workers computing on one CPU advance in
+//! turn, each at 1/m. A straggler's lag leaves the CPU to the others, so it compounds with the
+//! sharing only when it shared a CPU; a worker without lag goes on (with its own work, or its next
+//! iteration) on the same CPU.
 class WorkerTimeline {
  public:
-  WorkerTimeline(const CoreSharing& sharing, double compute_s)
-      : sharing_(sharing), compute_s_(compute_s), rng_(kSeed + 1) {}
+  WorkerTimeline(const CoreSharing& sharing, double compute_s, double own_s = 0)
+      : sharing_(sharing), compute_s_(compute_s), own_s_(own_s), rng_(kSeed + 1) {}
   //! Worker w starts at start[w] and runs `iterations` iterations back to back; finish[w]: when its
-  //! last one (its lag included) ends.
+  //! last one ends.
   void Run(const std::vector<double>& start, const std::vector<double>& f, int64_t iterations, IterationDraw& draw,
            std::vector<double>& finish) {
     const size_t n = f.size();
@@ -171,7 +181,7 @@ class WorkerTimeline {
     if (sharing_.InStep() <= 1) {
       for (size_t w = 0; w < n; ++w) {
         finish[w] = start[w];
-        for (int64_t i = 0; i < iterations; ++i) finish[w] += draw(compute_s_ * f[w]);
+        for (int64_t i = 0; i < iterations; ++i) finish[w] += draw(compute_s_ * f[w]) + own_s_;
       }
       return;
     }
@@ -180,16 +190,20 @@ class WorkerTimeline {
 
  private:
   static constexpr double kNever = std::numeric_limits<double>::infinity();
+  static constexpr size_t kNone = std::numeric_limits<size_t>::max();
+  enum class Phase { kCompute, kOwn };
+
   void Shared(const std::vector<double>& start, const std::vector<double>& f, int64_t iterations, IterationDraw& draw,
               std::vector<double>& finish) {
     const size_t n = f.size(), per = static_cast<size_t>(sharing_.WorkersPerNode());
     const size_t cpus = static_cast<size_t>(sharing_.WorkerCpus());
-    const double alone_s = compute_s_ / sharing_.InStep();
+    const double alone_s = compute_s_ / sharing_.InStep(), own_alone_s = own_s_ / sharing_.InStep();
     left_.assign(n, iterations);
     work_.assign(n, 0.0);
     began_.assign(n, 0.0);
     wake_ = start;
     cpu_.assign(n, kNone);
+    phase_.assign(n, Phase::kCompute);
     computing_.assign((n + per - 1) / per * cpus, 0);
     double now = 0;
     const auto place = [&](size_t w) {
@@ -207,10 +221,16 @@ class WorkerTimeline {
       cpu_[w] = best;
       ++computing_[best];
     };
-    const auto begin = [&](size_t w) {
+    const auto begin = [&](size_t w, Phase phase) {  // on the CPU it holds
+      phase_[w] = phase;
       began_[w] = now;
-      work_[w] = draw(alone_s);
+      work_[w] = phase == Phase::kCompute ? draw(alone_s) : own_alone_s;
       wake_[w] = kNever;
+    };
+    const auto leave = [&](size_t w, double wake) {
+      --computing_[cpu_[w]];
+      cpu_[w] = kNone;
+      wake_[w] = wake;
     };
     // Workers waking at the same time take their CPUs in a random order.
     order_.resize(n);
@@ -231,34 +251,50 @@ class WorkerTimeline {
         if (cpu_[w] != kNone) work_[w] -= (at - now) / static_cast<double>(computing_[cpu_[w]]);
       }
       now = at;
-      if (cpu_[next] == kNone) {  // wakes: takes a CPU
-        place(next);
-        begin(next);
+      const size_t w = next;
+      if (cpu_[w] == kNone) {  // wakes: takes a CPU
+        place(w);
+        begin(w, phase_[w]);
         continue;
       }
-      --computing_[cpu_[next]];
-      const double lag = (f[next] - 1) * (now - began_[next]);
-      if (--left_[next] == 0) {
-        finish[next] = now + lag;
-        cpu_[next] = kNone;
-        wake_[next] = kNever;
-      } else if (lag > 0) {
-        cpu_[next] = kNone;
-        wake_[next] = now + lag;
+      if (phase_[w] == Phase::kCompute) {
+        const double lag = (f[w] - 1) * (now - began_[w]);
+        if (own_alone_s > 0) {
+          if (lag > 0) {
+            phase_[w] = Phase::kOwn;
+            leave(w, now + lag);
+          } else {
+            begin(w, Phase::kOwn);
+          }
+          continue;
+        }
+        if (--left_[w] == 0) {
+          finish[w] = now + lag;
+          leave(w, kNever);
+        } else if (lag > 0) {
+          leave(w, now + lag);
+        } else {
+          begin(w, Phase::kCompute);
+        }
+        continue;
+      }
+      // Its own work done: the iteration ends.
+      if (--left_[w] == 0) {
+        finish[w] = now;
+        leave(w, kNever);
       } else {
-        ++computing_[cpu_[next]];
-        begin(next);
+        begin(w, Phase::kCompute);
       }
     }
   }
 
-  static constexpr size_t kNone = std::numeric_limits<size_t>::max();
   const CoreSharing& sharing_;
-  double compute_s_;
+  double compute_s_, own_s_;
   std::mt19937_64 rng_;
   std::vector<int64_t> left_, computing_;
   std::vector<double> work_, began_, wake_;
   std::vector<size_t> cpu_, order_;
+  std::vector<Phase> phase_;
 };
 
 //! One worker iteration's compute from the all-reduce estimate: its step without the exposed DP
@@ -315,7 +351,9 @@ IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar
     // doubles over the host plane, every H iterations.
     c.exchange_s = 3 * cm.HostTime(CollectiveKind::kAllReduce, params * 8, dp) / static_cast<double>(s.local_steps);
   } else if (s.compression != CompressionKind::kNone) {
-    c.exchange_s = CompressedExchange(plan, cm, dp, params, db);
+    const CompressedCosts cc = CompressedExchange(plan, cm, dp, params, db);
+    c.own_s = cc.own_s;
+    c.exchange_s = cc.exchange_s;
   } else {
     c.exchange_s = AllReduceExchange(pc, ar);
   }
@@ -446,7 +484,7 @@ ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepT
   e.allreduce_step_time_s =
       OrderStatisticSteps(f, together, ar_draw, ar_timeline, AllReduceExchange(pc, allreduce), f.size(), steps);
   IterationDraw draw(sigma, noise);
-  WorkerTimeline timeline(sharing, c.compute_s);
+  WorkerTimeline timeline(sharing, c.compute_s, c.own_s);
   if (s.is_stale()) {
     const int64_t bound = s.kind == SyncKind::kSsp ? s.staleness : std::numeric_limits<int64_t>::max() / 2;
     const StaleRun run =
@@ -467,7 +505,8 @@ ModeEstimate EstimateSyncMode(const Plan& plan, const PlanCosts& pc, const StepT
     e.step_time_s = OrderStatisticSteps(f, c.restart_s.empty() ? together : c.restart_s, draw, timeline,
                                         c.exchange_s, k, steps);
   }
-  e.wait_s = std::max(0.0, e.step_time_s - c.compute_s - (s.is_stale() ? 0.0 : c.exchange_s));
+  if (!s.is_stale()) e.exchange_s += c.own_s;  // compression's own kernels count as its exchange
+  e.wait_s = std::max(0.0, e.step_time_s - c.compute_s - (s.is_stale() ? 0.0 : e.exchange_s));
   const int64_t seq = plan.training.seq_len > 0 ? plan.training.seq_len : plan.model.seq_len;
   e.tokens_per_s = static_cast<double>(plan.layout.global_batch * seq) / e.step_time_s;
   return e;

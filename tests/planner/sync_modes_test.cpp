@@ -232,6 +232,23 @@ TEST(SyncModes, ASynchronousServerAnswersTheWorkersInTurn) {
   EXPECT_NEAR(last.step_time_s - first.step_time_s, std::min(3 * answer, 2 * first.compute_s), 0.1 * answer);
 }
 
+// Compression's kernels on a worker's own gradient (error feedback, top-k selection) run right
+// after its backward, at its own pace: where a straggler sleeps after its backward, the others run
+// theirs meanwhile, and it runs its own on a CPU the waiting workers left. What top-k adds to the
+// all-reduce step shrinks with the straggler (before, it was added after the slowest worker,
+// shared as in step).
+TEST(SyncModes, CompressionsOwnKernelsRunAtEachWorkersPace) {
+  const auto extra = [](bool straggler) {
+    Plan p = CpuPlan("dp=3,global_batch=12,compression=topk:0.1", 3, 2);
+    if (straggler) p.cluster.stragglers.ranks.push_back({.index = 1, .factor = 3});
+    const ModeEstimate e = Mode(p);
+    return e.step_time_s - e.allreduce_step_time_s;
+  };
+  const double even = extra(false), slow = extra(true);
+  EXPECT_GT(even, 0);
+  EXPECT_LT(slow, 0.75 * even);
+}
+
 // Unsynchronised workers keep both CPUs busy: async's round with 4 workers on 2 CPUs (two a CPU)
 // takes about twice the unshared one, and never the 4x of a rank-per-turn model.
 TEST(SyncModes, AsyncWorkersShareTheCpusEvenly) {
