@@ -102,6 +102,19 @@ class Catalogue {
     out.push_back(o);
   }
 
+  // Per-tensor current scaling (fp8_recipe tensorwise) with sequence parallelism: Transformer Engine
+  // quantizes a column-parallel linear's input (forward) and a row-parallel linear's output gradient
+  // (backward) before their all-gather over tp, with one scale for the gathered tensor, so the
+  // ranks' amaxes are all-reduced (MAX, one fp32) over tp between the amax kernel and the cast,
+  // and the cast waits for it (TransformerEngine d0067d0: pytorch/module/layernorm_linear.py lines
+  // 234-237, the column-parallel input; linear.py lines 818-824, the row-parallel grad output;
+  // csrc/quantizer.cpp lines 1014-1021, the all-reduce and its wait). Priced before the gather.
+  void AmaxReduceBeforeGather(std::vector<OpSpec>& out, Phase ph) const {
+    if (k_.fp8_linear && k_.sequence_parallel && impl_.fp8_recipe.value == Fp8Recipe::kTensorwise) {
+      AddTp(out, CollectiveKind::kAllReduce, ph, 4);
+    }
+  }
+
   // Bias + dropout + residual add after a row-parallel GEMM: one kernel when fused (read x and
   // residual, write out, + mask), else bias add, dropout and add as three (Megatron-LM
   // megatron/model/transformer.py bias_dropout_add vs its fused variant).
@@ -251,6 +264,7 @@ class Catalogue {
     const double Th = static_cast<double>(T_) * static_cast<double>(h_);
     const CollectiveKind out_coll = k_.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
     const bool fused_act = impl_.fused_bias_activation.value;
+    AmaxReduceBeforeGather(o, ph);
     if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
     o.push_back(Gemm(OpKind::kFc1, ph, {{T_, fin / t_, h_, 1}}));
     // Bias + activation: read and write the fc1 output once when fused, twice when not.
@@ -267,6 +281,7 @@ class Catalogue {
     const bool sp = k_.sequence_parallel;
     const bool fused_act = impl_.fused_bias_activation.value;
     // Backward of a reduce-scatter is an all-gather (SP); of an all-reduce "g", the identity.
+    AmaxReduceBeforeGather(o, ph);
     if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
     o.push_back(Gemm(OpKind::kFc2, ph, {{T_, f / t_, h_, 1}, {f / t_, h_, T_, 1}}, ResidualBytes(true), ResidualKernels()));
     const double act = (m_.mlp == MlpKind::kSwiglu ? 5 : 3) * e_ * static_cast<double>(T_) * static_cast<double>(PerRank(f, t_));
@@ -392,6 +407,7 @@ class Catalogue {
     const CollectiveKind out_coll = k_.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
     std::vector<OpSpec> o;
     o.push_back(Mem(OpKind::kAttnNorm, ph, 2 * e_ * sT_ * h_));
+    AmaxReduceBeforeGather(o, ph);
     if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
     o.push_back(Qkv(ph, false));
     o.push_back(AttnCore(ph, false));
@@ -441,6 +457,7 @@ class Catalogue {
       if (m_.shared_experts > 0) MlpBwd(o, m_.shared_experts * m_.moe_ffn_hidden);
     }
     o.push_back(Mem(OpKind::kMlpNorm, ph, 4 * e_ * sT_ * h_));
+    AmaxReduceBeforeGather(o, ph);
     if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
     const int64_t ao = m_.attn_out_dim() / t_;
     o.push_back(Gemm(OpKind::kAttnOut, ph, {{T_, ao, h_, 1}, {ao, h_, T_, 1}}, ResidualBytes(true),

@@ -80,6 +80,35 @@ TEST(Fp8Catalogue, CurrentScalingReadsEachCastInputOnceMore) {
   }
 }
 
+// Under sequence parallelism current scaling quantizes before the all-gather over tp, with one scale
+// for the gathered tensor: the ranks' amaxes are all-reduced (one fp32, MAX) over tp first, for the
+// column-parallel inputs (qkv, fc1) forward and the row-parallel output gradients (attention output,
+// fc2) backward. Delayed scaling, and current scaling without sequence parallelism, have none.
+TEST(Fp8Catalogue, CurrentScalingWithSequenceParallelReducesEachGatheredInputsAmaxOverTp) {
+  const ModelSpec m = *ModelPreset("llama3-8b");
+  ImplementationProfile impl = *ImplementationPreset("megatron-core");
+  OpShapeKey sp = Key(true);
+  sp.sequence_parallel = true;
+  const OpCatalogue delayed = BuildOpCatalogue(m, sp, impl);
+  impl.fp8_recipe.value = Fp8Recipe::kTensorwise;
+  const OpCatalogue current = BuildOpCatalogue(m, sp, impl);
+  EXPECT_EQ(BuildOpCatalogue(m, Key(true), impl).layer.fwd.size(), BuildOpCatalogue(m, Key(false), impl).layer.fwd.size());
+  const auto amax_then_gather_into = [](const std::vector<OpSpec>& ops) {
+    std::vector<OpKind> fed;
+    for (size_t i = 0; i + 2 < ops.size(); ++i) {
+      if (ops[i].op != OpKind::kTpAllReduce || ops[i].bytes != 4) continue;
+      EXPECT_EQ(ops[i + 1].op, OpKind::kTpAllGather);
+      fed.push_back(ops[i + 2].op);
+    }
+    return fed;
+  };
+  EXPECT_EQ(current.layer.fwd.size(), delayed.layer.fwd.size() + 2);
+  EXPECT_EQ(current.layer.bwd.size(), delayed.layer.bwd.size() + 2);
+  EXPECT_EQ(amax_then_gather_into(current.layer.fwd), (std::vector<OpKind>{OpKind::kQkv, OpKind::kFc1}));
+  EXPECT_EQ(amax_then_gather_into(current.layer.bwd), (std::vector<OpKind>{OpKind::kFc2, OpKind::kAttnOut}));
+  EXPECT_TRUE(amax_then_gather_into(delayed.layer.fwd).empty());
+}
+
 TEST(Fp8Catalogue, TheRoutedExpertsGemmsRunInFp8AndTheRouterStays16Bit) {
   const ModelSpec m = *ModelPreset("mixtral-8x7b");
   const ImplementationProfile impl = *ImplementationPreset("megatron-core");
