@@ -46,9 +46,16 @@ class Catalogue {
     // its amax and computes the scale in a kernel of its own before the cast (Transformer Engine
     // csrc/quantizer.cpp Float8CurrentScalingQuantizer::quantize_impl: nvte_compute_amax,
     // nvte_compute_scale_from_amax, nvte_quantize_v2). The block recipes find their scales in the
-    // cast's own pass; delayed scaling records the amax there.
-    const bool current = impl_.fp8_recipe.value == Fp8Recipe::kTensorwise;
-    const double cast_bytes_per_element = current ? 6.0 : 4.0;
+    // cast's own pass and write one beside each block of each of the two copies: MXFP8 an E8M0 byte
+    // per 32 elements (TransformerEngine d0067d0 common/cast/mxfp8/quantize_mxfp8.cuh
+    // quantize_mxfp8_kernel: one read, rowwise and colwise outputs with scales_rowwise and
+    // scales_colwise), Float8BlockScaling an fp32 per 1 x 128 vector (common/transpose/
+    // quantize_transpose_vector_blockwise.cu, kTileDim 128, tile_scales_inv_c and _t): 1/32 B an
+    // element a copy either way. Delayed scaling records the amax in the cast's pass.
+    const Fp8Recipe recipe = impl_.fp8_recipe.value;
+    const bool current = recipe == Fp8Recipe::kTensorwise;
+    const bool block = recipe == Fp8Recipe::kMxfp8 || recipe == Fp8Recipe::kBlockwise;
+    const double cast_bytes_per_element = current ? 6.0 : block ? 4.0 + 2.0 / 32 : 4.0;
     const int64_t kernels_per_cast = current ? 3 : 1;
     double cast_bytes = 0;
     int64_t casts = 0;

@@ -6,8 +6,8 @@
 // layout and the facts of its recipe (the row's "recipe": dispatcher, recompute modules, TP overlap,
 // gradient dtype, each cited to file and line in the row; the Slurm NVLink segment of the GB200 /
 // GB300 jobs, cited in moe_row_plan.h) under the megatron-core profile, nothing fitted. The facts the
-// planner cannot express (CUDA graphs, the EP all-to-all overlap, MXFP8's cast scales, the MTP
-// module's compute, recompute modules it has no module for) are printed beside the row.
+// planner cannot express (CUDA graphs, the EP all-to-all overlap, the MTP module's compute,
+// recompute modules it has no module for) are printed beside the row.
 // Target (issue 37): mean <= 10%, every row within 20%; a row predicted not to fit, or rejected,
 // is a miss (100%).
 #include <gtest/gtest.h>

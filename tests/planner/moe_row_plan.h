@@ -106,7 +106,6 @@ inline void ApplyMoeRecipe(const Json& recipe, Plan& plan, std::vector<std::stri
       const std::string name = v.get<std::string>();
       const Fp8Recipe r = name == "MXFP8" ? Fp8Recipe::kMxfp8 : name.find("FP8-CS") != std::string::npos ? Fp8Recipe::kTensorwise : Fp8Recipe::kDelayed;
       impl.fp8_recipe = {r, source};
-      if (r == Fp8Recipe::kMxfp8) unexpressed.push_back("FP8 recipe MXFP8: its casts priced without the block scales");
     } else if (key == "optimizer_dtypes") {
       // Megatron-Core's precision-aware optimizer: main params + the two moments in their dtypes,
       // and bf16 main grads read from the gradient buffer.
