@@ -320,4 +320,12 @@ int64_t HeadActivationBytes(const ModelSpec& m, const ActivationOptions& o) {
   return (o.sequence_parallel ? norm_and_head_inputs / o.tp : norm_and_head_inputs) + logits;
 }
 
+int64_t MtpActivationBytes(const ModelSpec& m, const ActivationOptions& o, int64_t etp) {
+  const int64_t sb = SeqOf(m, o.seq_len) * o.micro_batch;
+  const int64_t inputs = 4 * o.bytes_per_element * sb * m.hidden;  // two norms' inputs, [h; embedding]
+  ActivationOptions kept = o;
+  kept.recompute = Recompute::kNone;
+  return inputs + ActivationBytesOfLayer(m, m.layers - 1, kept, etp) + HeadActivationBytes(m, o);
+}
+
 }  // namespace parallax

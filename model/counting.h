@@ -149,5 +149,11 @@ int64_t RecomputeWorkingBytes(const ModelSpec& m, const ActivationOptions& o);
 //! gradient in the element size without fp32_cross_entropy), per micro-batch per TP rank.
 int64_t EmbeddingActivationBytes(const ModelSpec& m, const ActivationOptions& o);
 int64_t HeadActivationBytes(const ModelSpec& m, const ActivationOptions& o);
+//! Activations one multi-token-prediction module keeps per micro-batch per TP rank, on the stage
+//! StageMtpModules (model/stage_split.h) names: its two norms' inputs and its [h; embedding]
+//! projection's input (4h a token, counted whole), its transformer layer (the last layer's kind),
+//! counted without recompute, and its pass through the shared head and loss (HeadActivationBytes).
+//! An upper bound: whether a framework recomputes or shards them is not modelled.
+int64_t MtpActivationBytes(const ModelSpec& m, const ActivationOptions& o, int64_t etp = 0);
 
 }  // namespace parallax

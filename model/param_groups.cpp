@@ -105,7 +105,8 @@ std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, 
   std::vector<ParamGroupDef> out;
   size_t groups = 0;  // reserved up front: the search asks for every layout it prices
   for (int64_t chunk = 0; chunk < l.virtual_stages; ++chunk) {
-    groups += static_cast<size_t>(StageLayers(l, m.layers, ModelStage(l.pp, pp_rank, chunk)).count) + 4;
+    const int64_t stage = ModelStage(l.pp, pp_rank, chunk);
+    groups += static_cast<size_t>(2 * (StageLayers(l, m.layers, stage).count + StageMtpModules(l, m.mtp_layers, stage))) + 4;
   }
   out.reserve(groups);
   // A group first read by `first` (and by the head too when `head_reuses`).
@@ -142,19 +143,31 @@ std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, 
             false);
       }
     }
+    // A transformer layer's group (layer `index`, `params` per TP rank) and, when `moe`, its routed
+    // experts' right after it.
+    const auto add_layer = [&](const std::string& name, int64_t index, int64_t params, bool moe) {
+      ParamGroupDef& g = add(ParamGroupKind::kLayer, name, stage, chunk, params, ChunkPass::kLayer, false);
+      g.layer = index;
+      g.prefetch_ahead = LayerPrefetchAhead(impl);
+      if (!moe) return;
+      ParamGroupDef& x = add(ParamGroupKind::kExperts, name + "_experts", stage, chunk, experts, ChunkPass::kLayer, false);
+      x.layer = index;
+      x.prefetch_ahead = LayerPrefetchAhead(impl);
+    };
     const LayerRange range = StageLayers(l, m.layers, stage);
     for (int64_t layer = range.first; layer < range.end(); ++layer) {
-      const int64_t params = IsMoeLayer(m, layer) ? moe_params : dense_params;
-      ParamGroupDef& g = add(ParamGroupKind::kLayer, "layer" + std::to_string(layer), stage, chunk, params,
-                             ChunkPass::kLayer, false);
-      g.layer = layer;
-      g.prefetch_ahead = LayerPrefetchAhead(impl);
-      if (IsMoeLayer(m, layer)) {
-        ParamGroupDef& x = add(ParamGroupKind::kExperts, "layer" + std::to_string(layer) + "_experts", stage, chunk,
-                               experts, ChunkPass::kLayer, false);
-        x.layer = layer;
-        x.prefetch_ahead = LayerPrefetchAhead(impl);
-      }
+      const bool moe = IsMoeLayer(m, layer);
+      add_layer("layer" + std::to_string(layer), layer, moe ? moe_params : dense_params, moe);
+    }
+    // Multi-token prediction (DeepSeek-V3 report section 2.2, as CountParams): each module's
+    // projection of [h; embedding] (2h x h, column-parallel), two norms and one transformer layer of
+    // the last layer's kind, on the stage StageMtpModules names; it shares the embedding and the head.
+    // Its groups are numbered after the decoder's layers (layer m.layers + k).
+    for (int64_t k = 0; k < StageMtpModules(l, m.mtp_layers, stage); ++k) {
+      const int64_t like = m.layers - 1;
+      add_layer("mtp" + std::to_string(k), m.layers + k,
+                2 * m.hidden * m.hidden / l.tp + 2 * NormParams(m) + LayerParamsPerTpRank(m, l.tp, like),
+                IsMoeLayer(m, like));
     }
     if (last) {
       add(ParamGroupKind::kHead, "head", stage, chunk, c.params_final_norm + (m.tie_embeddings ? 0 : word_embedding),

@@ -118,6 +118,21 @@ inline LayerRange StageLayers(const Layout& l, int64_t layers, int64_t stage) {
   return r;
 }
 
+//! Multi-token-prediction modules (ModelSpec::mtp_layers) model stage `stage` holds: where the
+//! layout's pipeline_layout places them ('m'), else all on the last stage, with the loss (Megatron-Core
+//! megatron/core/transformer/multi_token_prediction.py mtp_on_this_rank: "If no custom layout is
+//! provided, assumes all MTP layers (if any) are placed on the last pipeline stage"). The one
+//! definition the parameter groups and the memory model read.
+inline int64_t StageMtpModules(const Layout& l, int64_t mtp_layers, int64_t stage) {
+  if (mtp_layers <= 0) return 0;
+  if (!l.pipeline_layout.empty()) {
+    const auto stages = ParsePipelineLayout(l.pipeline_layout);
+    if (!stages || stage < 0 || stage >= static_cast<int64_t>(stages->size())) return 0;
+    return (*stages)[static_cast<size_t>(stage)].mtp;
+  }
+  return stage == ModelStages(l) - 1 ? mtp_layers : 0;
+}
+
 //! The explicit split the planner's search tries where neither default rule splits `layers` over
 //! `pp` ranks (no virtual stages): the middle ranks take ceil(layers / pp) each and the first and
 //! last ranks share the shortfall, the last taking the larger part (it runs the loss too). This is

@@ -192,11 +192,13 @@ Result<Tensor> ExpertsBackward(RuntimeContext& ctx, const MoeParams& p, MoeCache
 std::string MoeExecutionProblem(const Plan& plan, int64_t seq) {
   const ModelSpec& m = plan.model;
   const Layout& l = plan.layout;
+  // Multi-token prediction modules (dense or MoE models): priced and counted by the planner
+  // (model/param_groups.h), not built by the executor.
+  if (m.mtp_layers > 0) return "model: the executor does not run multi-token prediction (mtp_layers) yet";
   if (!m.moe()) return "";
   auto s = [](int64_t v) { return std::to_string(v); };
   const std::string no = "model: the executor's mixture-of-experts layers do not run ";
   if (m.router != RouterKind::kSoftmax || m.router_groups > 1) return no + "a sigmoid or group-limited router yet";
-  if (m.mtp_layers > 0) return no + "multi-token prediction (mtp_layers) yet";
   if (m.bias) return no + "biases yet (bias: false)";
   if (m.mlp != MlpKind::kSwiglu) return no + "GELU experts yet (mlp: swiglu)";
   if (plan.training.precision == Precision::kFp8) return no + "in fp8 yet";

@@ -124,6 +124,7 @@ MemoryBreakdown EstimateRankMemory(const Plan& plan, int64_t pp_rank) {
     }
     if (stage == 0) bytes += EmbeddingActivationBytes(m, ao);
     if (stage == stages - 1) bytes += HeadActivationBytes(m, ao);
+    bytes += StageMtpModules(l, m.mtp_layers, stage) * MtpActivationBytes(m, ao, l.expert_tp());
     r.activations += in_flight[static_cast<size_t>(chunk)] * bytes;
   }
   // Full/selective recompute re-materialises one layer at a time during backward. Without virtual

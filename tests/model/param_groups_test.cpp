@@ -2,6 +2,7 @@
 // and what each says about its passes, reduction, sharding and norm membership.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "model/implementation.h"
 #include "model/param_groups.h"
 #include "model/presets.h"
+#include "model/stage_split.h"
 
 namespace parallax {
 namespace {
@@ -118,6 +120,35 @@ TEST(ParamGroups, ParametersAddUpToTheModelsCount) {
     EXPECT_LT(LayerParamsPerTpRank(m, 2), c.params_per_layer) << name;
     EXPECT_GT(2 * LayerParamsPerTpRank(m, 2), c.params_per_layer) << name;
   }
+}
+
+// DeepSeek-V3's multi-token-prediction module (mtp_layers 1) is held by the stage Megatron-Core
+// builds it on: the last without a pipeline layout, the one whose entry has 'm' with one. Over the
+// ranks the groups add up to the model's count with the module's (CountParams' params_mtp).
+TEST(ParamGroups, MultiTokenPredictionSitsOnItsStageAndCountsAsCountParamsSays) {
+  const ModelSpec m = ModelPreset("deepseek-v3").value();
+  const ModelCounts c = CountModel(m);
+  Layout l = MakeLayout(4);
+  int64_t total = 0;
+  for (int64_t r = 0; r < 4; ++r) {
+    const auto groups = Groups(m, l, r);
+    total += TotalParams(groups);
+    const auto names = Names(groups);
+    const bool has = std::find(names.begin(), names.end(), "mtp0@" + std::to_string(r)) != names.end();
+    EXPECT_EQ(has, r == 3) << r;
+    EXPECT_EQ(std::find(names.begin(), names.end(), "mtp0_experts@" + std::to_string(r)) != names.end(), r == 3) << r;
+    EXPECT_EQ(StageMtpModules(l, m.mtp_layers, r), r == 3 ? 1 : 0);
+  }
+  EXPECT_EQ(total, c.params_total + c.params_mtp);
+  // NVIDIA's recipe layout puts it beside the last decoder layer and the loss; a layout may place it
+  // on an earlier stage too (after the last decoder layer, as Megatron-Core checks).
+  l.pipeline_layout = "Et*15|t*16|t*16|t*14mL";
+  EXPECT_EQ(StageMtpModules(l, m.mtp_layers, 3), 1);
+  l.pipeline_layout = "Et*15|t*16|t*16|t*14m|L";
+  l.pp = 5;
+  EXPECT_EQ(StageMtpModules(l, m.mtp_layers, 3), 1);
+  EXPECT_EQ(StageMtpModules(l, m.mtp_layers, 4), 0);
+  EXPECT_EQ(StageMtpModules(l, 0, 3), 0);
 }
 
 TEST(ParamGroups, BytesFollowThePrecisionAndPrefetchTheProfile) {

@@ -153,6 +153,29 @@ TEST(MoeMemory, ExpertStateShardsOverTheExpertDataParallelGroup) {
   EXPECT_GT(MoeDispatchWorkspaceBytes(p), 0);
 }
 
+// DeepSeek-V3's MTP module lives on the last stage (model/stage_split.h StageMtpModules): its
+// weights and state (its own groups, its experts over edp) and its activations (a layer of the
+// last kind, its inputs and its pass through the head: MtpActivationBytes) add to that rank only.
+TEST(MoeMemory, TheMtpModuleAddsItsStateAndActivationsToItsStageOnly) {
+  Plan p = MakePlan("deepseek-v3", "dp=8,tp=1,pp=4,ep=8,zero=1,global_batch=64", 4);
+  Plan without = p;
+  without.model.mtp_layers = 0;
+  for (int64_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(EstimateRankMemory(p, r).total, EstimateRankMemory(without, r).total) << r;
+  }
+  const MemoryBreakdown last = EstimateRankMemory(p, 3), before = EstimateRankMemory(without, 3);
+  EXPECT_GT(last.weights, before.weights);
+  EXPECT_GT(last.optimizer, before.optimizer);
+  const int64_t mb = p.layout.num_microbatches();
+  const int64_t in_flight = std::min<int64_t>(mb, 1);  // the last 1F1B stage holds one micro-batch
+  ActivationOptions ao;
+  ao.micro_batch = 1;
+  ao.seq_len = p.model.seq_len;
+  ao.bytes_per_element = 2;
+  ao = ForImplementation(ao, p.implementation, p.training.precision);
+  EXPECT_EQ(last.activations - before.activations, in_flight * MtpActivationBytes(p.model, ao, 1));
+}
+
 //! The megatron-core search of `model` on `nodes` DGX H100 nodes at `global_batch`, `fix` pinned.
 Result<SearchResult> SearchMegatronCore(const std::string& model, int64_t nodes, int64_t global_batch,
                                         const std::string& fix, int64_t top_k) {
