@@ -112,10 +112,8 @@ ModelCounts CountModel(const ModelSpec& m, int64_t seq_len) {
     c.params_active += lc.active_params;
     c.fwd_flops_per_token += lc.fwd_flops_per_token;
   }
-  // DeepSeek-V3 report, section 2.2: each MTP module is a projection of [h; embedding] (2h x h), two
-  // RMSNorms and one transformer layer (an MoE one), sharing the embedding and head.
-  const int64_t mtp_layer = c.layers.back().params;
-  c.params_mtp = m.mtp_layers * (2 * m.hidden * m.hidden + 2 * NormParams(m) + mtp_layer);
+  // Each MTP module: its own parameters and one transformer layer of the last layer's kind.
+  c.params_mtp = m.mtp_layers * (MtpOwnParams(m, 1) + c.layers.back().params);
   return c;
 }
 
@@ -319,6 +317,8 @@ int64_t HeadActivationBytes(const ModelSpec& m, const ActivationOptions& o) {
   const int64_t logits = loss_bytes * sb * m.vocab / o.tp;
   return (o.sequence_parallel ? norm_and_head_inputs / o.tp : norm_and_head_inputs) + logits;
 }
+
+int64_t MtpOwnParams(const ModelSpec& m, int64_t tp) { return 2 * m.hidden * m.hidden / tp + 2 * NormParams(m); }
 
 int64_t MtpActivationBytes(const ModelSpec& m, const ActivationOptions& o, int64_t etp) {
   const int64_t sb = SeqOf(m, o.seq_len) * o.micro_batch;

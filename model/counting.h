@@ -149,6 +149,10 @@ int64_t RecomputeWorkingBytes(const ModelSpec& m, const ActivationOptions& o);
 //! gradient in the element size without fp32_cross_entropy), per micro-batch per TP rank.
 int64_t EmbeddingActivationBytes(const ModelSpec& m, const ActivationOptions& o);
 int64_t HeadActivationBytes(const ModelSpec& m, const ActivationOptions& o);
+//! One multi-token-prediction module's parameters outside its transformer layer, per TP rank
+//! (DeepSeek-V3 report, section 2.2): the projection of [h; embedding] (2h x h, column-parallel)
+//! and two RMSNorms; the module shares the embedding and the head.
+int64_t MtpOwnParams(const ModelSpec& m, int64_t tp);
 //! Activations one multi-token-prediction module keeps per micro-batch per TP rank, on the stage
 //! StageMtpModules (model/stage_split.h) names: its two norms' inputs and its [h; embedding]
 //! projection's input (4h a token, counted whole), its transformer layer (the last layer's kind),

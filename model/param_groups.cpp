@@ -159,14 +159,12 @@ std::vector<ParamGroupDef> RankParamGroups(const ModelSpec& m, const Layout& l, 
       const bool moe = IsMoeLayer(m, layer);
       add_layer("layer" + std::to_string(layer), layer, moe ? moe_params : dense_params, moe);
     }
-    // Multi-token prediction (DeepSeek-V3 report section 2.2, as CountParams): each module's
-    // projection of [h; embedding] (2h x h, column-parallel), two norms and one transformer layer of
-    // the last layer's kind, on the stage StageMtpModules names; it shares the embedding and the head.
+    // Multi-token prediction, on the stage StageMtpModules names: each module's own parameters
+    // (MtpOwnParams) and one transformer layer of the last layer's kind, as CountParams counts them.
     // Its groups are numbered after the decoder's layers (layer m.layers + k).
     for (int64_t k = 0; k < StageMtpModules(l, m.mtp_layers, stage); ++k) {
       const int64_t like = m.layers - 1;
-      add_layer("mtp" + std::to_string(k), m.layers + k,
-                2 * m.hidden * m.hidden / l.tp + 2 * NormParams(m) + LayerParamsPerTpRank(m, l.tp, like),
+      add_layer("mtp" + std::to_string(k), m.layers + k, MtpOwnParams(m, l.tp) + LayerParamsPerTpRank(m, l.tp, like),
                 IsMoeLayer(m, like));
     }
     if (last) {

@@ -101,26 +101,21 @@ double KernelCallTime(const ComputeModel& compute, const DeviceSpec& d, Compress
 }
 
 //! Compression's host kernels and its exchanges over the data-parallel group per iteration, as the
-//! executor runs them (model/compression_kernels.h CompressionStepOf): the exchanges on the host
-//! plane (Communicator::HostAllGather / HostAllReduce), priced with its calibrated curves where
-//! there are some.
-struct CompressedCosts {
-  double own_s = 0;       //!< each worker's kernels on its own gradient (KernelRun::own), after its backward
-  double exchange_s = 0;  //!< the exchanges and the kernels after the first one
-};
-CompressedCosts CompressedExchange(const Plan& plan, const CollectiveModel& cm, const PlacedGroup& g, double params,
-                                   const CostDb* db) {
+//! executor runs them (model/compression_kernels.h CompressionStepOf): the kernels on a worker's own
+//! gradient into c.own_s, the exchanges on the host plane (Communicator::HostAllGather /
+//! HostAllReduce, priced with its calibrated curves where there are some) and the kernels after the
+//! first exchange into c.exchange_s.
+void PriceCompression(const Plan& plan, const CollectiveModel& cm, const PlacedGroup& g, double params,
+                      const CostDb* db, IterationCosts& c) {
   const CompressionStep step =
       CompressionStepOf(plan.layout.sync, params, plan.layout.dp, Matrices(plan.model, plan.layout.tp));
   ComputeModel compute(plan.cluster.device, DType::kFp32, db);
   compute.set_time_share(plan.layout.ComputeShareOn(plan.cluster));
-  CompressedCosts c;
   for (const KernelRun& k : step.kernels) {
     (k.own ? c.own_s : c.exchange_s) +=
         static_cast<double>(k.calls) * KernelCallTime(compute, plan.cluster.device, k.kernel, k.units);
   }
   for (const HostExchange& x : step.exchanges) c.exchange_s += static_cast<double>(x.calls) * cm.HostTime(x.op, x.bytes, g);
-  return c;
 }
 
 //! How the workers of one node share its CPUs (ClusterSpec::SlowestCoreShare): the workers are the
@@ -135,13 +130,13 @@ struct CoreSharing {
   //! compound in an unsynchronised iteration: the executor's injected straggler sleeps, leaving its
   //! CPU to the others (docs/classic_modes.md), so it takes max(f, share) times its unshared compute.
   static double Slowdown(double f, double share) { return std::max(f, share); }
-  //! Each of `n` workers' CPU: per node, its workers in an order drawn from `rng`, spread evenly over
-  //! the node's WorkerCpus() CPUs (ids unique over the nodes). Without sharing, a CPU (or a GPU)
-  //! each, and `rng` is not drawn from.
-  std::vector<size_t> SpreadOverCpus(size_t n, std::mt19937_64& rng) const {
+  //! Each of `n` workers' CPU: per node, its workers in a seeded random order, spread evenly over
+  //! the node's WorkerCpus() CPUs (ids unique over the nodes). Without sharing, a CPU (or a GPU) each.
+  std::vector<size_t> SpreadOverCpus(size_t n) const {
     std::vector<size_t> cpu(n), order;
     std::iota(cpu.begin(), cpu.end(), size_t{0});
     if (InStep() <= 1) return cpu;
+    std::mt19937_64 rng(kSeed + 2);
     const auto per = static_cast<size_t>(WorkersPerNode()), cpus = static_cast<size_t>(WorkerCpus());
     for (size_t first = 0; first < n; first += per) {
       order.resize(std::min(n, first + per) - first);
@@ -257,33 +252,18 @@ class WorkerTimeline {
         begin(w, phase_[w]);
         continue;
       }
-      if (phase_[w] == Phase::kCompute) {
-        const double lag = (f[w] - 1) * (now - began_[w]);
-        if (own_alone_s > 0) {
-          if (lag > 0) {
-            phase_[w] = Phase::kOwn;
-            leave(w, now + lag);
-          } else {
-            begin(w, Phase::kOwn);
-          }
-          continue;
-        }
-        if (--left_[w] == 0) {
-          finish[w] = now + lag;
-          leave(w, kNever);
-        } else if (lag > 0) {
-          leave(w, now + lag);
-        } else {
-          begin(w, Phase::kCompute);
-        }
-        continue;
-      }
-      // Its own work done: the iteration ends.
-      if (--left_[w] == 0) {
-        finish[w] = now;
+      const double lag = phase_[w] == Phase::kCompute ? (f[w] - 1) * (now - began_[w]) : 0;
+      // After the lag, the worker's own work where it has some (on the CPU it wakes to, or the one
+      // it holds); else its iteration ends when the lag does, and the next one starts then.
+      const Phase next_phase = phase_[w] == Phase::kCompute && own_alone_s > 0 ? Phase::kOwn : Phase::kCompute;
+      if (next_phase == Phase::kCompute && --left_[w] == 0) {
+        finish[w] = now + lag;
         leave(w, kNever);
+      } else if (lag > 0) {
+        phase_[w] = next_phase;
+        leave(w, now + lag);
       } else {
-        begin(w, Phase::kCompute);
+        begin(w, next_phase);
       }
     }
   }
@@ -328,19 +308,21 @@ IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar
     // A worker's link carries its whole gradient out and the weights in; each server's carries
     // every worker's push and pull of its shard (incast). The sends overlap: one latency each way.
     const double own = 2 * p2p(grad), server_link = 2 * p2p(w * shard);
-    c.exchange_s = (s.colocated ? own + server_link : std::max(own, server_link)) + opt;
+    const double links = s.colocated ? own + server_link : std::max(own, server_link);
     c.push_s = own;
     c.serve_s = 2 * p2p(shard) + opt;
+    c.exchange_s = links + opt;  // async/ssp report push_s; their events price the rest
     if (s.kind == SyncKind::kPs) {
-      // Synchronous: the pushes in, the update, then each server answers the workers one after
-      // another in worker order (ShardServer::FinishSyncStep), so worker v restarts after v + 1
-      // answers (and no sooner than its own link brings every shard in), a colocated host after its
-      // last answer.
-      c.exchange_s = (s.colocated ? own + server_link : std::max(own, server_link)) / 2 + opt;
+      // Synchronous: the pushes in (half the links' traffic), the update, then each server answers
+      // the workers one after another in worker order (ShardServer::FinishSyncStep), so worker v
+      // restarts after v + 1 answers (and no sooner than its own link brings every shard in), a
+      // colocated host after its last answer.
+      c.exchange_s = links / 2 + opt;
+      const double answer = p2p(shard);
       c.restart_s.resize(static_cast<size_t>(plan.layout.dp));
       for (size_t v = 0; v < c.restart_s.size(); ++v) {
         const bool host = s.colocated && static_cast<double>(v) < servers;
-        c.restart_s[v] = std::max(own / 2, static_cast<double>(host ? c.restart_s.size() : v + 1) * p2p(shard));
+        c.restart_s[v] = std::max(own / 2, static_cast<double>(host ? c.restart_s.size() : v + 1) * answer);
       }
     }
   } else if (s.kind == SyncKind::kBackup) {
@@ -351,9 +333,7 @@ IterationCosts CostsOf(const Plan& plan, const PlanCosts& pc, const StepTime& ar
     // doubles over the host plane, every H iterations.
     c.exchange_s = 3 * cm.HostTime(CollectiveKind::kAllReduce, params * 8, dp) / static_cast<double>(s.local_steps);
   } else if (s.compression != CompressionKind::kNone) {
-    const CompressedCosts cc = CompressedExchange(plan, cm, dp, params, db);
-    c.own_s = cc.own_s;
-    c.exchange_s = cc.exchange_s;
+    PriceCompression(plan, cm, dp, params, db, c);
   } else {
     c.exchange_s = AllReduceExchange(pc, ar);
   }
@@ -415,8 +395,7 @@ StaleRun SimulateStale(const std::vector<double>& f, IterationDraw& draw, const 
   // Unshared compute: an iteration runs at the share of its CPU, the workers on that CPU (sharing's
   // spread, kept for the run) computing when it starts, those starting with it included.
   const double alone_s = c.compute_s / sharing.InStep();
-  std::mt19937_64 spread_rng(kSeed + 2);
-  const std::vector<size_t> cpu = sharing.SpreadOverCpus(n, spread_rng);
+  const std::vector<size_t> cpu = sharing.SpreadOverCpus(n);
   auto start = [&](const std::vector<size_t>& ws, double t) {
     for (size_t w : ws) {
       pulled[w] = version;
