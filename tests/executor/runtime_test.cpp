@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include "executor/cpu/cpu_backend.h"
 #include "executor/cpu/local_communicator.h"
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/data.h"
@@ -90,6 +91,20 @@ TEST(ProcessGroups, ContextParallelRanksFollowTensorParallelInTheOrder) {
     }
     EXPECT_EQ(covered.size(), 16u);
   }
+}
+
+// Multi-token-prediction modules are counted by the planner (their parameter groups,
+// model/param_groups.h) but not built by the executor: a dense model with one is refused as bad
+// input before any group is built, as an MoE one is.
+TEST(Trainer, RefusesMultiTokenPredictionAsBadInput) {
+  Plan plan = TinyPlan("micro_batch=2", 4);
+  plan.model.mtp_layers = 1;
+  auto world = LocalCommunicator();
+  CpuBackend be;
+  auto t = Trainer::Create(plan, be, *world, {});
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.error().kind, ErrorKind::kBadInput);
+  EXPECT_EQ(t.error().message, "model: the executor does not run multi-token prediction (mtp_layers) yet");
 }
 
 TEST(ShardedModel, StageLayersCoverEveryLayerOnce) {
