@@ -79,13 +79,15 @@ class Catalogue {
     return o;
   }
   //! The linear layers Transformer Engine runs in FP8 (te.Linear / LayerNormLinear / LayerNormMLP
-  //! inside the layer, and the routed experts' te.GroupedLinear or per-expert TE linears:
+  //! inside the layer, a multi-token-prediction module's eh_proj (a TE column-parallel linear run
+  //! inside its fp8 context: multi_token_prediction.py _proj_and_transformer_layer), and the routed
+  //! experts' te.GroupedLinear or per-expert TE linears:
   //! Megatron-Core moe/experts.py TEGroupedMLP / SequentialMLP, whose FP8 GEMMs are why
   //! transformer_config.py has moe_router_padding_for_fp8; the embedding, the LM head and the
   //! router's torch linear stay 16-bit).
   static bool IsLinear(OpKind op) {
     return op == OpKind::kQkv || op == OpKind::kAttnOut || op == OpKind::kFc1 || op == OpKind::kFc2 ||
-           op == OpKind::kExpertFc1 || op == OpKind::kExpertFc2;
+           op == OpKind::kExpertFc1 || op == OpKind::kExpertFc2 || op == OpKind::kMtpProj;
   }
   OpSpec Mem(OpKind op, Phase ph, double bytes, int64_t kernels = 1) const {
     OpSpec o;
@@ -501,6 +503,56 @@ class Catalogue {
     return out;
   }
 
+  //! A multi-token-prediction module outside its layer and head (Megatron-Core
+  //! multi_token_prediction.py _concat_embeddings): enorm on the shifted tokens' embedding and hnorm
+  //! on the hidden states (one op, two kernels), the two concatenated to [T, 2h] (read and write),
+  //! eh_proj, a column-parallel 2h -> h/tp GEMM whose input sequence parallelism gathers first, and
+  //! its output gathered over tp along the hidden dimension (gather_from_tensor_model_parallel_region)
+  //! before sequence parallelism scatters it again (a slice, no exchange). Backward: the gather's
+  //! backward is a slice; the scatter's is an all-gather (SP); the GEMM's (dX, dW); its input
+  //! gradient reduced over tp (reduce-scatter with SP, else all-reduce) as a column-parallel linear's;
+  //! the concatenation's backward views its halves; the norms' backward.
+  std::vector<OpSpec> MtpOwnFwd(Phase ph) const {
+    const double Th = static_cast<double>(T_) * static_cast<double>(h_);
+    std::vector<OpSpec> o;
+    o.push_back(Mem(OpKind::kMtpNorm, ph, 2 * 2 * e_ * sT_ * h_, 2));
+    AmaxReduceBeforeGather(o, ph);
+    if (k_.sequence_parallel) AddTp(o, CollectiveKind::kAllGather, ph, 2 * e_ * Th);
+    o.push_back(Gemm(OpKind::kMtpProj, ph, {{T_, h_ / t_, 2 * h_, 1}}, 4 * e_ * sT_ * h_, 1));
+    AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
+    return o;
+  }
+  std::vector<OpSpec> MtpOwnBwd() const {
+    const Phase ph = Phase::kBwd;
+    const double Th = static_cast<double>(T_) * static_cast<double>(h_);
+    const bool sp = k_.sequence_parallel;
+    std::vector<OpSpec> o;
+    if (sp) AddTp(o, CollectiveKind::kAllGather, ph, e_ * Th);
+    AmaxReduceBeforeGather(o, ph);
+    if (sp) AddTp(o, CollectiveKind::kAllGather, ph, 2 * e_ * Th);  // the GEMM's input again
+    o.push_back(Gemm(OpKind::kMtpProj, ph, {{T_, 2 * h_, h_ / t_, 1}, {h_ / t_, 2 * h_, T_, 1}}));
+    AddTp(o, sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, ph, 2 * e_ * Th);
+    o.push_back(Mem(OpKind::kMtpNorm, ph, 2 * 4 * e_ * sT_ * h_, 2));
+    return o;
+  }
+
+  //! OpCatalogue::mtp: the embedding lookup, the module's own ops, its transformer layer (the kind
+  //! SetKind last chose), and the head; backward in reverse, with the layer's recompute, and under
+  //! full recompute the module's own forward again (its _checkpointed_forward recomputes the
+  //! projection with the layer).
+  UnitOpSpecs Mtp(const UnitOpSpecs& embedding, const UnitOpSpecs& head) const {
+    UnitOpSpecs u;
+    u.fwd = embedding.fwd;
+    for (auto& ops : {MtpOwnFwd(Phase::kFwd), LayerFwd(Phase::kFwd), head.fwd}) u.fwd.insert(u.fwd.end(), ops.begin(), ops.end());
+    u.bwd = head.bwd;
+    if (k_.recompute == Recompute::kFull) {
+      const std::vector<OpSpec> redo = MtpOwnFwd(Phase::kRecompute);
+      u.bwd.insert(u.bwd.end(), redo.begin(), redo.end());
+    }
+    for (auto& ops : {LayerBwd(), MtpOwnBwd(), embedding.bwd}) u.bwd.insert(u.bwd.end(), ops.begin(), ops.end());
+    return u;
+  }
+
   UnitOpSpecs Head() const {
     UnitOpSpecs u;
     const int64_t v = m_.vocab;
@@ -586,11 +638,15 @@ OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, cons
     u.fwd = c.LayerFwd(Phase::kFwd);
     u.bwd = c.LayerBwd();
   }
+  out.embedding = c.Embedding();
+  out.head = c.Head();
+  if (model.mtp_layers > 0) {
+    c.SetKind(LayerKindOf(model, model.layers - 1));
+    out.mtp = c.Mtp(out.embedding, out.head);
+  }
   c.SetKind(LayerKindOf(model, 0));
   out.layer.fwd = c.LayerFwd(Phase::kFwd);
   out.layer.bwd = c.LayerBwd();
-  out.embedding = c.Embedding();
-  out.head = c.Head();
   for (int kind = 0; kind < kLayerKinds; ++kind) {
     UnitOpSpecs& u = out.kinds[static_cast<size_t>(kind)];
     if (!u.fwd.empty()) u.grad_sync = c.GradSync(LayerGradSyncElements(model, kind % 2 == 1, key.sequence_parallel));
@@ -605,6 +661,17 @@ OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, cons
       out.embedding.grad_sync = c.GradSync({model.seq_len * h});
     }
     out.head.grad_sync = c.GradSync(norm_bias ? std::vector<int64_t>{h, h} : std::vector<int64_t>{h});
+  }
+  if (model.mtp_layers > 0) {
+    // Its layer's whole-held parameters, then (with sequence parallelism) its three norms' weights
+    // (enorm, hnorm, final_layernorm; and their biases with LayerNorm + bias).
+    std::vector<int64_t> elements =
+        LayerGradSyncElements(model, IsMoeLayer(model, model.layers - 1), key.sequence_parallel);
+    if (key.sequence_parallel) {
+      const bool norm_bias = model.norm == NormKind::kLayerNorm && model.bias;
+      elements.insert(elements.end(), norm_bias ? 6 : 3, model.hidden);
+    }
+    out.mtp.grad_sync = c.GradSync(elements);
   }
   return out;
 }

@@ -107,6 +107,12 @@ struct OpCatalogue {
   std::vector<UnitOpSpecs> kinds;
   UnitOpSpecs embedding;  //!< first stage
   UnitOpSpecs head;       //!< last stage: final norm, LM head, loss
+  //! One multi-token-prediction module (ModelSpec::mtp_layers; empty without), on the stage
+  //! StageMtpModules names: the shifted tokens' embedding lookup, its two norms and projection
+  //! (mtp_norm, mtp_proj), a transformer layer of the last layer's kind, and its own final norm with
+  //! the shared LM head and loss (Megatron-Core multi_token_prediction.py MultiTokenPredictionLayer
+  //! and process_mtp_loss). Its ops carry layer index layers + k.
+  UnitOpSpecs mtp;
 };
 
 //! Version of the catalogue's definitions that a CostDb's samples are keyed by: the bytes of each
@@ -117,6 +123,8 @@ struct OpCatalogue {
 //!      none (since 239abb3); the first stamped version.
 //!   2: 2026-11-27, our executor's loss as its kernels run it (2e bytes per logit each way, the
 //!      shards' statistics all-gathered once: ImplementationProfile::loss_reduction).
+//! (2026-11-29: the multi-token-prediction unit added ops of new kinds only; no byte count of an
+//! existing op changed, so the version stays.)
 inline constexpr int64_t kOpCatalogueVersion = 2;
 
 //! Why `db`'s samples may be keyed by other byte counts than this build's catalogue counts, or

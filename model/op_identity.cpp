@@ -6,7 +6,7 @@
 namespace parallax {
 namespace {
 
-constexpr std::array<std::pair<OpKind, const char*>, 35> kOpNames{{
+constexpr std::array<std::pair<OpKind, const char*>, 37> kOpNames{{
     {OpKind::kEmbedding, "embedding"},
     {OpKind::kAttnNorm, "attn_norm"},
     {OpKind::kQkv, "qkv"},
@@ -42,6 +42,8 @@ constexpr std::array<std::pair<OpKind, const char*>, 35> kOpNames{{
     {OpKind::kExpertFc2, "expert_fc2"},
     {OpKind::kMoeCombine, "moe_combine"},
     {OpKind::kUnpermute, "unpermute"},
+    {OpKind::kMtpNorm, "mtp_norm"},
+    {OpKind::kMtpProj, "mtp_proj"},
 }};
 
 constexpr std::array<std::pair<Phase, const char*>, 5> kPhaseNames{{

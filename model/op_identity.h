@@ -56,9 +56,13 @@ enum class OpKind {
   kExpertFc2,
   kMoeCombine,   //!< all-to-all back to the tokens' ranks
   kUnpermute,    //!< the k expert outputs weighted by the router's probabilities, summed, added to the residual
+  // A multi-token-prediction module (DeepSeek-V3 `mtp_layers`) outside its transformer layer; its
+  // embedding lookup, layer and output head are the ops above at layer index layers + k.
+  kMtpNorm,  //!< its two input norms: the shifted tokens' embedding (enorm) and the hidden states (hnorm)
+  kMtpProj,  //!< [embedding; hidden] concatenated and projected 2h -> h (eh_proj, column-parallel)
 };
 //! The last OpKind (tables indexed by kind size themselves with it).
-inline constexpr OpKind kLastOpKind = OpKind::kUnpermute;
+inline constexpr OpKind kLastOpKind = OpKind::kMtpProj;
 //! The memory passes (grad_zero, shard_copy, grad_fold, grad_accum): one kernel family each, an op
 //! described by the bytes it carries.
 constexpr bool IsMemoryPass(OpKind k) { return k >= OpKind::kGradZero && k <= OpKind::kGradAccum; }

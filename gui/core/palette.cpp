@@ -60,6 +60,7 @@ OpFamily FamilyOfName(std::string_view name) {
       case OpKind::kFc1:
       case OpKind::kFc2:
       case OpKind::kLmHead:
+      case OpKind::kMtpProj:
         return OpFamily::kGemm;
       case OpKind::kAttnCore:
         return OpFamily::kAttention;

@@ -113,7 +113,7 @@ void AddZeroPassesToChunks(const CostInputs& in, RankCost& rc) {
   DpCost& dp = rc.dp;
   dp.layer_passes = ZeroPassesOf(in, in.layer_params);
   for (ChunkCost& cc : rc.chunks) {
-    const double n = static_cast<double>(cc.layers.count);
+    const double n = static_cast<double>(cc.units());
     double f = n * dp.layer_fwd_pass_s(), b = n * dp.layer_bwd_pass_s();
     for (const DpCost::OuterGroup& o : dp.outer) {
       // Gathered (a shard copy each) by every pass that uses it, zeroed once per backward.
@@ -130,7 +130,7 @@ void AddZeroPassesToChunks(const CostInputs& in, RankCost& rc) {
   // The last reduce-scatter of the step (chunk 0's last backward: the embedding's groups on the
   // first stage, else the chunk's first layer) is folded after the pipeline drains.
   const ChunkCost& first = rc.chunks.front();
-  rc.final_fold_s = first.layers.count > 0 ? dp.layer_passes.fold_s : 0.0;
+  rc.final_fold_s = first.units() > 0 ? dp.layer_passes.fold_s : 0.0;
   for (const DpCost::OuterGroup& o : dp.outer) {
     if (o.ReducedBy(first)) rc.final_fold_s = o.passes.fold_s;
   }
@@ -145,7 +145,7 @@ void CostGatherAfterStep(const CostInputs& in, const PlacedGroup& reduction, Ran
   if (!GathersAfterStep(l)) return;
   if (dp.per_group) {
     int64_t layers_on_rank = 0;
-    for (const ChunkCost& cc : rc.chunks) layers_on_rank += cc.layers.count;
+    for (const ChunkCost& cc : rc.chunks) layers_on_rank += cc.units();
     dp.gather_after_layer_s = coll.Time(CollectiveKind::kAllGather, in.param_e * in.layer_params, reduction);
     dp.gather_after_s += static_cast<double>(layers_on_rank) * dp.gather_after_layer_s;
   } else {
@@ -181,7 +181,7 @@ void CostTiedEmbedding(const CostInputs& in, RankCost& rc) {
 std::vector<ChunkGatherReady> GatherReady(const RankCost& rc) {
   const DpCost& dp = rc.dp;
   double bytes = 0;
-  for (const ChunkCost& cc : rc.chunks) bytes += dp.param_layer_bytes * static_cast<double>(cc.layers.count);
+  for (const ChunkCost& cc : rc.chunks) bytes += dp.param_layer_bytes * static_cast<double>(cc.units());
   for (const DpCost::OuterGroup& g : dp.outer) bytes += g.param_bytes;
   // Per-group buckets gather each group as its own collective; size-based ones share the rank's.
   auto secs = [&](double b, double group_s) {
@@ -196,7 +196,7 @@ std::vector<ChunkGatherReady> GatherReady(const RankCost& rc) {
     }
     c.embedding = c.layers = t;
     c.per_layer = secs(dp.param_layer_bytes, dp.gather_after_layer_s);
-    t += static_cast<double>(cc.layers.count) * c.per_layer;
+    t += static_cast<double>(cc.units()) * c.per_layer;
     for (const DpCost::OuterGroup& g : dp.outer) {
       if (g.GatheredAfterLayers(cc)) t += secs(g.param_bytes, g.gather_after_s);
     }

@@ -357,6 +357,8 @@ UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const Compu
   price(cat.layer, u.layer);
   price(cat.embedding, u.embedding);
   price(cat.head, u.head);
+  u.layers = model.layers;
+  if (!cat.mtp.fwd.empty()) price(cat.mtp, u.mtp);
   // Layers of more than one kind (MoE and dense, local and global attention): each kind priced.
   bool uniform = true;
   for (int64_t i = 0; i < model.layers; ++i) uniform = uniform && LayerKindOf(model, i) == LayerKindOf(model, 0);
@@ -367,12 +369,17 @@ UnitCosts BuildUnitCosts(const ModelSpec& model, const UnitKey& key, const Compu
     }
     for (int64_t i = 0; i < model.layers; ++i) u.layer_kind.push_back(LayerKindOf(model, i));
   }
-  u.cp = PriceContextParallel(u.layer, model, key,
-                              CpPricing{.collectives = collectives,
-                                        .cp_group = cp_group,
-                                        .type = impl.cp_comm_type.value,
-                                        .contention = compute.contention_factor(),
-                                        .element_bytes = static_cast<double>(compute.element_bytes())});
+  const CpPricing cp{.collectives = collectives,
+                     .cp_group = cp_group,
+                     .type = impl.cp_comm_type.value,
+                     .contention = compute.contention_factor(),
+                     .element_bytes = static_cast<double>(compute.element_bytes())};
+  u.cp = PriceContextParallel(u.layer, model, key, cp);
+  // Every other unit with an attention core: each layer kind, and the MTP module's layer.
+  for (UnitOps& other : u.kinds) {
+    if (!other.fwd.empty()) PriceContextParallel(other, model, key, cp);
+  }
+  if (!u.mtp.fwd.empty()) PriceContextParallel(u.mtp, model, key, cp);
   return u;
 }
 

@@ -111,11 +111,18 @@ struct UnitCosts {
   //! every layer is alike (then `layer` serves all).
   std::vector<UnitOps> kinds;
   std::vector<int> layer_kind;
+  int64_t layers = 0;  //!< the model's decoder layers; indices from there on are MTP modules
+  //! Layer i's ops; a multi-token-prediction module's (`mtp`) for i >= layers (layers + k: module k,
+  //! the index its parameter groups and trace ops carry).
   const UnitOps& Layer(int64_t i) const {
+    if (i >= layers && layers > 0) return mtp.fwd.empty() ? layer : mtp;
     return layer_kind.empty() ? layer : kinds[static_cast<size_t>(layer_kind[static_cast<size_t>(i)])];
   }
   UnitOps embedding;  //!< first stage
   UnitOps head;       //!< last stage: final norm, LM head, loss
+  //! One multi-token-prediction module (OpCatalogue::mtp): its embedding lookup, own ops, layer and
+  //! head; empty without them.
+  UnitOps mtp;
   CpExchange cp;      //!< folded into layer's attention core ops; zero without cp
 };
 

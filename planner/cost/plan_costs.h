@@ -56,6 +56,16 @@ class CostContext {
 struct ChunkCost {
   int64_t stage = 0;        //!< model stage (chunk * pp + pp_rank)
   LayerRange layers;
+  //! Multi-token-prediction modules after its layers (StageMtpModules): each runs as one more layer
+  //! (UnitCosts::Layer(layers + k)), with a layer's gradient bucket and accumulation pass.
+  int64_t mtp = 0;
+  //! The layer passes a micro-batch makes through the chunk: its decoder layers and MTP modules.
+  int64_t units() const { return layers.count + mtp; }
+  //! The layer index of its i-th unit in forward order: decoder layers, then MTP module k at
+  //! `model_layers` + k (stages holding MTP modules end the decoder, or hold no layer).
+  int64_t UnitLayer(int64_t i, int64_t model_layers) const {
+    return i < layers.count ? layers.first + i : model_layers + (i - layers.count);
+  }
   bool embedding = false;   //!< holds the embedding (stage 0)
   bool head = false;        //!< holds the final norm, LM head and loss (last stage)
   double fwd_s = 0, bwd_s = 0;        //!< one micro-batch, incl. TP collectives (and recompute in bwd)

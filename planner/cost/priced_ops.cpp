@@ -35,7 +35,7 @@ PricedOps::PricedOps(const Plan& plan, const CostDb* db)
 }
 
 std::optional<ComputeDescription> PricedOps::FromCostedOp(const OpIdentity& id) const {
-  const UnitOps* unit = &units_->layer;
+  const UnitOps* unit = id.layer >= 0 ? &units_->Layer(id.layer) : nullptr;  // its kind's ops, or an MTP module's
   if (id.layer < 0) {
     if (id.op == OpKind::kEmbedding) {
       unit = &units_->embedding;

@@ -13,13 +13,15 @@
 namespace parallax::planner {
 namespace {
 
-//! A per-unit figure summed over a chunk's units: its layers, and the embedding / head it holds.
+//! A per-unit figure summed over a chunk's units: its layers, its MTP modules, and the embedding /
+//! head it holds.
 double ChunkSum(const UnitCosts& u, const ChunkCost& cc, double UnitOps::*f) {
   double layers = static_cast<double>(cc.layers.count) * u.layer.*f;
   if (!u.layer_kind.empty()) {  // layers of more than one kind: each its own
     layers = 0;
     for (int64_t i = cc.layers.first; i < cc.layers.end(); ++i) layers += u.Layer(i).*f;
   }
+  layers += static_cast<double>(cc.mtp) * u.mtp.*f;
   return layers + (cc.embedding ? u.embedding.*f : 0.0) + (cc.head ? u.head.*f : 0.0);
 }
 
@@ -74,6 +76,7 @@ void CostChunks(const CostInputs& in, int64_t pp_rank, RankCost& rc) {
     ChunkCost cc;
     cc.stage = ModelStage(l.pp, pp_rank, c);
     cc.layers = StageLayers(l, in.plan.model.layers, cc.stage);
+    cc.mtp = in.units.mtp.fwd.empty() ? 0 : StageMtpModules(l, in.plan.model.mtp_layers, cc.stage);
     cc.embedding = cc.stage == 0;
     cc.head = cc.stage == stages - 1;
     cc.fwd_s = ChunkSum(in.units, cc, &UnitOps::fwd_s);
@@ -108,7 +111,10 @@ void CostChunks(const CostInputs& in, int64_t pp_rank, RankCost& rc) {
 
 void CostSequenceParallelGrads(const CostInputs& in, RankCost& rc) {
   const UnitCosts& u = in.units;
-  if (u.layer.grad_sync.empty() && u.head.grad_sync.empty() && u.embedding.grad_sync.empty()) return;
+  bool any = !u.layer.grad_sync.empty() || !u.head.grad_sync.empty() || !u.embedding.grad_sync.empty() ||
+             !u.mtp.grad_sync.empty();
+  for (const UnitOps& kind : u.kinds) any = any || !kind.grad_sync.empty();
+  if (!any) return;
   const Layout& l = in.plan.layout;
   double sync_s = 0, sync_bytes = 0;
   for (const ChunkCost& cc : rc.chunks) {
@@ -155,7 +161,7 @@ void CostGradAccumulation(const CostInputs& in, int64_t microbatches, RankCost& 
   const double mbs = static_cast<double>(microbatches);
   const double share = impl.grad_accumulation.value == GradAccumulation::kAfterFirst ? (mbs - 1.0) / mbs : 1.0;
   for (ChunkCost& cc : rc.chunks) {
-    const double add = share * (static_cast<double>(cc.layers.count) * rc.accum_layer_s +
+    const double add = share * (static_cast<double>(cc.units()) * rc.accum_layer_s +
                                 (cc.embedding ? rc.accum_embedding_s : 0.0) + (cc.head ? rc.accum_head_s : 0.0));
     cc.bwd_s += add;
     rc.bwd_s += add;

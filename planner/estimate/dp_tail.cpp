@@ -17,7 +17,7 @@ double AfterBackwardTail(const RankCost& rc) {
   int64_t layers = 0;
   bool outer = false;
   for (const ChunkCost& cc : rc.chunks) {
-    layers += cc.layers.count;
+    layers += cc.units();
     outer = outer || cc.embedding || cc.head;
   }
   return static_cast<double>(layers) * rc.dp.grad_layer_s + (outer ? rc.dp.grad_outer_s : 0.0);
@@ -61,7 +61,7 @@ double BucketReleaseEnd(const Plan& plan, const PlanCosts& pc, const RankCost& r
       suffix += rc.dp.grad_outer_s;
       dp_end = std::max(dp_end, pass_end + suffix);
     }
-    const double n = static_cast<double>(cc.layers.count);
+    const double n = static_cast<double>(cc.units());
     if (n > 0) {
       const double layers_end = pass_end - (cc.embedding ? u.embedding.bwd_s : 0.0);
       dp_end = std::max({dp_end, layers_end + R + suffix, layers_end - (n - 1) * beta + n * R + suffix});
@@ -80,7 +80,7 @@ double Zero2Backlog(const Plan& plan, const PlanCosts& pc, const RankCost& rc, c
   const double m = static_cast<double>(pc.microbatches);
   double layers = 0, outer_work = 0;
   for (const ChunkCost& cc : rc.chunks) {
-    layers += static_cast<double>(cc.layers.count);
+    layers += static_cast<double>(cc.units());
     if (cc.embedding || cc.head) outer_work += rc.dp.grad_outer_s;
   }
   const double work = m * (layers * rc.dp.grad_layer_s + outer_work);

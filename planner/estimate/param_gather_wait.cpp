@@ -81,7 +81,7 @@ double RankGatherWait(const Plan& plan, const PlanCosts& pc, const RankCost& rc,
     // warm-up, c p chunk forwards of its own.
     const double start = lead_s + static_cast<double>(c * p) * fc;
     const double emb = cc.embedding ? u.embedding.fwd_s : 0.0;
-    const double n = static_cast<double>(cc.layers.count);
+    const double n = static_cast<double>(cc.units());
     // Needs and arrivals both grow linearly over the layers: the first and last bind.
     wait = std::max(wait, g.embedding - start);
     if (n > 0) {
@@ -104,7 +104,7 @@ void AddZero3Waits(const Plan& plan, const PlanCosts& pc, const RankCost& rc, Ra
   const bool pg = rc.dp.per_group;
   const double a = rc.dp.gather_layer_s, red = rc.dp.grad_layer_s;
   for (const ChunkCost& cc : rc.chunks) {
-    const int64_t n = cc.layers.count;
+    const int64_t n = cc.units();
     // The chunk holding the embedding or the head also reduce-scatters their gradients after
     // its backward, behind the last layer's; the embedding's backward runs meanwhile.
     const double emb_bwd = cc.embedding ? u.embedding.bwd_s : 0.0;

@@ -21,7 +21,7 @@ double PerGroupReduceScatterWait(const Plan& plan, const PlanCosts& pc, const Ra
   // A layer's backward as it runs beside the busy DP stream, slowed by contention (AddZero2Waits).
   const double x = rc.layer.bwd_s + rc.dp.layer_bwd_pass_s() + (k - 1) * (rc.layer.bwd_s - rc.layer.bwd_tp_s);
   for (const ChunkCost& cc : rc.chunks) {
-    const double n = static_cast<double>(cc.layers.count);
+    const double n = static_cast<double>(cc.units());
     if (n > 1) wait += (n - 1) * std::max(0.0, R - x);
     const OuterGroups og = OuterOf(rc.dp, cc);
     if (og.any) {
@@ -42,7 +42,7 @@ double PerGroupReduceScatterWait(const Plan& plan, const PlanCosts& pc, const Ra
 //! step (the DP tail, dp_tail.cpp).
 void AddZero2Waits(const Plan& plan, const PlanCosts& pc, const RankCost& rc, RankWork& work) {
   double layers = 0;
-  for (const ChunkCost& cc : rc.chunks) layers += static_cast<double>(cc.layers.count);
+  for (const ChunkCost& cc : rc.chunks) layers += static_cast<double>(cc.units());
   const double dp_work = layers * rc.dp.grad_layer_s;
   const double cb = (pc.contention - 1) * std::min(dp_work, rc.bwd_s - rc.bwd_tp_s);
   work.bwd_s += cb;

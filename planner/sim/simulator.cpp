@@ -104,7 +104,7 @@ class StepSimulator {
         int64_t layers = 0;
         bool outer = false;
         for (const ChunkCost& cc : rc.chunks) {
-          layers += cc.layers.count;
+          layers += cc.units();
           outer = outer || cc.embedding || cc.head;
         }
         const double d = static_cast<double>(layers) * rc.dp.grad_layer_s + (outer ? rc.dp.grad_outer_s : 0.0);
@@ -227,8 +227,8 @@ class StepSimulator {
         if (g.GatheredBeforeLayers(cc)) t = DpOp(r, t, g.gather_after_s, OpKind::kDpAllGather, -1, -1, cc.stage,
                                                  Phase::kComm, g.param_bytes);
       }
-      for (int64_t i = 0; i < cc.layers.count; ++i) {
-        t = DpOp(r, t, rc.dp.gather_after_layer_s, OpKind::kDpAllGather, -1, cc.layers.first + i, cc.stage,
+      for (int64_t i = 0; i < cc.units(); ++i) {
+        t = DpOp(r, t, rc.dp.gather_after_layer_s, OpKind::kDpAllGather, -1, cc.UnitLayer(i, plan_.model.layers), cc.stage,
                  Phase::kComm, rc.dp.param_layer_bytes);
       }
       for (const DpCost::OuterGroup& g : rc.dp.outer) {
@@ -372,7 +372,7 @@ class StepSimulator {
     // ZeRO-0/1 reduce once, after the last backward (or after the whole pipeline: dp_after_backward).
     const bool grads_now = zero >= 2 || (last_bwd && !pc_.dp_after_backward);
     const bool dp = DenseReductionRanks(plan_.layout) > 1;
-    const int64_t n = cc.layers.count;
+    const int64_t n = cc.units();
     const Phase pass = fwd ? Phase::kFwd : Phase::kBwd;
     const bool zero3 = dp && zero == 3;
     // Sequence parallelism, per parameter (sp_grad_reduction): the whole-held parameters' gradient
@@ -383,7 +383,8 @@ class StepSimulator {
     // runs and the first layer's when the pass reaches it (prefetched by nothing); size-based
     // buckets issue the first layer's gather when the pass starts (prefetched behind the unit).
     const bool per_group = rc.dp.per_group;
-    auto layer_at = [&](int64_t i) { return fwd ? cc.layers.first + i : cc.layers.first + n - 1 - i; };
+    // The chunk's layer passes: its decoder layers, then its MTP modules (ChunkCost::UnitLayer).
+    auto layer_at = [&](int64_t i) { return cc.UnitLayer(fwd ? i : n - 1 - i, plan_.model.layers); };
     // ZeRO-3: the gather of layer i is issued when layer i-1 starts (prefetch one ahead), recorded
     // with the pass's phase, as the executor records it (the pass that needs the parameters). A
     // profile that prefetches nothing (a layer's prefetch_ahead 0) issues it when layer i is reached;
@@ -454,7 +455,7 @@ class StepSimulator {
       const UnitOps& lu = u.Layer(layer);
       t = RunOps(r, fwd ? lu.fwd : lu.bwd, mb, stage, layer, t, !fwd && dp && zero >= 2 ? &lp : nullptr);
       if (!fwd && AccumulatesAt(mb)) t = Pass(r, t, OpKind::kGradAccum, rc.accum_layer_s, rc.accum_layer_bytes, mb, stage, layer, pass);
-      if (sp_sync) t = RunOps(r, u.layer.grad_sync, mb, stage, layer, t);
+      if (sp_sync) t = RunOps(r, lu.grad_sync, mb, stage, layer, t);
       if (!fwd && dp && grads_now) t = GradOp(r, t, rc.dp.grad_layer_s, rc.dp.grad_layer_bytes, mb, layer, stage, lp);
     }
     if (fwd && cc.head) {

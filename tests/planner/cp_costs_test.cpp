@@ -59,6 +59,31 @@ TEST(ContextParallelCosts, RingHidesTheExchangeBehindLongBlocksAndExposesItBehin
   }
 }
 
+// Every unit with an attention core runs it as cp blocks: each layer kind of a model that mixes
+// them (DeepSeek-V3's dense and MoE layers, both MLA) and its MTP module's layer, not layer 0's kind
+// alone (before 2026-11-29 the other kinds' cores were priced without the ring).
+TEST(ContextParallelCosts, EveryLayerKindAndTheMtpModuleRunTheRing) {
+  Plan p;
+  p.model = *ModelPreset("deepseek-v3");
+  p.model.layers = 8;  // 3 dense, 5 MoE
+  p.cluster = *ResolveCluster("dgx-h100", 2);
+  p.implementation = *ImplementationPreset("megatron-core");
+  p.layout = *ParseInlineLayout("dp=4,tp=2,cp=2,ep=8,global_batch=16,sp=1");
+  p.training.global_batch = p.layout.global_batch;
+  ASSERT_TRUE(ValidateLayout(p.layout, p.model, p.cluster));
+  CostContext ctx(p.cluster, Precision::kBf16, nullptr, &p.implementation);
+  const UnitCosts& u = ctx.Units(p.model, p.layout, p.model.seq_len);
+  ASSERT_FALSE(u.layer_kind.empty());
+  ASSERT_GT(u.cp.fwd_bytes, 0);
+  const CostedOp& first = AttnCore(u.layer, Phase::kFwd);
+  for (int64_t i = 0; i <= p.model.layers; ++i) {  // layer `layers`: the MTP module
+    const CostedOp& core = AttnCore(u.Layer(i), Phase::kFwd);
+    EXPECT_DOUBLE_EQ(core.time_s, first.time_s) << "layer " << i;
+    EXPECT_EQ(core.kernels, first.kernels) << "layer " << i;
+    EXPECT_DOUBLE_EQ(AttnCore(u.Layer(i), Phase::kBwd).time_s, AttnCore(u.layer, Phase::kBwd).time_s) << i;
+  }
+}
+
 TEST(ContextParallelCosts, AllGatherAndAllToAllExchangesAreExposed) {
   Plan p = MakePlan("dp=1,tp=8,cp=2,global_batch=16,sp=1", 65536, 2);
   for (CpCommType t : {CpCommType::kAllGather, CpCommType::kA2a}) {

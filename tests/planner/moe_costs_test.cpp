@@ -4,7 +4,9 @@
 // expert parameter state over the expert data-parallel group, and the search over ep and etp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "model/counting.h"
 #include "model/op_catalogue.h"
@@ -15,6 +17,7 @@
 #include "planner/estimate/step_estimate.h"
 #include "planner/memory/memory_model.h"
 #include "planner/search/search.h"
+#include "planner/sim/simulator.h"
 
 namespace parallax::planner {
 namespace {
@@ -137,6 +140,80 @@ TEST(MoeCosts, MlaAndExpertFlopsAreTheCountedOnes) {
       EXPECT_NEAR(flops, counted, 1e-9 * counted) << name << " layer " << i;
     }
   }
+}
+
+// DeepSeek-V3's MTP module (OpCatalogue::mtp): the shifted tokens' embedding lookup, its two norms
+// and its 2h -> h projection, a transformer layer of the last layer's kind, and the shared head, in
+// that order forward and in reverse backward; its FLOPs are the layer's, the head's and the
+// projection's.
+TEST(MoeCosts, TheMtpModuleIsAnEmbeddingItsProjectionALayerOfTheLastKindAndTheHead) {
+  const ModelSpec m = *ModelPreset("deepseek-v3");
+  OpShapeKey key;
+  const OpCatalogue cat = BuildOpCatalogue(m, key, *ImplementationPreset("megatron-core"));
+  ASSERT_FALSE(cat.mtp.fwd.empty());
+  std::vector<OpKind> fwd;
+  for (const OpSpec& o : cat.mtp.fwd) fwd.push_back(o.op);
+  EXPECT_EQ(fwd.front(), OpKind::kEmbedding);
+  EXPECT_EQ(fwd[1], OpKind::kMtpNorm);
+  EXPECT_EQ(fwd[2], OpKind::kMtpProj);
+  EXPECT_NE(std::find(fwd.begin(), fwd.end(), OpKind::kRouter), fwd.end());  // the last layer is MoE
+  EXPECT_EQ(fwd.back(), OpKind::kLoss);
+  EXPECT_EQ(cat.mtp.bwd.front().op, OpKind::kLoss);
+  EXPECT_EQ(cat.mtp.bwd.back().op, OpKind::kEmbedding);
+  auto flops = [](const std::vector<OpSpec>& ops) {
+    double f = 0;
+    for (const OpSpec& o : ops) f += o.flops;
+    return f;
+  };
+  const double tokens = static_cast<double>(m.seq_len), h = static_cast<double>(m.hidden);
+  const double proj = 2 * tokens * h * 2 * h;
+  const double layer = flops(cat.kinds[static_cast<size_t>(LayerKindOf(m, m.layers - 1))].fwd);
+  EXPECT_NEAR(flops(cat.mtp.fwd), layer + flops(cat.head.fwd) + proj, 1e-9 * layer);
+  // Backward: each GEMM twice (input and weight gradients).
+  const double layer_bwd = flops(cat.kinds[static_cast<size_t>(LayerKindOf(m, m.layers - 1))].bwd);
+  EXPECT_NEAR(flops(cat.mtp.bwd), layer_bwd + flops(cat.head.bwd) + 2 * proj, 1e-9 * layer);
+  // A model without MTP has no such unit.
+  EXPECT_TRUE(BuildOpCatalogue(*ModelPreset("qwen3-30b-a3b"), key, *ImplementationPreset("megatron-core")).mtp.fwd.empty());
+}
+
+// Its compute lands on the stage that holds it (StageMtpModules) and nowhere else, in the closed
+// form's chunk sums and in the simulated step (a layer pass at layer index layers + 0).
+TEST(MoeCosts, TheMtpModulesComputeAddsToItsStageOnly) {
+  Plan p = MakePlan("deepseek-v3", "dp=8,tp=1,pp=4,ep=8,zero=1,global_batch=64", 4);
+  p.model.layers = 8;  // 3 dense, 5 MoE: two a stage
+  Plan without = p;
+  without.model.mtp_layers = 0;
+  CostContext ctx(p.cluster, p.training.precision, nullptr, &p.implementation);
+  CostContext ctx_without(without.cluster, without.training.precision, nullptr, &without.implementation);
+  const PlanCosts with_mtp = CostPlan(ctx, p), plain = CostPlan(ctx_without, without);
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_DOUBLE_EQ(with_mtp.ranks[r].fwd_s, plain.ranks[r].fwd_s) << r;
+    EXPECT_DOUBLE_EQ(with_mtp.ranks[r].bwd_s, plain.ranks[r].bwd_s) << r;
+  }
+  const UnitOps& mtp = with_mtp.units->mtp;
+  EXPECT_EQ(with_mtp.ranks[3].chunks[0].mtp, 1);
+  EXPECT_NEAR(with_mtp.ranks[3].fwd_s - plain.ranks[3].fwd_s, mtp.fwd_s, 1e-12);
+  EXPECT_NEAR(with_mtp.ranks[3].bwd_s - plain.ranks[3].bwd_s, mtp.bwd_s, 1e-12);  // accumulation in the GEMMs
+  SimOptions o;
+  o.record_trace = true;
+  const auto sim = Simulate(p, nullptr, o), sim_without = Simulate(without, nullptr, o);
+  ASSERT_TRUE(sim.ok()) << sim.error().message;
+  ASSERT_TRUE(sim_without.ok()) << sim_without.error().message;
+  EXPECT_GT(sim->prediction.step_time_s, sim_without->prediction.step_time_s);
+  ASSERT_TRUE(sim->trace.has_value());
+  int64_t proj = 0;  // forward and backward of each of the last stage's micro-batches
+  const traces::Trace& t = *sim->trace;
+  for (size_t i = 0; i < t.slices().size(); ++i) {
+    const traces::Slice& sl = t.slices()[i];
+    if (!sl.has(traces::slice_flags::kHasIdentity)) continue;
+    const OpIdentity id = sl.identity.Unpack();
+    if (id.op == OpKind::kMtpProj) {
+      EXPECT_EQ(id.layer, p.model.layers);
+      EXPECT_EQ(id.stage, 3);
+      ++proj;
+    }
+  }
+  EXPECT_EQ(proj, 2 * p.layout.num_microbatches());
 }
 
 TEST(MoeMemory, ExpertStateShardsOverTheExpertDataParallelGroup) {
