@@ -93,6 +93,8 @@ Result<DeviceSpec> DeviceFromJson(const Json& j, const std::string& file, const 
       m.kernel_overhead_us = a.NonNegativeNumber("kernel_overhead_us", 0);
       m.nccl_channels = a.NonNegativeInt("nccl_channels", 0);
       m.nvlink_sharp = a.Bool("nvlink_sharp", false);
+      m.fa2_attention_fraction = a.NonNegativeNumber("fa2_attention_fraction", 0);
+      if (m.fa2_attention_fraction > 1.0) a.Fail("fa2_attention_fraction", "must be <= 1");
       m.accumulate_epilogue_fraction = a.NonNegativeNumber("accumulate_epilogue_fraction", 0);
       if (m.accumulate_epilogue_fraction > 1.0) a.Fail("accumulate_epilogue_fraction", "must be <= 1");
       m.context_reserve_MiB = a.NonNegativeNumber("context_reserve_MiB", 0);
@@ -139,6 +141,7 @@ Json DeviceToJson(const DeviceSpec& d) {
                     {"nccl_channels", m.nccl_channels},
                     {"context_reserve_MiB", m.context_reserve_MiB},
                     {"blas_workspace_MiB", m.blas_workspace_MiB}};
+  if (m.fa2_attention_fraction > 0) j["microarch"]["fa2_attention_fraction"] = m.fa2_attention_fraction;  // written when measured
   return j;
 }
 

@@ -55,6 +55,11 @@ struct Microarch {
   //! an all-reduce inside a node over it when that is faster than its ring (Hopper and later with
   //! third-generation NVSwitch).
   bool nvlink_sharp = false;
+  //! Speed of Tri Dao's FlashAttention-2 kernels relative to the fused attention core the model
+  //! prices (cuDNN's, FlashAttention-3's): they run the previous generation's MMA without warp
+  //! specialization. 0: not measured (priced as the fused kernel). Read with
+  //! ImplementationProfile::flash_attention_2.
+  double fa2_attention_fraction = 0;
   //! Share of an accumulating GEMM's extra C traffic (fp32 C read, fp32 D written in place of a
   //! 16-bit D: GemmShape::accumulate) that its main loop does not hide, paid at the streaming
   //! bandwidth on top of the tile model; 0 = hidden (or not measured).

@@ -21,6 +21,7 @@ ImplementationProfile Parallax() {
                  "kernels, the s x s scores of a chunk of heads in HBM"};
   p.attention_keeps_statistics = {true, "executor/backend.h AttentionForward: keeps the fp32 row log-sum-exp; "
                                         "AttentionBackward recomputes the probabilities from it"};
+  p.flash_attention_2 = {false, "executor/cuda: our attention core is a GEMM path (attention: unfused), no flash kernel"};
   p.fused_qkv_gemm = {false,
                       "executor/runtime/transformer_layer.cpp: the qkv op is three LinearForward calls (wq, wk, wv), "
                       "each a GEMM then Backend::AddBias, then Backend::Rotary on q and k for a rotary model; its "
@@ -102,6 +103,8 @@ ImplementationProfile MegatronCore() {
   p.attention = {AttentionKernel::kFlash,
                  "transformer_engine/pytorch/attention.py DotProductAttention: cuDNN fused / flash-attn backend"};
   p.attention_keeps_statistics = {true, "flash attention saves softmax_lse (Dao 2023, FlashAttention-2, algorithm 1)"};
+  p.flash_attention_2 = {false, "transformer_engine/pytorch/attention.py get_attention_backend: the cuDNN fused "
+                                "backend first (NVTE_FUSED_ATTN=1 by default); a run with NVTE_FUSED_ATTN=0 sets it"};
   p.fused_qkv_gemm = {true, "megatron/core/transformer/attention.py SelfAttention: one linear_qkv (TE LayerNormLinear) "
                             "producing the mixed query/key/value layer"};
   p.fused_bias_activation = {true, "megatron/core/fusions/fused_bias_gelu.py, fused_bias_swiglu.py"};
@@ -230,6 +233,7 @@ ImplementationProfile Megatron2021() {
                  "FusedScaleMaskSoftmax, attention_dropout, bmm with V"};
   p.attention_keeps_statistics = {false, "megatron/model/transformer.py (v2.5): autograd saves attention_probs for the "
                                          "bmm with V"};
+  p.flash_attention_2 = {false, "unfused attention (megatron/model/transformer.py v2.5 CoreAttention): no flash kernel"};
   p.fused_qkv_gemm = {true, "megatron/model/transformer.py ParallelAttention: one ColumnParallelLinear query_key_value"};
   p.fused_bias_activation = {true, "megatron/model/fused_bias_gelu.py (--bias-gelu-fusion, on by default)"};
   p.fused_bias_dropout_add = {true, "megatron/model/transformer.py bias_dropout_add_fused_train (--bias-dropout-fusion)"};
@@ -313,6 +317,7 @@ ImplementationProfile DeepSpeed() {
                  "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention (flash only with --use-flash-attn)"};
   p.attention_keeps_statistics = {false, "Megatron-DeepSpeed megatron/model/transformer.py CoreAttention: autograd "
                                          "saves attention_probs for the bmm with V"};
+  p.flash_attention_2 = {false, "unfused attention (Megatron-DeepSpeed CoreAttention): no flash kernel"};
   p.fused_qkv_gemm = {true, "Megatron-DeepSpeed megatron/model/transformer.py ParallelAttention: one query_key_value GEMM"};
   p.fused_bias_activation = {true, "Megatron-DeepSpeed megatron/model/fused_bias_gelu.py"};
   p.fused_bias_dropout_add = {true, "Megatron-DeepSpeed megatron/model/transformer.py bias_dropout_add_fused_train"};
@@ -538,6 +543,7 @@ Result<ImplementationProfile> ImplementationFromJson(const Json& j, const std::s
       FactReader f(facts);
       f.Enum("attention", p.attention, {AttentionKernel::kUnfused, AttentionKernel::kFlash});
       f.Bool("attention_keeps_statistics", p.attention_keeps_statistics);
+      f.Bool("flash_attention_2", p.flash_attention_2);
       f.Bool("fused_qkv_gemm", p.fused_qkv_gemm);
       f.Bool("fused_bias_activation", p.fused_bias_activation);
       f.Bool("fused_bias_dropout_add", p.fused_bias_dropout_add);
@@ -589,6 +595,7 @@ Json ImplementationToJson(const ImplementationProfile& p) {
               {"facts",
                {{"attention", EnumJson(p.attention)},
                 {"attention_keeps_statistics", FactJson(p.attention_keeps_statistics)},
+                {"flash_attention_2", FactJson(p.flash_attention_2)},
                 {"fused_qkv_gemm", FactJson(p.fused_qkv_gemm)},
                 {"fused_bias_activation", FactJson(p.fused_bias_activation)},
                 {"fused_bias_dropout_add", FactJson(p.fused_bias_dropout_add)},

@@ -82,6 +82,10 @@ struct ImplementationProfile {
   //! there (flash attention always does; our executor's GEMM path too), not the s x s probabilities.
   //! Memory only: what the kernels cost is `attention`'s. Read through AttentionKeepsStatistics.
   Fact<bool> attention_keeps_statistics;
+  //! A flash attention core runs Tri Dao's FlashAttention-2 kernels (Transformer Engine with
+  //! NVTE_FUSED_ATTN=0 and the flash-attn 2 package), not a fused kernel of the device's generation
+  //! (cuDNN's): priced at the device's Microarch::fa2_attention_fraction of that kernel's speed.
+  Fact<bool> flash_attention_2;
   //! Q, K and V come from one GEMM against the concatenated weight (bias in its epilogue), not from
   //! three GEMMs each followed by its bias add (and rotary embedding, when the model has one)
   Fact<bool> fused_qkv_gemm;

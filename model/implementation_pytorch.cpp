@@ -17,6 +17,7 @@ ImplementationProfile PytorchEager() {
   p.attention_keeps_statistics = {false, "eager attention: autograd saves softmax's output (the s x s probabilities) "
                                         "for SoftmaxBackward; SDPA's flash kernel keeps the row log-sum-exp instead, "
                                         "which AttentionKeepsStatistics follows from attention = flash"};
+  p.flash_attention_2 = {false, "eager attention (bench/peer/torch_gpt.py): no flash kernel"};
   p.fused_qkv_gemm = {false, "bench/peer/torch_gpt.py Block: three nn.Linear (wq, wk, wv), each an aten::linear"};
   p.fused_bias_activation = {false, "eager mode fuses nothing: nn.Linear (aten::addmm) then F.gelu, a kernel of its "
                                     "own (torch/nn/functional.py gelu)"};

@@ -267,6 +267,15 @@ DeviceSpec Device(const std::string& name, PeakTflops peak, double memory_GiB, d
 //     on top of the main loop. One K (2048) only: the term is the C traffic, so its share falls as 1/K
 //     (the alternative reading, a per-FLOP cost of the transposed operand, would not); test
 //     CostDbAccumulate.HopperEpilogueFigureAgainstTheH200Calibration. Ampere: 0, not measured.
+//   fa2_attention_fraction 0.62 (Hopper): Tri Dao's FlashAttention-2 against cuDNN's fused attention
+//     on one H100 80GB SXM5, BF16, head dim 128, sequence 8k: 333 / 529 TFLOP/s forward causal,
+//     370 / 600 forward non-causal, 318 / 518 backward (Shah et al. 2024, FlashAttention-3, arXiv
+//     2407.08608, figures 5 and 6), ratios 0.63, 0.62, 0.61, geometric mean 0.62. The model's fused
+//     attention is cuDNN's (the Llama 3.1 context-parallel runs, cuDNN by Transformer Engine's
+//     default, are predicted within 3%: docs/validation.md). FA2 runs Ampere's mma.sync on Hopper,
+//     without the warpgroup MMA and the warp specialization of cuDNN and FlashAttention-3. Ampere:
+//     not set (FlashAttention-2 is that generation's fast kernel; the A100 attention validation
+//     runs it). Blackwell: not measured, not set.
 //   context_reserve 723 MiB (Ampere): the first CUDA call of a PyTorch process takes 723 MiB of device
 //     memory (discuss.pytorch.org/t/what-is-the-reason-for-pytorchs-gpu-memory-floor/73021); not
 //     measured on an A100 by us.
@@ -314,6 +323,7 @@ Microarch Hopper() {
   a.accumulate_epilogue_fraction = 0.8;
   a.unfused_attention_fraction = 0;  // no published Hopper measurement: the streaming fraction
   a.unfused_attention_bwd_fraction = 0;
+  a.fa2_attention_fraction = 0.62;
   a.context_reserve_MiB = 2821;
   a.blas_workspace_MiB = 32;
   return a;
@@ -394,6 +404,7 @@ Microarch Blackwell(int64_t sm_count, double mamf_bf16_tflops) {
   a.sfu_ops_per_clock_per_sm = 0;
   a.warp_specialized_mma = true;
   a.nvlink_sharp = false;
+  a.fa2_attention_fraction = 0;  // not measured on Blackwell
   return a;
 }
 

@@ -39,6 +39,7 @@ DeviceTraits TraitsFor(const DeviceSpec& device) {
   t.sfu_ops_per_s = static_cast<double>(a.sm_count) * a.sfu_ops_per_clock_per_sm * a.sustained_clock_MHz * 1e6;
   t.warp_specialized_mma = a.warp_specialized_mma;
   t.accumulate_epilogue_fraction = a.accumulate_epilogue_fraction;
+  if (a.fa2_attention_fraction > 0) t.fa2_attention_fraction = a.fa2_attention_fraction;
   return t;
 }
 

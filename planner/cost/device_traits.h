@@ -28,6 +28,7 @@ struct DeviceTraits {
   double sfu_ops_per_s = 0;         //!< exp throughput of the whole device at the sustained clock
   bool warp_specialized_mma = false;
   double accumulate_epilogue_fraction = 0;  //!< Microarch::accumulate_epilogue_fraction
+  double fa2_attention_fraction = 1;        //!< Microarch::fa2_attention_fraction (1 when not measured)
 };
 
 DeviceTraits TraitsFor(const DeviceSpec& device);

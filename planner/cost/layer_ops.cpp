@@ -100,7 +100,12 @@ class Pricer {
       o.time_s += part.time_s;
       o.gemms.push_back(part);  // refine samples measured times at these shapes
     }
-    if (s.flash) o.time_s += c_.FlashAttention(*s.flash);
+    if (s.flash) {
+      // FlashAttention-2's kernels where the profile runs them, at the device's measured fraction of
+      // the fused kernel's speed (Microarch::fa2_attention_fraction).
+      const double fa2 = impl_.flash_attention_2.value ? c_.traits().fa2_attention_fraction : 1.0;
+      o.time_s += c_.FlashAttention(*s.flash) / fa2;
+    }
     // Memory-bound part: the op's own family (an OpKind name), as CostDb kernels are keyed.
     if (s.bytes > 0 && !s.flash) {
       o.memory_family = MemoryFamily(s.op, s.phase);

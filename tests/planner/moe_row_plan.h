@@ -96,7 +96,10 @@ inline void ApplyMoeRecipe(const Json& recipe, Plan& plan, std::vector<std::stri
       // the layers (model/stage_split.h), nothing to set.
     } else if (key == "pipeline_layout") {
       l.pipeline_layout = v.get<std::string>();
-      if (plan.model.mtp_layers > 0) unexpressed.push_back("the MTP module's compute (its memory and state are counted on its stage)");
+    } else if (key == "flash_attention_2") {
+      impl.flash_attention_2 = {v.get<bool>(), source};
+    } else if (key == "nccl_nvls") {
+      plan.cluster.device.arch.nvlink_sharp = plan.cluster.device.arch.nvlink_sharp && v.get<bool>();
     } else if (key == "fp8_param_gather") {
       impl.fp8_params = {v.get<bool>(), source};
     } else if (key == "fp8_recipe") {

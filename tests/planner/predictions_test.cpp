@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
+#include "model/device_spec.h"
 #include "model/implementation.h"
+#include "model/load.h"
 #include "model/op_catalogue.h"
 #include "model/param_groups.h"
 #include "model/presets.h"
@@ -85,6 +88,45 @@ TEST(Predictions, ProfilesChangeTheSpeedOfTheSameLayout) {
   p.implementation = *ImplementationPreset("megatron-core");
   const double new_step = Estimate(p)->step_time_s;
   EXPECT_LT(new_step, old_step) << "flash attention and overlapped DP reduction must be faster";
+}
+
+// A profile that runs FlashAttention-2's kernels (flash_attention_2) prices the attention core at the
+// device's measured fraction of the fused kernel's speed: 0.62 on Hopper (FlashAttention-3 paper,
+// figures 5-6; model/presets.cpp), forward and backward, nothing else changed; on Ampere, where FA2
+// is the generation's kernel, and on Blackwell (not measured) as before. The figure round-trips
+// through the device JSON and a value over 1 names its path.
+TEST(Predictions, FlashAttention2RunsAtTheDevicesMeasuredFractionOfTheFusedKernel) {
+  auto core = [](const Plan& p, Phase ph) {
+    CostContext ctx(p.cluster, p.training.precision, nullptr, &p.implementation);
+    const UnitCosts& u = ctx.Units(p.model, p.layout, p.model.seq_len);
+    double t = 0, other = 0;
+    for (const CostedOp& o : ph == Phase::kFwd ? u.layer.fwd : u.layer.bwd) (o.op == OpKind::kAttnCore ? t : other) += o.time_s;
+    return std::pair{t, other};
+  };
+  for (const char* cluster : {"dgx-h100", "dgx-a100", "dgx-b200"}) {
+    Plan fused = MakePlan("llama2-70b", cluster, 1, "dp=1,tp=8,micro_batch=1,global_batch=8", Precision::kBf16, "megatron-core");
+    Plan fa2 = fused;
+    fa2.implementation.flash_attention_2 = {true, "test"};
+    const double fraction = std::string(cluster) == "dgx-h100" ? 0.62 : 1.0;
+    for (Phase ph : {Phase::kFwd, Phase::kBwd}) {
+      const auto [f_core, f_other] = core(fused, ph);
+      const auto [a_core, a_other] = core(fa2, ph);
+      ASSERT_GT(f_core, 0);
+      EXPECT_NEAR(a_core, f_core / fraction, 1e-12 * a_core) << cluster;
+      EXPECT_DOUBLE_EQ(a_other, f_other) << cluster;
+    }
+  }
+  const DeviceSpec h100 = ResolveCluster("dgx-h100", 1)->device;
+  Json j = DeviceToJson(h100);
+  EXPECT_DOUBLE_EQ(j["microarch"]["fa2_attention_fraction"].get<double>(), 0.62);
+  EXPECT_FALSE(DeviceToJson(ResolveCluster("dgx-a100", 1)->device)["microarch"].contains("fa2_attention_fraction"));
+  auto back = DeviceFromJson(j, "device.json", "/device");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_DOUBLE_EQ(back->arch.fa2_attention_fraction, 0.62);
+  j["microarch"]["fa2_attention_fraction"] = 1.5;
+  auto bad = DeviceFromJson(j, "device.json", "/device");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("/device/microarch/fa2_attention_fraction"), std::string::npos) << bad.error().message;
 }
 
 TEST(Predictions, ProfileJsonRoundTripsAndNamesBadFacts) {

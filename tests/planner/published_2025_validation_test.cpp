@@ -80,6 +80,13 @@ RowResult Predict(const Json& row, const char* implementation) {
   if (row["model_name"].get<std::string>().find("Grok-1") != std::string::npos) {
     plan.implementation.grad_buffer_dtype = {GradDType::kParam, row["source"].get<std::string>()};
     plan.implementation.grad_reduce_dtype = {GradDType::kParam, row["source"].get<std::string>()};
+    // The H100 rows' release runs Transformer Engine without cuDNN's fused attention (dgxc v25.02
+    // grok1/configure.sh line 29, NVTE_FUSED_ATTN=0, for every dtype): FlashAttention-2's kernels.
+    // and with NCCL's NVLink SHARP off (line 26, NCCL_NVLS_ENABLE=0).
+    if (!gb200) {
+      plan.implementation.flash_attention_2 = {true, "dgxc-benchmarking v25.02 grok1/configure.sh:29"};
+      plan.cluster.device.arch.nvlink_sharp = false;
+    }
   }
   if (row["model_name"].get<std::string>().find("DeepSeek-V3") != std::string::npos) {
     // NeMo's DeepSeek-V3 pretrain recipe, which the performance script calls with no arguments
