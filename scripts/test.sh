@@ -97,6 +97,20 @@ asan_skip+='|^CompareModes\.(CalibratedPredictionsAreWithinAFactorOfFour|RanksSh
 asan_skip+='|^MemoryTruthSearch\.|^ForeignAttribution\.WholeMicrosecondTimestamps'
 asan_skip+='|^executor_mpi_(tp2_pp2_none|dp2_tp2_none|tp2_full|tp2_sp_none|dp2_zero3_full|tp2_none|pp2_1f1b_none|dp2_full)_fp8$'
 asan_skip+='|^executor_mpi_cp4_(full|selective)_fp32$'
+# The CI run of 2026-11-29 (clean clone, this VM at a slow hour) took 60 min with the cuts above:
+# each test ran about 1.5x its earlier time. So also the recompute twins (full, selective) of the
+# layout cases whose no-recompute twin runs: recompute's code stays under the sanitizers through
+# tp2 + SP (fp32 and fp8), pp2 interleaved + SP, ZeRO-3 + tp + SP, MoE with tp + SP + ep 4, cp 2
+# with tp + SP (full and selective), MLA with tp + SP and pp2 1F1B fp8 (321 s of ASan test time).
+# Listed by full name: CMake's regular expressions allow at most 9 parenthesised groups in all.
+asan_skip+='|^executor_mpi_moe_cp2_dp2_ep2_full$|^executor_mpi_moe_tp2_sp_ep2_full$|^executor_mpi_moe_tp2_sp_etp1_full$'
+asan_skip+='|^executor_mpi_moe_ep2_pp2_full$|^executor_mpi_moe_ep2_edp2_zero1_full$|^executor_mpi_moe_ep2_edp2_zero2_full$'
+asan_skip+='|^executor_mpi_moe_ep2_edp2_zero3_full$|^executor_mpi_moe_ep2_full$|^executor_mpi_moe_ep2_edp2_full$'
+asan_skip+='|^executor_mpi_pp2_cp2_selective_fp32$|^executor_mpi_dp2_zero1_cp2_selective_fp32$|^executor_mpi_dp2_zero3_cp2_selective_fp32$'
+asan_skip+='|^executor_mpi_cp2_selective_fp32$|^executor_mpi_pp2_cp2_full_fp32$|^executor_mpi_dp2_zero3_cp2_full_fp32$'
+asan_skip+='|^executor_mpi_dp2_zero1_cp2_full_fp32$|^executor_mpi_cp2_full_fp32$|^executor_mpi_dp2_zero3_full_fp32$'
+asan_skip+='|^executor_mpi_pp2_interleaved_v2_full_fp32$|^executor_mpi_dp2_full_fp32$|^executor_mpi_mla_cp2_full$'
+asan_skip+='|^executor_mpi_sliding_cp2_full$|^executor_mpi_sliding_tp2_sp_full$'
 asan_suite() {
   cmake --preset debug-asan
   cmake --build --preset debug-asan -j "$jobs"
