@@ -61,6 +61,9 @@ OpFamily FamilyOfName(std::string_view name) {
       case OpKind::kFc2:
       case OpKind::kLmHead:
       case OpKind::kMtpProj:
+      case OpKind::kRouter:
+      case OpKind::kExpertFc1:
+      case OpKind::kExpertFc2:
         return OpFamily::kGemm;
       case OpKind::kAttnCore:
         return OpFamily::kAttention;

@@ -397,6 +397,9 @@ class TstGuiCore : public QObject {
     QCOMPARE(ColorOfName("qkv"), ColorOfName("qkv"));
     QCOMPARE(FamilyOfName("qkv"), OpFamily::kGemm);
     QCOMPARE(FamilyOfName("tp_allreduce"), OpFamily::kTpComm);
+    // The MoE layer's and the MTP module's GEMMs are GEMMs; their memory-bound ops are not.
+    for (const char* gemm : {"router", "expert_fc1", "expert_fc2", "mtp_proj"}) QCOMPARE(FamilyOfName(gemm), OpFamily::kGemm);
+    QCOMPARE(FamilyOfName("expert_act"), OpFamily::kPointwise);
     QCOMPARE(FamilyOfName("ncclDevKernel_AllReduce_Sum_bf16_RING_LL"), OpFamily::kComm);
     QCOMPARE(FamilyOfName("Memcpy HtoD (Pinned -> Device)"), OpFamily::kMemory);
     QVERIFY(ErrorColor(0.5) != ErrorColor(-0.5));
