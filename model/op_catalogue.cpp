@@ -652,9 +652,9 @@ OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, cons
     if (!u.fwd.empty()) u.grad_sync = c.GradSync(LayerGradSyncElements(model, kind % 2 == 1, key.sequence_parallel));
   }
   out.layer.grad_sync = out.kinds[static_cast<size_t>(LayerKindOf(model, 0))].grad_sync;
+  const bool norm_bias = model.norm == NormKind::kLayerNorm && model.bias;
   if (key.sequence_parallel) {
     const int64_t h = model.hidden;
-    const bool norm_bias = model.norm == NormKind::kLayerNorm && model.bias;
     // Learned positions: our executor adds them to its sequence shard (each rank's gradient is
     // partial); Megatron adds them before scattering the sequence, so its gradient is whole.
     if (model.position == PositionKind::kLearned && impl.sp_grad_reduction.value == SpGradReduction::kPerParameter) {
@@ -667,10 +667,7 @@ OpCatalogue BuildOpCatalogue(const ModelSpec& model, const OpShapeKey& key, cons
     // (enorm, hnorm, final_layernorm; and their biases with LayerNorm + bias).
     std::vector<int64_t> elements =
         LayerGradSyncElements(model, IsMoeLayer(model, model.layers - 1), key.sequence_parallel);
-    if (key.sequence_parallel) {
-      const bool norm_bias = model.norm == NormKind::kLayerNorm && model.bias;
-      elements.insert(elements.end(), norm_bias ? 6 : 3, model.hidden);
-    }
+    if (key.sequence_parallel) elements.insert(elements.end(), norm_bias ? 6 : 3, model.hidden);
     out.mtp.grad_sync = c.GradSync(elements);
   }
   return out;

@@ -144,10 +144,8 @@ void CostGatherAfterStep(const CostInputs& in, const PlacedGroup& reduction, Ran
   dp.gather_overlapped = GathersAfterStep(l) && in.ctx.implementation().overlap_param_gather.value;
   if (!GathersAfterStep(l)) return;
   if (dp.per_group) {
-    int64_t layers_on_rank = 0;
-    for (const ChunkCost& cc : rc.chunks) layers_on_rank += cc.units();
     dp.gather_after_layer_s = coll.Time(CollectiveKind::kAllGather, in.param_e * in.layer_params, reduction);
-    dp.gather_after_s += static_cast<double>(layers_on_rank) * dp.gather_after_layer_s;
+    dp.gather_after_s += static_cast<double>(rc.units()) * dp.gather_after_layer_s;
   } else {
     dp.gather_after_s = coll.Time(CollectiveKind::kAllGather, in.param_e * static_cast<double>(rc.params), reduction);
   }
@@ -176,6 +174,17 @@ void CostTiedEmbedding(const CostInputs& in, RankCost& rc) {
   rc.dp.tied_embedding_s = in.ctx.collectives().Time(
       CollectiveKind::kAllReduce,
       in.grad_e * static_cast<double>(m.vocab) * static_cast<double>(m.hidden) / static_cast<double>(l.tp), pair);
+}
+
+int64_t RankCost::units() const {
+  int64_t n = 0;
+  for (const ChunkCost& cc : chunks) n += cc.units();
+  return n;
+}
+
+double RankCost::GradReductionAfterBackward() const {
+  const bool outer = std::any_of(chunks.begin(), chunks.end(), [](const ChunkCost& cc) { return cc.embedding || cc.head; });
+  return static_cast<double>(units()) * dp.grad_layer_s + (outer ? dp.grad_outer_s : 0.0);
 }
 
 std::vector<ChunkGatherReady> GatherReady(const RankCost& rc) {

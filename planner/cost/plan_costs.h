@@ -160,6 +160,12 @@ struct RankCost {
     double fwd_s = 0, bwd_s = 0, fwd_tp_s = 0, bwd_tp_s = 0;
   } layer;
   std::vector<ChunkCost> chunks;
+  //! The layer passes a micro-batch makes through all of the rank's chunks (ChunkCost::units).
+  int64_t units() const;
+  //! All of the rank's gradient collectives back to back: a layer group's per layer pass, and the
+  //! outer groups' when the rank holds the embedding or the head. What a profile that reduces only
+  //! after the whole backward (PlanCosts::dp_after_backward) runs once the backward is over.
+  double GradReductionAfterBackward() const;
   double fwd_s = 0, bwd_s = 0;  //!< one micro-batch through all chunks of the rank
   double fwd_tp_s = 0, bwd_tp_s = 0;
   DpCost dp;

@@ -11,18 +11,6 @@
 namespace parallax::planner {
 namespace {
 
-//! Profiles that reduce only after the whole backward (dp_after_backward): all of the rank's
-//! gradient collectives, back to back.
-double AfterBackwardTail(const RankCost& rc) {
-  int64_t layers = 0;
-  bool outer = false;
-  for (const ChunkCost& cc : rc.chunks) {
-    layers += cc.units();
-    outer = outer || cc.embedding || cc.head;
-  }
-  return static_cast<double>(layers) * rc.dp.grad_layer_s + (outer ? rc.dp.grad_outer_s : 0.0);
-}
-
 //! Consecutive backward passes that end pipeline rank r's order (model/schedule.cpp); under ZeRO-0/1
 //! only as far back as the first chunk's last pass (the last bucket release that matters).
 int64_t TrailingBackwards(const Layout& l, int64_t r, int64_t mb) {
@@ -98,7 +86,7 @@ double RankDpTail(const Plan& plan, const PlanCosts& pc, const std::vector<RankW
   const RankWork& w = work[static_cast<size_t>(r)];
   double tail = 0;
   if (DenseReductionRanks(l) > 1 && pc.dp_after_backward) {
-    tail = AfterBackwardTail(rc);
+    tail = rc.GradReductionAfterBackward();
   } else if (DenseReductionRanks(l) > 1 && l.zero_stage <= 2) {
     const int64_t trailing = TrailingBackwards(l, r, pc.microbatches);
     double dp_end = BucketReleaseEnd(plan, pc, rc, w.bwd_s / static_cast<double>(l.virtual_stages), trailing);

@@ -41,9 +41,7 @@ double PerGroupReduceScatterWait(const Plan& plan, const PlanCosts& pc, const Ra
 //! slowing the compute beside it. A backlog that outgrows a micro-batch's compute stretches the
 //! step (the DP tail, dp_tail.cpp).
 void AddZero2Waits(const Plan& plan, const PlanCosts& pc, const RankCost& rc, RankWork& work) {
-  double layers = 0;
-  for (const ChunkCost& cc : rc.chunks) layers += static_cast<double>(cc.units());
-  const double dp_work = layers * rc.dp.grad_layer_s;
+  const double dp_work = static_cast<double>(rc.units()) * rc.dp.grad_layer_s;
   const double cb = (pc.contention - 1) * std::min(dp_work, rc.bwd_s - rc.bwd_tp_s);
   work.bwd_s += cb;
   work.contention_s += cb;

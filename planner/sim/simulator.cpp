@@ -101,14 +101,8 @@ class StepSimulator {
       pipe_end[static_cast<size_t>(r)] = s.t;
       if (pc_.dp_after_backward && DenseReductionRanks(plan_.layout) > 1) {
         // One reduction of the whole gradient buffer once the backward is over (no overlap).
-        int64_t layers = 0;
-        bool outer = false;
-        for (const ChunkCost& cc : rc.chunks) {
-          layers += cc.units();
-          outer = outer || cc.embedding || cc.head;
-        }
-        const double d = static_cast<double>(layers) * rc.dp.grad_layer_s + (outer ? rc.dp.grad_outer_s : 0.0);
-        DpOp(r, s.t, d, plan_.layout.zero_stage == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter, -1, -1);
+        DpOp(r, s.t, rc.GradReductionAfterBackward(), plan_.layout.zero_stage == 0 ? OpKind::kDpAllReduce : OpKind::kDpReduceScatter,
+             -1, -1);
       }
       if (rc.dp.tied_embedding_s > 0) {
         // The stage holding this rank's copy of the tied word embedding (first or last).
